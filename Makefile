@@ -1,0 +1,41 @@
+# Neta's two everyday commands: `make run` and `make test` (see README).
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+# The contract suite runs the mysql provider on this server too.
+NETA_TEST_MYSQL_URL ?= mysql://root@127.0.0.1:3306/neta
+
+.PHONY: run test deps deps-test bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+
+$(VENV)/.deps: pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+$(VENV)/.deps-test: pyproject.toml | $(VENV)/bin/python
+	bin/setup-system
+	$(VENV)/bin/pip install -q -e ".[mysql,test]"
+	touch $@ $(VENV)/.deps
+
+deps: $(VENV)/.deps
+deps-test: $(VENV)/.deps-test
+
+run: deps
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py neta_bootstrap
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) neta.asgi:application
+
+test: deps-test
+	bin/setup-system --services
+	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: deps-test
+	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m bench
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NetaConfig(AppConfig):
+    name = "neta"
+    verbose_name = "Neta"

@@ -1,0 +1,174 @@
+"""Neta settings: read once from ``NETA_*`` environment variables (see README).
+
+With no variable set Neta runs embedded: SQLite under ``var/``, session files under
+``var/sessions``, the in-memory channel layer and the inline task backend.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from neta.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+    sqlite_database,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("NETA_VAR_DIR", BASE_DIR / "var", base=BASE_DIR)
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    configured = env_str("NETA_SECRET_KEY")
+    if configured:
+        return configured
+    # Embedded default: one random key per installation, kept under var/.
+    key_file = VAR_DIR / "secret_key"
+    try:
+        return key_file.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        key = secrets.token_urlsafe(50)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(key)
+        return key
+    except FileExistsError:  # pragma: no cover - lost a race with another process
+        return key_file.read_text(encoding="utf-8").strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("NETA_DEBUG", False)
+ALLOWED_HOSTS = env_list("NETA_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("NETA_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "neta",
+    "sessions_tree",
+    "toolcatalog",
+    "skills_registry",
+    "runtime",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "neta.urls"
+ASGI_APPLICATION = "neta.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+_database_url = env_str("NETA_DATABASE_URL")
+DATABASES = {
+    "default": (
+        database_from_url(_database_url, base=BASE_DIR)
+        if _database_url
+        else sqlite_database(VAR_DIR / "neta.sqlite3")
+    )
+}
+# The contract suite also runs the mysql provider on a real MariaDB/MySQL server,
+# reached under its own alias so one test run covers SQLite and MariaDB.
+_test_mysql_url = env_str("NETA_TEST_MYSQL_URL")
+if _test_mysql_url:
+    DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Sessions -----------------------------------------------------------------
+NETA_SESSIONS_DIR = env_path("NETA_SESSIONS_DIR", VAR_DIR / "sessions", base=BASE_DIR)
+# How many tree events each session keeps for gap filling (DESIGN §6).
+NETA_EVENT_LOG_SIZE = env_int("NETA_EVENT_LOG_SIZE", 1000, minimum=10)
+# Snapshots carry at most this many full entries; the rest is paged (DESIGN §2).
+NETA_SNAPSHOT_ENTRY_LIMIT = env_int("NETA_SNAPSHOT_ENTRY_LIMIT", 2000, minimum=10)
+
+# --- Realtime and tasks -------------------------------------------------------
+NETA_REDIS_URL = env_str("NETA_REDIS_URL")
+if NETA_REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [NETA_REDIS_URL],
+                "prefix": env_str("NETA_CHANNELS_PREFIX", "neta"),
+                "capacity": 500,
+                "expiry": 30,
+                "group_expiry": 86400,
+            },
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
+CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# --- Models and sandbox ---------------------------------------------------------
+NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "scripted-demo")
+NETA_SANDBOX = env_choice("NETA_SANDBOX", "none", ("none", "bwrap"))
+NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
+
+# --- The rest -------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+NETA_SERVE_STATIC = env_bool("NETA_SERVE_STATIC", True)
+
+LOGIN_URL = "/admin/login/"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("NETA_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import path
+from django.views.generic import RedirectView
+
+admin.site.site_header = "Neta console"
+admin.site.site_title = "Neta console"
+admin.site.index_title = "Agents, tools, skills, models and sessions"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+]

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class SessionsTreeConfig(AppConfig):
+    name = "sessions_tree"

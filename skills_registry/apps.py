@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class SkillsRegistryConfig(AppConfig):
+    name = "skills_registry"

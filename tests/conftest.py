@@ -1,0 +1,65 @@
+"""Shared fixtures: who is acting, where sessions live, which real services exist.
+
+A test that needs a real service (MariaDB, Redis, node for the Pi oracle) uses
+it. When the service is missing the test fails under CI (``CI=true``) and is
+skipped on a laptop, with the reason printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+ORACLE = SHARED / "pi-oracle" / "oracle"
+FIXTURES = SHARED / "pi-oracle" / "fixtures"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip on a laptop, fail in CI, when a real part the test needs is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"required service missing in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def sessions_dir(tmp_path, settings):
+    path = tmp_path / "sessions"
+    settings.NETA_SESSIONS_DIR = path
+    return path
+
+
+@pytest.fixture
+def mysql_alias():
+    require("mysql" in settings.DATABASES, "NETA_TEST_MYSQL_URL is not set (no MariaDB/MySQL server)")
+    return "mysql"
+
+
+@pytest.fixture(scope="session")
+def oracle():
+    require(ORACLE.exists(), f"Pi oracle not found at {ORACLE}")
+    require(shutil.which("node") is not None and shutil.which("npm") is not None, "node/npm not installed")
+    return ORACLE
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("owner", password="pw-owner")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return django_user_model.objects.create_user("outsider", password="pw-outsider")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True)
