@@ -1,0 +1,1 @@
+"""Builtin tools (Pi's names and arguments). Importing this package registers them."""

@@ -1,0 +1,450 @@
+"""The tool protocol (DESIGN §3): what a tool is, what it gets, what it returns.
+
+Every tool — the builtins here, ``read_skill``/``read_skill_file`` in
+``skills_registry``, anything added later — is a :class:`Tool` subclass
+registered with :func:`register_tool`. The runtime never calls
+``Tool.execute`` directly: it calls :func:`run_tool`, which validates the
+arguments against the tool's JSON schema, honours cancellation, and turns
+every failure into an ``is_error`` :class:`ToolResult` that names the problem.
+``run_tool`` never raises into the runtime.
+
+Results use Pi's ``toolResult`` content shapes, so
+``ToolResult.to_pi_tool_result(call_id, name)`` drops straight into a
+``message`` entry of a session tree.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol, TypedDict
+
+import jsonschema
+from jsonschema import Draft202012Validator
+
+# --- manifest -----------------------------------------------------------------
+
+WorkerRoute = Literal["worker-local", "main-process-proxy", "disabled"]
+WORKER_ROUTES: tuple[str, ...] = ("worker-local", "main-process-proxy", "disabled")
+
+ToolKind = Literal["builtin", "skill", "extension"]
+TOOL_KINDS: tuple[str, ...] = ("builtin", "skill", "extension")
+
+# ``in-process``: runs as Python code in whichever process runs the tool.
+# ``subprocess``: starts an OS process (bash); confinement then also means
+# process-group control and, with NETA_SANDBOX=bwrap, a bubblewrap sandbox.
+ExecutionMode = Literal["in-process", "subprocess"]
+EXECUTION_MODES: tuple[str, ...] = ("in-process", "subprocess")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolManifest:
+    """Static facts about a tool that governance and policy decide against."""
+
+    kind: str = "builtin"
+    execution_mode: str = "in-process"
+    supported_in_worker: bool = True
+    requires_shell: bool = False
+    requires_write: bool = False
+    requires_skill_scope: bool = False
+    default_route: str = "worker-local"
+
+    def __post_init__(self) -> None:
+        if self.kind not in TOOL_KINDS:
+            raise ValueError(f"manifest.kind must be one of {TOOL_KINDS}, not {self.kind!r}")
+        if self.execution_mode not in EXECUTION_MODES:
+            raise ValueError(
+                f"manifest.execution_mode must be one of {EXECUTION_MODES}, not {self.execution_mode!r}"
+            )
+        if self.default_route not in WORKER_ROUTES:
+            raise ValueError(
+                f"manifest.default_route must be one of {WORKER_ROUTES}, not {self.default_route!r}"
+            )
+        if not self.supported_in_worker and self.default_route == "worker-local":
+            raise ValueError("manifest: a tool not supported in a worker cannot default to 'worker-local'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "execution_mode": self.execution_mode,
+            "supported_in_worker": self.supported_in_worker,
+            "requires_shell": self.requires_shell,
+            "requires_write": self.requires_write,
+            "requires_skill_scope": self.requires_skill_scope,
+            "default_route": self.default_route,
+        }
+
+
+# --- results ------------------------------------------------------------------
+
+
+class TextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageContent(TypedDict):
+    type: Literal["image"]
+    data: str  # base64
+    mimeType: str
+
+
+ContentBlock = TextContent | ImageContent
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (from ``surrogateescape`` or bad JSON) replaced by U+FFFD.
+
+    Such code points cannot be encoded as UTF-8, so they would crash whoever
+    writes the result to a session file; they never leave a tool.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """What a tool returns: Pi content blocks, optional details, an error flag."""
+
+    content: list[dict[str, Any]]
+    details: dict[str, Any] | None = None
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, details: dict[str, Any] | None = None) -> ToolResult:
+        return cls(content=[{"type": "text", "text": text}], details=details)
+
+    @classmethod
+    def error(cls, message: str, *, details: dict[str, Any] | None = None) -> ToolResult:
+        return cls(content=[{"type": "text", "text": message}], details=details, is_error=True)
+
+    def text_output(self) -> str:
+        """The concatenated text blocks (handy for logs and tests)."""
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"content": self.content}
+        if self.details is not None:
+            out["details"] = self.details
+        out["isError"] = self.is_error
+        return out
+
+    def to_pi_tool_result(
+        self, tool_call_id: str, tool_name: str, *, timestamp: int | None = None
+    ) -> dict[str, Any]:
+        """A Pi ``toolResult`` message, keys in Pi's order."""
+        message: dict[str, Any] = {
+            "role": "toolResult",
+            "toolCallId": tool_call_id,
+            "toolName": tool_name,
+            "content": self.content,
+        }
+        if self.details is not None:
+            message["details"] = self.details
+        message["isError"] = self.is_error
+        message["timestamp"] = int(time.time() * 1000) if timestamp is None else timestamp
+        return message
+
+
+def _check_content(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        raise TypeError(f"content must be a list of blocks, got {type(content).__name__}")
+    for index, block in enumerate(content):
+        if not isinstance(block, dict):
+            raise TypeError(f"content[{index}] must be a dict")
+        kind = block.get("type")
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise TypeError(f"content[{index}].text must be a string")
+        elif kind == "image":
+            if not isinstance(block.get("data"), str) or not isinstance(block.get("mimeType"), str):
+                raise TypeError(f"content[{index}] image needs string 'data' and 'mimeType'")
+        else:
+            raise TypeError(f"content[{index}].type must be 'text' or 'image', not {kind!r}")
+    return content
+
+
+# --- errors -------------------------------------------------------------------
+
+
+class ToolError(Exception):
+    """A tool refuses or fails in a way the model should read (becomes ``is_error``)."""
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class ToolCancelled(ToolError):
+    """The run was cancelled while the tool was working."""
+
+
+class UnknownTool(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its argument; we want a sentence.
+        return str(self.args[0]) if self.args else "unknown tool"
+
+
+# --- context ------------------------------------------------------------------
+
+
+class CancelSignal(Protocol):
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+ProgressCallback = Callable[["ToolResult"], None]
+
+
+def _sandbox_default() -> str:
+    try:
+        from django.conf import settings
+
+        return getattr(settings, "NETA_SANDBOX", "none")
+    except Exception:  # settings not configured (plain-Python use)
+        return "none"
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Everything a tool may use besides its arguments.
+
+    ``roots`` are the workspace roots; every path a tool touches must resolve
+    (symlinks followed) inside one of them. ``cwd`` is where relative paths
+    start (must be inside a root; defaults to the first root). ``cancel`` is a
+    ``threading.Event``-like signal; ``on_progress`` receives partial results
+    while a tool streams. ``env_passthrough`` names server environment
+    variables the agent's policy lets ``bash`` see although they look secret;
+    ``network`` allows network access under the bubblewrap sandbox.
+    ``sandbox`` is ``"none"`` or ``"bwrap"`` (default: ``settings.NETA_SANDBOX``).
+    ``output_dir`` is where full outputs that were truncated are kept (default:
+    a temp directory). ``extras`` is open for other layers (e.g. the caller's
+    skill policy under ``"skill_policy"``).
+    """
+
+    roots: tuple[Path, ...]
+    cwd: Path | None = None
+    cancel: CancelSignal = field(default_factory=threading.Event)
+    on_progress: ProgressCallback | None = None
+    env_passthrough: tuple[str, ...] = ()
+    network: bool = False
+    sandbox: str = field(default_factory=_sandbox_default)
+    output_dir: Path | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.roots, (str, os.PathLike)):
+            self.roots = (self.roots,)  # type: ignore[assignment]
+        roots = tuple(Path(os.path.realpath(os.fspath(r))) for r in self.roots)
+        if not roots:
+            raise ValueError("ToolContext needs at least one workspace root")
+        for root in roots:
+            if not root.is_dir():
+                raise ValueError(f"workspace root {root} is not a directory")
+        self.roots = roots
+        if self.cwd is None:
+            self.cwd = roots[0]
+        else:
+            cwd = Path(os.path.realpath(os.fspath(self.cwd)))
+            if not cwd.is_dir():
+                raise ValueError(f"cwd {cwd} is not a directory")
+            if not any(cwd == r or r in cwd.parents for r in roots):
+                raise ValueError(f"cwd {cwd} is outside the workspace roots")
+            self.cwd = cwd
+        self.env_passthrough = tuple(self.env_passthrough)
+        if self.sandbox not in ("none", "bwrap"):
+            raise ValueError(f"sandbox must be 'none' or 'bwrap', not {self.sandbox!r}")
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def check_cancelled(self) -> None:
+        if self.cancel.is_set():
+            raise ToolCancelled("cancelled")
+
+    def progress(self, partial: ToolResult) -> None:
+        """Report a partial result; a failing callback never breaks the tool."""
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(partial)
+        except Exception:  # noqa: BLE001 - a UI hiccup must not fail the tool
+            pass
+
+
+# --- tools --------------------------------------------------------------------
+
+
+class Tool:
+    """Base class of every tool. Subclasses set the class attributes and ``execute``."""
+
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    manifest: ClassVar[ToolManifest] = ToolManifest()
+
+    def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+        raise NotImplementedError
+
+    def definition(self) -> dict[str, Any]:
+        """What an LLM provider is told about the tool."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+_validators: dict[int, Draft202012Validator] = {}
+
+
+def _validator_for(tool: Tool) -> Draft202012Validator:
+    key = id(tool.parameters)
+    validator = _validators.get(key)
+    if validator is None:
+        Draft202012Validator.check_schema(tool.parameters)
+        validator = Draft202012Validator(tool.parameters)
+        _validators[key] = validator
+    return validator
+
+
+def validate_args(tool: Tool, args: Any) -> list[str]:
+    """Problems with ``args`` for ``tool``, each naming the field; empty when valid."""
+    if not isinstance(args, dict):
+        return [f"arguments must be a JSON object, got {type(args).__name__}"]
+    problems = []
+    for error in sorted(_validator_for(tool).iter_errors(args), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in error.absolute_path)
+        problems.append(f"{where}: {error.message}" if where else error.message)
+    return problems
+
+
+def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
+    """Validate, run, and normalize: the one way the runtime runs a tool. Never raises."""
+    name = getattr(tool, "name", "?")
+    try:
+        problems = validate_args(tool, args)
+    except jsonschema.SchemaError as exc:
+        return ToolResult.error(f"tool {name!r} has an invalid parameter schema: {exc.message}")
+    if problems:
+        return ToolResult.error(
+            f"Invalid arguments for tool {name!r}: " + "; ".join(clean_text(p) for p in problems),
+            details={"validationErrors": [clean_text(p) for p in problems]},
+        )
+    if ctx.cancel.is_set():
+        return ToolResult.error(f"Tool {name!r} was cancelled before it started", details={"cancelled": True})
+    try:
+        result = tool.execute(ctx, args)
+        if not isinstance(result, ToolResult):
+            raise TypeError(f"execute() returned {type(result).__name__}, not ToolResult")
+        _check_content(result.content)
+        if result.details is not None and not isinstance(result.details, dict):
+            raise TypeError("details must be a dict or None")
+    except ToolCancelled as exc:
+        details = dict(exc.details or {})
+        details["cancelled"] = True
+        return ToolResult.error(clean_text(f"Tool {name!r} was cancelled: {exc}"), details=details)
+    except ToolError as exc:
+        return ToolResult.error(clean_text(str(exc)), details=_clean(exc.details) if exc.details else None)
+    except Exception as exc:  # noqa: BLE001 - the runtime must never see a raise
+        return ToolResult.error(clean_text(f"Tool {name!r} failed: {type(exc).__name__}: {exc}"))
+    return ToolResult(content=_clean(result.content), details=_clean(result.details), is_error=bool(result.is_error))
+
+
+# --- registry -----------------------------------------------------------------
+
+_registry: dict[str, Tool] = {}
+_registry_lock = threading.Lock()
+_TOOL_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
+    """Add ``tool`` to the process-wide registry. A second tool with the same name is an error."""
+    if not isinstance(tool, Tool):
+        raise TypeError(f"register_tool needs a Tool instance, got {tool!r}")
+    name = tool.name
+    if not name or not set(name) <= _TOOL_NAME_CHARS or len(name) > 64:
+        raise ValueError(f"tool name {name!r} must be 1-64 chars of a-z, 0-9, '_' or '-'")
+    if not isinstance(tool.manifest, ToolManifest):
+        raise TypeError(f"tool {name!r}: manifest must be a ToolManifest")
+    Draft202012Validator.check_schema(tool.parameters)
+    with _registry_lock:
+        existing = _registry.get(name)
+        if existing is not None and existing is not tool and not replace:
+            raise ValueError(f"a tool named {name!r} is already registered ({existing!r})")
+        _registry[name] = tool
+    return tool
+
+
+def unregister_tool(name: str) -> None:
+    with _registry_lock:
+        _registry.pop(name, None)
+
+
+def _ensure_builtins() -> None:
+    # The builtins register themselves on import; importing here makes the
+    # registry complete even outside Django's app loading (scripts, workers).
+    import toolcatalog.builtins  # noqa: F401
+
+
+def get_tool(name: str) -> Tool:
+    _ensure_builtins()
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownTool(f"unknown tool {name!r}") from None
+
+
+def all_tools() -> list[Tool]:
+    """Registered tools in registration order (builtins first)."""
+    _ensure_builtins()
+    with _registry_lock:
+        return list(_registry.values())
+
+
+def tool_names() -> list[str]:
+    return [t.name for t in all_tools()]
+
+
+__all__ = [
+    "CancelSignal",
+    "ContentBlock",
+    "EXECUTION_MODES",
+    "ImageContent",
+    "TOOL_KINDS",
+    "TextContent",
+    "Tool",
+    "ToolCancelled",
+    "ToolContext",
+    "ToolError",
+    "ToolManifest",
+    "ToolResult",
+    "UnknownTool",
+    "WORKER_ROUTES",
+    "all_tools",
+    "clean_text",
+    "get_tool",
+    "register_tool",
+    "run_tool",
+    "tool_names",
+    "unregister_tool",
+    "validate_args",
+]
