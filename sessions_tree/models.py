@@ -1,0 +1,140 @@
+"""Session meta, stored entries (mysql provider) and the per-session tree-event log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class IdField(models.CharField):
+    """An identifier column: case-sensitive (binary collation) on MySQL/MariaDB.
+
+    The collation is chosen per connection, so one migration serves SQLite (whose
+    default comparison is already binary) and MySQL.
+    """
+
+    def db_parameters(self, connection):
+        params = super().db_parameters(connection)
+        if connection.vendor == "mysql":
+            params["collation"] = "utf8mb4_bin"
+        return params
+
+
+class SessionStatus(models.TextChoices):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+
+
+class ProviderKind(models.TextChoices):
+    FILE = "file"
+    MYSQL = "mysql"
+
+
+class AgentSession(models.Model):
+    """One session's meta, whatever its provider. The leaf is persisted here.
+
+    ``revision`` grows by one with every change to the tree or the leaf; each
+    revision has exactly one ``SessionEvent``.
+    """
+
+    session_id = IdField(max_length=64, unique=True)
+    provider = models.CharField(max_length=16, choices=ProviderKind.choices, default=ProviderKind.FILE)
+    header = models.TextField(help_text="The session header line exactly as stored (JSON).")
+    root_entry_id = IdField(max_length=64, null=True, blank=True)
+    leaf_entry_id = IdField(max_length=64, null=True, blank=True)
+    cwd = models.TextField(blank=True)
+    session_file = models.TextField(blank=True, help_text="File provider: absolute path of the JSONL file.")
+    parent_session_id = IdField(max_length=64, null=True, blank=True)
+    agent = models.CharField(max_length=100, blank=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_sessions"
+    )
+    title = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
+    metadata = models.JSONField(default=dict, blank=True)
+    revision = models.BigIntegerField(default=0)
+    # The entry being streamed, if any (file provider: its JSON lives only here
+    # until it is finalized and appended as one line).
+    in_flight_entry_id = IdField(max_length=64, null=True, blank=True)
+    in_flight_payload = models.TextField(blank=True)
+    # mysql provider: next sequence number.
+    last_seq = models.BigIntegerField(default=0)
+    # Counters (kept in the same transaction as the change).
+    entry_count = models.IntegerField(default=0)
+    message_count = models.IntegerField(default=0)
+    tip_count = models.IntegerField(default=0, help_text="Entries without children: one per branch.")
+    compaction_count = models.IntegerField(default=0)
+    branch_summary_count = models.IntegerField(default=0)
+    label_count = models.IntegerField(default=0)
+    diagnostics = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or self.session_id
+
+    @property
+    def branch_count(self) -> int:
+        return self.tip_count
+
+
+class EntryStatus(models.TextChoices):
+    IN_FLIGHT = "in_flight"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+class SessionEntry(models.Model):
+    """One entry of a session kept by the ``mysql`` provider.
+
+    ``payload`` is the entry's exact JSON text (a JSON column could reorder keys);
+    the other columns are derived from it for queries. An entry id that a Pi file
+    repeats keeps its id on the last line (Pi's index is last-wins); earlier lines
+    get ``entry_id = "<id>~<seq>"`` and ``shadowed=True``.
+    """
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries")
+    entry_id = IdField(max_length=80)
+    parent_entry_id = IdField(max_length=64, null=True, blank=True)
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    role = models.CharField(max_length=32, blank=True)
+    target_entry_id = IdField(max_length=64, null=True, blank=True)
+    first_kept_entry_id = IdField(max_length=64, null=True, blank=True)
+    timestamp = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=16, choices=EntryStatus.choices, default=EntryStatus.COMPLETED)
+    shadowed = models.BooleanField(default=False)
+    payload = models.TextField()
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_session_entry_id"),
+            models.UniqueConstraint(fields=["session", "seq"], name="uniq_session_seq"),
+        ]
+        indexes = [models.Index(fields=["session", "parent_entry_id"], name="entry_parent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.entry_id} ({self.type})"
+
+
+class SessionEvent(models.Model):
+    """The bounded per-session log of tree events, for gap filling (DESIGN §6)."""
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
+    revision = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    payload = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "revision"]
+        constraints = [models.UniqueConstraint(fields=["session", "revision"], name="uniq_session_event_revision")]
+
+    def __str__(self) -> str:
+        return f"{self.type} r{self.revision}"
