@@ -26,58 +26,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict
 import jsonschema
 from jsonschema import Draft202012Validator
 
-# --- manifest -----------------------------------------------------------------
-
-WorkerRoute = Literal["worker-local", "main-process-proxy", "disabled"]
-WORKER_ROUTES: tuple[str, ...] = ("worker-local", "main-process-proxy", "disabled")
-
-ToolKind = Literal["builtin", "skill", "extension"]
-TOOL_KINDS: tuple[str, ...] = ("builtin", "skill", "extension")
-
-# ``in-process``: runs as Python code in whichever process runs the tool.
-# ``subprocess``: starts an OS process (bash); confinement then also means
-# process-group control and, with NETA_SANDBOX=bwrap, a bubblewrap sandbox.
-ExecutionMode = Literal["in-process", "subprocess"]
-EXECUTION_MODES: tuple[str, ...] = ("in-process", "subprocess")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolManifest:
-    """Static facts about a tool that governance and policy decide against."""
-
-    kind: str = "builtin"
-    execution_mode: str = "in-process"
-    supported_in_worker: bool = True
-    requires_shell: bool = False
-    requires_write: bool = False
-    requires_skill_scope: bool = False
-    default_route: str = "worker-local"
-
-    def __post_init__(self) -> None:
-        if self.kind not in TOOL_KINDS:
-            raise ValueError(f"manifest.kind must be one of {TOOL_KINDS}, not {self.kind!r}")
-        if self.execution_mode not in EXECUTION_MODES:
-            raise ValueError(
-                f"manifest.execution_mode must be one of {EXECUTION_MODES}, not {self.execution_mode!r}"
-            )
-        if self.default_route not in WORKER_ROUTES:
-            raise ValueError(
-                f"manifest.default_route must be one of {WORKER_ROUTES}, not {self.default_route!r}"
-            )
-        if not self.supported_in_worker and self.default_route == "worker-local":
-            raise ValueError("manifest: a tool not supported in a worker cannot default to 'worker-local'")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "execution_mode": self.execution_mode,
-            "supported_in_worker": self.supported_in_worker,
-            "requires_shell": self.requires_shell,
-            "requires_write": self.requires_write,
-            "requires_skill_scope": self.requires_skill_scope,
-            "default_route": self.default_route,
-        }
-
+from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, ToolManifest, WorkerRoute
 
 # --- results ------------------------------------------------------------------
 
