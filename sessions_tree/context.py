@@ -1,0 +1,408 @@
+"""The LLM context of a leaf: Pi's ``buildSessionContext`` and ``convertToLlm``.
+
+pi-session-format.md §8-§10.2. Messages in a context are the stored message
+dicts themselves (never copied); only messages Pi *creates* (compaction and
+branch summaries, custom messages) are new dicts. Besides Pi's
+``messages``/``thinkingLevel``/``model`` a context carries ``source_entry_ids``:
+the id of the entry that produced each message.
+
+Where Pi would throw on malformed entries (a ``message`` entry without a message
+object, an assistant message without ``content``) Neta carries on: such values
+count as empty. Cycles raise :class:`~sessions_tree.path.CycleError` where Pi
+loops forever.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sessions_tree.ids import iso_to_ms
+from sessions_tree.jsonl import UNDEFINED, dumps, js_to_string
+from sessions_tree.path import id_key, index_by_id, js_same, js_truthy, walk_from_entry
+
+__all__ = [
+    "BRANCH_SUMMARY_PREFIX",
+    "BRANCH_SUMMARY_SUFFIX",
+    "COMPACTION_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_SUFFIX",
+    "LAST",
+    "ContextTokens",
+    "SessionContext",
+    "bash_execution_to_text",
+    "build_session_context",
+    "context_from_path",
+    "convert_to_llm",
+    "date_ms",
+    "estimate_context_tokens",
+    "estimate_context_usage",
+    "estimate_tokens",
+    "extend_context",
+    "js_length",
+]
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+
+
+class _Last:
+    def __repr__(self) -> str:
+        return "LAST"
+
+
+LAST = _Last()  # build_session_context's default leaf: the last entry, as Pi
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What the model sees at a leaf (before :func:`convert_to_llm`).
+
+    ``thinking_level`` is ``"off"`` unless the path sets it (None if the deciding
+    entry has no ``thinkingLevel``); ``model`` is None or ``{"provider", "modelId"}``
+    (keys missing when the deciding entry lacks them, as Pi's ``{}``).
+    Treat the lists as read-only: messages are the stored dicts.
+    """
+
+    messages: list
+    thinking_level: object
+    model: dict | None
+    source_entry_ids: list
+
+
+def _empty() -> SessionContext:
+    return SessionContext(messages=[], thinking_level="off", model=None, source_entry_ids=[])
+
+
+def date_ms(value) -> int | None:
+    """``new Date(value).getTime()`` for a JSON value; None where JavaScript gives NaN."""
+    if type(value) is str:
+        return iso_to_ms(value)
+    if value is None:
+        return 0
+    if value is True or value is False:
+        return int(value)
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if abs(value) > 8.64e15:
+            return None
+        return int(value)  # TimeClip truncates towards zero
+    if isinstance(value, list):
+        return iso_to_ms(js_to_string(value))
+    return None  # undefined, objects ("[object Object]")
+
+
+def _model_of(obj: dict, provider_key: str, model_key: str) -> dict:
+    model = {}
+    if provider_key in obj:
+        model["provider"] = obj[provider_key]
+    if model_key in obj:
+        model["modelId"] = obj[model_key]
+    return model
+
+
+def _custom_message(entry: dict) -> dict:
+    # createCustomMessage(customType, content, display, details, timestamp)
+    message = {"role": "custom"}
+    for key in ("customType", "content", "display", "details"):
+        if key in entry:
+            message[key] = entry[key]
+    message["timestamp"] = date_ms(entry.get("timestamp", UNDEFINED))
+    return message
+
+
+def _branch_summary_message(entry: dict) -> dict:
+    # createBranchSummaryMessage(summary, fromId, timestamp)
+    message = {"role": "branchSummary", "summary": entry["summary"]}
+    if "fromId" in entry:
+        message["fromId"] = entry["fromId"]
+    message["timestamp"] = date_ms(entry.get("timestamp", UNDEFINED))
+    return message
+
+
+def _compaction_summary_message(entry: dict) -> dict:
+    # createCompactionSummaryMessage(summary, tokensBefore, timestamp)
+    message = {"role": "compactionSummary"}
+    if "summary" in entry:
+        message["summary"] = entry["summary"]
+    if "tokensBefore" in entry:
+        message["tokensBefore"] = entry["tokensBefore"]
+    message["timestamp"] = date_ms(entry.get("timestamp", UNDEFINED))
+    return message
+
+
+def _emit(entries, messages: list, sources: list) -> None:
+    """Append the messages ``entries`` produce (§8 step 4) and their entry ids."""
+    for entry in entries:
+        kind = entry.get("type")
+        if kind == "message":
+            messages.append(entry.get("message"))
+            sources.append(entry.get("id"))
+        elif kind == "custom_message":
+            messages.append(_custom_message(entry))
+            sources.append(entry.get("id"))
+        elif kind == "branch_summary":
+            summary = entry.get("summary")
+            if summary if type(summary) is str else js_truthy(summary):
+                messages.append(_branch_summary_message(entry))
+                sources.append(entry.get("id"))
+
+
+def _settings(entries, thinking_level, model):
+    """Thinking level, model and index of the last compaction along ``entries``."""
+    compaction = -1
+    for i, entry in enumerate(entries):
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if type(message) is dict and message.get("role") == "assistant":
+                model = _model_of(message, "provider", "model")
+        elif kind == "thinking_level_change":
+            thinking_level = entry.get("thinkingLevel")
+        elif kind == "model_change":
+            model = _model_of(entry, "provider", "modelId")
+        elif kind == "compaction":
+            compaction = i
+    return thinking_level, model, compaction
+
+
+def context_from_path(path_entries: list[dict]) -> SessionContext:
+    """Pi's ``buildSessionContext`` for an already-walked root-to-leaf path."""
+    thinking_level, model, c = _settings(path_entries, "off", None)
+    messages: list = []
+    sources: list = []
+    if c < 0:
+        _emit(path_entries, messages, sources)
+    else:
+        compaction = path_entries[c]
+        messages.append(_compaction_summary_message(compaction))
+        sources.append(compaction.get("id"))
+        first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
+        start = c  # nothing kept unless firstKeptEntryId is on the path before c
+        if type(first_kept) is str:
+            for i in range(c):
+                if path_entries[i].get("id") == first_kept:
+                    start = i
+                    break
+        else:
+            for i in range(c):
+                if js_same(path_entries[i].get("id", UNDEFINED), first_kept):
+                    start = i
+                    break
+        _emit(path_entries[start:c], messages, sources)
+        _emit(path_entries[c + 1 :], messages, sources)
+    return SessionContext(messages=messages, thinking_level=thinking_level, model=model, source_entry_ids=sources)
+
+
+def build_session_context(entries: list[dict], leaf_id=LAST, *, index=None) -> SessionContext:
+    """Pi's ``buildSessionContext(entries, leafId)``.
+
+    ``leaf_id=None`` is the empty context (leaf before the first entry); an id
+    not in ``entries`` (or :data:`LAST`) falls back to the last entry, as Pi does.
+    ``index`` may pass a ready :func:`~sessions_tree.path.index_by_id` of ``entries``.
+    Raises CycleError for a cycle on the path.
+    """
+    if leaf_id is None:
+        return _empty()
+    if index is None:
+        index = index_by_id(entries)
+    leaf = None
+    if leaf_id is not LAST and js_truthy(leaf_id):
+        leaf = index.get(leaf_id if type(leaf_id) is str else id_key(leaf_id))
+    if leaf is None:
+        if not entries:
+            return _empty()
+        leaf = entries[-1]
+    return context_from_path(walk_from_entry(index, leaf))
+
+
+def extend_context(ctx: SessionContext, new_path_entries: list[dict]) -> SessionContext | None:
+    """The context of (old path + ``new_path_entries``), each new entry a child of
+    the one before, without walking the old path again.
+
+    Returns None when a new entry is a compaction (the kept range then depends on
+    the old path: rebuild with :func:`context_from_path`). Equal to
+    ``context_from_path(old_path + new_path_entries)`` otherwise.
+    """
+    for entry in new_path_entries:
+        if entry.get("type") == "compaction":
+            return None
+    thinking_level, model, _ = _settings(new_path_entries, ctx.thinking_level, ctx.model)
+    messages = list(ctx.messages)
+    sources = list(ctx.source_entry_ids)
+    _emit(new_path_entries, messages, sources)
+    return SessionContext(messages=messages, thinking_level=thinking_level, model=model, source_entry_ids=sources)
+
+
+# --------------------------------------------------------------------------- convertToLlm
+
+
+def js_length(s: str) -> int:
+    """JavaScript ``s.length``: UTF-16 code units (characters beyond U+FFFF count 2)."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def bash_execution_to_text(message: dict) -> str:
+    """Pi's ``bashExecutionToText``: what the model reads for a ``!command`` run."""
+    text = f"Ran `{js_to_string(message.get('command', UNDEFINED))}`\n"
+    output = message.get("output", UNDEFINED)
+    if js_truthy(output):
+        text += f"```\n{js_to_string(output)}\n```"
+    else:
+        text += "(no output)"
+    exit_code = message.get("exitCode", UNDEFINED)
+    if js_truthy(message.get("cancelled", UNDEFINED)):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code is not UNDEFINED and not js_same(exit_code, 0):
+        text += f"\n\nCommand exited with code {js_to_string(exit_code)}"
+    if js_truthy(message.get("truncated", UNDEFINED)) and js_truthy(message.get("fullOutputPath", UNDEFINED)):
+        text += f"\n\n[Output truncated. Full output: {js_to_string(message['fullOutputPath'])}]"
+    return text
+
+
+def _user(content, message: dict) -> dict:
+    out = {"role": "user", "content": content}
+    if "timestamp" in message:
+        out["timestamp"] = message["timestamp"]
+    return out
+
+
+def convert_to_llm(messages: list) -> list[dict]:
+    """Pi's ``convertToLlm``: user/assistant/toolResult unchanged (same dicts);
+    ``bashExecution`` (unless ``excludeFromContext``), ``custom`` and the two
+    summaries become user messages with Pi's exact wrappers; other roles dropped."""
+    out = []
+    for m in messages:
+        if type(m) is not dict:
+            continue
+        role = m.get("role")
+        if role in ("user", "assistant", "toolResult"):
+            out.append(m)
+        elif role == "bashExecution":
+            if js_truthy(m.get("excludeFromContext", UNDEFINED)):
+                continue
+            out.append(_user([{"type": "text", "text": bash_execution_to_text(m)}], m))
+        elif role == "custom":
+            content = m.get("content", UNDEFINED)
+            if type(content) is str:
+                content = [{"type": "text", "text": content}]
+            message = {"role": "user"}
+            if content is not UNDEFINED:
+                message["content"] = content
+            if "timestamp" in m:
+                message["timestamp"] = m["timestamp"]
+            out.append(message)
+        elif role == "branchSummary":
+            text = BRANCH_SUMMARY_PREFIX + js_to_string(m.get("summary", UNDEFINED)) + BRANCH_SUMMARY_SUFFIX
+            out.append(_user([{"type": "text", "text": text}], m))
+        elif role == "compactionSummary":
+            text = COMPACTION_SUMMARY_PREFIX + js_to_string(m.get("summary", UNDEFINED)) + COMPACTION_SUMMARY_SUFFIX
+            out.append(_user([{"type": "text", "text": text}], m))
+    return out
+
+
+# --------------------------------------------------------------------------- token estimates
+
+
+def _text_len(value) -> int:
+    return js_length(value) if type(value) is str else 0
+
+
+def _blocks(content) -> list:
+    return [b for b in content if type(b) is dict] if isinstance(content, list) else []
+
+
+def estimate_tokens(message) -> int:
+    """Pi's ``estimateTokens``: ``ceil(chars / 4)`` with chars in UTF-16 units (§10.2)."""
+    if type(message) is not dict:
+        return 0
+    role = message.get("role")
+    chars = 0
+    if role == "user":
+        content = message.get("content")
+        if type(content) is str:
+            chars = js_length(content)
+        else:
+            for block in _blocks(content):
+                if block.get("type") == "text":
+                    chars += _text_len(block.get("text"))
+    elif role == "assistant":
+        for block in _blocks(message.get("content")):
+            kind = block.get("type")
+            if kind == "text":
+                chars += _text_len(block.get("text"))
+            elif kind == "thinking":
+                chars += _text_len(block.get("thinking"))
+            elif kind == "toolCall":
+                chars += _text_len(block.get("name"))
+                if "arguments" in block:
+                    chars += js_length(dumps(block["arguments"]))
+    elif role in ("custom", "toolResult"):
+        content = message.get("content")
+        if type(content) is str:
+            chars = js_length(content)
+        else:
+            for block in _blocks(content):
+                kind = block.get("type")
+                if kind == "text":
+                    chars += _text_len(block.get("text"))
+                elif kind == "image":
+                    chars += 4800
+    elif role == "bashExecution":
+        chars = _text_len(message.get("command")) + _text_len(message.get("output"))
+    elif role in ("branchSummary", "compactionSummary"):
+        chars = _text_len(message.get("summary"))
+    else:
+        return 0
+    return -(-chars // 4)
+
+
+@dataclass(frozen=True)
+class ContextTokens:
+    """Pi's ``estimateContextTokens`` result."""
+
+    tokens: int
+    usage_tokens: int
+    trailing_tokens: int
+    last_usage_index: int | None
+
+
+def _number(value) -> float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _usage_tokens(usage: dict) -> int:
+    total = usage.get("totalTokens")
+    if js_truthy(total) and isinstance(total, (int, float)):
+        return total
+    return sum(_number(usage.get(k)) for k in ("input", "output", "cacheRead", "cacheWrite"))
+
+
+def estimate_context_usage(messages: list) -> ContextTokens:
+    """Tokens of ``messages``: the last assistant message's reported usage (not
+    aborted/error) plus estimates of the messages after it; all estimated without one."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if (
+            type(m) is dict
+            and m.get("role") == "assistant"
+            and "usage" in m
+            and m.get("stopReason") not in ("aborted", "error")
+            and type(m["usage"]) is dict
+        ):
+            usage_tokens = _usage_tokens(m["usage"])
+            trailing = sum(estimate_tokens(x) for x in messages[i + 1 :])
+            return ContextTokens(usage_tokens + trailing, usage_tokens, trailing, i)
+    estimated = sum(estimate_tokens(m) for m in messages)
+    return ContextTokens(estimated, 0, estimated, None)
+
+
+def estimate_context_tokens(messages: list) -> int:
+    """Pi's ``estimateContextTokens(messages).tokens`` (§10.2)."""
+    return estimate_context_usage(messages).tokens
