@@ -1,0 +1,70 @@
+"""Session tree providers: ``get_provider("file" | "mysql")`` (DESIGN §2)."""
+
+from __future__ import annotations
+
+import logging
+
+from sessions_tree.errors import SessionNotFound
+from sessions_tree.models import AgentSession, ProviderKind
+from sessions_tree.providers.base import SessionTreeProvider
+from sessions_tree.providers.file import FileProvider
+from sessions_tree.providers.mysql import MysqlProvider
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_KINDS = (ProviderKind.FILE.value, ProviderKind.MYSQL.value)
+_CLASSES = {ProviderKind.FILE.value: FileProvider, ProviderKind.MYSQL.value: MysqlProvider}
+
+
+def get_provider(kind: str, *, using: str = "default") -> SessionTreeProvider:
+    """The provider for ``kind`` (``file`` or ``mysql``) on database alias ``using``."""
+    try:
+        cls = _CLASSES[kind]
+    except KeyError:
+        raise ValueError(f"unknown session provider {kind!r} (use one of: {', '.join(PROVIDER_KINDS)})") from None
+    return cls(using=using)
+
+
+def resolve_session_provider_kind(agent_config) -> str:
+    """The provider kind an agent config asks for: ``file`` (default) or ``mysql``.
+
+    Accepts a mapping or an object with ``session_provider``; anything else falls
+    back to ``file`` with a warning.
+    """
+    if agent_config is None:
+        return ProviderKind.FILE.value
+    if isinstance(agent_config, dict):
+        value = agent_config.get("session_provider", agent_config.get("sessionProvider"))
+    else:
+        value = getattr(agent_config, "session_provider", None)
+    if value in (None, ""):
+        return ProviderKind.FILE.value
+    if isinstance(value, str) and value.strip().lower() in PROVIDER_KINDS:
+        return value.strip().lower()
+    logger.warning("unknown session provider %r in agent config; using 'file'", value)
+    return ProviderKind.FILE.value
+
+
+def provider_for_session(session_id: str, *, using: str = "default") -> SessionTreeProvider:
+    """The provider that holds ``session_id``."""
+    kind = AgentSession.objects.using(using).filter(session_id=session_id).values_list("provider", flat=True).first()
+    if kind is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return get_provider(kind, using=using)
+
+
+def session_source(session_id: str, *, using: str = "default") -> tuple[dict, list[dict], str | None]:
+    """(header, entries, leaf) of a stored session, for ``session_context`` and exports."""
+    return provider_for_session(session_id, using=using).session_source(session_id)
+
+
+__all__ = [
+    "FileProvider",
+    "MysqlProvider",
+    "PROVIDER_KINDS",
+    "SessionTreeProvider",
+    "get_provider",
+    "provider_for_session",
+    "resolve_session_provider_kind",
+    "session_source",
+]

@@ -1,0 +1,151 @@
+"""An in-process index of one session's entries, refreshed incrementally.
+
+Both providers keep one ``SessionIndex`` per session and per process: the file
+provider feeds it the bytes appended to the file since it last looked, the mysql
+provider the rows whose ``seq`` is above the last one it saw. Completed entries
+are immutable, so an index only ever grows (a rewrite — migration, repair —
+starts a new one).
+
+Records hold the entry's stored JSON text and parse it only when asked, so that
+opening a session and building its context parses the entries on the active
+path and no others.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+from sessions_tree import jsonl
+from sessions_tree.context import SessionContext, context_from_path, extend_context
+from sessions_tree.path import walk_path
+
+# Pi writes these keys first for every entry type except custom/custom_message:
+# {"type":"…","id":"…","parentId":null|"…", …}. Lines of that shape are indexed
+# without being parsed; anything else is parsed in full.
+_FAST_PREFIX = re.compile(rb'\{"type":"([^"\\]{1,64})","id":"([^"\\]{1,80})","parentId":(?:null|"([^"\\]{1,80})")[,}]')
+
+
+class Record:
+    """One stored entry: its tree links plus its JSON text, parsed on demand."""
+
+    __slots__ = ("id", "parent_id", "type", "raw", "seq", "_entry")
+
+    def __init__(
+        self, entry_id: str, parent_id: str | None, entry_type: str, raw: bytes | str, entry: dict | None = None, seq: int = 0
+    ):
+        self.id = entry_id
+        self.seq = seq
+        self.parent_id = parent_id
+        self.type = entry_type
+        self.raw = raw
+        self._entry = entry
+
+    @property
+    def entry(self) -> dict:
+        if self._entry is None:
+            self._entry = jsonl.loads(self.raw)
+        return self._entry
+
+    @property
+    def raw_text(self) -> str:
+        return self.raw.decode("utf-8") if isinstance(self.raw, bytes) else self.raw
+
+
+def record_from_line(raw: bytes) -> Record | None:
+    """A record for one stripped JSON line, or None when the line is not an entry."""
+    match = _FAST_PREFIX.match(raw)
+    if match is not None:
+        entry_type, entry_id, parent_id = match.groups()
+        return Record(entry_id.decode(), parent_id.decode() if parent_id is not None else None, entry_type.decode(), raw)
+    try:
+        obj = jsonl.loads(raw)
+    except ValueError:
+        return None
+    return record_from_entry(obj, raw)
+
+
+def record_from_entry(obj, raw: bytes | str) -> Record | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str) or obj["type"] == "session":
+        return None
+    entry_id = obj.get("id")
+    if not isinstance(entry_id, str):
+        return None
+    parent_id = obj.get("parentId")
+    return Record(entry_id, parent_id if isinstance(parent_id, str) else None, obj["type"], raw, obj)
+
+
+@dataclass
+class SessionIndex:
+    """Entries of one session in stored order, with Pi's last-wins id index."""
+
+    records: list[Record] = field(default_factory=list)
+    by_id: dict[str, Record] = field(default_factory=dict)
+    children: dict[str | None, list[str]] = field(default_factory=dict)
+    # Where the source has been read up to: a byte offset (file) or a seq (mysql).
+    position: int = 0
+    # Identity of the source (file: (device, inode)).
+    source_key: object = None
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # What reading found wrong: malformed lines (1-based line numbers), extra headers, a bad header.
+    diagnostics: dict = field(default_factory=dict)
+    lines_seen: int = 0
+    header_seen: bool = False
+    _context_leaf: str | None = None
+    _context: SessionContext | None = None
+
+    def add(self, record: Record) -> None:
+        self.records.append(record)
+        self.by_id[record.id] = record
+        # Children lists mirror Pi's getChildren (parentId equality, first appearance).
+        siblings = self.children.setdefault(record.parent_id, [])
+        if record.id not in siblings:
+            siblings.append(record.id)
+
+    def note_malformed(self, line_no: int) -> None:
+        self.diagnostics["malformedCount"] = self.diagnostics.get("malformedCount", 0) + 1
+        lines = self.diagnostics.setdefault("malformedLines", [])
+        if len(lines) < 100:
+            lines.append(line_no)
+
+    def parent_of(self, entry_id: str) -> str | None:
+        return self.by_id[entry_id].parent_id
+
+    def path_ids(self, leaf_id: str, *, strict: bool = False) -> list[str]:
+        return walk_path(leaf_id, self.parent_of, strict=strict)
+
+    def path_entries(self, leaf_id: str) -> list[dict]:
+        by_id = self.by_id
+        return [by_id[i].entry for i in self.path_ids(leaf_id)]
+
+    def entries(self) -> list[dict]:
+        return [r.entry for r in self.records]
+
+    def context(self, leaf_id: str | None) -> SessionContext:
+        """Pi's context at ``leaf_id``; reuses the last one when the leaf only moved forward."""
+        if leaf_id is None:
+            return context_from_path([])
+        with self.lock:
+            cached_leaf, cached = self._context_leaf, self._context
+            if cached is not None and cached_leaf is not None and cached_leaf in self.by_id:
+                new: list[dict] = []
+                cursor: str | None = leaf_id
+                # Walk back a bounded number of steps looking for the cached leaf.
+                for _ in range(256):
+                    if cursor is None or cursor == cached_leaf:
+                        break
+                    record = self.by_id.get(cursor)
+                    if record is None:
+                        break
+                    new.append(record.entry)
+                    cursor = record.parent_id
+                if cursor == cached_leaf and cursor is not None:
+                    new.reverse()
+                    extended = extend_context(cached, new) if new else cached
+                    if extended is not None:
+                        self._context_leaf, self._context = leaf_id, extended
+                        return extended
+            result = context_from_path(self.path_entries(leaf_id))
+            self._context_leaf, self._context = leaf_id, result
+            return result

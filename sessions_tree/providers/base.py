@@ -1,0 +1,759 @@
+"""The provider contract (DESIGN §2) and everything both providers share.
+
+A provider stores entries; the session's meta (leaf, revision, counters) and its
+event log live in ``AgentSession``/``SessionEvent`` rows for both. Every change
+runs the same way:
+
+1. take the provider's write lock (file provider: ``flock`` on the session file;
+   mysql provider: the session row's ``SELECT … FOR UPDATE``),
+2. read the meta and bring the in-process index up to date,
+3. build the entries (ids checked against every id in the session),
+4. store them durably (file: one whole line each, then ``fdatasync``),
+5. in the same DB transaction: move the leaf, bump ``revision``, update the
+   counters, record one tree event per revision,
+6. publish the events after commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from sessions_tree import entries as E
+from sessions_tree import events as ev
+from sessions_tree import jsonl
+from sessions_tree.context import SessionContext, context_from_path, estimate_context_tokens
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.ids import new_entry_id, new_session_id, now_iso
+from sessions_tree.index import Record, SessionIndex
+from sessions_tree.models import AgentSession, SessionEvent
+from sessions_tree.path import PathError
+from sessions_tree.tree import label_state
+
+logger = logging.getLogger(__name__)
+
+MISSING = object()
+# Keys Pi writes before id/parentId/timestamp for these types.
+_LATE_ID_TYPES = {"custom", "custom_message"}
+
+
+@dataclass
+class PendingEntry:
+    entry: dict
+    raw: str
+
+
+class SessionTreeProvider:
+    """Tree semantics over a storage backend. Subclasses implement the ``_store_*`` hooks."""
+
+    kind = ""
+
+    def __init__(self, using: str = "default"):
+        self.using = using
+
+    # ------------------------------------------------------------------ storage hooks
+
+    def _store_create(self, meta: AgentSession, header_raw: str, records: list[PendingEntry]) -> None:
+        raise NotImplementedError
+
+    def _store_delete(self, meta: AgentSession) -> None:
+        raise NotImplementedError
+
+    def _store_lock(self, meta: AgentSession, *, shared: bool = False) -> contextlib.AbstractContextManager:
+        raise NotImplementedError
+
+    def _store_index(self, meta: AgentSession) -> SessionIndex:
+        """The session's index, brought up to date with the store."""
+        raise NotImplementedError
+
+    def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
+        """Store entries durably, in order (the caller holds the write lock)."""
+        raise NotImplementedError
+
+    def _store_in_flight_begin(self, meta: AgentSession, pending: PendingEntry) -> None:
+        """Record that an entry is in flight (the meta row already holds its payload)."""
+
+    def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
+        self._store_append(meta, index, [pending])
+
+    def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
+        """The records that belong to ``meta``'s revision (stored order)."""
+        return index.records
+
+    def _forget_index(self, meta: AgentSession) -> None:
+        """Drop the cached index (after a failed write)."""
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(
+        self,
+        *,
+        cwd: str = "",
+        session_id: str | None = None,
+        user=None,
+        agent: str = "",
+        title: str = "",
+        metadata: dict | None = None,
+        parent_session: str | None = None,
+        parent_session_id: str | None = None,
+        timestamp: str | None = None,
+    ) -> AgentSession:
+        header = E.session_header(
+            session_id=session_id or new_session_id(),
+            timestamp=timestamp or now_iso(),
+            cwd=cwd,
+            parent_session=parent_session,
+        )
+        return self._create_from(
+            header=header,
+            header_raw=jsonl.dumps(header),
+            pending=[],
+            leaf_id=None,
+            user=user,
+            agent=agent,
+            title=title,
+            metadata=metadata,
+            parent_session_id=parent_session_id,
+        )
+
+    def _create_from(
+        self,
+        *,
+        header: dict,
+        header_raw: str,
+        pending: list[PendingEntry],
+        leaf_id: str | None,
+        user=None,
+        agent: str = "",
+        title: str = "",
+        metadata: dict | None = None,
+        parent_session_id: str | None = None,
+        diagnostics: dict | None = None,
+    ) -> AgentSession:
+        session_id = header["id"]
+        if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
+            raise InvalidEntry(f"a session with id {session_id} already exists")
+        meta = AgentSession(
+            session_id=session_id,
+            provider=self.kind,
+            header=header_raw,
+            cwd=header.get("cwd") or "",
+            parent_session_id=parent_session_id,
+            agent=agent,
+            user=user,
+            title=title,
+            metadata=metadata or {},
+            leaf_entry_id=leaf_id,
+            revision=1 if pending else 0,
+            diagnostics=diagnostics or {},
+        )
+        _count_all(meta, [p.entry for p in pending])
+        if not title:
+            name = _last_session_name(p.entry for p in pending)
+            meta.title = name or ""
+        with transaction.atomic(using=self.using):
+            meta.save(using=self.using)
+            self._store_create(meta, header_raw, pending)
+        return meta
+
+    def get_session(self, session_id: str) -> AgentSession:
+        try:
+            return AgentSession.objects.using(self.using).get(session_id=session_id, provider=self.kind)
+        except AgentSession.DoesNotExist:
+            raise SessionNotFound(f"no {self.kind} session {session_id!r}") from None
+
+    def update_session(self, session_id: str, **changes) -> AgentSession:
+        allowed = {"title", "status", "metadata", "agent", "user"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+        with transaction.atomic(using=self.using):
+            meta = self._meta_for_update(session_id)
+            for key, value in changes.items():
+                setattr(meta, key, value)
+            meta.save(using=self.using)
+        return meta
+
+    def delete_session(self, session_id: str) -> None:
+        meta = self.get_session(session_id)
+        with self._store_lock(meta):
+            with transaction.atomic(using=self.using):
+                meta = self._meta_for_update(session_id)
+                self._store_delete(meta)
+                meta.delete(using=self.using)
+        self._forget_index(meta)
+
+    # ------------------------------------------------------------------ reads
+
+    def list_entries(self, session_id: str, *, offset: int = 0, limit: int | None = None) -> list[dict]:
+        meta, records = self._read(session_id)
+        chosen = records[offset : None if limit is None else offset + limit]
+        return [r.entry for r in chosen]
+
+    def get_entry(self, session_id: str, entry_id: str) -> dict:
+        meta, records = self._read(session_id)
+        index = self._store_index(meta)
+        record = index.by_id.get(entry_id)
+        if record is None:
+            raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+        return record.entry
+
+    def get_active_path(self, session_id: str, leaf_id: str | None | object = MISSING) -> list[dict]:
+        meta = self.get_session(session_id)
+        index = self._store_index(meta)
+        leaf = meta.leaf_entry_id if leaf_id is MISSING else leaf_id
+        return self._path_entries(meta, index, leaf)
+
+    def build_context(self, session_id: str, leaf_id: str | None | object = MISSING) -> SessionContext:
+        """Pi's context at ``leaf_id`` (default: the persisted leaf; ``None``: the empty root)."""
+        meta = self.get_session(session_id)
+        index = self._store_index(meta)
+        leaf = meta.leaf_entry_id if leaf_id is MISSING else leaf_id
+        if leaf is not None and leaf == meta.in_flight_entry_id:
+            return context_from_path(self._path_entries(meta, index, leaf))
+        if leaf is not None and leaf not in index.by_id:
+            raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
+        return index.context(leaf)
+
+    def session_source(self, session_id: str) -> tuple[dict, list[dict], str | None]:
+        """(header, entries in stored order, leaf) — what Pi would load, plus Neta's leaf."""
+        meta, records = self._read(session_id)
+        return jsonl.loads(meta.header), [r.entry for r in records], meta.leaf_entry_id
+
+    def export_lines(self, session_id: str) -> Iterator[str]:
+        """The session as Pi v3 JSONL lines (with "\\n"): entries byte for byte as stored."""
+        meta, records = self._read(session_id)
+        yield meta.header + "\n"
+        for record in records:
+            yield record.raw_text + "\n"
+
+    def get_snapshot(self, session_id: str, *, entry_limit: int | None = None) -> dict:
+        from sessions_tree.snapshot import build_snapshot
+
+        limit = entry_limit or settings.NETA_SNAPSHOT_ENTRY_LIMIT
+        meta, records = self._read(session_id)
+        index = self._store_index(meta)
+        return build_snapshot(self, meta, index, records, limit=limit)
+
+    def events_since(self, session_id: str, revision: int) -> list[dict]:
+        """Tree events after ``revision``, in order; ``ResyncNeeded`` if the log is too short."""
+        from sessions_tree.errors import ResyncNeeded
+
+        meta = self.get_session(session_id)
+        if revision > meta.revision or revision < 0:
+            raise ResyncNeeded(f"revision {revision} is not a revision of session {session_id} (at {meta.revision})")
+        if revision == meta.revision:
+            return []
+        rows = list(
+            SessionEvent.objects.using(self.using)
+            .filter(session=meta, revision__gt=revision)
+            .order_by("revision")
+            .values_list("revision", "payload")
+        )
+        if not rows or rows[0][0] != revision + 1:
+            raise ResyncNeeded(f"the event log of session {session_id} no longer reaches back to revision {revision}")
+        return [jsonl.loads(payload) for _, payload in rows]
+
+    def _read(self, session_id: str) -> tuple[AgentSession, list[Record]]:
+        """Meta and the records of exactly its revision."""
+        meta = self.get_session(session_id)
+        with self._store_lock(meta, shared=True):
+            meta = self.get_session(session_id)
+            index = self._store_index(meta)
+            return meta, self._visible_records(meta, index)
+
+    def _path_entries(self, meta: AgentSession, index: SessionIndex, leaf: str | None) -> list[dict]:
+        if leaf is None:
+            return []
+        in_flight = None
+        if leaf == meta.in_flight_entry_id and meta.in_flight_payload:
+            in_flight = jsonl.loads(meta.in_flight_payload)
+            leaf = in_flight.get("parentId")
+            if leaf is None:
+                return [in_flight]
+        if leaf not in index.by_id:
+            raise EntryNotFound(f"entry {leaf!r} not found in session {meta.session_id}")
+        path = index.path_entries(leaf)
+        return [*path, in_flight] if in_flight is not None else path
+
+    # ------------------------------------------------------------------ appends
+
+    def append_entry(self, session_id: str, entry: dict) -> dict:
+        """Append an entry of any type (unknown types are stored as they are).
+
+        ``id``, ``parentId`` and ``timestamp`` are filled in when absent; the leaf
+        moves to the new entry.
+        """
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or not entry["type"]:
+            raise InvalidEntry("an entry is a JSON object with a string 'type'")
+        if entry["type"] == "session":
+            raise InvalidEntry("'session' is the header type, not an entry type")
+
+        def build(parent_id, new_id):
+            return _with_tree_keys(entry, new_id, parent_id)
+
+        return self._append_one(session_id, build)
+
+    def append_message(self, session_id: str, message: dict) -> dict:
+        _check_message(message)
+        return self._append_one(
+            session_id, lambda parent, new_id: E.message_entry(id=new_id, parent_id=parent, timestamp=now_iso(), message=message)
+        )
+
+    def append_thinking_level_change(self, session_id: str, thinking_level: str) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.thinking_level_change_entry(
+                id=new_id, parent_id=parent, timestamp=now_iso(), thinking_level=thinking_level
+            ),
+        )
+
+    def append_model_change(self, session_id: str, *, provider: str, model_id: str) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.model_change_entry(
+                id=new_id, parent_id=parent, timestamp=now_iso(), provider=provider, model_id=model_id
+            ),
+        )
+
+    def append_compaction(
+        self,
+        session_id: str,
+        *,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: int,
+        details=None,
+        from_hook: bool | None = None,
+    ) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.compaction_entry(
+                id=new_id,
+                parent_id=parent,
+                timestamp=now_iso(),
+                summary=summary,
+                first_kept_entry_id=first_kept_entry_id,
+                tokens_before=tokens_before,
+                details=details,
+                from_hook=from_hook,
+            ),
+        )
+
+    def append_branch_summary(
+        self, session_id: str, *, from_entry_id: str | None, summary: str, details=None, from_hook: bool | None = None
+    ) -> dict:
+        """Pi's ``branchWithSummary``: the summary becomes a child of ``from_entry_id`` and the leaf."""
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.branch_summary_entry(
+                id=new_id,
+                parent_id=parent,
+                timestamp=now_iso(),
+                from_id=parent if parent is not None else "root",
+                summary=summary,
+                details=details,
+                from_hook=from_hook,
+            ),
+            parent_override=from_entry_id,
+        )
+
+    def append_label_change(self, session_id: str, *, target_id: str, label: str | None = None) -> dict:
+        def build(parent, new_id, index: SessionIndex):
+            if target_id not in index.by_id:
+                raise EntryNotFound(f"cannot label {target_id!r}: no such entry in session {session_id}")
+            return E.label_entry(
+                id=new_id, parent_id=parent, timestamp=now_iso(), target_id=target_id, label=label if label else None
+            )
+
+        return self._append_one(session_id, build, wants_index=True)
+
+    def append_session_info(self, session_id: str, *, name: str) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.session_info_entry(id=new_id, parent_id=parent, timestamp=now_iso(), name=name.strip()),
+        )
+
+    def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
+        kwargs = {} if data is MISSING else {"data": data}
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.custom_entry(
+                id=new_id, parent_id=parent, timestamp=now_iso(), custom_type=custom_type, **kwargs
+            ),
+        )
+
+    def append_custom_message(
+        self, session_id: str, *, custom_type: str, content, display: bool = True, details=None
+    ) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.custom_message_entry(
+                id=new_id,
+                parent_id=parent,
+                timestamp=now_iso(),
+                custom_type=custom_type,
+                content=content,
+                display=display,
+                details=details,
+            ),
+        )
+
+    def append_subagent_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.subagent_batch_entry(
+                id=new_id, parent_id=parent, timestamp=now_iso(), batch_id=batch_id, mode=mode, runs=runs
+            ),
+        )
+
+    def append_subagent_result(
+        self,
+        session_id: str,
+        *,
+        batch_id: str,
+        run_id: str,
+        agent: str,
+        status: str,
+        content,
+        details=None,
+        is_error: bool = False,
+    ) -> dict:
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.subagent_result_entry(
+                id=new_id,
+                parent_id=parent,
+                timestamp=now_iso(),
+                batch_id=batch_id,
+                run_id=run_id,
+                agent=agent,
+                status=status,
+                content=content,
+                details=details,
+                is_error=is_error,
+            ),
+        )
+
+    # ------------------------------------------------------------------ in-flight entries
+
+    def begin_in_flight(self, session_id: str, message: dict) -> dict:
+        """Open the streaming entry: a ``message`` entry that only this call's owner may update.
+
+        The leaf moves to it; no other entry can be appended until it is finalized.
+        """
+        _check_message(message)
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                new_id = new_entry_id(_TakenIds(index, meta))
+                entry = E.message_entry(id=new_id, parent_id=meta.leaf_entry_id, timestamp=now_iso(), message=message)
+                pending = PendingEntry(entry, jsonl.dumps(entry))
+                meta.in_flight_entry_id = new_id
+                meta.in_flight_payload = pending.raw
+                meta.leaf_entry_id = new_id
+                self._store_in_flight_begin(meta, pending)
+                emit(ev.ENTRY_ADDED, entry=entry, leafId=new_id, inFlight=True)
+        return entry
+
+    def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
+        _check_message(message)
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                current = self._in_flight(meta, entry_id)
+                entry = {**current, "message": message}
+                meta.in_flight_payload = jsonl.dumps(entry)
+                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=True)
+        return entry
+
+    def finalize_in_flight(
+        self, session_id: str, entry_id: str, message: dict | None = None, *, status: str = "completed"
+    ) -> dict:
+        """Store the in-flight entry as a completed (or ``aborted``/``failed``) entry.
+
+        Without ``message`` the last checkpoint is kept; for ``aborted``/``failed``
+        an assistant message gets Pi's ``stopReason`` (``aborted``/``error``).
+        """
+        if status not in ("completed", "aborted", "failed"):
+            raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
+        if message is not None:
+            _check_message(message)
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                current = self._in_flight(meta, entry_id)
+                final_message = dict(message if message is not None else current["message"])
+                if status != "completed" and final_message.get("role") == "assistant":
+                    stop = "aborted" if status == "aborted" else "error"
+                    if final_message.get("stopReason") not in ("aborted", "error"):
+                        final_message["stopReason"] = stop
+                entry = {**current, "message": final_message}
+                pending = PendingEntry(entry, jsonl.dumps(entry))
+                _count(meta, index, entry)
+                self._store_in_flight_end(meta, index, pending, status)
+                meta.in_flight_entry_id = None
+                meta.in_flight_payload = ""
+                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=False)
+        return entry
+
+    def get_in_flight(self, session_id: str) -> dict | None:
+        meta = self.get_session(session_id)
+        return jsonl.loads(meta.in_flight_payload) if meta.in_flight_entry_id else None
+
+    def _in_flight(self, meta: AgentSession, entry_id: str) -> dict:
+        if meta.in_flight_entry_id != entry_id or not meta.in_flight_payload:
+            raise EntryNotFound(f"entry {entry_id!r} is not in flight in session {meta.session_id}")
+        return jsonl.loads(meta.in_flight_payload)
+
+    # ------------------------------------------------------------------ leaf
+
+    def switch_leaf(self, session_id: str, entry_id: str) -> AgentSession:
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                if entry_id not in index.by_id:
+                    raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+                try:
+                    index.path_ids(entry_id)
+                except PathError as exc:
+                    raise InvalidEntry(str(exc)) from exc
+                previous = meta.leaf_entry_id
+                meta.leaf_entry_id = entry_id
+                emit(ev.LEAF_CHANGED, leafId=entry_id, previousLeafId=previous)
+        return meta
+
+    def reset_leaf(self, session_id: str) -> AgentSession:
+        """Leaf before the first entry: the next append starts a new root."""
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                previous = meta.leaf_entry_id
+                meta.leaf_entry_id = None
+                emit(ev.LEAF_CHANGED, leafId=None, previousLeafId=previous)
+        return meta
+
+    # ------------------------------------------------------------------ forks
+
+    def create_branched_session(self, session_id: str, leaf_id: str, *, user=MISSING, agent: str | None = None) -> AgentSession:
+        """A new session holding the root→``leaf_id`` path (ids kept) and the labels on it.
+
+        Unlike Pi 0.73.1, label entries inside the path are left out *with* their
+        child re-parented to the label's parent, so every parent link stays intact.
+        """
+        meta, records = self._read(session_id)
+        index = self._store_index(meta)
+        if leaf_id not in index.by_id:
+            raise EntryNotFound(f"entry {leaf_id!r} not found in session {session_id}")
+        path = index.path_entries(leaf_id)
+        pending: list[PendingEntry] = []
+        parent_of_skipped: dict[str, str | None] = {}
+        for entry in path:
+            if entry.get("type") == "label":
+                parent_of_skipped[entry["id"]] = parent_of_skipped.get(entry.get("parentId"), entry.get("parentId"))
+                continue
+            parent = entry.get("parentId")
+            if parent in parent_of_skipped:
+                fixed = dict(entry)
+                fixed["parentId"] = parent_of_skipped[parent]
+                pending.append(PendingEntry(fixed, jsonl.dumps(fixed)))
+            else:
+                pending.append(PendingEntry(entry, index.by_id[entry["id"]].raw_text))
+        path_ids = {p.entry["id"] for p in pending}
+        taken = set(path_ids)
+        previous = pending[-1].entry["id"] if pending else None
+        for target, (label, timestamp) in label_state(r.entry for r in records).items():
+            if target not in path_ids:
+                continue
+            new_id = new_entry_id(taken)
+            taken.add(new_id)
+            entry = E.label_entry(id=new_id, parent_id=previous, timestamp=timestamp, target_id=target, label=label)
+            pending.append(PendingEntry(entry, jsonl.dumps(entry)))
+            previous = new_id
+        header = E.session_header(
+            session_id=new_session_id(),
+            timestamp=now_iso(),
+            cwd=meta.cwd,
+            parent_session=meta.session_file or meta.session_id,
+        )
+        return self._create_from(
+            header=header,
+            header_raw=jsonl.dumps(header),
+            pending=pending,
+            leaf_id=previous,
+            user=meta.user if user is MISSING else user,
+            agent=meta.agent if agent is None else agent,
+            metadata={"forkedFrom": {"sessionId": meta.session_id, "entryId": leaf_id}},
+            parent_session_id=meta.session_id,
+        )
+
+    # ------------------------------------------------------------------ the write path
+
+    def _meta_for_update(self, session_id: str) -> AgentSession:
+        try:
+            return AgentSession.objects.using(self.using).select_for_update().get(session_id=session_id, provider=self.kind)
+        except AgentSession.DoesNotExist:
+            raise SessionNotFound(f"no {self.kind} session {session_id!r}") from None
+
+    @contextlib.contextmanager
+    def _change(self, session_id: str):
+        """One transaction: lock the meta row, let the caller change things, bump revision per event."""
+        events: list[dict] = []
+        meta_box: list[AgentSession] = []
+        try:
+            with transaction.atomic(using=self.using):
+                meta = self._meta_for_update(session_id)
+                meta_box.append(meta)
+                index = self._store_index(meta)
+                base_revision = meta.revision
+
+                def emit(kind: str, **payload) -> None:
+                    events.append({"type": kind, "sessionId": session_id, "revision": base_revision + len(events) + 1, **payload})
+
+                yield meta, index, emit
+                if not events:
+                    return
+                meta.revision = base_revision + len(events)
+                context = _context_stats(self, meta, index)
+                for event in events:
+                    event["context"] = context
+                meta.save(using=self.using)
+                self._record_events(meta, events)
+                transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
+        except BaseException:
+            if meta_box:
+                self._forget_index(meta_box[0])
+            raise
+
+    def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
+        SessionEvent.objects.using(self.using).bulk_create(
+            [SessionEvent(session=meta, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e)) for e in events]
+        )
+        keep = settings.NETA_EVENT_LOG_SIZE
+        last = events[-1]["revision"]
+        # Prune in steps rather than on every write.
+        if last % 64 < len(events) or last <= len(events):
+            SessionEvent.objects.using(self.using).filter(session=meta, revision__lte=last - keep).delete()
+
+    def _append_one(
+        self,
+        session_id: str,
+        build: Callable,
+        *,
+        parent_override: str | None | object = MISSING,
+        wants_index: bool = False,
+    ) -> dict:
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                if meta.in_flight_entry_id:
+                    raise SessionBusy(
+                        f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
+                    )
+                if parent_override is MISSING:
+                    parent = meta.leaf_entry_id
+                else:
+                    parent = parent_override
+                    if parent is not None and parent not in index.by_id:
+                        raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
+                new_id = new_entry_id(_TakenIds(index, meta))
+                entry = build(parent, new_id, index) if wants_index else build(parent, new_id)
+                pending = PendingEntry(entry, jsonl.dumps(entry))
+                _count(meta, index, entry)
+                self._store_append(meta, index, [pending])
+                meta.leaf_entry_id = entry["id"]
+                emit(ev.event_type_for_entry(entry), entry=entry, leafId=entry["id"])
+        return entry
+
+
+class _TakenIds:
+    """Every id in the session (all branches) plus the in-flight one."""
+
+    def __init__(self, index: SessionIndex, meta: AgentSession):
+        self.index, self.meta = index, meta
+
+    def __contains__(self, entry_id: str) -> bool:
+        return entry_id in self.index.by_id or entry_id == self.meta.in_flight_entry_id
+
+
+def _with_tree_keys(entry: dict, new_id: str, parent_id: str | None) -> dict:
+    """``entry`` with id/parentId/timestamp where Pi puts them (caller's values win)."""
+    entry_id = entry.get("id", new_id)
+    if not isinstance(entry_id, str) or not entry_id:
+        raise InvalidEntry("'id' must be a non-empty string")
+    tree = {"id": entry_id, "parentId": entry.get("parentId", parent_id), "timestamp": entry.get("timestamp") or now_iso()}
+    rest = {k: v for k, v in entry.items() if k not in tree and k != "type"}
+    if entry["type"] in _LATE_ID_TYPES:
+        return {"type": entry["type"], **rest, **tree}
+    return {"type": entry["type"], **tree, **rest}
+
+
+def _check_message(message) -> None:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise InvalidEntry("a message is a JSON object with a string 'role'")
+
+
+def _count(meta: AgentSession, index: SessionIndex, entry: dict) -> None:
+    """Update the counters for one new entry; call it before the index knows the entry."""
+    parent = entry.get("parentId")
+    parent_known = isinstance(parent, str) and parent in index.by_id
+    if not parent_known or index.children.get(parent):
+        meta.tip_count += 1  # a new root, or a new sibling: one more branch tip
+    _count_kind(meta, entry)
+    if meta.root_entry_id is None and not parent_known:
+        meta.root_entry_id = entry["id"]
+
+
+def _count_kind(meta: AgentSession, entry: dict) -> None:
+    meta.entry_count += 1
+    kind = entry.get("type")
+    if kind == "message":
+        meta.message_count += 1
+    elif kind == "compaction":
+        meta.compaction_count += 1
+    elif kind == "branch_summary":
+        meta.branch_summary_count += 1
+    elif kind == "label":
+        meta.label_count += 1
+    elif kind == "session_info":
+        name = entry.get("name")
+        meta.title = name.strip() if isinstance(name, str) else ""
+
+
+def _count_all(meta: AgentSession, entries: list[dict]) -> None:
+    ids = {e.get("id") for e in entries}
+    parents = {e.get("parentId") for e in entries}
+    for entry in entries:
+        _count_kind(meta, entry)
+    meta.tip_count = sum(1 for i in ids if i not in parents)
+    for entry in entries:
+        if entry.get("parentId") not in ids:
+            meta.root_entry_id = entry.get("id")
+            break
+
+
+def _last_session_name(entries) -> str | None:
+    name = None
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            value = entry.get("name")
+            name = value.strip() if isinstance(value, str) else ""
+    return name
+
+
+def _context_stats(provider: SessionTreeProvider, meta: AgentSession, index: SessionIndex) -> dict:
+    """What the client shows about the context at the new leaf (model, thinking, tokens)."""
+    try:
+        if meta.in_flight_entry_id and meta.leaf_entry_id == meta.in_flight_entry_id:
+            path = provider._path_entries(meta, index, meta.leaf_entry_id)
+            ctx = context_from_path(path)
+        else:
+            ctx = index.context(meta.leaf_entry_id)
+    except (PathError, EntryNotFound, KeyError):
+        return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
+    return {"model": ctx.model, "thinkingLevel": ctx.thinking_level, "tokenEstimate": estimate_context_tokens(ctx.messages)}

@@ -1,0 +1,272 @@
+"""The ``file`` provider: one Pi-compatible JSONL file per session.
+
+``<NETA_SESSIONS_DIR>/<cwd-slug>/<timestamp>_<session-id>.jsonl``; the header is
+written once at creation, then every append writes one whole line and calls
+``fdatasync`` before it is acknowledged. The file is never rewritten for normal
+work (an in-flight entry lives in the meta row until it is finalized) and there
+are no side files.
+
+Writers hold ``flock(LOCK_EX)`` on the file across the append and the leaf
+update; readers that need a consistent (file, revision) pair hold ``LOCK_SH``.
+``flock`` locks belong to the open file description, so — unlike POSIX record
+locks — closing another descriptor of the same file does not drop them.
+
+A torn last line (a writer killed mid-line) is repaired under the lock before
+the next append: a fragment that is a whole JSON object gets its newline, any
+other fragment is cut off and kept in the session's diagnostics.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from django.conf import settings
+
+from sessions_tree import jsonl
+from sessions_tree.errors import InvalidSessionFile
+from sessions_tree.index import SessionIndex, record_from_line
+from sessions_tree.models import AgentSession, ProviderKind
+from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
+
+# One index per file per process.
+_indexes: dict[str, SessionIndex] = {}
+_indexes_lock = threading.Lock()
+MAX_KEPT_FRAGMENT = 64 * 1024
+
+
+def cwd_slug(cwd: str) -> str:
+    """Pi's folder name for a working directory: ``/home/u/proj`` → ``--home-u-proj--``."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    return "--" + trimmed.replace("/", "-").replace("\\", "-").replace(":", "-") + "--"
+
+
+def session_file_name(timestamp: str, session_id: str) -> str:
+    return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temp file + fsync + rename: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+class FileProvider(SessionTreeProvider):
+    kind = ProviderKind.FILE.value
+
+    def __init__(self, using: str = "default", sessions_dir: Path | None = None):
+        super().__init__(using)
+        self._sessions_dir = sessions_dir
+
+    @property
+    def sessions_dir(self) -> Path:
+        return Path(self._sessions_dir or settings.NETA_SESSIONS_DIR)
+
+    # ------------------------------------------------------------------ creation / deletion
+
+    def _store_create(self, meta: AgentSession, header_raw: str, records: list[PendingEntry]) -> None:
+        header = jsonl.loads(header_raw)
+        folder = self.sessions_dir / cwd_slug(meta.cwd or "/")
+        path = folder / session_file_name(header.get("timestamp") or "", meta.session_id)
+        lines = [header_raw, *(p.raw for p in records)]
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        if path.exists():
+            raise InvalidSessionFile(f"{path} already exists")
+        atomic_write(path, data)
+        meta.session_file = str(path)
+        AgentSession.objects.using(self.using).filter(pk=meta.pk).update(session_file=meta.session_file)
+
+    def _store_delete(self, meta: AgentSession) -> None:
+        path = Path(meta.session_file)
+        path.unlink(missing_ok=True)
+        with _indexes_lock:
+            _indexes.pop(meta.session_file, None)
+
+    # ------------------------------------------------------------------ locking and reading
+
+    @contextlib.contextmanager
+    def _store_lock(self, meta: AgentSession, *, shared: bool = False):
+        path = meta.session_file
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND if not shared else os.O_RDONLY)
+        except FileNotFoundError:
+            raise InvalidSessionFile(f"session file {path} of session {meta.session_id} is missing") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            _locks.fds[path] = fd
+            yield fd
+        finally:
+            _locks.fds.pop(path, None)
+            os.close(fd)  # closing the description releases the flock
+
+    def _store_index(self, meta: AgentSession) -> SessionIndex:
+        path = meta.session_file
+        with _indexes_lock:
+            index = _indexes.get(path)
+            if index is None:
+                index = _indexes[path] = SessionIndex()
+        with index.lock:
+            fd = _locks.fds.get(path)
+            own = fd is None
+            if own:
+                fd = os.open(path, os.O_RDONLY)
+            try:
+                st = os.fstat(fd)
+                key = (st.st_dev, st.st_ino)
+                if index.source_key != key or st.st_size < index.position:
+                    fresh = SessionIndex(source_key=key)
+                    with _indexes_lock:
+                        _indexes[path] = fresh
+                    index = fresh
+                if st.st_size > index.position:
+                    _read_new_lines(fd, index, st.st_size, meta)
+            finally:
+                if own:
+                    os.close(fd)
+        return index
+
+    def _forget_index(self, meta: AgentSession) -> None:
+        with _indexes_lock:
+            _indexes.pop(meta.session_file, None)
+
+    # ------------------------------------------------------------------ writing
+
+    def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
+        fd = _locks.fds[meta.session_file]
+        self._repair_tail(fd, meta, index)
+        data = "".join(p.raw + "\n" for p in pending).encode("utf-8")
+        write_all(fd, data)
+        os.fdatasync(fd)
+        # Our own lines: index them now (the lock guarantees nobody wrote in between).
+        size = os.fstat(fd).st_size
+        _read_new_lines(fd, index, size, meta)
+
+    def _repair_tail(self, fd: int, meta: AgentSession, index: SessionIndex) -> None:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return
+        # Find the start of the torn line.
+        start = size
+        chunk = 64 * 1024
+        while start > 0:
+            lo = max(0, start - chunk)
+            block = os.pread(fd, start - lo, lo)
+            cut = block.rfind(b"\n")
+            if cut >= 0:
+                start = lo + cut + 1
+                break
+            start = lo
+        fragment = os.pread(fd, size - start, start)
+        record = record_from_line(fragment.strip())
+        if record is not None and _is_complete_json(fragment):
+            write_all(fd, b"\n")  # a whole entry that only lacked its newline
+            os.fdatasync(fd)
+            return
+        os.ftruncate(fd, start)
+        os.fdatasync(fd)
+        torn = meta.diagnostics.setdefault("tornTails", [])
+        torn.append(
+            {
+                "offset": start,
+                "length": len(fragment),
+                "fragmentBase64": base64.b64encode(fragment[:MAX_KEPT_FRAGMENT]).decode("ascii"),
+                "truncated": len(fragment) > MAX_KEPT_FRAGMENT,
+            }
+        )
+        del torn[:-20]  # keep the last twenty
+        if index.position > start:  # pragma: no cover - the index never reads past a newline
+            self._forget_index(meta)
+
+    def _store_in_flight_end(self, meta, index, pending, status) -> None:
+        self._store_append(meta, index, [pending])
+
+
+class _Locks(threading.local):
+    def __init__(self):
+        self.fds: dict[str, int] = {}
+
+
+_locks = _Locks()
+
+
+def _is_complete_json(fragment: bytes) -> bool:
+    try:
+        jsonl.loads(fragment)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession) -> None:
+    """Index the complete lines between ``index.position`` and ``size``."""
+    start = index.position
+    data = os.pread(fd, size - start, start)
+    end = data.rfind(b"\n")
+    if end < 0:
+        return  # only a torn or in-progress line
+    data = data[: end + 1]
+    position = start + end + 1
+    if start == 0 and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    diagnostics = index.diagnostics
+    line_no = index.lines_seen
+    add = index.add
+    for line in data.split(b"\n")[:-1]:
+        line_no += 1
+        raw = line.strip()
+        if not raw:
+            continue
+        if not index.header_seen:
+            try:
+                header = jsonl.loads(raw)
+            except ValueError:
+                index.note_malformed(line_no)
+                continue
+            index.header_seen = True
+            if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str):
+                continue
+            diagnostics["badHeader"] = True  # reported, never "repaired" by wiping the file
+        record = record_from_line(raw)
+        if record is None:
+            if raw.startswith(b'{"type":"session"'):
+                diagnostics["extraHeaders"] = diagnostics.get("extraHeaders", 0) + 1
+            else:
+                index.note_malformed(line_no)
+            continue
+        record.seq = len(index.records) + 1
+        add(record)
+    index.lines_seen = line_no
+    index.position = position

@@ -1,0 +1,142 @@
+"""The ``mysql`` provider: entries as ``SessionEntry`` rows through the Django ORM.
+
+Runs on MySQL/MariaDB in production and on SQLite in the embedded default. The
+payload column holds each entry's exact JSON text, so exports are byte for byte.
+Writers serialize on the session row (``SELECT … FOR UPDATE``); the leaf, the
+revision, the counters and the event log change in the same transaction as the
+rows. Rows are immutable once completed, so each process keeps an index that it
+tops up with ``seq > last seen``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from sessions_tree import jsonl
+from sessions_tree.index import Record, SessionIndex, record_from_entry
+from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
+from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
+
+_indexes: dict[tuple[str, str], SessionIndex] = {}
+_indexes_lock = threading.Lock()
+_FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
+
+
+def entry_row(meta: AgentSession, seq: int, pending: PendingEntry, *, status: str = EntryStatus.COMPLETED) -> SessionEntry:
+    entry = pending.entry
+    message = entry.get("message") if entry.get("type") == "message" else None
+    parent = entry.get("parentId")
+    target = entry.get("targetId")
+    first_kept = entry.get("firstKeptEntryId")
+    return SessionEntry(
+        session=meta,
+        entry_id=entry["id"],
+        parent_entry_id=parent if isinstance(parent, str) else None,
+        seq=seq,
+        type=str(entry.get("type"))[:64],
+        role=str(message.get("role"))[:32] if isinstance(message, dict) and message.get("role") else "",
+        target_entry_id=target if isinstance(target, str) else None,
+        first_kept_entry_id=first_kept if isinstance(first_kept, str) else None,
+        timestamp=str(entry.get("timestamp") or "")[:40],
+        status=status,
+        payload=pending.raw,
+    )
+
+
+class MysqlProvider(SessionTreeProvider):
+    kind = ProviderKind.MYSQL.value
+
+    def _key(self, meta: AgentSession) -> tuple[str, str]:
+        return (self.using, meta.session_id)
+
+    def _store_create(self, meta: AgentSession, header_raw: str, records: list[PendingEntry]) -> None:
+        rows = []
+        seen: dict[str, int] = {}
+        for seq, pending in enumerate(records, start=1):
+            row = entry_row(meta, seq, pending)
+            previous = seen.get(row.entry_id)
+            if previous is not None:
+                # Pi's index is last-wins: the earlier line steps aside under a unique key.
+                shadow = rows[previous - 1]
+                shadow.entry_id = f"{shadow.entry_id}~{shadow.seq}"
+                shadow.shadowed = True
+            seen[row.entry_id] = seq
+            rows.append(row)
+        SessionEntry.objects.using(self.using).bulk_create(rows, batch_size=1000)
+        meta.last_seq = len(rows)
+        AgentSession.objects.using(self.using).filter(pk=meta.pk).update(last_seq=meta.last_seq)
+
+    def _store_delete(self, meta: AgentSession) -> None:
+        SessionEntry.objects.using(self.using).filter(session=meta).delete()
+        self._forget_index(meta)
+
+    def _store_lock(self, meta: AgentSession, *, shared: bool = False):
+        # The session row's FOR UPDATE lock (taken in _change) serializes writers.
+        return contextlib.nullcontext()
+
+    def _store_index(self, meta: AgentSession) -> SessionIndex:
+        key = self._key(meta)
+        with _indexes_lock:
+            index = _indexes.get(key)
+            if index is None or index.source_key != meta.pk:
+                index = _indexes[key] = SessionIndex(source_key=meta.pk)
+        with index.lock:
+            rows = (
+                SessionEntry.objects.using(self.using)
+                .filter(session_id=meta.pk, seq__gt=index.position)
+                .order_by("seq")
+                .values_list(*_FIELDS)
+            )
+            for seq, entry_id, parent_id, kind, payload, status, shadowed in rows.iterator(chunk_size=2000):
+                if status == EntryStatus.IN_FLIGHT:
+                    break  # finalized later; nothing is appended after it meanwhile
+                if shadowed:
+                    record = record_from_entry(jsonl.loads(payload), payload)
+                    if record is None:  # pragma: no cover - stored rows are entries
+                        continue
+                else:
+                    record = Record(entry_id, parent_id, kind, payload)
+                record.seq = seq
+                index.add(record)
+                index.position = seq
+        return index
+
+    def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
+        records = index.records
+        if records and records[-1].seq > meta.last_seq:
+            # Rows committed after ``meta`` was read belong to a later revision.
+            return [r for r in records if r.seq <= meta.last_seq]
+        return records
+
+    def _forget_index(self, meta: AgentSession) -> None:
+        with _indexes_lock:
+            _indexes.pop(self._key(meta), None)
+
+    def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
+        rows = []
+        for item in pending:
+            meta.last_seq += 1
+            rows.append(entry_row(meta, meta.last_seq, item))
+        SessionEntry.objects.using(self.using).bulk_create(rows)
+        self._index_own(index, rows)
+
+    def _index_own(self, index: SessionIndex, rows: list[SessionEntry]) -> None:
+        with index.lock:
+            if index.position == rows[0].seq - 1:
+                for row in rows:
+                    record = Record(row.entry_id, row.parent_entry_id, row.type, row.payload)
+                    record.seq = row.seq
+                    index.add(record)
+                    index.position = row.seq
+
+    def _store_in_flight_begin(self, meta: AgentSession, pending: PendingEntry) -> None:
+        meta.last_seq += 1
+        entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT).save(using=self.using)
+
+    def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
+        row = SessionEntry.objects.using(self.using).get(session=meta, entry_id=pending.entry["id"])
+        row.payload = pending.raw
+        row.status = status
+        row.save(using=self.using, update_fields=["payload", "status"])
+        self._index_own(index, [row])

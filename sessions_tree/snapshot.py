@@ -1,0 +1,89 @@
+"""Snapshots: one session as a client needs it, at one revision (DESIGN §2, §6).
+
+A snapshot never ships more than ``limit`` full entries: the newest entries in
+stored order plus the newest part of the active path. ``page`` says how many
+there are in all and whether anything was left out; clients page the rest in
+through the entries endpoint. ``apply_event`` moves a snapshot forward.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessions_tree import jsonl
+from sessions_tree.events import ROOT_KEY
+from sessions_tree.tree import labels as compute_labels
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sessions_tree.index import Record, SessionIndex
+    from sessions_tree.models import AgentSession
+    from sessions_tree.providers.base import SessionTreeProvider
+
+
+def session_summary(meta: AgentSession) -> dict:
+    return {
+        "sessionId": meta.session_id,
+        "provider": meta.provider,
+        "title": meta.title,
+        "cwd": meta.cwd,
+        "agent": meta.agent,
+        "status": meta.status,
+        "leafEntryId": meta.leaf_entry_id,
+        "parentSessionId": meta.parent_session_id,
+    }
+
+
+def build_snapshot(
+    provider: SessionTreeProvider, meta: AgentSession, index: SessionIndex, records: list[Record], *, limit: int
+) -> dict:
+    from sessions_tree.providers.base import _context_stats
+
+    in_flight = jsonl.loads(meta.in_flight_payload) if meta.in_flight_entry_id and meta.in_flight_payload else None
+    leaf = meta.leaf_entry_id
+    if leaf is None:
+        path_ids: list[str] = []
+    elif in_flight is not None and leaf == in_flight["id"]:
+        parent = in_flight.get("parentId")
+        path_ids = [*(index.path_ids(parent) if parent is not None else []), leaf]
+    else:
+        path_ids = index.path_ids(leaf)
+    path_truncated = len(path_ids) > limit
+    shown_path = path_ids[-limit:] if path_truncated else path_ids
+
+    total = len(records)
+    if total <= limit:
+        chosen = records
+    else:
+        wanted = {r.id for r in records[-limit:]}
+        wanted.update(shown_path)
+        chosen = [r for r in records if r.id in wanted]
+    entries = [r.entry for r in chosen]
+
+    children: dict[str, list[str]] = {}
+    for record in chosen:
+        key = record.parent_id if record.parent_id is not None else ROOT_KEY
+        siblings = children.setdefault(key, [])
+        if record.id not in siblings:
+            siblings.append(record.id)
+
+    label_entries = [r.entry for r in records if r.type == "label"]
+    summary = session_summary(meta)
+    return {
+        "session": summary,
+        "revision": meta.revision,
+        "leafId": leaf,
+        "entries": entries,
+        "activePath": shown_path,
+        "childrenByParentId": children,
+        "labelsByEntryId": compute_labels(label_entries),
+        "inFlight": in_flight,
+        "runtimeContext": _context_stats(provider, meta, index),
+        "page": {
+            "totalEntries": total,
+            "includedEntries": len(entries),
+            "truncated": len(entries) < total,
+            "activePathLength": len(path_ids),
+            "activePathTruncated": path_truncated,
+            "limit": limit,
+        },
+    }

@@ -1,0 +1,131 @@
+"""verify_action: snapshot before + the events an action publishes == snapshot after.
+
+Every operation of the provider contract is checked on every provider, with the
+events captured from the publisher (after commit) and, independently, read back
+from the event log.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from sessions_tree import events as ev
+from sessions_tree.errors import ResyncNeeded
+from sessions_tree.events import RevisionGap, apply_event, apply_events
+from tests.sessions_tree.conftest import assistant_message, tool_result, user_message
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+
+@pytest.fixture
+def published():
+    seen: list[tuple[str, dict]] = []
+
+    def publisher(session_id, event):
+        seen.append((session_id, event))
+
+    ev.add_publisher(publisher)
+    yield seen
+    ev.remove_publisher(publisher)
+
+
+def verify_action(provider, session_id, action, published, django_capture_on_commit_callbacks):
+    before = provider.get_snapshot(session_id)
+    frozen = copy.deepcopy(before)
+    published.clear()
+    with django_capture_on_commit_callbacks(using=provider.using, execute=True):
+        result = action()
+    events = [e for sid, e in published if sid == session_id]
+    assert events, "the action published no event"
+    assert [e["revision"] for e in events] == list(range(before["revision"] + 1, before["revision"] + 1 + len(events)))
+    assert all(e["type"] in ev.TREE_EVENT_TYPES for e in events)
+    after = provider.get_snapshot(session_id)
+    assert apply_events(before, events) == after
+    assert before == frozen, "apply_event modified its input"
+    # The event log holds the same events, for gap filling.
+    assert provider.events_since(session_id, before["revision"]) == events
+    return result, events
+
+
+def test_every_operation_verifies(provider, published, django_capture_on_commit_callbacks):
+    sid = provider.create_session(cwd="/w").session_id
+
+    def check(action):
+        return verify_action(provider, sid, action, published, django_capture_on_commit_callbacks)
+
+    u1, events = check(lambda: provider.append_message(sid, user_message("hi")))
+    assert [e["type"] for e in events] == [ev.ENTRY_ADDED]
+    check(lambda: provider.append_model_change(sid, provider="openai", model_id="gpt-x"))
+    check(lambda: provider.append_thinking_level_change(sid, "medium"))
+    a1, _ = check(lambda: provider.append_message(sid, assistant_message("", tool_calls=[("c1", "read", {"path": "a.py"})])))
+    check(lambda: provider.append_message(sid, tool_result("c1", "read", "print(1)")))
+    label, _ = check(lambda: provider.append_label_change(sid, target_id=u1["id"], label="start"))
+    check(lambda: provider.append_label_change(sid, target_id=u1["id"], label=None))
+    check(lambda: provider.append_session_info(sid, name="renamed"))
+    assert provider.get_snapshot(sid)["session"]["title"] == "renamed"
+    check(lambda: provider.append_custom_entry(sid, custom_type="state", data=[1, 2]))
+    check(lambda: provider.append_custom_message(sid, custom_type="note", content=[{"type": "text", "text": "n"}], display=False))
+    _, events = check(lambda: provider.switch_leaf(sid, a1["id"]))
+    assert [e["type"] for e in events] == [ev.LEAF_CHANGED]
+    summary, events = check(lambda: provider.append_branch_summary(sid, from_entry_id=u1["id"], summary="went elsewhere"))
+    assert [e["type"] for e in events] == [ev.BRANCH_SUMMARY_ADDED]
+    kept = provider.get_snapshot(sid)["activePath"][0]
+    _, events = check(lambda: provider.append_compaction(sid, summary="sum", first_kept_entry_id=kept, tokens_before=99))
+    assert [e["type"] for e in events] == [ev.COMPACTION_ADDED]
+    check(lambda: provider.reset_leaf(sid))
+    check(lambda: provider.append_message(sid, user_message("new root")))
+    entry, events = check(lambda: provider.begin_in_flight(sid, assistant_message("")))
+    assert events[0]["inFlight"] is True
+    check(lambda: provider.update_in_flight_entry(sid, entry["id"], assistant_message("partial")))
+    _, events = check(lambda: provider.finalize_in_flight(sid, entry["id"], assistant_message("final")))
+    assert [e["type"] for e in events] == [ev.ENTRY_UPDATED] and events[0]["inFlight"] is False
+    entry2 = provider.begin_in_flight(sid, assistant_message(""))
+    check(lambda: provider.finalize_in_flight(sid, entry2["id"], status="aborted"))
+    check(lambda: provider.append_subagent_batch(sid, batch_id="b", mode="single", runs=[]))
+    check(lambda: provider.switch_leaf(sid, label["id"]))
+
+
+def test_events_carry_the_context_stats(provider, published, django_capture_on_commit_callbacks):
+    sid = provider.create_session(cwd="/w").session_id
+    provider.append_message(sid, user_message("x" * 40))
+    _, events = verify_action(
+        provider, sid, lambda: provider.append_message(sid, assistant_message("ok")), published, django_capture_on_commit_callbacks
+    )
+    assert events[0]["context"] == {
+        "model": {"provider": "anthropic", "modelId": "claude-test"},
+        "thinkingLevel": "off",
+        "tokenEstimate": 15,
+    }
+
+
+def test_apply_ignores_old_events_and_detects_gaps(provider):
+    sid = provider.create_session(cwd="/w").session_id
+    before = provider.get_snapshot(sid)
+    for i in range(3):
+        provider.append_message(sid, user_message(str(i)))
+    events = provider.events_since(sid, 0)
+    assert [e["revision"] for e in events] == [1, 2, 3]
+    after = apply_events(before, events)
+    assert apply_event(after, events[0]) is after  # already applied: ignored
+    with pytest.raises(RevisionGap):
+        apply_event(before, events[1])
+    assert provider.events_since(sid, 3) == []
+    with pytest.raises(ResyncNeeded):
+        provider.events_since(sid, 4)
+
+
+def test_event_log_is_bounded_and_says_when_it_no_longer_reaches_back(provider, settings):
+    settings.NETA_EVENT_LOG_SIZE = 10
+    sid = provider.create_session(cwd="/w").session_id
+    for i in range(140):
+        provider.append_message(sid, user_message(str(i)))
+    from sessions_tree.models import SessionEvent
+
+    kept = SessionEvent.objects.using(provider.using).filter(session__session_id=sid).count()
+    assert kept < 80  # pruned in steps, never unbounded
+    with pytest.raises(ResyncNeeded):
+        provider.events_since(sid, 1)
+    recent = provider.events_since(sid, 135)
+    assert [e["revision"] for e in recent] == [136, 137, 138, 139, 140]
