@@ -1,0 +1,287 @@
+"""Staff console for skills: the registry list, a detail view, actions, sync and import pages.
+
+Rows come from discovery, so they cannot be added or deleted here; staff
+change only the governance switches, through the services.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from skills_registry import services
+from skills_registry.confinement import ConfinementError
+from skills_registry.discovery import SCOPES
+from skills_registry.import_bundles import SkillImportError
+from skills_registry.models import SkillResource, SkillVersion
+from skills_registry.selectors import skill_entry_text
+
+_SKILL_MD_SHOWN = 64 * 1024
+
+
+def _pretty_json(value) -> str:
+    return format_html("<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+
+
+class SkillVersionInline(admin.TabularInline):
+    model = SkillVersion
+    extra = 0
+    can_delete = False
+    fields = ("revision", "fingerprint", "version", "recorded_at")
+    readonly_fields = fields
+    ordering = ("-revision",)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class SkillImportForm(forms.Form):
+    scope = forms.ChoiceField(choices=[(s, s) for s in SCOPES], initial="workspace")
+    archive = forms.FileField(required=False, help_text="A .zip with SKILL.md at its top or in one folder.")
+    folder = forms.CharField(
+        required=False,
+        help_text="Or the absolute path of a skill folder on the server (superusers only); it is copied.",
+    )
+    replace = forms.BooleanField(required=False, help_text="Overwrite an earlier import of the same skill.")
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("archive")) == bool(data.get("folder")):
+            raise forms.ValidationError("Give either a ZIP archive or a folder path.")
+        return data
+
+
+@admin.register(SkillResource)
+class SkillResourceAdmin(admin.ModelAdmin):
+    change_list_template = "admin/skills_registry/skillresource/change_list.html"
+    list_display = (
+        "name",
+        "scope",
+        "source",
+        "status",
+        "disabled",
+        "fingerprint_short",
+        "version",
+        "revision",
+        "subagents",
+        "diagnostics_summary",
+    )
+    list_filter = ("status", "scope", "source", "disabled", "allow_in_subagent", "requires_privilege")
+    search_fields = ("name", "description")
+    list_per_page = 100
+    show_full_result_count = False
+    inlines = (SkillVersionInline,)
+    actions = (
+        "sync_now",
+        "disable",
+        "enable",
+        "allow_in_subagents",
+        "deny_in_subagents",
+        "mark_privileged",
+        "unmark_privileged",
+        "remove_imported",
+    )
+    fieldsets = (
+        (None, {"fields": ("name", "description", "status", "disabled", "scope", "source", "version", "revision")}),
+        ("Governance", {"fields": ("allow_in_subagent", "requires_privilege", "disable_model_invocation", "changed_by")}),
+        ("Location", {"fields": ("entry_file", "base_dir", "source_info_view", "fingerprint")}),
+        ("Problems", {"fields": ("diagnostics_view",)}),
+        ("Contents", {"fields": ("skill_md", "file_list", "metadata_view")}),
+        ("Timestamps", {"fields": ("first_seen_at", "last_seen_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            qs = qs.defer("files", "metadata", "source_info")
+        return qs
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f for group in self.fieldsets for f in group[1]["fields"]]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    # --- columns ---------------------------------------------------------------------
+
+    @admin.display(description="fingerprint")
+    def fingerprint_short(self, obj):
+        return obj.short_fingerprint
+
+    @admin.display(description="subagents")
+    def subagents(self, obj):
+        if obj.requires_privilege:
+            return "never (privileged)"
+        return "allowed" if obj.allow_in_subagent else "denied"
+
+    @admin.display(description="diagnostics")
+    def diagnostics_summary(self, obj):
+        if not obj.diagnostics:
+            return "—"
+        return ", ".join(f"{d.get('code')} ({d.get('severity')})" for d in obj.diagnostics)
+
+    # --- detail ------------------------------------------------------------------------
+
+    @admin.display(description="SKILL.md")
+    def skill_md(self, obj):
+        try:
+            text = skill_entry_text(obj)
+        except (ConfinementError, OSError) as exc:
+            return format_html("<em>cannot be read: {}</em>", str(exc))
+        shown = text[:_SKILL_MD_SHOWN]
+        more = f"\n… ({len(text) - len(shown)} more characters)" if len(text) > len(shown) else ""
+        return format_html("<pre style='white-space:pre-wrap;max-width:100ch'>{}{}</pre>", shown, more)
+
+    @admin.display(description="files")
+    def file_list(self, obj):
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            (
+                (f.get("path"), f.get("kind"), f.get("size"), (f.get("sha256") or f.get("target") or "")[:16])
+                for f in obj.files
+            ),
+        )
+        note = ""
+        if obj.file_count > len(obj.files):
+            note = format_html("<p>{} of {} files shown.</p>", len(obj.files), obj.file_count)
+        return format_html(
+            "<table><tr><th>path</th><th>kind</th><th>bytes</th><th>sha256 / target</th></tr>{}</table>{}",
+            rows,
+            note,
+        )
+
+    @admin.display(description="diagnostics")
+    def diagnostics_view(self, obj):
+        return _pretty_json(obj.diagnostics) if obj.diagnostics else "—"
+
+    @admin.display(description="source info")
+    def source_info_view(self, obj):
+        return _pretty_json(obj.source_info)
+
+    @admin.display(description="other frontmatter fields")
+    def metadata_view(self, obj):
+        return _pretty_json(obj.metadata) if obj.metadata else "—"
+
+    # --- actions ------------------------------------------------------------------------
+
+    def _report_sync(self, request, report):
+        self.message_user(request, f"Skills synced: {report.summary()}", messages.SUCCESS)
+
+    @admin.action(description="Sync now (discover all skills again)")
+    def sync_now(self, request, queryset):
+        self._report_sync(request, services.skills_sync(actor=request.user))
+
+    @admin.action(description="Disable selected skills")
+    def disable(self, request, queryset):
+        n = services.skills_set_disabled(skills=queryset, disabled=True, actor=request.user)
+        self.message_user(request, f"{n} skill(s) disabled.", messages.SUCCESS)
+
+    @admin.action(description="Enable selected skills")
+    def enable(self, request, queryset):
+        n = services.skills_set_disabled(skills=queryset, disabled=False, actor=request.user)
+        self.message_user(request, f"{n} skill(s) enabled.", messages.SUCCESS)
+
+    @admin.action(description="Allow in subagents")
+    def allow_in_subagents(self, request, queryset):
+        n = services.skills_set_subagent_access(skills=queryset, allowed=True, actor=request.user)
+        self.message_user(request, f"{n} skill(s) allowed in subagents (privileged ones stay hidden).")
+
+    @admin.action(description="Deny in subagents")
+    def deny_in_subagents(self, request, queryset):
+        n = services.skills_set_subagent_access(skills=queryset, allowed=False, actor=request.user)
+        self.message_user(request, f"{n} skill(s) denied in subagents.")
+
+    @admin.action(description="Mark as requiring privilege (never in subagents)")
+    def mark_privileged(self, request, queryset):
+        n = services.skills_set_privilege(skills=queryset, requires_privilege=True, actor=request.user)
+        self.message_user(request, f"{n} skill(s) marked privileged.")
+
+    @admin.action(description="Unmark privileged")
+    def unmark_privileged(self, request, queryset):
+        n = services.skills_set_privilege(skills=queryset, requires_privilege=False, actor=request.user)
+        self.message_user(request, f"{n} skill(s) no longer privileged.")
+
+    @admin.action(description="Remove imported skills (delete their managed folder)")
+    def remove_imported(self, request, queryset):
+        removed = 0
+        for skill in queryset:
+            try:
+                services.skill_import_remove(skill=skill, actor=request.user)
+                removed += 1
+            except (SkillImportError, OSError) as exc:
+                self.message_user(request, f"{skill.name}: {exc}", messages.ERROR)
+        if removed:
+            self.message_user(request, f"{removed} imported skill(s) removed.", messages.SUCCESS)
+
+    # --- pages ---------------------------------------------------------------------------
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("sync/", wrap(self.sync_view), name="skills_registry_skillresource_sync"),
+            path("import/", wrap(self.import_view), name="skills_registry_skillresource_import"),
+            *super().get_urls(),
+        ]
+
+    def _changelist_url(self):
+        return reverse("admin:skills_registry_skillresource_changelist")
+
+    def sync_view(self, request):
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        self._report_sync(request, services.skills_sync(actor=request.user))
+        return HttpResponseRedirect(self._changelist_url())
+
+    def import_view(self, request):
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        form = SkillImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                if data.get("folder"):
+                    if not request.user.is_superuser:
+                        raise PermissionDenied("only superusers may import a folder from the server's disk")
+                    outcome = services.skill_import_folder(
+                        folder=data["folder"], scope=data["scope"], actor=request.user, replace=data["replace"]
+                    )
+                else:
+                    upload = data["archive"]
+                    outcome = services.skill_import_zip(
+                        archive=upload,
+                        scope=data["scope"],
+                        actor=request.user,
+                        replace=data["replace"],
+                        original_name=upload.name,
+                    )
+            except SkillImportError as exc:
+                form.add_error(None, f"Import refused: {exc}")
+            else:
+                skill = outcome.skill
+                level = messages.SUCCESS if skill.status == SkillResource.Status.ACTIVE else messages.WARNING
+                self.message_user(
+                    request,
+                    f"Imported {skill.name} into the {skill.scope} scope (status {skill.status}).",
+                    level,
+                )
+                return HttpResponseRedirect(reverse("admin:skills_registry_skillresource_change", args=[skill.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Import a skill",
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/skills_registry/skillresource/import_form.html", context)
