@@ -32,7 +32,7 @@ def read_session_file(path: Path) -> tuple[dict, str, list[PendingEntry], dict]:
     if parsed.header is None:
         reason = parsed.header_error or "no session header"
         raise InvalidSessionFile(f"{path}: not a Pi session file ({reason})")
-    header, entries, migrated = migrate_to_current(parsed.header, parsed.entries)
+    header, entries, migrated = migrate_to_current(parsed.header, parsed.entries, positions=parsed.positions)
     if migrated:
         header_raw = jsonl.dumps(header)
         raws = [jsonl.dumps(e) for e in entries]
