@@ -251,6 +251,10 @@ class Tool:
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     manifest: ClassVar[ToolManifest] = ToolManifest()
 
+    def prepare_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Accept legacy argument shapes before validation (Pi's ``prepareArguments``)."""
+        return args
+
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         raise NotImplementedError
 
@@ -289,6 +293,11 @@ def validate_args(tool: Tool, args: Any) -> list[str]:
 def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     """Validate, run, and normalize: the one way the runtime runs a tool. Never raises."""
     name = getattr(tool, "name", "?")
+    if isinstance(args, dict):
+        try:
+            args = tool.prepare_arguments(dict(args))
+        except Exception as exc:  # noqa: BLE001
+            return ToolResult.error(clean_text(f"Invalid arguments for tool {name!r}: {exc}"))
     try:
         problems = validate_args(tool, args)
     except jsonschema.SchemaError as exc:

@@ -1,0 +1,595 @@
+"""Running a tool's command: process containment, limits and the bubblewrap sandbox.
+
+Every command runs
+
+* in its own session and process group (``start_new_session``), with stdin from
+  ``/dev/null`` and stdout+stderr on one pipe;
+* with resource limits: file size (``RLIMIT_FSIZE``, so ``yes > file`` stops),
+  open files, no core dumps;
+* in a per-run cgroup when the host lets this process create one (cgroup v2
+  ``cgroup.kill`` to end every descendant at once, even ones that called
+  ``setsid``; a ``pids`` cgroup, v1 or v2, to cap the number of processes so a
+  fork bomb is stopped at the limit and then killed);
+* under bubblewrap when the context's sandbox is ``"bwrap"``: read-only system
+  directories, only the workspace roots writable, a private ``/tmp``, its own PID
+  namespace (when the command ends or is killed, everything it started dies
+  with it), ``--die-with-parent``, all capabilities dropped, and no network
+  unless allowed.
+
+The command ends when it exits, times out, is cancelled, or breaks a limit; in
+every case whatever it left running is killed before :func:`run_command`
+returns. With ``NETA_SANDBOX=none`` and no usable cgroup, only the process group
+can be killed: a descendant that called ``setsid`` may survive (see
+docs/tools.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import glob
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolcatalog.protocol import CancelSignal
+
+BWRAP_BINARIES = ("/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap")
+SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh")
+
+# /etc entries a command plausibly needs; everything else in /etc (shadow,
+# credentials, service configs) stays invisible inside the sandbox.
+ETC_ALLOWLIST = (
+    "passwd", "group", "nsswitch.conf", "hosts", "host.conf", "resolv.conf", "gai.conf",
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
+    "ssl", "ca-certificates", "ca-certificates.conf", "pki", "bash.bashrc", "profile",
+    "profile.d", "inputrc", "mime.types", "magic", "magic.mime", "gitconfig", "locale.alias",
+    "locale.gen", "os-release", "lsb-release", "debian_version", "terminfo", "python3*",
+    "perl", "vim", "mailcap", "protocols", "services", "java-*", "maven", "npmrc",
+)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+SANDBOX_HOME = "/tmp/home"
+
+_POLL = 0.05
+
+
+# --- limits -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessLimits:
+    """Per-command limits. Defaults come from settings (see docs/tools.md)."""
+
+    max_processes: int = 256
+    max_file_bytes: int = 1024 * 1024 * 1024
+    max_open_files: int = 4096
+    max_timeout: float = 3600.0
+
+    @classmethod
+    def from_settings(cls) -> ProcessLimits:
+        try:
+            from django.conf import settings
+
+            return cls(
+                max_processes=int(getattr(settings, "NETA_BASH_MAX_PROCESSES", cls.max_processes)),
+                max_file_bytes=int(getattr(settings, "NETA_BASH_MAX_FILE_MB", 1024)) * 1024 * 1024,
+                max_open_files=int(getattr(settings, "NETA_BASH_MAX_OPEN_FILES", cls.max_open_files)),
+                max_timeout=float(getattr(settings, "NETA_BASH_MAX_TIMEOUT", cls.max_timeout)),
+            )
+        except Exception:  # settings not configured
+            return cls()
+
+
+# --- cgroups ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupSupport:
+    """Where this process may create per-run cgroups (``None`` when it may not)."""
+
+    v2_base: Path | None = None  # under the unified hierarchy: cgroup.kill, membership
+    v2_pids: bool = False  # the v2 base can limit pids itself
+    v1_pids_base: Path | None = None  # a v1 pids hierarchy, when v2 cannot limit
+    reason: str = ""
+
+    @property
+    def describe(self) -> str:
+        parts = []
+        if self.v2_base:
+            parts.append("cgroup2" + ("+pids" if self.v2_pids else ""))
+        if self.v1_pids_base:
+            parts.append("cgroup1-pids")
+        return "+".join(parts) or "process-group"
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    out = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                rfields = right.split()
+                if len(fields) >= 5 and len(rfields) >= 3:
+                    out.append((fields[4], rfields[0], rfields[2]))  # mount point, fstype, super options
+    except OSError:
+        pass
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller (or '' for v2) → this process's cgroup path."""
+    paths: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for ctrl in parts[1].split(",") if parts[1] else [""]:
+                        paths[ctrl] = parts[2]
+    except OSError:
+        pass
+    return paths
+
+
+def _prepare_base(path: Path) -> bool:
+    try:
+        path.mkdir(exist_ok=True)
+        probe = path / f"probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError:
+        return False
+    _reap_stale(path)
+    return True
+
+
+def _reap_stale(base: Path) -> None:
+    """Remove per-run cgroups left by processes that no longer exist."""
+    try:
+        children = list(base.iterdir())
+    except OSError:
+        return
+    for child in children:
+        owner = child.name.split("-", 1)[0]
+        if not owner.isdigit() or child.is_file():
+            continue
+        if int(owner) != os.getpid() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                child.rmdir()
+            except OSError:
+                pass
+
+
+@functools.cache
+def cgroup_support() -> CgroupSupport:
+    if os.environ.get("NETA_TOOLS_NO_CGROUP") == "1":  # lets tests exercise the fallback
+        return CgroupSupport(reason="disabled by NETA_TOOLS_NO_CGROUP")
+    mounts = _mounts()
+    own = _own_cgroups()
+    v2_base = None
+    v2_pids = False
+    v1_pids = None
+    for mount_point, fstype, _options in mounts:
+        if fstype == "cgroup2" and v2_base is None:
+            base = Path(mount_point + own.get("", "/").rstrip("/")) / "neta-tools"
+            if _prepare_base(base):
+                v2_base = base
+                try:
+                    ctrl = (base / "cgroup.controllers").read_text()
+                    if "pids" not in ctrl.split():
+                        (base / "cgroup.subtree_control").write_text("+pids")  # needs it in the parent too
+                    v2_pids = "pids" in (base / "cgroup.subtree_control").read_text().split()
+                except OSError:
+                    v2_pids = False
+    if not v2_pids:
+        for mount_point, fstype, options in mounts:
+            if fstype == "cgroup" and "pids" in options.split(","):
+                base = Path(mount_point + own.get("pids", "/").rstrip("/")) / "neta-tools"
+                if _prepare_base(base):
+                    v1_pids = base
+                break
+    reason = "" if (v2_base or v1_pids) else "no writable cgroup hierarchy for this process"
+    return CgroupSupport(v2_base=v2_base, v2_pids=v2_pids, v1_pids_base=v1_pids, reason=reason)
+
+
+class ProcessCage:
+    """The per-run cgroups of one command (possibly none)."""
+
+    def __init__(self, limits: ProcessLimits, support: CgroupSupport | None = None) -> None:
+        self.support = support or cgroup_support()
+        self.limits = limits
+        self.dirs: list[Path] = []
+        self.kill_file: Path | None = None
+        self.pids_dir: Path | None = None
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        if self.support.v2_base:
+            d = self.support.v2_base / name
+            if self._mkdir(d):
+                if (d / "cgroup.kill").exists():
+                    self.kill_file = d / "cgroup.kill"
+                if self.support.v2_pids and self._limit(d):
+                    self.pids_dir = d
+        if self.pids_dir is None and self.support.v1_pids_base:
+            d = self.support.v1_pids_base / name
+            if self._mkdir(d) and self._limit(d):
+                self.pids_dir = d
+        self._procs_paths = [os.fspath(d / "cgroup.procs") for d in self.dirs]
+
+    def _mkdir(self, d: Path) -> bool:
+        try:
+            d.mkdir()
+        except OSError:
+            return False
+        self.dirs.append(d)
+        return True
+
+    def _limit(self, d: Path) -> bool:
+        try:
+            (d / "pids.max").write_text(str(self.limits.max_processes))
+            return True
+        except OSError:
+            return False
+
+    @property
+    def describe(self) -> str:
+        parts = []
+        if self.kill_file:
+            parts.append("cgroup.kill")
+        if self.pids_dir:
+            parts.append(f"pids.max={self.limits.max_processes}")
+        return ", ".join(parts) or "process group only"
+
+    def join_current_process(self) -> None:
+        """Called in the child between fork and exec: only raw syscalls here."""
+        for path in self._procs_paths:
+            try:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+    def pids(self) -> list[int]:
+        for d in self.dirs:
+            try:
+                return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                continue
+        return []
+
+    def fork_refused(self) -> bool:
+        """Whether the pids limit has refused a fork (the command hit the process limit)."""
+        if self.pids_dir is None:
+            return False
+        try:
+            for line in (self.pids_dir / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and value.strip() not in ("", "0"):
+                    return True
+        except OSError:
+            pass
+        return False
+
+    def kill_all(self, *, exclude: int | None = None) -> int:
+        """SIGKILL every process in the cage; returns how many were found (``exclude`` not counted)."""
+        if not self.dirs:
+            return 0
+        found = set(self.pids())
+        if self.kill_file is not None:
+            try:
+                self.kill_file.write_text("1")
+            except OSError:
+                self.kill_file = None
+        if self.kill_file is None:
+            for _ in range(200):  # a capped fork bomb converges: the killed cannot fork
+                pids = self.pids()
+                if not pids:
+                    break
+                found.update(pids)
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                time.sleep(0.005)
+        found.discard(exclude)
+        return len(found)
+
+    def close(self, wait: float = 2.0) -> None:
+        deadline = time.monotonic() + wait
+        for d in reversed(self.dirs):
+            while True:
+                try:
+                    d.rmdir()
+                    break
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT:
+                        break
+                    if time.monotonic() > deadline:
+                        break  # left for _reap_stale once this process is gone
+                    self.kill_all()
+                    time.sleep(0.01)
+        self.dirs = []
+
+
+# --- bubblewrap -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BwrapStatus:
+    available: bool
+    path: str | None
+    reason: str
+
+
+@functools.cache
+def bwrap_status() -> BwrapStatus:
+    """Whether bubblewrap exists *and* can create its namespaces here (cached)."""
+    path = next((p for p in BWRAP_BINARIES if os.access(p, os.X_OK)), None)
+    if path is None:
+        return BwrapStatus(False, None, "bwrap is not installed (Debian package 'bubblewrap')")
+    argv = [path, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid",
+            "--unshare-net", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL", "/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return BwrapStatus(False, path, f"bwrap could not be started: {exc}")
+    if done.returncode != 0:
+        err = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
+        return BwrapStatus(False, path, f"bwrap cannot create namespaces here: {err}")
+    return BwrapStatus(True, path, "ok")
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for pattern in ETC_ALLOWLIST:
+        for p in sorted(glob.glob(os.path.join("/etc", pattern))):
+            args += ["--ro-bind-try", p, p]
+    return args
+
+
+def _extra_ro_binds() -> list[str]:
+    try:
+        from django.conf import settings
+
+        extra = list(getattr(settings, "NETA_SANDBOX_RO_BINDS", []) or [])
+    except Exception:
+        extra = []
+    args: list[str] = []
+    for p in extra:
+        args += ["--ro-bind-try", p, p]
+    return args
+
+
+def bwrap_argv(
+    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str]
+) -> list[str]:
+    status = bwrap_status()
+    if not status.available:
+        raise SandboxUnavailable(f"NETA_SANDBOX=bwrap but {status.reason}")
+    args = [
+        status.path or "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname", "neta-sandbox",
+        "--cap-drop", "ALL",
+    ]
+    if not network:
+        args.append("--unshare-net")
+    args += _system_binds()
+    args += _extra_ro_binds()
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
+             "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    for root in roots:
+        args += ["--bind", os.fspath(root), os.fspath(root)]
+    args += ["--chdir", os.fspath(cwd), "--"]
+    args += list(command)
+    return args
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+def shell_argv(command: str) -> list[str]:
+    shell = next((s for s in SHELLS if os.access(s, os.X_OK)), "/bin/sh")
+    return [shell, "-c", command]
+
+
+# --- running --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CommandOutcome:
+    exit_code: int | None
+    timed_out: bool = False
+    cancelled: bool = False
+    limit_hit: str | None = None
+    duration: float = 0.0
+    killed_leftovers: int = 0
+    containment: str = ""
+
+
+_libc = None
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _prctl = _libc.prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+_PR_SET_PDEATHSIG = 1
+
+
+def _make_preexec(limits: ProcessLimits, cage: ProcessCage) -> Callable[[], None]:
+    fsize = limits.max_file_bytes
+    nofile = limits.max_open_files
+
+    def preexec() -> None:  # runs in the child after fork: no locks, no allocation-heavy work
+        cage.join_current_process()
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        except (ValueError, OSError):
+            pass
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            cap = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
+        except (ValueError, OSError):
+            pass
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        except (ValueError, OSError):
+            pass
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # SIGPIPE/SIGXFSZ are ignored by Python; give the command the defaults back.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+
+    return preexec
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+@dataclass(slots=True)
+class _Clock:
+    start: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float | None,
+    cancel: CancelSignal,
+    on_output: Callable[[bytes], None],
+    limits: ProcessLimits | None = None,
+) -> CommandOutcome:
+    """Run ``argv`` contained and limited; stream its output; kill everything at the end."""
+    limits = limits or ProcessLimits.from_settings()
+    cage = ProcessCage(limits)
+    clock = _Clock()
+    outcome = CommandOutcome(exit_code=None, containment=cage.describe)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=os.fspath(cwd),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_make_preexec(limits, cage),
+        )
+    except BaseException:
+        cage.close()
+        raise
+    pgid = proc.pid
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    reading = True
+    exited_at: float | None = None
+    deadline = clock.start + timeout if timeout else None
+    next_watch = 0.0
+    try:
+        while True:
+            if cancel.is_set():
+                outcome.cancelled = True
+                break
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                outcome.timed_out = True
+                break
+            if now >= next_watch:
+                next_watch = now + 0.1
+                if cage.fork_refused():
+                    outcome.limit_hit = "processes"
+                    break
+            wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - now))
+            if reading:
+                if sel.select(wait):
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except BlockingIOError:
+                        chunk = None
+                    if chunk:
+                        on_output(chunk)
+                    elif chunk == b"":
+                        reading = False
+                        sel.unregister(fd)
+            else:
+                try:
+                    proc.wait(wait)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is not None:
+                if not reading:
+                    break
+                if exited_at is None:
+                    exited_at = time.monotonic()
+                elif time.monotonic() - exited_at > 0.2:
+                    break  # something it started still holds the output pipe
+    finally:
+        leftovers = cage.kill_all(exclude=proc.pid)
+        _killpg(pgid)
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        proc.wait()
+        # What is still in the pipe (written before the kill) is part of the output.
+        end = time.monotonic() + 0.5
+        while reading and time.monotonic() < end:
+            if not sel.select(0.05):
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            on_output(chunk)
+        sel.close()
+        proc.stdout.close()
+        cage.close()
+    if not (outcome.timed_out or outcome.cancelled or outcome.limit_hit):
+        outcome.exit_code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    outcome.killed_leftovers = leftovers
+    outcome.duration = clock.elapsed()
+    return outcome
+
