@@ -60,8 +60,11 @@ def _inside(child: str, parent: str) -> bool:
 def resolve_confined(base_dir: Path | str, path: str) -> tuple[str, list[str]]:
     """``(real base, real segments below it)`` for ``path``; refuses escapes."""
     parts = check_relative(path)
-    base_real = os.path.realpath(base_dir)
-    target_real = os.path.realpath(os.path.join(base_real, *parts))
+    try:
+        base_real = os.path.realpath(base_dir)
+        target_real = os.path.realpath(os.path.join(base_real, *parts))
+    except OSError as exc:  # a link changed while it was being resolved
+        raise ConfinementError(f"{path!r} changed while it was being resolved: {exc.strerror}") from None
     if target_real == base_real:
         raise ConfinementError(f"{path!r} names the skill folder itself, not a file")
     if not _inside(target_real, base_real):

@@ -213,7 +213,10 @@ def walk_root(root: SkillRoot) -> list[tuple[Path, bool]]:
             if rules.ignores(rel + "/" if kind == "dir" else rel):
                 continue
             if kind == "dir":
-                real = os.path.realpath(full)
+                try:
+                    real = os.path.realpath(full)
+                except OSError:
+                    continue  # changed while we looked
                 if real in ancestors:
                     continue  # a symlink loop
                 visit(full, False, ancestors | {real})
@@ -221,7 +224,11 @@ def walk_root(root: SkillRoot) -> list[tuple[Path, bool]]:
             if kind == "file" and include_root_files and entry.name.endswith(".md"):
                 found.append((Path(full), False))
 
-    visit(top, root.include_root_files, frozenset({os.path.realpath(top)}))
+    try:
+        top_real = os.path.realpath(top)
+    except OSError:
+        return []
+    visit(top, root.include_root_files, frozenset({top_real}))
     return found
 
 
@@ -383,7 +390,10 @@ def discover_skills(
             )
             continue
         for entry_file, is_folder in walk_root(root):
-            real = os.path.realpath(entry_file)
+            try:
+                real = os.path.realpath(entry_file)
+            except OSError:
+                continue  # changed while we looked
             if real in seen_real:
                 continue  # the same file through a symlink or an overlapping root
             seen_real.add(real)

@@ -138,7 +138,10 @@ def skill_contents(*, entry_file: Path, base_dir: Path, is_folder: bool) -> Skil
     if not is_folder:
         item = _describe(os.fspath(entry_file), entry_file.name)
         return SkillContents(_digest([item]), (item,), False)
-    base = os.path.realpath(base_dir)
+    try:
+        base = os.path.realpath(base_dir)
+    except OSError:
+        base = os.path.abspath(base_dir)
     pairs, truncated = _walk(base)
     files = sorted((_describe(full, rel) for full, rel in pairs), key=lambda f: os.fsencode(f.path))
     return SkillContents(_digest(files), tuple(files), truncated)
