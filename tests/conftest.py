@@ -62,4 +62,4 @@ def outsider(django_user_model):
 
 @pytest.fixture
 def staff(django_user_model):
-    return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True)
+    return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True, is_superuser=True)
