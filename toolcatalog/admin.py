@@ -1,0 +1,106 @@
+"""Staff console for tool governance: one ToolConfig row per tool."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from toolcatalog import services
+from toolcatalog.models import ToolConfig
+from toolcatalog.protocol import UnknownTool, all_tools, get_tool
+
+
+class ToolConfigForm(forms.ModelForm):
+    class Meta:
+        model = ToolConfig
+        fields = [
+            "name",
+            "enabled",
+            "label_override",
+            "description_override",
+            "prompt_hint",
+            "allow_in_subagent",
+            "worker_routing",
+            "renderer_key",
+        ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "name" in self.fields:
+            names = [t.name for t in all_tools()]
+            self.fields["name"] = forms.ChoiceField(choices=[(n, n) for n in names])
+
+
+@admin.register(ToolConfig)
+class ToolConfigAdmin(admin.ModelAdmin):
+    form = ToolConfigForm
+    list_display = ("name", "enabled", "allow_in_subagent", "route", "label_override", "registered", "updated_at")
+    list_filter = ("enabled", "allow_in_subagent", "worker_routing")
+    search_fields = ("name", "label_override")
+    readonly_fields = ("manifest_view", "updated_by", "updated_at")
+    actions = ("enable_tools", "disable_tools")
+    change_list_template = "admin/toolcatalog/toolconfig/change_list.html"
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields + ["name"] if obj is not None else fields
+
+    @admin.display(description="route")
+    def route(self, obj: ToolConfig) -> str:
+        return obj.worker_routing or "(manifest)"
+
+    @admin.display(boolean=True, description="registered")
+    def registered(self, obj: ToolConfig) -> bool:
+        try:
+            get_tool(obj.name)
+            return True
+        except UnknownTool:
+            return False
+
+    @admin.display(description="manifest")
+    def manifest_view(self, obj: ToolConfig) -> str:
+        try:
+            tool = get_tool(obj.name)
+        except UnknownTool:
+            return "(no such tool registered)"
+        data = {"manifest": tool.manifest.to_dict(), "parameters": tool.parameters}
+        return format_html("<details><summary>show</summary><pre>{}</pre></details>", json.dumps(data, indent=2))
+
+    def save_model(self, request, obj, form, change):
+        changes = {k: form.cleaned_data[k] for k in form.cleaned_data if k != "name"}
+        saved = services.tool_config_update(actor=request.user, name=obj.name, **changes)
+        obj.pk = saved.pk
+
+    @admin.action(description="Enable selected tools")
+    def enable_tools(self, request, queryset):
+        for row in queryset:
+            services.tool_config_update(actor=request.user, name=row.name, enabled=True)
+        self.message_user(request, f"Enabled {queryset.count()} tool(s).", messages.SUCCESS)
+
+    @admin.action(description="Disable selected tools")
+    def disable_tools(self, request, queryset):
+        for row in queryset:
+            services.tool_config_update(actor=request.user, name=row.name, enabled=False)
+        self.message_user(request, f"Disabled {queryset.count()} tool(s).", messages.SUCCESS)
+
+    def get_urls(self):
+        urls = [
+            path(
+                "sync/",
+                self.admin_site.admin_view(self.sync_view),
+                name="toolcatalog_toolconfig_sync",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def sync_view(self, request):
+        if request.method != "POST" or not self.has_add_permission(request):
+            return HttpResponseRedirect(reverse("admin:toolcatalog_toolconfig_changelist"))
+        created = services.tool_config_sync(actor=request.user)
+        self.message_user(request, f"Created rows for {len(created)} tool(s).", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:toolcatalog_toolconfig_changelist"))

@@ -1,0 +1,59 @@
+"""Governance: one ``ToolConfig`` row per tool name, edited by staff in the admin."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from toolcatalog.manifest import WORKER_ROUTES
+
+
+class ToolConfig(models.Model):
+    """Staff settings for one tool. No row means the defaults (enabled, manifest route)."""
+
+    ROUTE_CHOICES = [("", "manifest default")] + [(r, r) for r in WORKER_ROUTES]
+
+    name = models.CharField(max_length=64, unique=True, help_text="Registered tool name, e.g. 'bash'.")
+    enabled = models.BooleanField(default=True, help_text="Off: no agent gets this tool.")
+    label_override = models.CharField(max_length=200, blank=True)
+    description_override = models.TextField(blank=True, help_text="Replaces the description the model sees.")
+    prompt_hint = models.TextField(blank=True, help_text="Default hint for the system prompt; agents may override.")
+    allow_in_subagent = models.BooleanField(default=True)
+    worker_routing = models.CharField(max_length=32, blank=True, choices=ROUTE_CHOICES)
+    renderer_key = models.CharField(max_length=64, blank=True, help_text="Which UI renderer shows its calls.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "tool configuration"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from toolcatalog.protocol import UnknownTool, get_tool
+
+        try:
+            tool = get_tool(self.name)
+        except UnknownTool:
+            raise ValidationError({"name": f"no tool named {self.name!r} is registered"}) from None
+        if self.worker_routing and not tool.manifest.route_allowed(self.worker_routing):
+            raise ValidationError({"worker_routing": f"{self.name!r} cannot run inside a worker process"})
+
+    def to_rule(self):
+        from toolcatalog.projection import GovernanceRule
+
+        return GovernanceRule(
+            enabled=self.enabled,
+            label=self.label_override,
+            description=self.description_override,
+            prompt_hint=self.prompt_hint,
+            allow_in_subagent=self.allow_in_subagent,
+            worker_routing=self.worker_routing,
+            renderer_key=self.renderer_key,
+        )

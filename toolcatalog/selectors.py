@@ -1,0 +1,33 @@
+"""Reads of the tool catalog: governance rules and the catalog as pages show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolcatalog.models import ToolConfig
+from toolcatalog.projection import GovernanceRule
+from toolcatalog.protocol import all_tools
+
+
+def governance_rules() -> dict[str, GovernanceRule]:
+    """Every ``ToolConfig`` row as a plain rule, by tool name (one query)."""
+    return {row.name: row.to_rule() for row in ToolConfig.objects.all()}
+
+
+def tool_catalog() -> list[dict[str, Any]]:
+    """Every registered tool with its manifest, parameters and governance row (if any)."""
+    rules = governance_rules()
+    out = []
+    for tool in all_tools():
+        rule = rules.get(tool.name)
+        out.append(
+            {
+                "name": tool.name,
+                "label": tool.label,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "manifest": tool.manifest.to_dict(),
+                "governance": rule.to_dict() if rule else None,
+            }
+        )
+    return out
