@@ -62,9 +62,10 @@ class ImportLimits:
 
 
 def import_limits() -> ImportLimits:
+    defaults = ImportLimits()
     return ImportLimits(
-        max_files=int(getattr(settings, "NETA_SKILL_IMPORT_MAX_FILES", ImportLimits.max_files)),
-        max_total_bytes=int(getattr(settings, "NETA_SKILL_IMPORT_MAX_BYTES", ImportLimits.max_total_bytes)),
+        max_files=int(getattr(settings, "NETA_SKILL_IMPORT_MAX_FILES", defaults.max_files)),
+        max_total_bytes=int(getattr(settings, "NETA_SKILL_IMPORT_MAX_BYTES", defaults.max_total_bytes)),
     )
 
 

@@ -105,9 +105,9 @@ def check_member_name(raw: str, *, limits: ImportLimits) -> tuple[list[str], boo
     is_dir = raw.endswith("/")
     body = raw[:-1] if is_dir else raw
     segments = body.split("/")
+    if ".." in segments:
+        raise SkillImportError(f"entry {shown} contains a '..' segment (path traversal); refused")
     for segment in segments:
-        if segment == "..":
-            raise SkillImportError(f"entry {shown} contains a '..' segment (path traversal); refused")
         if segment in ("", "."):
             raise SkillImportError(f"entry {shown} has an empty or '.' path segment; refused")
         if len(segment.encode("utf-8", "surrogateescape")) > 255:
@@ -214,6 +214,16 @@ def bundle_from_zip(
                 if info.file_size:
                     raise SkillImportError(f"folder entry {raw!r} carries data")
                 continue
+            if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+                raise SkillImportError(
+                    f"entry {raw!r} is stored uncompressed but its sizes lie "
+                    f"({info.compress_size} bytes stored, {info.file_size} declared)"
+                )
+            if info.compress_size > info.file_size + info.file_size // 100 + 64:
+                raise SkillImportError(
+                    f"entry {raw!r}: its sizes lie ({info.compress_size} compressed bytes cannot "
+                    f"unpack to only {info.file_size})"
+                )
             declared_total += info.file_size
             if declared_total > limits.max_total_bytes:
                 raise SkillImportError(
