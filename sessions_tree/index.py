@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sessions_tree import jsonl
@@ -76,6 +77,22 @@ def record_from_entry(obj, raw: bytes | str) -> Record | None:
     return Record(entry_id, parent_id if isinstance(parent_id, str) else None, obj["type"], raw, obj)
 
 
+class EntryMap(Mapping):
+    """A read-only ``{id: entry}`` view of an index (last line wins), parsing on access."""
+
+    def __init__(self, by_id: dict[str, Record]):
+        self._by_id = by_id
+
+    def __getitem__(self, entry_id: str) -> dict:
+        return self._by_id[entry_id].entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
 @dataclass
 class SessionIndex:
     """Entries of one session in stored order, with Pi's last-wins id index."""
@@ -118,6 +135,9 @@ class SessionIndex:
     def path_entries(self, leaf_id: str) -> list[dict]:
         by_id = self.by_id
         return [by_id[i].entry for i in self.path_ids(leaf_id)]
+
+    def entry_map(self) -> EntryMap:
+        return EntryMap(self.by_id)
 
     def entries(self) -> list[dict]:
         return [r.entry for r in self.records]
