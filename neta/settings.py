@@ -136,6 +136,14 @@ if NETA_REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Where agents work when their config names no cwd.
+NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=BASE_DIR)
+# Inline backend: turns run on this many threads inside the web process.
+NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 4, minimum=1)
+# A running run whose heartbeat is older than this is finalized by the reaper.
+NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
+# Streaming deltas are coalesced to at most this many messages per second per stream.
+NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None
@@ -145,7 +153,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 # --- Models and sandbox ---------------------------------------------------------
-NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "scripted-demo")
+NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
 NETA_SANDBOX = env_choice("NETA_SANDBOX", "none", ("none", "bwrap"))
 NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
 

@@ -1,0 +1,226 @@
+"""Agents, the model registry and runs (DESIGN §5)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
+ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
+
+
+class ProviderKind(models.TextChoices):
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    OPENAI_COMPATIBLE = "openai-compatible"
+    SCRIPTED = "scripted"
+
+
+class ModelConfig(models.Model):
+    """A model Neta can talk to. Keys are never stored: only the *name* of the variable holding one."""
+
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
+    display_name = models.CharField(max_length=200, blank=True)
+    provider_kind = models.CharField(max_length=32, choices=ProviderKind.choices)
+    provider_name = models.CharField(
+        max_length=64, blank=True, help_text="What entries record as the provider (default: the provider kind)."
+    )
+    model_id = models.CharField(max_length=200)
+    base_url = models.URLField(max_length=500, blank=True)
+    api_key_env = models.CharField(
+        max_length=128, blank=True, validators=[ENV_NAME], help_text="Name of the environment variable holding the key."
+    )
+    context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)])
+    max_output_tokens = models.PositiveIntegerField(default=8192, validators=[MinValueValidator(1)])
+    supports_tools = models.BooleanField(default=True)
+    supports_thinking = models.BooleanField(default=False)
+    supports_images = models.BooleanField(default=False)
+    price_input = models.DecimalField("input $/M tokens", max_digits=10, decimal_places=4, default=0)
+    price_output = models.DecimalField("output $/M tokens", max_digits=10, decimal_places=4, default=0)
+    price_cache_read = models.DecimalField("cache read $/M tokens", max_digits=10, decimal_places=4, default=0)
+    price_cache_write = models.DecimalField("cache write $/M tokens", max_digits=10, decimal_places=4, default=0)
+    options = models.JSONField(default=dict, blank=True, help_text="Provider options, e.g. scripted rules.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+    def clean(self):
+        errors = {}
+        if self.provider_kind in (ProviderKind.OPENAI_COMPATIBLE,) and not self.base_url:
+            errors["base_url"] = "an OpenAI-compatible endpoint needs a base URL"
+        if self.provider_kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
+            errors["api_key_env"] = "name the environment variable that holds the API key"
+        if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
+            errors["max_output_tokens"] = "must be smaller than the context window"
+        if not isinstance(self.options, dict):
+            errors["options"] = "must be a JSON object"
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def key_is_set(self) -> bool:
+        return bool(self.api_key_env) and bool(os.environ.get(self.api_key_env))
+
+    @property
+    def usable(self) -> bool:
+        """Enabled and, for a remote provider, its key variable is set."""
+        if not self.enabled:
+            return False
+        return self.provider_kind == ProviderKind.SCRIPTED or self.key_is_set
+
+    @property
+    def prices(self) -> dict:
+        return {
+            "input": float(self.price_input),
+            "output": float(self.price_output),
+            "cacheRead": float(self.price_cache_read),
+            "cacheWrite": float(self.price_cache_write),
+        }
+
+
+class SummarizeOnSwitch(models.TextChoices):
+    ASK = "ask", "ask the user"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+class Agent(models.Model):
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True)
+    model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
+    session_provider = models.CharField(max_length=16, choices=[("file", "file"), ("mysql", "mysql")], default="file")
+    restore_last_session = models.BooleanField(default=True)
+    cwd = models.CharField(max_length=1000, blank=True, help_text="Working directory (default: NETA_WORKSPACE_DIR).")
+    workspace_roots = models.JSONField(default=list, blank=True, help_text="Extra roots tools may touch (list of paths).")
+    tool_policy = models.JSONField(default=dict, blank=True)
+    skill_policy = models.JSONField(default=dict, blank=True)
+    subagent_policy = models.JSONField(default=dict, blank=True)
+    compaction_enabled = models.BooleanField(default=True)
+    compaction_reserve_tokens = models.PositiveIntegerField(default=16384)
+    compaction_keep_recent_tokens = models.PositiveIntegerField(default=20000)
+    summarize_on_switch = models.CharField(max_length=16, choices=SummarizeOnSwitch.choices, default=SummarizeOnSwitch.ASK)
+    branch_summary_reserve_tokens = models.PositiveIntegerField(default=16384)
+    thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
+    max_tool_rounds = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self):
+        from skills_registry.policy import SkillPolicy, SkillPolicyError
+        from toolcatalog.policy import PolicyError, ToolPolicy
+
+        errors: dict[str, list[str]] = {}
+        try:
+            ToolPolicy.from_dict(self.tool_policy or {})
+        except PolicyError as exc:
+            errors["tool_policy"] = [str(exc)]
+        try:
+            SkillPolicy.from_dict(self.skill_policy or {})
+        except SkillPolicyError as exc:
+            errors["skill_policy"] = [str(exc)]
+        if not isinstance(self.subagent_policy, dict):
+            errors["subagent_policy"] = ["must be a JSON object"]
+        if not isinstance(self.workspace_roots, list) or not all(isinstance(r, str) and r for r in self.workspace_roots):
+            errors["workspace_roots"] = ["must be a list of paths"]
+        if self.cwd and not os.path.isabs(self.cwd):
+            errors["cwd"] = ["must be an absolute path"]
+        if self.compaction_reserve_tokens and self.model_id and self.compaction_reserve_tokens >= self.model.context_window:
+            errors["compaction_reserve_tokens"] = ["must be smaller than the model's context window"]
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def working_directory(self) -> str:
+        return self.cwd or str(settings.NETA_WORKSPACE_DIR)
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+    LOST = "lost"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class AgentRun(models.Model):
+    """One agent run on one session: a prompt and everything the agent did for it."""
+
+    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    session_id = models.CharField(max_length=64, db_index=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_runs")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    prompt = models.TextField(blank=True)
+    images = models.JSONField(default=list, blank=True)
+    from_entry_id = models.CharField(max_length=64, blank=True)
+    model_name = models.CharField(max_length=64, blank=True, help_text="Model override for this run (default: the agent's).")
+    backend = models.CharField(max_length=16, default="inline")
+    worker = models.CharField(max_length=200, blank=True)
+    pid = models.IntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    in_flight_entry_id = models.CharField(max_length=64, blank=True)
+    rounds = models.PositiveIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_RUN_STATUSES
+
+
+class RunInputKind(models.TextChoices):
+    FOLLOW_UP = "follow_up"
+    STEER = "steer"
+
+
+class RunInput(models.Model):
+    """A prompt sent while a run was active: delivered as a follow-up or to steer it."""
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="inputs")
+    kind = models.CharField(max_length=16, choices=RunInputKind.choices, default=RunInputKind.FOLLOW_UP)
+    text = models.TextField()
+    images = models.JSONField(default=list, blank=True)
+    consumed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]

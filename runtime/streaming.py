@@ -1,0 +1,135 @@
+"""Streaming events: the ephemeral projection of an in-flight entry (DESIGN §6).
+
+The turn loop emits them through one ``StreamSink``; the realtime gateway plugs
+in a sink that publishes to the session's Channels group, tests plug in an
+``InMemorySink``. Deltas are coalesced (``NETA_STREAM_RATE`` messages per second
+per stream at most): a client that misses some recovers the text from the
+in-flight entry in the next snapshot or tree event.
+
+Event types: ``assistant_stream_start|delta|end``,
+``tool_call_started|delta|completed``, ``tool_result_streamed``,
+``session_context_stats`` (and the subagent ones, later).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+STREAM_EVENT_TYPES = frozenset(
+    {
+        "assistant_stream_start",
+        "assistant_stream_delta",
+        "assistant_stream_end",
+        "tool_call_started",
+        "tool_call_delta",
+        "tool_call_completed",
+        "tool_result_streamed",
+        "session_context_stats",
+        "subagent_run_started",
+        "subagent_event",
+        "subagent_run_completed",
+        "run_state",
+    }
+)
+
+
+class StreamSink(Protocol):
+    def emit(self, session_id: str, event: dict) -> None: ...
+
+
+class NullSink:
+    def emit(self, session_id: str, event: dict) -> None:
+        return None
+
+
+class InMemorySink:
+    """Keeps every event (thread-safe); for tests and the terminal client."""
+
+    def __init__(self, on_event: Callable[[str, dict], None] | None = None):
+        self.events: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+        self._on_event = on_event
+
+    def emit(self, session_id: str, event: dict) -> None:
+        with self._lock:
+            self.events.append((session_id, event))
+        if self._on_event is not None:
+            self._on_event(session_id, event)
+
+    def of_type(self, kind: str) -> list[dict]:
+        with self._lock:
+            return [e for _, e in self.events if e["type"] == kind]
+
+
+class FanoutSink:
+    def __init__(self, *sinks: StreamSink):
+        self.sinks = list(sinks)
+
+    def emit(self, session_id: str, event: dict) -> None:
+        for sink in self.sinks:
+            sink.emit(session_id, event)
+
+
+_sink: StreamSink = NullSink()
+
+
+def set_default_sink(sink: StreamSink) -> StreamSink:
+    """Install the process-wide sink (the gateway does this); returns the previous one."""
+    global _sink
+    previous, _sink = _sink, sink
+    return previous
+
+
+def default_sink() -> StreamSink:
+    return _sink
+
+
+class Coalescer:
+    """Merges consecutive deltas of one stream; flushes at most ``rate`` times per second.
+
+    A non-delta event flushes what is pending first, so order is preserved.
+    """
+
+    DELTA_TYPES = ("assistant_stream_delta", "tool_call_delta", "tool_result_streamed")
+
+    def __init__(self, sink: StreamSink, session_id: str, *, rate: int = 20, clock: Callable[[], float] = time.monotonic):
+        self.sink = sink
+        self.session_id = session_id
+        self.interval = 1.0 / max(1, rate)
+        self.clock = clock
+        self._pending: dict | None = None
+        self._last_flush = 0.0
+        self.emitted = 0
+
+    def _key(self, event: dict) -> tuple:
+        return (event["type"], event.get("entryId"), event.get("contentIndex"), event.get("kind"), event.get("toolCallId"))
+
+    def emit(self, event: dict) -> None:
+        if event["type"] not in self.DELTA_TYPES:
+            self.flush()
+            self._send(event)
+            return
+        pending = self._pending
+        if pending is not None and self._key(pending) == self._key(event):
+            if event["type"] == "tool_result_streamed":
+                pending.update(event)  # accumulated partials: the latest wins
+            else:
+                pending["delta"] += event.get("delta", "")
+        else:
+            self.flush()
+            self._pending = dict(event)
+        if self.clock() - self._last_flush >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending is not None:
+            event, self._pending = self._pending, None
+            self._send(event)
+            self._last_flush = self.clock()
+
+    def _send(self, event: dict) -> None:
+        self.emitted += 1
+        self.sink.emit(self.session_id, event)
