@@ -122,6 +122,10 @@ def _has_control(text: str) -> str | None:
     return None
 
 
+# Overlong UTF-8 encodings of '.', '/' and '\\' that lenient decoders accept.
+_OVERLONG = ("%c0%ae", "%e0%80%ae", "%c0%af", "%e0%80%af", "%c1%9c", "%c0%2e", "%c1%1c")
+
+
 def _decoded_forms(name: str) -> set[str]:
     forms = {name}
     current = name
@@ -163,9 +167,14 @@ def check_path_text(raw: object, *, field: str = "path") -> str:
             )
         if segment in ("", ".", ".."):
             continue
+        lowered = segment.lower()
+        if any(code in lowered for code in _OVERLONG):
+            raise PathRefused(f"Path refused: {raw!r} contains an overlong-encoded dot or slash ({segment!r})")
         for form in _decoded_forms(segment):
             pieces = form.replace("\\", "/").split("/")
-            if form != segment and (form in (".", "..") or any(p == ".." for p in pieces) or "\x00" in form):
+            if form != segment and "\x00" in form:
+                raise PathRefused(f"Path refused: {raw!r} contains an encoded NUL byte ({segment!r})")
+            if form != segment and (form in (".", "..") or any(p == ".." for p in pieces)):
                 raise PathRefused(
                     f"Path refused: {raw!r} contains an encoded or look-alike path traversal ({segment!r})"
                 )
