@@ -338,7 +338,10 @@ def dumps(obj) -> str:
         return _encode_iterative(obj, indent=False)
     if prepared is UNDEFINED:
         raise TypeError("undefined is not JSON serializable")
-    return orjson.dumps(prepared).decode()
+    try:
+        return orjson.dumps(prepared).decode()
+    except TypeError:  # e.g. a lone surrogate in a key: the slow path handles it
+        return _encode_iterative(obj, indent=False)
 
 
 def dumps_pretty(obj) -> str:
@@ -347,7 +350,10 @@ def dumps_pretty(obj) -> str:
         prepared = _prepare(obj, 0)
     except _TooDeep:
         return _encode_iterative(obj, indent=True) + "\n"
-    return orjson.dumps(prepared, option=orjson.OPT_INDENT_2).decode() + "\n"
+    try:
+        return orjson.dumps(prepared, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except TypeError:
+        return _encode_iterative(obj, indent=True) + "\n"
 
 
 # --------------------------------------------------------------------------- loads
