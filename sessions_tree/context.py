@@ -15,6 +15,7 @@ loops forever.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from sessions_tree.ids import iso_to_ms
@@ -135,54 +136,66 @@ def _compaction_summary_message(entry: dict) -> dict:
     return message
 
 
-def _emit(entries, messages: list, sources: list) -> None:
-    """Append the messages ``entries`` produce (§8 step 4) and their entry ids."""
-    for entry in entries:
-        kind = entry.get("type")
-        if kind == "message":
-            messages.append(entry.get("message"))
-            sources.append(entry.get("id"))
-        elif kind == "custom_message":
-            messages.append(_custom_message(entry))
-            sources.append(entry.get("id"))
-        elif kind == "branch_summary":
-            summary = entry.get("summary")
-            if summary if type(summary) is str else js_truthy(summary):
-                messages.append(_branch_summary_message(entry))
-                sources.append(entry.get("id"))
-
-
-def _settings(entries, thinking_level, model):
-    """Thinking level, model and index of the last compaction along ``entries``."""
+def _scan(entries, messages: list, sources: list, where: list | None, thinking_entry, model_source):
+    """One pass over path entries: append the messages they produce (§8 step 4)
+    with their entry ids (and path indexes into ``where``), and track the entries
+    that decide the thinking level and the model and the last compaction."""
     compaction = -1
     for i, entry in enumerate(entries):
         kind = entry.get("type")
         if kind == "message":
             message = entry.get("message")
+            messages.append(message)
+            sources.append(entry.get("id"))
+            if where is not None:
+                where.append(i)
             if type(message) is dict and message.get("role") == "assistant":
-                model = _model_of(message, "provider", "model")
+                model_source = message
+        elif kind == "custom_message":
+            messages.append(_custom_message(entry))
+            sources.append(entry.get("id"))
+            if where is not None:
+                where.append(i)
+        elif kind == "branch_summary":
+            summary = entry.get("summary")
+            if summary if type(summary) is str else js_truthy(summary):
+                messages.append(_branch_summary_message(entry))
+                sources.append(entry.get("id"))
+                if where is not None:
+                    where.append(i)
         elif kind == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel")
+            thinking_entry = entry
         elif kind == "model_change":
-            model = _model_of(entry, "provider", "modelId")
+            model_source = entry
         elif kind == "compaction":
             compaction = i
-    return thinking_level, model, compaction
+    return thinking_entry, model_source, compaction
+
+
+def _thinking_level(entry, default):
+    return default if entry is None else entry.get("thinkingLevel")
+
+
+def _model(source, default):
+    if source is None:
+        return default
+    if source.get("type") == "model_change":
+        return _model_of(source, "provider", "modelId")
+    return _model_of(source, "provider", "model")  # an assistant message
 
 
 def context_from_path(path_entries: list[dict]) -> SessionContext:
     """Pi's ``buildSessionContext`` for an already-walked root-to-leaf path."""
-    thinking_level, model, c = _settings(path_entries, "off", None)
     messages: list = []
     sources: list = []
-    if c < 0:
-        _emit(path_entries, messages, sources)
-    else:
+    where: list = []
+    thinking_entry, model_source, c = _scan(path_entries, messages, sources, where, None, None)
+    if c >= 0:
+        # Summary first, then the kept entries from firstKeptEntryId up to the
+        # compaction (none if that id is not on the path before it), then the rest.
         compaction = path_entries[c]
-        messages.append(_compaction_summary_message(compaction))
-        sources.append(compaction.get("id"))
         first_kept = compaction.get("firstKeptEntryId", UNDEFINED)
-        start = c  # nothing kept unless firstKeptEntryId is on the path before c
+        start = c
         if type(first_kept) is str:
             for i in range(c):
                 if path_entries[i].get("id") == first_kept:
@@ -193,9 +206,15 @@ def context_from_path(path_entries: list[dict]) -> SessionContext:
                 if js_same(path_entries[i].get("id", UNDEFINED), first_kept):
                     start = i
                     break
-        _emit(path_entries[start:c], messages, sources)
-        _emit(path_entries[c + 1 :], messages, sources)
-    return SessionContext(messages=messages, thinking_level=thinking_level, model=model, source_entry_ids=sources)
+        cut = bisect_left(where, start)
+        messages = [_compaction_summary_message(compaction), *messages[cut:]]
+        sources = [compaction.get("id"), *sources[cut:]]
+    return SessionContext(
+        messages=messages,
+        thinking_level=_thinking_level(thinking_entry, "off"),
+        model=_model(model_source, None),
+        source_entry_ids=sources,
+    )
 
 
 def build_session_context(entries: list[dict], leaf_id=LAST, *, index=None) -> SessionContext:
@@ -231,10 +250,11 @@ def extend_context(ctx: SessionContext, new_path_entries: list[dict]) -> Session
     for entry in new_path_entries:
         if entry.get("type") == "compaction":
             return None
-    thinking_level, model, _ = _settings(new_path_entries, ctx.thinking_level, ctx.model)
     messages = list(ctx.messages)
     sources = list(ctx.source_entry_ids)
-    _emit(new_path_entries, messages, sources)
+    thinking_entry, model_source, _ = _scan(new_path_entries, messages, sources, None, None, None)
+    thinking_level = _thinking_level(thinking_entry, ctx.thinking_level)
+    model = _model(model_source, ctx.model)
     return SessionContext(messages=messages, thinking_level=thinking_level, model=model, source_entry_ids=sources)
 
 

@@ -166,31 +166,41 @@ def walk_from_entry(index: Mapping, entry: dict, *, strict: bool = False) -> lis
     id-less last line), following Pi's walk: a falsy ``parentId`` ends it, an
     unknown one ends it too unless ``strict``; cycles raise CycleError."""
     path = [entry]
-    i = entry.get("id", UNDEFINED)
-    seen = {i if type(i) is str else id_key(i)}
-    while True:
+    append = path.append
+    get = index.get
+    # Every step lands on a distinct entry of ``index`` unless the links loop, so
+    # a walk longer than the index (plus an unindexed start) has met a cycle.
+    for _ in range(len(index) + 1):
         parent_id = entry.get("parentId")
         if type(parent_id) is str:
             if not parent_id:
                 break
-            key = parent_id
+            parent = get(parent_id)
         else:
             if not js_truthy(parent_id):
                 break
-            key = id_key(parent_id)
-        if key in seen:
-            ids = [e.get("id") for e in path]
-            raise CycleError(_cycle(ids, parent_id))
-        parent = index.get(key)
+            parent = get(id_key(parent_id))
         if parent is None:
             if strict:
                 raise MissingParentError(entry.get("id"), parent_id)
             break
-        seen.add(key)
-        path.append(parent)
+        append(parent)
         entry = parent
+    else:
+        raise CycleError(_find_cycle(path))
     path.reverse()
     return path
+
+
+def _find_cycle(path: list[dict]) -> list:
+    """The ids of the first loop in a walk (child first, the repeated id at the end)."""
+    position: dict[int, int] = {}
+    for i, entry in enumerate(path):
+        if id(entry) in position:
+            ids = [e.get("id") for e in path[position[id(entry)] : i]]
+            return [*ids, entry.get("id")]
+        position[id(entry)] = i
+    raise AssertionError("no cycle in walk")  # pragma: no cover
 
 
 def get_path(entries_or_index, leaf_id, *, strict: bool = False) -> list[dict]:
