@@ -27,7 +27,15 @@ from skills_registry.selectors import (
     skill_get_for_caller,
 )
 
-_MANIFEST = ToolManifest(kind="skill", execution_mode="in-process", requires_skill_scope=True)
+# The tools read registry rows, so in a subagent's worker process they run in the
+# main process (which has the database) rather than inside the worker.
+_MANIFEST = ToolManifest(
+    kind="skill",
+    execution_mode="in-process",
+    requires_skill_scope=True,
+    supported_in_worker=False,
+    default_route="main-process-proxy",
+)
 _FILES_SHOWN = 50
 _IMAGE_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),

@@ -57,6 +57,18 @@ def test_tools_are_registered_with_manifests():
         assert tool.definition()["parameters"]["required"][0] == "name"
 
 
+def test_tools_in_the_effective_projection():
+    from toolcatalog.projection import resolve_tools
+
+    parent = resolve_tools(None, governance={})
+    sub = resolve_tools(None, for_subagent=True, governance={})
+    no_skills = resolve_tools(None, runtime_policy={"skill_scope": False}, governance={})
+    for name in ("read_skill", "read_skill_file"):
+        assert parent[name].effective and parent[name].source == "manifest"
+        assert sub[name].effective and sub[name].route == "main-process-proxy"
+        assert not no_skills[name].effective
+
+
 def test_read_skill_returns_body_without_frontmatter(registry):
     result = call(registry, "read_skill", {"name": "lint"})
     assert not result.is_error
