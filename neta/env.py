@@ -120,8 +120,9 @@ def sqlite_database(path: Path) -> dict:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
-        # File-backed test database so that child processes see it too.
-        "TEST": {"NAME": str(path.with_name(f"test-{path.name}"))},
+        # File-backed test database so that child processes see it too; one per
+        # test run (pid), so that concurrent runs never share or delete each other's.
+        "TEST": {"NAME": str(path.with_name(f"test-{os.getpid()}-{path.name}"))},
     }
 
 
@@ -140,5 +141,5 @@ def mysql_database(*, name: str, user: str, password: str, host: str, port: int,
             "init_command": "SET sql_mode='STRICT_TRANS_TABLES,NO_ZERO_DATE,NO_ENGINE_SUBSTITUTION'",
             **options,
         },
-        "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+        "TEST": {"NAME": f"test_{name}_{os.getpid()}", "CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
     }
