@@ -30,6 +30,7 @@ from sessions_tree.compaction import (
     prepare_compaction,
     summary_reasoning,
 )
+from sessions_tree.context import estimate_tokens
 from sessions_tree.entries import (
     branch_summary_entry,
     compaction_entry,
@@ -312,7 +313,8 @@ def with_previous_compaction(tag: int, *, from_hook=False, off_path=False, twice
 
 def mixed_entries(tag: int) -> SessionBuilder:
     """Bash runs, custom messages, branch summaries, settings, labels, custom and
-    unknown entry types all on the path, interleaved with turns."""
+    unknown entry types all on the path, interleaved with turns; turns that start
+    with a bash run, a custom message or a branch summary instead of a user message."""
     rng = random.Random(21)
     b = SessionBuilder(tag)
     b.start("openai", "gpt-5.1", "low")
@@ -320,12 +322,18 @@ def mixed_entries(tag: int) -> SessionBuilder:
     b.bash("git status --short", " M src/app.py\n?? notes.txt")
     b.bash("cat ~/.netrc", "machine example.com password hunter2", exclude=True)
     b.bash("make test", "", exit_code=2)
+    b.step("read", {"path": "Makefile"}, prose(rng, 40))
+    b.say("The test target fails on a missing fixture.")
     b.bash("sleep 100", "partial", cancelled=True)
     b.bash("seq 100000", "1\n2\n3", truncated=True, full_output_path="/tmp/out.txt")
     b.custom("plan-mode", {"enabled": True})
     b.custom_message("plan-mode", "Plan mode is on: propose a plan first.", display=True, details={"step": 1})
+    b.step("ls", {"path": "."}, "src\ndocs\ntests")
+    b.say("Plan: 1. fix the fixture 2. rerun")
     random_turn(b, rng, steps=3, result_words=120)
     b.branch_summary("Explored a Rust port; abandoned.", details={"readFiles": ["Cargo.toml"], "modifiedFiles": ["src/lib.rs"]})
+    b.step("edit", {"path": "src/lib.rs", "edits": []}, "reverted")
+    b.say("Back on the Python version.")
     b.model_change("anthropic", "claude-opus-4-1")
     b.thinking("high")
     b.label(b.leaf, "after-summary")
@@ -333,6 +341,7 @@ def mixed_entries(tag: int) -> SessionBuilder:
     b.branch_summary("")  # an empty summary: not in the context, but summarized
     b.custom_message("todo", [{"type": "text", "text": "Open todos:\n- docs"}, {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}], display=False)
     b.subagent_result("scout found 3 files")
+    b.label(b.leaf, "before-screenshot")
     b.user([{"type": "text", "text": "What is in this screenshot?"}, {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}])
     b.say("A single pixel.")
     b.session_info("mixed")
@@ -340,8 +349,22 @@ def mixed_entries(tag: int) -> SessionBuilder:
     b.custom("plan-mode", {"enabled": False})
     b.model_change("anthropic", "claude-sonnet-4-5")
     b.bash("ls", "a\nb")
+    b.step("read", {"path": "a"}, prose(rng, 30))
+    b.say("Read a.")
     random_turn(b, rng, steps=2, result_words=60)
     return b
+
+
+def keep_sweep(b: SessionBuilder) -> list[int]:
+    """Keep-recent values that put the cut at every message of the path: the token
+    sums of every suffix (and one less), so the cut lands on every kind of entry
+    and splits turns that start in every possible way."""
+    sums, total = set(), 0
+    for entry in reversed(b.entries):
+        if entry["type"] == "message":
+            total += estimate_tokens(entry["message"])
+            sums.update((total, max(total - 1, 0)))
+    return sorted(sums)
 
 
 def long_single_turn(tag: int) -> SessionBuilder:
@@ -493,9 +516,6 @@ def build_cases() -> list[Case]:
         Case("previous-compaction-from-hook", with_previous_compaction(5, from_hook=True), keep=800),
         Case("previous-compaction-off-path-kept-id", with_previous_compaction(6, off_path=True), keep=800),
         Case("two-previous-compactions", with_previous_compaction(7, twice=True), keep=200, thinking="high", instructions="Keep it short."),
-        Case("mixed-entries-keep-400", mixed_entries(8), keep=400),
-        Case("mixed-entries-keep-1500", mixed_entries(8), keep=1500),
-        Case("mixed-entries-keep-60", mixed_entries(8), keep=60),
         Case("long-single-turn-split", long_single_turn(9), keep=500, thinking="low"),
         Case("odd-assistant-messages", odd_assistant_messages(10), keep=100),
         Case("odd-assistant-messages-keep-1", odd_assistant_messages(10), keep=1),
@@ -505,6 +525,8 @@ def build_cases() -> list[Case]:
         Case("branched-tree-inner-leaf", tree, leaf=middle_leaf, keep=700),
         Case("branched-tree-file-leaf", tree, keep=100),
     ]
+    mixed = mixed_entries(8)
+    cases += [Case(f"mixed-entries-keep-{keep}", mixed, keep=keep) for keep in keep_sweep(mixed)]
     for seed in range(6):
         rng = random.Random(1000 + seed)
         cases.append(Case(f"random-{seed}", random_session(30 + seed, seed), keep=rng.choice([50, 300, 1000, 4000])))
@@ -723,6 +745,14 @@ def test_the_cases_cover_what_they_claim(pi_results):
     assert prepared["tiny-session"]["requests"][0]["userText"].startswith("<conversation>\n\n</conversation>\n\n")
     only = prepared["only-tool-results"]["preparation"]
     assert (only["isSplitTurn"], only["messagesToSummarize"]) == (False, [])
+    mixed = {n: r["preparation"] for n, r in prepared.items() if n.startswith("mixed-entries-")}
+    prefix_starts = {p["turnPrefixMessages"][0]["role"] for p in mixed.values() if p["turnPrefixMessages"]}
+    assert {"user", "bashExecution", "custom", "branchSummary"} <= prefix_starts
+    assert any(p["isSplitTurn"] and not p["turnPrefixMessages"] for p in mixed.values())  # the cut starts its turn
+    builder = next(c.builder for c in CASES if c.name.startswith("mixed-entries-"))
+    types = {e["id"]: e["type"] for e in builder.entries}
+    cut_types = {types[p["firstKeptEntryId"]] for p in mixed.values()}
+    assert {"message", "branch_summary", "custom", "model_change", "session_info"} <= cut_types  # moved back
     roles = {m["role"] for r in prepared.values() for m in r["preparation"]["messagesToSummarize"]}
     assert {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary"} <= roles, roles
 
