@@ -1,4 +1,8 @@
-"""ASGI entry point: HTTP (Django) and, from the gateway on, websockets."""
+"""ASGI entry point: HTTP (Django, the REST API) and websockets (the realtime gateway).
+
+Websockets: the Origin must be one of ALLOWED_HOSTS; the user comes from the
+session cookie, or from an ``Authorization: Token …`` header (integrations).
+"""
 
 import os
 
@@ -6,10 +10,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+# Initialize Django (apps, settings) before anything imports models.
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
+
+from runtime.api.authentication import TokenAuthMiddleware  # noqa: E402
+from runtime.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
 if settings.NETA_SERVE_STATIC:
@@ -17,4 +27,9 @@ if settings.NETA_SERVE_STATIC:
 
     http_app = ASGIStaticFilesHandler(django_asgi_app)
 
-application = ProtocolTypeRouter({"http": http_app})
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+    }
+)

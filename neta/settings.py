@@ -180,3 +180,49 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("NETA_LOG_LEVEL", "INFO")},
 }
+
+# --- REST API and realtime gateway (issue 6; docs/api.md, docs/realtime.md) ---------------
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "runtime.api.authentication.ApiTokenAuthentication",  # first: 401 + WWW-Authenticate: Token
+        "rest_framework.authentication.SessionAuthentication",  # browsers, with CSRF
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["runtime.api.permissions.ApiAccess"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "runtime.api.errors.api_exception_handler",
+    # Fair-use limits, not security.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle", "rest_framework.throttling.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("NETA_API_RATE_USER", "20000/hour"),
+        "anon": env_str("NETA_API_RATE_ANON", "2000/hour"),
+    },
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Neta API",
+    "DESCRIPTION": "Sessions (Pi-compatible trees), their commands, agents, models, tools, skills and runs. See docs/api.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "SessionStatusEnum": "sessions_tree.models.SessionStatus",
+        "RunStatusEnum": "runtime.models.RunStatus",
+    },
+}
+# Request bodies up to this size (prompts may carry up to 8 base64 images of 10 MB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("NETA_API_MAX_BODY_BYTES", 96 * 1024 * 1024, minimum=1024 * 1024)
+# Largest Pi file the import endpoint accepts.
+NETA_IMPORT_MAX_BYTES = env_int("NETA_IMPORT_MAX_BYTES", 200 * 1024 * 1024, minimum=1024)
+# Websocket gateway: heartbeat interval, largest accepted client frame, and the size above
+# which a tree event travels through the channel layer as a reference (read from the log).
+NETA_WS_HEARTBEAT_SECONDS = env_int("NETA_WS_HEARTBEAT_SECONDS", 25, minimum=1)
+NETA_WS_MAX_FRAME_BYTES = env_int("NETA_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
+NETA_REALTIME_INLINE_BYTES = env_int("NETA_REALTIME_INLINE_BYTES", 64 * 1024, minimum=1024)

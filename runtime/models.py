@@ -224,3 +224,47 @@ class RunInput(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class TokenScope(models.TextChoices):
+    READ_ONLY = "read", "read-only"
+    READ_WRITE = "read_write", "read-write"
+
+
+class ApiToken(models.Model):
+    """An integration token for the REST API and the websocket gateway.
+
+    Only a SHA-256 digest of the token is stored (tokens are 256-bit random
+    strings, so a fast digest is enough); the token itself is shown once, when
+    it is created. ``prefix`` (the first characters) identifies it in lists.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @property
+    def read_only(self) -> bool:
+        return self.scope == TokenScope.READ_ONLY
+
+    def is_usable(self, now=None) -> bool:
+        from django.utils import timezone
+
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

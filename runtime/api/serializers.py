@@ -1,0 +1,310 @@
+"""Input and output serializers. Inputs validate shape only; services validate meaning.
+
+The websocket gateway validates its command frames with the same input
+serializers, so a bad ``prompt`` is refused the same way on both paths.
+JSON keys are camelCase, like snapshots and tree events.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from runtime.models import Agent, AgentRun, ModelConfig
+from runtime.services import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
+from runtime.session_services import MAX_LABEL, MAX_TITLE
+from sessions_tree.models import AgentSession, SessionStatus
+from sessions_tree.providers import PROVIDER_KINDS
+from skills_registry.models import SkillResource
+
+ENTRY_ID_MAX = 80
+
+
+def entry_id_field(**kwargs) -> serializers.CharField:
+    return serializers.CharField(max_length=ENTRY_ID_MAX, trim_whitespace=False, **kwargs)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class SessionCreateInput(serializers.Serializer):
+    agent = serializers.CharField(required=False, max_length=64, help_text="Agent name (default: the default agent).")
+    title = serializers.CharField(required=False, max_length=MAX_TITLE)
+
+
+class SessionUpdateInput(serializers.Serializer):
+    title = serializers.CharField(required=False, max_length=MAX_TITLE, help_text="Rename (a session_info entry, as Pi's /name).")
+    status = serializers.ChoiceField(required=False, choices=SessionStatus.values, help_text="archived / active")
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("give title and/or status")
+        return attrs
+
+
+class SessionListQuery(serializers.Serializer):
+    user = serializers.CharField(required=False, max_length=150, help_text="Staff only: sessions of this username.")
+    agent = serializers.CharField(required=False, max_length=64)
+    status = serializers.ChoiceField(required=False, choices=SessionStatus.values)
+
+
+class ImageInput(serializers.Serializer):
+    data = serializers.CharField(help_text="base64", trim_whitespace=False)
+    mimeType = serializers.ChoiceField(choices=IMAGE_TYPES)
+
+
+class PromptInput(serializers.Serializer):
+    text = serializers.CharField(max_length=MAX_PROMPT_CHARS, trim_whitespace=False)
+    fromEntryId = entry_id_field(required=False, allow_null=True, help_text="Continue from this history node (Pi's /tree rule).")
+    mode = serializers.ChoiceField(required=False, choices=["follow_up", "steer"], default="follow_up")
+    images = ImageInput(many=True, required=False, max_length=MAX_IMAGES)
+    model = serializers.CharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+
+    def validate_text(self, value):
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank")
+        return value
+
+
+class SwitchLeafInput(serializers.Serializer):
+    entryId = entry_id_field(allow_null=True, help_text="The entry to continue from; null: before the first entry.")
+    summarize = serializers.BooleanField(required=False, default=False, help_text="Summarize the abandoned branch.")
+    instructions = serializers.CharField(required=False, allow_null=True, max_length=10_000)
+
+
+class LabelInput(serializers.Serializer):
+    entryId = entry_id_field()
+    label = serializers.CharField(allow_null=True, allow_blank=True, max_length=MAX_LABEL, help_text="null or empty: clear.")
+
+
+class CompactInput(serializers.Serializer):
+    instructions = serializers.CharField(required=False, allow_null=True, max_length=10_000)
+
+
+class ForkInput(serializers.Serializer):
+    entryId = entry_id_field(help_text="The new session holds the root→entry path.")
+
+
+class ImportInput(serializers.Serializer):
+    file = serializers.FileField(help_text="A Pi session file (JSONL).")
+    agent = serializers.CharField(required=False, max_length=64)
+    provider = serializers.ChoiceField(required=False, choices=PROVIDER_KINDS)
+
+
+class RunListQuery(serializers.Serializer):
+    session = serializers.CharField(required=False, max_length=64)
+    status = serializers.ChoiceField(required=False, choices=["queued", "running", "completed", "aborted", "failed", "lost"])
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class SessionOut(serializers.ModelSerializer):
+    sessionId = serializers.CharField(source="session_id")
+    leafEntryId = serializers.CharField(source="leaf_entry_id", allow_null=True)
+    rootEntryId = serializers.CharField(source="root_entry_id", allow_null=True)
+    parentSessionId = serializers.CharField(source="parent_session_id", allow_null=True)
+    inFlightEntryId = serializers.CharField(source="in_flight_entry_id", allow_null=True)
+    owner = serializers.CharField(source="user.get_username", allow_null=True, default=None)
+    entryCount = serializers.IntegerField(source="entry_count")
+    messageCount = serializers.IntegerField(source="message_count")
+    branchCount = serializers.IntegerField(source="tip_count")
+    compactionCount = serializers.IntegerField(source="compaction_count")
+    branchSummaryCount = serializers.IntegerField(source="branch_summary_count")
+    labelCount = serializers.IntegerField(source="label_count")
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = AgentSession
+        fields = [
+            "sessionId", "title", "agent", "provider", "status", "revision", "cwd", "owner",
+            "leafEntryId", "rootEntryId", "parentSessionId", "inFlightEntryId",
+            "entryCount", "messageCount", "branchCount", "compactionCount", "branchSummaryCount", "labelCount",
+            "createdAt", "updatedAt",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class RunOut(serializers.ModelSerializer):
+    runId = serializers.UUIDField(source="run_id")
+    sessionId = serializers.CharField(source="session_id")
+    agent = serializers.CharField(source="agent.name")
+    fromEntryId = serializers.CharField(source="from_entry_id")
+    modelName = serializers.CharField(source="model_name")
+    cancelRequested = serializers.BooleanField(source="cancel_requested")
+    inFlightEntryId = serializers.CharField(source="in_flight_entry_id")
+    inputTokens = serializers.IntegerField(source="input_tokens")
+    outputTokens = serializers.IntegerField(source="output_tokens")
+    cacheReadTokens = serializers.IntegerField(source="cache_read_tokens")
+    cacheWriteTokens = serializers.IntegerField(source="cache_write_tokens")
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6, coerce_to_string=False)
+    createdAt = serializers.DateTimeField(source="created_at")
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+
+    class Meta:
+        model = AgentRun
+        fields = [
+            "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
+            "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
+            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ModelOut(serializers.ModelSerializer):
+    displayName = serializers.CharField(source="display_name")
+    providerKind = serializers.CharField(source="provider_kind")
+    modelId = serializers.CharField(source="model_id")
+    contextWindow = serializers.IntegerField(source="context_window")
+    maxOutputTokens = serializers.IntegerField(source="max_output_tokens")
+    capabilities = serializers.SerializerMethodField()
+    prices = serializers.SerializerMethodField()
+    usable = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ModelConfig
+        fields = ["name", "displayName", "providerKind", "modelId", "contextWindow", "maxOutputTokens", "capabilities", "prices", "enabled", "usable"]
+        read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "properties": {k: {"type": "boolean"} for k in ("tools", "thinking", "images")}})
+    def get_capabilities(self, obj) -> dict:
+        return {"tools": obj.supports_tools, "thinking": obj.supports_thinking, "images": obj.supports_images}
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "number"}})
+    def get_prices(self, obj) -> dict:
+        return obj.prices
+
+
+class AgentOut(serializers.ModelSerializer):
+    model = serializers.CharField(source="model.name")
+    sessionProvider = serializers.CharField(source="session_provider")
+    thinkingLevel = serializers.CharField(source="thinking_level")
+    maxToolRounds = serializers.IntegerField(source="max_tool_rounds")
+    restoreLastSession = serializers.BooleanField(source="restore_last_session")
+    summarizeOnSwitch = serializers.CharField(source="summarize_on_switch")
+    compactionEnabled = serializers.BooleanField(source="compaction_enabled")
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name", "description", "model", "sessionProvider", "thinkingLevel", "maxToolRounds",
+            "restoreLastSession", "summarizeOnSwitch", "compactionEnabled", "enabled",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class AgentDetailOut(AgentOut):
+    systemPrompt = serializers.CharField(source="system_prompt")
+    toolPolicy = serializers.JSONField(source="tool_policy")
+    skillPolicy = serializers.JSONField(source="skill_policy")
+
+    class Meta(AgentOut.Meta):
+        fields = [*AgentOut.Meta.fields, "systemPrompt", "toolPolicy", "skillPolicy"]
+        read_only_fields = fields
+
+
+class SkillOut(serializers.ModelSerializer):
+    fileCount = serializers.IntegerField(source="file_count")
+    totalBytes = serializers.IntegerField(source="total_bytes")
+    usable = serializers.BooleanField(read_only=True)
+    disableModelInvocation = serializers.BooleanField(source="disable_model_invocation")
+    allowInSubagent = serializers.BooleanField(source="allow_in_subagent")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = SkillResource
+        fields = [
+            "id", "name", "description", "scope", "source", "status", "version", "fingerprint", "revision",
+            "disabled", "usable", "disableModelInvocation", "allowInSubagent", "fileCount", "totalBytes", "updatedAt",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ToolDecisionOut(serializers.Serializer):
+    name = serializers.CharField()
+    label = serializers.CharField()
+    description = serializers.CharField()
+    kind = serializers.CharField()
+    effective = serializers.BooleanField()
+    route = serializers.CharField()
+    routeSource = serializers.CharField()
+    source = serializers.CharField()
+    reason = serializers.CharField()
+    promptHint = serializers.CharField()
+    renderer = serializers.CharField()
+    manifest = serializers.DictField()
+
+
+class ToolProjectionOut(serializers.Serializer):
+    agent = serializers.CharField()
+    forSubagent = serializers.BooleanField()
+    tools = ToolDecisionOut(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class EntryField(serializers.DictField):
+    """A session entry exactly as stored (Pi's JSON, unknown fields included)."""
+
+
+class SnapshotOut(serializers.Serializer):
+    session = serializers.DictField()
+    revision = serializers.IntegerField()
+    leafId = serializers.CharField(allow_null=True)
+    entries = serializers.ListField(child=EntryField())
+    activePath = serializers.ListField(child=serializers.CharField())
+    childrenByParentId = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+    labelsByEntryId = serializers.DictField(child=serializers.CharField())
+    inFlight = EntryField(allow_null=True)
+    runtimeContext = serializers.DictField()
+    page = serializers.DictField()
+
+
+class EntryPageOut(serializers.Serializer):
+    results = serializers.ListField(child=EntryField())
+    firstSeq = serializers.IntegerField(help_text="Sequence of the first entry in results (1-based).")
+    nextCursor = serializers.IntegerField(allow_null=True)
+    next = serializers.URLField(allow_null=True)
+
+
+class EventPageOut(serializers.Serializer):
+    results = serializers.ListField(child=serializers.DictField(), help_text="Tree events in revision order.")
+    revision = serializers.IntegerField(help_text="The session's current revision.")
+    nextCursor = serializers.IntegerField(allow_null=True)
+    next = serializers.URLField(allow_null=True)
+
+
+class PromptOut(serializers.Serializer):
+    run = RunOut()
+    queuedAs = serializers.CharField(allow_null=True, help_text="null: a new run; follow_up/steer: delivered to the active run.")
+    editorText = serializers.CharField(allow_null=True)
+
+
+class AbortOut(serializers.Serializer):
+    run = RunOut(allow_null=True)
+
+
+class SwitchLeafOut(serializers.Serializer):
+    leafId = serializers.CharField(allow_null=True)
+    editorText = serializers.CharField(allow_null=True)
+    summaryEntry = EntryField(allow_null=True)
+    revision = serializers.IntegerField()
+
+
+class EntryResultOut(serializers.Serializer):
+    entry = EntryField()
+    revision = serializers.IntegerField()
+
+
+class MeOut(serializers.Serializer):
+    username = serializers.CharField()
+    isStaff = serializers.BooleanField()
+    auth = serializers.ChoiceField(choices=["session", "token"])
+    tokenScope = serializers.CharField(allow_null=True)
+
+
+class CsrfOut(serializers.Serializer):
+    csrfToken = serializers.CharField()

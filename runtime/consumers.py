@@ -1,0 +1,355 @@
+"""The session websocket: ``/ws/sessions/<session_id>/`` (protocol: docs/realtime.md).
+
+Thin by design: authenticate and authorize on connect, join the session's
+group, forward tree events strictly in revision order (filling gaps from the
+event log), forward streaming events, and hand commands to the runtime's
+services. ORM work goes through ``database_sync_to_async``; commands run as
+tasks (one at a time per socket, in order) so a slow one — a branch summary
+asks the model — never stalls event delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+from channels.db import DatabaseSyncToAsync, database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from rest_framework import serializers
+
+from runtime import realtime
+from runtime.api import serializers as S
+from runtime.api.errors import FieldError, classify
+from runtime.api.permissions import is_read_only_token
+from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
+from sessions_tree.models import AgentSession, SessionEvent
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404  # no such session, or not the caller's (indistinguishable on purpose)
+MAX_PENDING_COMMANDS = 16
+MAX_REQUEST_ID = 64
+COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
+WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
+
+
+def _dumps(value) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str, fields: dict | None = None):
+        super().__init__(message)
+        self.code, self.message, self.fields = code, message, fields
+
+
+# --------------------------------------------------------------------------- sync parts (run in threads)
+
+
+def _open_session(user, session_id: str) -> tuple[bool, int, str]:
+    """(allowed, revision, provider) for ``user`` on ``session_id``: owner or staff."""
+    row = AgentSession.objects.filter(session_id=session_id).values("user_id", "revision", "provider").first()
+    if row is None or not (user.is_staff or row["user_id"] == user.pk):
+        return False, 0, ""
+    return True, row["revision"], row["provider"]
+
+
+def _events_since(session_id: str, revision: int) -> list[dict]:
+    from sessions_tree.providers import provider_for_session
+
+    return provider_for_session(session_id).events_since(session_id, revision)
+
+
+def _snapshot(session_id: str) -> dict:
+    from sessions_tree.providers import provider_for_session
+
+    return provider_for_session(session_id).get_snapshot(session_id)
+
+
+def _current_revision(session_id: str) -> int | None:
+    return AgentSession.objects.filter(session_id=session_id).values_list("revision", flat=True).first()
+
+
+def _logged_event(session_id: str, revision: int) -> dict | None:
+    from sessions_tree import jsonl
+
+    payload = (
+        SessionEvent.objects.filter(session__session_id=session_id, revision=revision).values_list("payload", flat=True).first()
+    )
+    return jsonl.loads(payload) if payload is not None else None
+
+
+def _prompt(session_id: str, user, data: dict) -> dict:
+    from runtime.services import session_prompt
+
+    try:
+        outcome = session_prompt(
+            session_id=session_id,
+            text=data["text"],
+            user=user,
+            images=[dict(i) for i in data.get("images") or []],
+            from_entry_id=data.get("fromEntryId") or None,
+            mode=data["mode"],
+            model_name=data.get("model") or None,
+        )
+    except EntryNotFound as exc:
+        raise FieldError("fromEntryId", exc) from exc
+    return {"runId": str(outcome.run.run_id), "queuedAs": outcome.queued_as, "editorText": outcome.editor_text}
+
+
+def _abort(session_id: str, user, data: dict) -> dict:
+    from runtime.services import run_abort
+
+    run = run_abort(session_id=session_id)
+    return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
+
+
+def _switch_leaf(session_id: str, user, data: dict) -> dict:
+    from runtime.services import session_switch_leaf
+
+    try:
+        result = session_switch_leaf(
+            session_id=session_id,
+            entry_id=data["entryId"],
+            summarize=data["summarize"],
+            instructions=data.get("instructions") or None,
+        )
+    except EntryNotFound as exc:
+        raise FieldError("entryId", exc) from exc
+    summary = result.get("summaryEntry")
+    return {"leafId": result["leafId"], "editorText": result["editorText"], "summaryEntryId": summary["id"] if summary else None}
+
+
+COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
+COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
+
+
+# --------------------------------------------------------------------------- the consumer
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    """One browser or integration watching (and driving) one session."""
+
+    async def connect(self):
+        realtime.gateway.bind_server_loop(asyncio.get_running_loop())
+        self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        self.group = realtime.group_name(self.session_id)
+        self.revision: int | None = None  # last revision sent; None: not subscribed
+        self.gone = False
+        self.joined = False
+        self.heartbeat: asyncio.Task | None = None
+        self.commands: set[asyncio.Task] = set()
+        self.command_lock = asyncio.Lock()
+        user = self.scope.get("user")
+        if self.scope.get("auth_error") or user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = getattr(user, "_wrapped", user)
+        allowed, revision, _ = await database_sync_to_async(_open_session)(self.user, self.session_id)
+        if not allowed:
+            await self.accept()
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.read_only = is_read_only_token(self.scope.get("api_token"))
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.joined = True
+        await self.accept()
+        self.heartbeat = asyncio.create_task(self._beat())
+        await self._send(
+            {
+                "type": "hello",
+                "protocol": PROTOCOL_VERSION,
+                "sessionId": self.session_id,
+                "revision": revision,
+                "readOnly": self.read_only,
+                "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
+                "commands": [c for c in COMMANDS if not (self.read_only and c in WRITE_COMMANDS)],
+            }
+        )
+
+    async def disconnect(self, code):
+        self.gone = True
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
+        if self.joined:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.joined = False
+
+    async def _send(self, frame: dict) -> None:
+        if not self.gone:  # a command may finish after the client left
+            await self.send(text_data=_dumps(frame))
+
+    async def _error(self, code: str, message: str, *, request_id=None, fields: dict | None = None) -> None:
+        frame = {"type": "error", "code": code, "message": message}
+        if fields:
+            frame["fields"] = fields
+        if request_id is not None:
+            frame["requestId"] = request_id
+        await self._send(frame)
+
+    # ------------------------------------------------------------------ client frames
+
+    async def receive(self, text_data=None, bytes_data=None):
+        request_id = None
+        try:
+            frame = self._parse(text_data, bytes_data)
+            request_id = frame.get("requestId")
+            kind = frame["type"]
+            if kind == "ping":
+                await self._send({"type": "pong", "requestId": request_id})
+            elif kind == "subscribe":
+                await self._subscribe(frame, request_id)
+            else:
+                await self._command(kind, frame, request_id)
+        except FrameError as exc:
+            await self._error(exc.code, exc.message, request_id=request_id, fields=exc.fields)
+
+    def _parse(self, text_data, bytes_data) -> dict:
+        if text_data is None:
+            raise FrameError("binary_frame", "frames are JSON text; binary frames are not accepted")
+        limit = settings.NETA_WS_MAX_FRAME_BYTES
+        if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
+            raise FrameError("frame_too_large", f"frames are limited to {limit} bytes (send large uploads through the REST API)")
+        try:
+            frame = orjson.loads(text_data)
+        except orjson.JSONDecodeError as exc:
+            raise FrameError("invalid_json", f"not JSON: {exc}") from None
+        if not isinstance(frame, dict):
+            raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")
+        request_id = frame.get("requestId")
+        if request_id is not None and not (
+            (isinstance(request_id, str) and len(request_id) <= MAX_REQUEST_ID)
+            or (isinstance(request_id, int) and not isinstance(request_id, bool))
+        ):
+            frame.pop("requestId")
+            raise FrameError("invalid_frame", f"requestId must be a string (at most {MAX_REQUEST_ID} chars) or an integer", {"requestId": ["invalid"]})
+        kind = frame.get("type")
+        if not isinstance(kind, str):
+            raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'", {"type": ["required"]})
+        if kind not in COMMANDS:
+            raise FrameError("unknown_command", f"unknown frame type {kind[:64]!r} (expected one of {', '.join(COMMANDS)})")
+        return frame
+
+    async def _subscribe(self, frame: dict, request_id) -> None:
+        since = frame.get("sinceRevision")
+        if since is not None and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
+            raise FrameError("invalid_frame", "sinceRevision must be a non-negative integer or null", {"sinceRevision": ["invalid"]})
+        if since is None:
+            try:
+                snapshot = await database_sync_to_async(_snapshot)(self.session_id)
+            except SessionNotFound as exc:
+                raise FrameError(exc.code, str(exc)) from None
+            self.revision = snapshot["revision"]
+            await self._send({"type": "snapshot", "requestId": request_id, "snapshot": snapshot})
+            await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": 0})
+            return
+        self.revision = None
+        try:
+            events = await database_sync_to_async(_events_since)(self.session_id, since)
+        except (ResyncNeeded, SessionNotFound) as exc:
+            raise FrameError(exc.code, str(exc)) from None
+        self.revision = since
+        for event in events:
+            await self._send(event)
+            self.revision = event["revision"]
+        await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": len(events)})
+
+    async def _command(self, kind: str, frame: dict, request_id) -> None:
+        if self.read_only:
+            raise FrameError("permission_denied", "this token is read-only")
+        serializer_cls = COMMAND_INPUTS[kind]
+        data: dict = {}
+        if serializer_cls is not None:
+            serializer = serializer_cls(data=frame)
+            if not serializer.is_valid():
+                info = classify(serializers.ValidationError(serializer.errors))
+                raise FrameError("invalid", info.message, info.fields)
+            data = dict(serializer.validated_data)
+        if len(self.commands) >= MAX_PENDING_COMMANDS:
+            raise FrameError("too_many_commands", f"at most {MAX_PENDING_COMMANDS} commands may be pending per socket")
+        task = asyncio.create_task(self._run_command(kind, data, request_id))
+        self.commands.add(task)
+        task.add_done_callback(self.commands.discard)
+
+    async def _run_command(self, kind: str, data: dict, request_id) -> None:
+        call = COMMAND_CALLS[kind]
+        async with self.command_lock:  # a socket's commands run in the order they came
+            try:
+                # Not thread-sensitive: a slow command must not hold the process's shared ORM thread.
+                result = await DatabaseSyncToAsync(call, thread_sensitive=False)(self.session_id, self.user, data)
+            except Exception as exc:
+                info = classify(exc)
+                if info is None:
+                    logger.exception("socket command %s failed on %s", kind, self.session_id)
+                    await self._error("server_error", "internal error (logged on the server)", request_id=request_id)
+                else:
+                    await self._error(info.code, info.message, request_id=request_id, fields=info.fields)
+                return
+        await self._send({"type": "ack", "command": kind, "requestId": request_id, "result": result})
+
+    # ------------------------------------------------------------------ group messages
+
+    async def tree_event(self, message: dict) -> None:
+        if self.revision is None:
+            return
+        revision = message["revision"]
+        if revision <= self.revision:
+            return  # already sent (replayed, or filled from the log)
+        event = message.get("event")
+        if revision == self.revision + 1 and event is None:
+            event = await database_sync_to_async(_logged_event)(self.session_id, revision)
+        if revision == self.revision + 1 and event is not None:
+            await self._send(event)
+            self.revision = revision
+            return
+        await self._fill_gap()
+
+    async def stream_event(self, message: dict) -> None:
+        if self.revision is not None:
+            await self._send(message["event"])
+
+    async def gateway_heartbeat(self, message: dict) -> None:
+        await self._send({"type": "heartbeat", "revision": self.revision})
+        if self.joined:
+            await self.channel_layer.group_add(self.group, self.channel_name)  # refresh group expiry
+        if self.revision is not None:
+            current = await database_sync_to_async(_current_revision)(self.session_id)
+            if current is not None and current > self.revision:
+                await self._fill_gap()  # a doorbell message was lost: catch up from the log
+
+    async def _fill_gap(self) -> None:
+        try:
+            events = await database_sync_to_async(_events_since)(self.session_id, self.revision)
+        except (ResyncNeeded, SessionNotFound) as exc:
+            self.revision = None
+            await self._error(exc.code, str(exc))
+            return
+        for event in events:
+            if event["revision"] > self.revision:
+                await self._send(event)
+                self.revision = event["revision"]
+
+    async def _beat(self) -> None:
+        interval = settings.NETA_WS_HEARTBEAT_SECONDS
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                # Through our own channel, so the beat is handled in turn with every other message.
+                await self.channel_layer.send(self.channel_name, {"type": "gateway.heartbeat"})
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # the layer is down: the socket still works for commands
+            logger.exception("heartbeat failed for %s", self.channel_name)
+
+
+class UnknownSocketConsumer(AsyncWebsocketConsumer):
+    """Any other websocket path: accepted only to be closed with 4404."""
+
+    async def connect(self):
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)

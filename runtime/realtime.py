@@ -1,0 +1,275 @@
+"""Publishing to the realtime gateway: tree events and streaming events → session groups.
+
+Two producers feed the Channels layer, from whatever process does the work (the
+web process with the inline backend, a Celery worker with the celery backend):
+
+* ``publish_tree_event`` — registered with ``sessions_tree.events.add_publisher``,
+  called after commit for every tree event;
+* ``ChannelsStreamSink`` — installed with ``runtime.streaming.set_default_sink``,
+  called by the turn loop for every (already coalesced) streaming event.
+
+Both are called from synchronous code in arbitrary threads and must never block
+the write path. They hand messages to one *sender* per process that owns an
+event loop and a FIFO queue, so messages leave in the order they were produced:
+
+* with a cross-process layer (Redis) the sender runs its own daemon thread and
+  loop (started lazily, restarted after a fork: Celery's prefork children);
+* with the in-memory layer only consumers in this process can listen, and the
+  layer's queues belong to the server's event loop, so the sender runs on that
+  loop (``bind_server_loop`` is called by every consumer on connect). With no
+  consumer there is nobody to tell and messages are dropped.
+
+The layer is a lossy doorbell: ordering and completeness come from revisions
+and the event log. Payloads stay small: a tree event larger than
+``NETA_REALTIME_INLINE_BYTES`` travels as a reference (session, revision) and
+the consumer reads it from the event log; oversized streaming deltas are split
+and other oversized streaming fields are left out (``omitted`` names them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import threading
+from typing import Any
+
+import orjson
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+GROUP_PREFIX = "neta.session."
+_GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TREE_MESSAGE = "tree.event"
+STREAM_MESSAGE = "stream.event"
+SPLIT_TYPES = ("assistant_stream_delta", "tool_call_delta")
+ALWAYS_KEPT = frozenset({"type", "sessionId", "entryId", "runId", "contentIndex", "toolCallId", "kind", "name", "state", "stopReason"})
+_QUEUE_LIMIT = 10_000
+
+
+def group_name(session_id: str) -> str:
+    """The Channels group of one session.
+
+    Channels allows ``[A-Za-z0-9_.-]`` and fewer than 100 characters; Neta's ids
+    (UUIDv7) fit, an imported Pi file may carry any string, which is hashed.
+    """
+    if _GROUP_SAFE.match(session_id):
+        return GROUP_PREFIX + session_id
+    return GROUP_PREFIX + "h." + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def inline_limit() -> int:
+    return int(getattr(settings, "NETA_REALTIME_INLINE_BYTES", 64 * 1024))
+
+
+def encoded_size(value: Any) -> int:
+    return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+
+
+# --------------------------------------------------------------------------- message shapes
+
+
+def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> dict:
+    """The layer message for one tree event: inline when small, else a reference."""
+    limit = inline_limit() if limit is None else limit
+    message = {"type": TREE_MESSAGE, "sessionId": session_id, "revision": event["revision"], "event": event}
+    if encoded_size(event) > limit:
+        message["event"] = None  # the consumer reads it from the event log
+        message["eventType"] = event.get("type")
+    return message
+
+
+def stream_messages(session_id: str, event: dict, *, limit: int | None = None) -> list[dict]:
+    """The layer messages for one streaming event (several when a delta is split)."""
+    limit = inline_limit() if limit is None else limit
+    if encoded_size(event) <= limit:
+        return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": event}]
+    if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
+        # Deltas concatenate, so a large one is sent as consecutive smaller ones.
+        step = max(1, limit // 8)  # a char is at most 6 bytes JSON-escaped; keep room for the rest
+        text = event["delta"]
+        return [
+            {"type": STREAM_MESSAGE, "sessionId": session_id, "event": {**event, "delta": text[i : i + step]}}
+            for i in range(0, len(text), step)
+        ]
+    small: dict = {}
+    omitted: list[str] = []
+    budget = max(256, limit // 16)
+    for key, value in event.items():
+        if key in ALWAYS_KEPT or encoded_size(value) <= budget:
+            small[key] = value
+        elif key == "toolCall" and isinstance(value, dict):
+            small[key] = {k: value[k] for k in ("type", "id", "name") if k in value}
+            omitted.append("toolCall.arguments")
+        else:
+            omitted.append(key)
+    small["omitted"] = omitted
+    return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": small}]
+
+
+# --------------------------------------------------------------------------- the sender
+
+
+class _Sender:
+    """A FIFO of (group, message) drained by one task on one event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, layer):
+        self.loop = loop
+        self.layer = layer
+        self.pid = os.getpid()
+        self.queue: asyncio.Queue | None = None
+        self.dropped = 0
+        self.sent = 0
+        self._ready = threading.Event()
+        loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:
+        self.queue = asyncio.Queue(maxsize=_QUEUE_LIMIT)
+        self.task = self.loop.create_task(self._drain())
+        self._ready.set()
+
+    def submit(self, items: list[tuple[str, dict]]) -> bool:
+        if self.loop.is_closed():
+            return False
+        try:
+            self.loop.call_soon_threadsafe(self._put, items)
+        except RuntimeError:  # the loop closed meanwhile
+            return False
+        return True
+
+    def _put(self, items: list[tuple[str, dict]]) -> None:
+        for item in items:
+            try:
+                self.queue.put_nowait(item)
+            except asyncio.QueueFull:
+                self.dropped += 1  # the doorbell is lossy; the event log is not
+
+    async def _drain(self) -> None:
+        while True:
+            group, message = await self.queue.get()
+            try:
+                await self.layer.group_send(group, message)
+                self.sent += 1
+            except Exception:
+                self.dropped += 1
+                logger.exception("could not publish to %s", group)
+
+    async def flushed(self) -> None:
+        """Wait until everything submitted so far has been handed to the layer."""
+        while self.queue is not None and not self.queue.empty():
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0)
+
+
+class Gateway:
+    """Where this process's realtime messages go (one instance per process)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sender: _Sender | None = None
+        self._server_loop: asyncio.AbstractEventLoop | None = None
+
+    def _layer(self):
+        from channels.layers import get_channel_layer
+
+        return get_channel_layer()
+
+    @staticmethod
+    def _in_process_layer(layer) -> bool:
+        from channels.layers import InMemoryChannelLayer
+
+        return isinstance(layer, InMemoryChannelLayer)
+
+    def bind_server_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called by consumers: the loop that owns the in-memory layer's queues."""
+        if self._server_loop is loop:
+            return
+        with self._lock:
+            self._server_loop = loop
+            layer = self._layer()
+            if layer is not None and self._in_process_layer(layer):
+                self._sender = _Sender(loop, layer)
+
+    def _current_sender(self) -> _Sender | None:
+        sender = self._sender
+        if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed():
+            return sender
+        with self._lock:
+            sender = self._sender
+            if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed():
+                return sender
+            layer = self._layer()
+            if layer is None:
+                return None
+            if self._in_process_layer(layer):
+                loop = self._server_loop
+                if loop is None or loop.is_closed():
+                    self._sender = None
+                    return None  # no consumer in this process: nobody to tell
+                self._sender = _Sender(loop, layer)
+            else:
+                self._sender = _Sender(_background_loop(), layer)
+            return self._sender
+
+    def send(self, items: list[tuple[str, dict]]) -> None:
+        sender = self._current_sender()
+        if sender is not None:
+            sender.submit(items)
+
+    def publish_tree_event(self, session_id: str, event: dict) -> None:
+        self.send([(group_name(session_id), tree_message(session_id, event))])
+
+    def publish_stream_event(self, session_id: str, event: dict) -> None:
+        group = group_name(session_id)
+        self.send([(group, m) for m in stream_messages(session_id, event)])
+
+    async def flushed(self) -> None:
+        """Tests and benchmarks: wait until queued messages reached the layer."""
+        sender = self._current_sender()
+        if sender is not None and sender.loop is asyncio.get_running_loop():
+            await sender.flushed()
+
+
+_bg_lock = threading.Lock()
+_bg: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """This process's publishing loop (a daemon thread; recreated after a fork)."""
+    global _bg
+    with _bg_lock:
+        if _bg is not None and _bg[0] == os.getpid() and not _bg[1].is_closed():
+            return _bg[1]
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="neta-realtime-publisher", daemon=True)
+        thread.start()
+        _bg = (os.getpid(), loop)
+        return loop
+
+
+gateway = Gateway()
+
+
+def publish_tree_event(session_id: str, event: dict) -> None:
+    """The kernel's publisher (``sessions_tree.events.add_publisher``)."""
+    gateway.publish_tree_event(session_id, event)
+
+
+class ChannelsStreamSink:
+    """The runtime's streaming sink (``runtime.streaming.set_default_sink``)."""
+
+    def emit(self, session_id: str, event: dict) -> None:
+        gateway.publish_stream_event(session_id, event)
+
+
+def install() -> None:
+    """Register both producers (``RuntimeConfig.ready``)."""
+    from runtime.streaming import default_sink, set_default_sink
+    from sessions_tree.events import add_publisher
+
+    add_publisher(publish_tree_event)
+    if not isinstance(default_sink(), ChannelsStreamSink):
+        set_default_sink(ChannelsStreamSink())

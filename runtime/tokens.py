@@ -1,0 +1,105 @@
+"""Integration tokens: create (shown once), authenticate, revoke.
+
+A token is ``neta_`` followed by 43 url-safe characters (256 random bits). The
+database keeps only its SHA-256 digest and a short prefix for lists; nothing
+that could be turned back into the token. ``last_used_at`` is written at most
+once a minute per token, so reads do not turn into writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from runtime.models import ApiToken, TokenScope
+
+TOKEN_PREFIX = "neta_"
+PREFIX_CHARS = 12
+LAST_USED_RESOLUTION = dt.timedelta(seconds=60)
+MAX_TOKEN_DAYS = 3650
+
+
+class TokenInvalid(Exception):
+    """The presented token is unknown, malformed, revoked or expired (the message says which)."""
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    secret: str  # the token itself: shown once, never stored
+
+
+def token_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def api_token_create(*, user, read_only: bool = False, days: int | None = None, name: str = "", created_by=None) -> IssuedToken:
+    """A new token for ``user``; ``days`` (1..3650) makes it expire, None: never."""
+    if user is None or not getattr(user, "pk", None):
+        raise ValueError("user: a saved user is required")
+    if not user.is_active:
+        raise ValueError(f"user: {user} is inactive")
+    if days is not None and (not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_TOKEN_DAYS):
+        raise ValueError(f"days: must be a whole number from 1 to {MAX_TOKEN_DAYS}")
+    if len(name) > 100:
+        raise ValueError("name: at most 100 characters")
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user,
+        name=name,
+        prefix=raw[:PREFIX_CHARS],
+        digest=token_digest(raw),
+        scope=TokenScope.READ_ONLY if read_only else TokenScope.READ_WRITE,
+        expires_at=timezone.now() + dt.timedelta(days=days) if days else None,
+        created_by=created_by,
+    )
+    return IssuedToken(token=token, secret=raw)
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke ``token`` (idempotent: the first revocation time is kept)."""
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    token.refresh_from_db()
+    return token
+
+
+def api_token_authenticate(raw: str) -> ApiToken:
+    """The usable token for ``raw`` (with its user), or ``TokenInvalid``."""
+    if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        raise TokenInvalid("malformed token")
+    token = ApiToken.objects.select_related("user").filter(digest=token_digest(raw)).first()
+    if token is None:
+        raise TokenInvalid("unknown token")
+    now = timezone.now()
+    if token.revoked_at is not None:
+        raise TokenInvalid("token revoked")
+    if token.expires_at is not None and token.expires_at <= now:
+        raise TokenInvalid("token expired")
+    if not token.user.is_active:
+        raise TokenInvalid("user inactive")
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def token_from_header(value: str | bytes | None) -> str | None:
+    """The token in an ``Authorization: Token <t>`` (or ``Bearer <t>``) header, if any.
+
+    None when the header is absent or names another scheme; ``TokenInvalid``
+    when it names ours but is malformed.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("latin1")
+    parts = value.split()
+    if not parts or parts[0].lower() not in ("token", "bearer"):
+        return None  # another scheme (Basic, …): not ours
+    if len(parts) != 2:
+        raise TokenInvalid("malformed Authorization header: expected 'Token <token>'")
+    return parts[1]
