@@ -44,17 +44,23 @@ def test_first_sync_records_everything(skill_env, owner):
 
 
 def test_sync_is_idempotent(skill_env, django_assert_max_num_queries):
-    for i in range(5):
+    for i in range(4):
         write_skill(skill_env.project_skills, f"s{i}")
+    write_skill(
+        skill_env.project_skills,
+        "s4",
+        extra="metadata:\n  ratio: 1.5\n  tags: [a, b]\n  nested: {deep: [1, {x: null}]}\nauthor: Zoë ✓\nbig: 12345678901234567890",
+    )
+    write_skill(skill_env.user_skills, "s0")  # shadowed: its collision diagnostic must be stable too
     skills_sync()
     before = {r.pk: (r.updated_at, r.revision) for r in SkillResource.objects.all()}
     with django_assert_max_num_queries(4):
         report = skills_sync()
-    assert (report.added, report.changed, report.removed, report.unchanged) == ([], [], [], 5)
+    assert (report.added, report.changed, report.removed, report.unchanged) == ([], [], [], 6)
     assert {r.pk: (r.updated_at, r.revision) for r in SkillResource.objects.all()} == before
     out = io.StringIO()
     call_command("skills_sync", stdout=out)
-    assert out.getvalue().strip().splitlines()[-1] == "added=0 changed=0 removed=0 unchanged=5 invalid=0 shadowed=0"
+    assert out.getvalue().strip().splitlines()[-1] == "added=0 changed=0 removed=0 unchanged=6 invalid=0 shadowed=1"
 
 
 def test_changed_fingerprint_is_a_new_version(skill_env):
