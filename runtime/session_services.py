@@ -25,6 +25,7 @@ class SessionExists(SessionTreeError):
     """An import names a session id that is already stored."""
 
     code = "session_exists"
+    http_status = 409
 
 
 def agent_by_name(name: str | None) -> Agent:

@@ -85,8 +85,11 @@ def _flatten(detail, prefix: str = "") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = "" if key == "non_field_errors" else str(key)
-            path = f"{prefix}.{name}" if prefix and name else (prefix or name)
+            if isinstance(key, int):  # an item of a list field
+                path = f"{prefix}[{key}]"
+            else:
+                name = "" if key == "non_field_errors" else str(key)
+                path = f"{prefix}.{name}" if prefix and name else (prefix or name)
             for k, v in _flatten(value, path).items():
                 out.setdefault(k, []).extend(v)
     elif isinstance(detail, list):
@@ -148,7 +151,7 @@ def classify(exc: BaseException) -> ErrorInfo | None:
         message = str(exc).split(": ", 1)[-1]
         return ErrorInfo(400, "invalid", str(exc), {exc.field: [message]})
     if isinstance(exc, SessionTreeError):
-        status_code = next((s for cls, s in KERNEL_STATUS.items() if isinstance(exc, cls)), 400)
+        status_code = getattr(exc, "http_status", None) or next((s for cls, s in KERNEL_STATUS.items() if isinstance(exc, cls)), 400)
         if isinstance(exc, EntryNotFound) and field is None:
             status_code = 404
         fields = {field: [str(exc)]} if field else None
