@@ -242,7 +242,7 @@ def bundle_from_zip(
 
         # Overlapping entries (several names sharing compressed data) are a bomb construction.
         ranges = sorted(_local_data_range(fp, info) for info in infos)
-        for (start_a, end_a), (start_b, _end_b) in zip(ranges, ranges[1:]):
+        for (_start_a, end_a), (start_b, _end_b) in zip(ranges, ranges[1:], strict=False):
             if start_b < end_a:
                 raise SkillImportError("archive entries overlap each other (a zip-bomb construction); refused")
         if ranges and ranges[-1][1] > zf.start_dir:

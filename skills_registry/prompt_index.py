@@ -156,7 +156,7 @@ def format_skill_index(
     listed: list[IndexEntry] = []
     omitted_list: list[str] = []
     parts: list[str] = []
-    for entry, block in zip(candidates, blocks):
+    for entry, block in zip(candidates, blocks, strict=True):
         if len(block) <= room:
             listed.append(entry)
             parts.append(block)
