@@ -81,6 +81,20 @@ class SessionTreeProvider:
     def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
         self._store_append(meta, index, [pending])
 
+    def _store_recovery_needed(self, hint: AgentSession) -> bool:
+        """Under the write lock: might a dead writer have left something to repair?
+
+        ``hint`` may be stale; a false alarm only costs an empty recovery.
+        """
+        return False
+
+    def _store_recover(self, meta: AgentSession, index: SessionIndex, emit: Callable) -> bool:
+        """Under the write lock, in a transaction: repair what a dead writer left behind.
+
+        Emits events for what it adopts; returns True when ``meta`` changed.
+        """
+        return False
+
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         """The records that belong to ``meta``'s revision (stored order)."""
         return index.records
@@ -450,7 +464,7 @@ class SessionTreeProvider:
         _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
                 entry = E.message_entry(id=new_id, parent_id=meta.leaf_entry_id, timestamp=now_iso(), message=message)
                 pending = PendingEntry(entry, jsonl.dumps(entry))
@@ -465,7 +479,7 @@ class SessionTreeProvider:
         _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 entry = {**current, "message": message}
                 meta.in_flight_payload = jsonl.dumps(entry)
@@ -486,7 +500,7 @@ class SessionTreeProvider:
             _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 final_message = dict(message if message is not None else current["message"])
                 if status != "completed" and final_message.get("role") == "assistant":
@@ -516,7 +530,7 @@ class SessionTreeProvider:
     def switch_leaf(self, session_id: str, entry_id: str) -> AgentSession:
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 if entry_id not in index.by_id:
                     raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
                 try:
@@ -532,7 +546,7 @@ class SessionTreeProvider:
         """Leaf before the first entry: the next append starts a new root."""
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = None
                 emit(ev.LEAF_CHANGED, leafId=None, previousLeafId=previous)
@@ -601,8 +615,16 @@ class SessionTreeProvider:
             raise SessionNotFound(f"no {self.kind} session {session_id!r}") from None
 
     @contextlib.contextmanager
-    def _change(self, session_id: str):
-        """One transaction: lock the meta row, let the caller change things, bump revision per event."""
+    def _change(self, session_id: str, hint: AgentSession | None = None):
+        """One transaction: lock the meta row, let the caller change things, bump revision per event.
+
+        The caller holds the store's write lock. ``hint`` is the meta the caller read
+        before taking it; if the store says a dead writer may have left something
+        behind, that is repaired first, in a transaction of its own, so that the
+        repair stands even when the caller's change fails.
+        """
+        if hint is None or self._store_recovery_needed(hint):
+            self._recover(session_id)
         events: list[dict] = []
         meta_box: list[AgentSession] = []
         try:
@@ -610,25 +632,48 @@ class SessionTreeProvider:
                 meta = self._meta_for_update(session_id)
                 meta_box.append(meta)
                 index = self._store_index(meta)
-                base_revision = meta.revision
-
-                def emit(kind: str, **payload) -> None:
-                    events.append({"type": kind, "sessionId": session_id, "revision": base_revision + len(events) + 1, **payload})
-
-                yield meta, index, emit
-                if not events:
-                    return
-                meta.revision = base_revision + len(events)
-                context = _context_stats(self, meta, index)
-                for event in events:
-                    event["context"] = context
-                meta.save(using=self.using)
-                self._record_events(meta, events)
-                transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
+                yield meta, index, self._emitter(session_id, meta.revision, events)
+                self._commit(meta, index, events)
         except BaseException:
             if meta_box:
                 self._forget_index(meta_box[0])
             raise
+
+    def _recover(self, session_id: str) -> None:
+        events: list[dict] = []
+        meta = None
+        try:
+            with transaction.atomic(using=self.using):
+                meta = self._meta_for_update(session_id)
+                index = self._store_index(meta)
+                if self._store_recover(meta, index, self._emitter(session_id, meta.revision, events)):
+                    self._commit(meta, index, events, save_without_events=True)
+        except BaseException:
+            if meta is not None:
+                self._forget_index(meta)
+            raise
+
+    @staticmethod
+    def _emitter(session_id: str, base_revision: int, events: list[dict]) -> Callable:
+        def emit(kind: str, **payload) -> None:
+            events.append({"type": kind, "sessionId": session_id, "revision": base_revision + len(events) + 1, **payload})
+
+        return emit
+
+    def _commit(self, meta: AgentSession, index: SessionIndex, events: list[dict], *, save_without_events: bool = False) -> None:
+        """Inside the change's transaction: bump the revision, save the meta, log and publish the events."""
+        if not events:
+            if save_without_events:
+                meta.save(using=self.using)
+            return
+        meta.revision = events[-1]["revision"]
+        context = _context_stats(self, meta, index)
+        for event in events:
+            event["context"] = context
+        meta.save(using=self.using)
+        self._record_events(meta, events)
+        session_id = meta.session_id
+        transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
 
     def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
         SessionEvent.objects.using(self.using).bulk_create(
@@ -650,7 +695,7 @@ class SessionTreeProvider:
     ) -> dict:
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id) as (meta, index, emit):
+            with self._change(session_id, meta0) as (meta, index, emit):
                 if meta.in_flight_entry_id:
                     raise SessionBusy(
                         f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
@@ -707,6 +752,17 @@ def _count(meta: AgentSession, index: SessionIndex, entry: dict) -> None:
     _count_kind(meta, entry)
     if meta.root_entry_id is None and not parent_known:
         meta.root_entry_id = entry["id"]
+
+
+def _count_indexed(meta: AgentSession, index: SessionIndex, record: Record) -> None:
+    """``_count`` for an entry the index already holds (one adopted after a crash)."""
+    parent = record.parent_id
+    parent_known = parent is not None and parent in index.by_id
+    if not parent_known or index.children.get(parent, [record.id])[0] != record.id:
+        meta.tip_count += 1
+    _count_kind(meta, record.entry)
+    if meta.root_entry_id is None and not parent_known:
+        meta.root_entry_id = record.id
 
 
 def _count_kind(meta: AgentSession, entry: dict) -> None:

@@ -27,11 +27,12 @@ from pathlib import Path
 
 from django.conf import settings
 
+from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import SessionIndex, record_from_line
+from sessions_tree.index import Record, SessionIndex, record_from_line
 from sessions_tree.models import AgentSession, ProviderKind
-from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
+from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed
 
 # One index per file per process.
 _indexes: dict[str, SessionIndex] = {}
@@ -105,7 +106,10 @@ class FileProvider(SessionTreeProvider):
             raise InvalidSessionFile(f"{path} already exists")
         atomic_write(path, data)
         meta.session_file = str(path)
-        AgentSession.objects.using(self.using).filter(pk=meta.pk).update(session_file=meta.session_file)
+        meta.last_seq = len(data)
+        AgentSession.objects.using(self.using).filter(pk=meta.pk).update(
+            session_file=meta.session_file, last_seq=meta.last_seq
+        )
 
     def _store_delete(self, meta: AgentSession) -> None:
         path = Path(meta.session_file)
@@ -162,22 +166,80 @@ class FileProvider(SessionTreeProvider):
 
     # ------------------------------------------------------------------ writing
 
+    def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
+        records = index.records
+        acknowledged = meta.last_seq
+        if acknowledged and records and records[-1].seq > acknowledged:
+            # Lines a writer made durable but died before committing: the next
+            # write adopts them (``_store_recover``); until then they have no revision.
+            return [r for r in records if r.seq <= acknowledged]
+        return records
+
+    def _store_recovery_needed(self, hint: AgentSession) -> bool:
+        # Every acknowledged write leaves the file exactly ``last_seq`` bytes long.
+        fd = _locks.fds[hint.session_file]
+        return hint.last_seq == 0 or os.fstat(fd).st_size != hint.last_seq
+
+    def _store_recover(self, meta: AgentSession, index: SessionIndex, emit) -> bool:
+        """Repair the tail a killed writer left, then adopt the lines it made durable.
+
+        A writer that dies between ``fdatasync`` and its commit leaves a complete
+        line the meta row does not know (``last_seq`` is the acknowledged file
+        size). Pi reads that line, so Neta keeps it too: it is counted and gets an
+        event like any append, but the leaf stays where the acknowledged history
+        put it. If it is the finalized copy of the entry in flight, the entry is
+        finalized now.
+        """
+        fd = _locks.fds[meta.session_file]
+        changed = self._repair_tail(fd, meta, index)
+        size = os.fstat(fd).st_size
+        if size > index.position:
+            _read_new_lines(fd, index, size, meta)
+        if meta.last_seq == 0:  # a session from before sizes were recorded
+            meta.last_seq = index.position
+            return True
+        if index.position == meta.last_seq:
+            return changed
+        adopted = []
+        for record in reversed(index.records):
+            if record.seq <= meta.last_seq:
+                break
+            adopted.append(record)
+        adopted.reverse()
+        for record in adopted:
+            entry = record.entry
+            _count_indexed(meta, index, record)
+            if record.id == meta.in_flight_entry_id:
+                meta.in_flight_entry_id = None
+                meta.in_flight_payload = ""
+                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=False, recovered=True)
+            else:
+                emit(ev.event_type_for_entry(entry), entry=entry, leafId=meta.leaf_entry_id, recovered=True)
+        if adopted:
+            recovered = meta.diagnostics.setdefault("adoptedEntries", [])
+            recovered.extend(r.id for r in adopted)
+            del recovered[:-100]
+        meta.last_seq = index.position
+        return True
+
     def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
         fd = _locks.fds[meta.session_file]
-        self._repair_tail(fd, meta, index)
+        self._repair_tail(fd, meta, index)  # done by _store_recover already; cheap to check
         data = "".join(p.raw + "\n" for p in pending).encode("utf-8")
         write_all(fd, data)
         os.fdatasync(fd)
         # Our own lines: index them now (the lock guarantees nobody wrote in between).
         size = os.fstat(fd).st_size
         _read_new_lines(fd, index, size, meta)
+        meta.last_seq = index.position
 
-    def _repair_tail(self, fd: int, meta: AgentSession, index: SessionIndex) -> None:
+    def _repair_tail(self, fd: int, meta: AgentSession, index: SessionIndex) -> bool:
+        """Give a whole last entry its newline, or cut off a torn fragment (kept in the diagnostics)."""
         size = os.fstat(fd).st_size
         if size == 0:
-            return
+            return False
         if os.pread(fd, 1, size - 1) == b"\n":
-            return
+            return False
         # Find the start of the torn line.
         start = size
         chunk = 64 * 1024
@@ -194,7 +256,7 @@ class FileProvider(SessionTreeProvider):
         if record is not None and _is_complete_json(fragment):
             write_all(fd, b"\n")  # a whole entry that only lacked its newline
             os.fdatasync(fd)
-            return
+            return True
         os.ftruncate(fd, start)
         os.fdatasync(fd)
         torn = meta.diagnostics.setdefault("tornTails", [])
@@ -209,6 +271,7 @@ class FileProvider(SessionTreeProvider):
         del torn[:-20]  # keep the last twenty
         if index.position > start:  # pragma: no cover - the index never reads past a newline
             self._forget_index(meta)
+        return True
 
     def _store_in_flight_end(self, meta, index, pending, status) -> None:
         self._store_append(meta, index, [pending])
@@ -239,13 +302,16 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
         return  # only a torn or in-progress line
     data = data[: end + 1]
     position = start + end + 1
+    offset = start  # where the current line starts in the file
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+        offset = 3
     diagnostics = index.diagnostics
     line_no = index.lines_seen
     add = index.add
     for line in data.split(b"\n")[:-1]:
         line_no += 1
+        offset += len(line) + 1  # now: where the next line starts
         raw = line.strip()
         if not raw:
             continue
@@ -266,7 +332,7 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
             else:
                 index.note_malformed(line_no)
             continue
-        record.seq = len(index.records) + 1
+        record.seq = offset  # the file offset just past the line: stable order, and the acknowledged size
         add(record)
     index.lines_seen = line_no
     index.position = position
