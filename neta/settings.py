@@ -156,6 +156,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
 NETA_SANDBOX = env_choice("NETA_SANDBOX", "none", ("none", "bwrap"))
 NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
+NETA_SKILLS_VALIDATION = env_choice("NETA_SKILLS_VALIDATION", "strict", ("strict", "pi"))
+NETA_MANAGED_SKILLS_DIR = env_path("NETA_MANAGED_SKILLS_DIR", VAR_DIR / "skills", base=BASE_DIR)
+NETA_SKILLS_PROJECT_DIR = env_str("NETA_SKILLS_PROJECT_DIR") or None  # None: the process cwd
+NETA_SKILL_IMPORT_MAX_FILES = env_int("NETA_SKILL_IMPORT_MAX_FILES", 1000, minimum=1)
+NETA_SKILL_IMPORT_MAX_BYTES = env_int("NETA_SKILL_IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+NETA_SKILL_FILE_MAX_BYTES = env_int("NETA_SKILL_FILE_MAX_BYTES", 256 * 1024, minimum=1024)
 
 # --- The rest -------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
