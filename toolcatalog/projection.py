@@ -16,7 +16,8 @@ reported as ``source``/``reason``):
    **manifest** default applies — core (builtin) tools follow
    ``inherit_core_tools``, skill tools are on, extension tools are off.
 4. for a **subagent** only: governance or agent ``allow_in_subagent=false``,
-   a worker route of ``disabled``, or a ``worker-local`` route for a tool the
+   a worker route of ``disabled`` (governance's ``disabled`` cannot be
+   overridden by the agent), or a ``worker-local`` route for a tool the
    manifest says cannot run in a worker.
 
 Staff governance is a ceiling: an agent can only narrow what it allows. The
@@ -257,6 +258,8 @@ def _decide(
             return decision(False, "governance", "not allowed in subagents by staff governance")
         if per.allow_in_subagent is False:
             return decision(False, "agent_policy", "not allowed in subagents by the agent's policy")
+        if gov.worker_routing == "disabled":
+            return decision(False, "governance", "worker routing is 'disabled' by staff governance")
         if route == "disabled":
             return decision(False, route_source, "worker routing is 'disabled'")
         if route == "worker-local" and not manifest.supported_in_worker:

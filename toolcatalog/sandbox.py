@@ -64,28 +64,33 @@ _POLL = 0.05
 # --- limits -----------------------------------------------------------------------
 
 
+DEFAULT_MAX_PROCESSES = 256
+DEFAULT_MAX_FILE_MB = 1024
+DEFAULT_MAX_OPEN_FILES = 4096
+DEFAULT_MAX_TIMEOUT = 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessLimits:
-    """Per-command limits. Defaults come from settings (see docs/tools.md)."""
+    """Per-command limits. ``from_settings`` reads the ``NETA_BASH_*`` settings (docs/tools.md)."""
 
-    max_processes: int = 256
-    max_file_bytes: int = 1024 * 1024 * 1024
-    max_open_files: int = 4096
-    max_timeout: float = 3600.0
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    max_file_bytes: int = DEFAULT_MAX_FILE_MB * 1024 * 1024
+    max_open_files: int = DEFAULT_MAX_OPEN_FILES
+    max_timeout: float = DEFAULT_MAX_TIMEOUT
 
     @classmethod
     def from_settings(cls) -> ProcessLimits:
-        try:
-            from django.conf import settings
+        from django.conf import settings
 
-            return cls(
-                max_processes=int(getattr(settings, "NETA_BASH_MAX_PROCESSES", cls.max_processes)),
-                max_file_bytes=int(getattr(settings, "NETA_BASH_MAX_FILE_MB", 1024)) * 1024 * 1024,
-                max_open_files=int(getattr(settings, "NETA_BASH_MAX_OPEN_FILES", cls.max_open_files)),
-                max_timeout=float(getattr(settings, "NETA_BASH_MAX_TIMEOUT", cls.max_timeout)),
-            )
-        except Exception:  # settings not configured
+        if not settings.configured:
             return cls()
+        return cls(
+            max_processes=int(getattr(settings, "NETA_BASH_MAX_PROCESSES", DEFAULT_MAX_PROCESSES)),
+            max_file_bytes=int(getattr(settings, "NETA_BASH_MAX_FILE_MB", DEFAULT_MAX_FILE_MB)) * 1024 * 1024,
+            max_open_files=int(getattr(settings, "NETA_BASH_MAX_OPEN_FILES", DEFAULT_MAX_OPEN_FILES)),
+            max_timeout=float(getattr(settings, "NETA_BASH_MAX_TIMEOUT", DEFAULT_MAX_TIMEOUT)),
+        )
 
 
 # --- cgroups ----------------------------------------------------------------------
