@@ -132,7 +132,7 @@ def js_to_string(value) -> str:
             return "Infinity" if value > 0 else "-Infinity"
         return _json_number(value) if isinstance(value, int) else js_number_text(value)
     if isinstance(value, (list, tuple)):
-        return ",".join("" if v is None else js_to_string(v) for v in value)
+        return ",".join("" if v is None or v is UNDEFINED else js_to_string(v) for v in value)
     return "[object Object]"
 
 

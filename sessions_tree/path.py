@@ -126,7 +126,8 @@ def index_by_id(entries: Iterable[dict]) -> dict:
 def walk_path(leaf_id, parent_of: Callable, *, strict: bool = False) -> list:
     """Ids from the root to ``leaf_id``.
 
-    ``parent_of(id)`` returns the parent id, ``None`` for a root, and raises
+    ``parent_of(id)`` returns the parent id, ``None`` (or another falsy value,
+    as in Pi) for a root, and raises
     KeyError for an unknown id. An unknown leaf raises MissingLeafError; an
     unknown parent ends the walk (Pi: the entry is an orphan root) or, with
     ``strict=True``, raises MissingParentError; any cycle raises CycleError.
@@ -138,7 +139,7 @@ def walk_path(leaf_id, parent_of: Callable, *, strict: bool = False) -> list:
     ids = [leaf_id]
     seen = {id_key(leaf_id)}
     current = leaf_id
-    while parent is not None:
+    while parent if type(parent) is str else js_truthy(parent):  # "" and None end it, as in Pi
         key = id_key(parent)
         if key in seen:
             raise CycleError(_cycle(ids, parent))

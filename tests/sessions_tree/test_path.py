@@ -90,6 +90,8 @@ def test_missing_parent_is_a_root_unless_strict():
 def test_falsy_parent_ids_end_the_walk_like_pi():
     entries = [entry("a", None), entry("b", ""), entry("c", "b")]
     assert [e["id"] for e in get_path(entries, "c", strict=True)] == ["b", "c"]
+    raw_parents = {"a": None, "b": "", "c": "b"}
+    assert walk_path("c", raw_parents.__getitem__, strict=True) == ["b", "c"]
     no_parent_key = {"type": "custom", "id": "n"}
     assert get_path([no_parent_key], "n") == [no_parent_key]
 

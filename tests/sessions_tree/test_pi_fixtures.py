@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import subprocess
 import sys
@@ -451,4 +450,3 @@ def test_generated_sessions_are_valid_for_builders():
     header, entries = random_session(rng, 80)
     assert header["version"] == 3 and list(header)[:3] == ["type", "version", "id"]
     assert all(e["type"] in E.ENTRY_TYPES for e in entries)
-    assert os.path.basename(__file__) == "test_pi_fixtures.py"
