@@ -1,0 +1,284 @@
+"""The scripted provider: rule format, matching, reply sequencing, usage, abort, the demo."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from runtime.llm import LlmRequest, ModelSpec, ScriptedRulesError, complete, load_script, stream
+from runtime.llm.scripted import DEMO_RULES, NO_MATCH_MESSAGE
+
+PRICES = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}
+
+
+def model(rules, **options) -> ModelSpec:
+    return ModelSpec("scripted", "scripted-test", "scripted", prices=PRICES, options={"rules": rules, **options})
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+
+
+def tool_result(call: dict, text: str = "ok") -> dict:
+    return {
+        "role": "toolResult",
+        "toolCallId": call["id"],
+        "toolName": call["name"],
+        "content": [{"type": "text", "text": text}],
+        "isError": False,
+        "timestamp": 2,
+    }
+
+
+def request(*messages, system: str = "You are a test.", tools=None) -> LlmRequest:
+    return LlmRequest(system_prompt=system, messages=list(messages), tools=tools or [])
+
+
+TOOL_RULES = {
+    "chunk_size": 3,
+    "rules": [
+        {
+            "match": "weather",
+            "replies": [
+                [
+                    {"thinking": "Need the forecast.", "signature": "sig-1"},
+                    {"text": "Checking."},
+                    {"tool_call": {"name": "forecast", "arguments": {"city": "Oslo", "days": 2}, "id": "call_w1"}},
+                ],
+                "It will rain in Oslo.",
+            ],
+        },
+        {"match": {"regex": r"^count (\d+)$"}, "reply": {"steps": ["counted"], "stop_reason": "length"}},
+        {"match": {"contains": "summary", "system": "summarizer"}, "reply": "## Goal\nsummarized"},
+    ],
+    "default": {"reply": "default answer to {{user}}"},
+}
+
+
+# -- rule matching and sequencing --------------------------------------------------------------
+
+
+def test_tool_call_then_final_answer_after_the_tool_result():
+    first = complete(model(TOOL_RULES), request(user("What's the WEATHER like?")))
+    assert first["content"] == [
+        {"type": "thinking", "thinking": "Need the forecast.", "thinkingSignature": "sig-1"},
+        {"type": "text", "text": "Checking."},
+        {"type": "toolCall", "id": "call_w1", "name": "forecast", "arguments": {"city": "Oslo", "days": 2}},
+    ]
+    assert first["stopReason"] == "toolUse"
+    assert list(first) == ["role", "content", "api", "provider", "model", "usage", "stopReason", "timestamp"]
+    assert (first["api"], first["provider"], first["model"]) == ("scripted", "scripted", "scripted-test")
+
+    call = first["content"][2]
+    second = complete(model(TOOL_RULES), request(user("What's the WEATHER like?"), first, tool_result(call)))
+    assert second["content"] == [{"type": "text", "text": "It will rain in Oslo."}]
+    assert second["stopReason"] == "stop"
+    # Past the end of the list, the last reply repeats.
+    third = complete(model(TOOL_RULES), request(user("weather"), first, tool_result(call), second, first, tool_result(call)))
+    assert third["content"][0]["text"] == "It will rain in Oslo."
+
+
+def test_regex_substring_system_and_default_rules():
+    assert complete(model(TOOL_RULES), request(user("count 7")))["stopReason"] == "length"
+    # A regex is searched as written (anchors and case count).
+    assert complete(model(TOOL_RULES), request(user("please count 7")))["content"][0]["text"] == (
+        "default answer to please count 7"
+    )
+    # `system` must match too.
+    in_summarizer = complete(model(TOOL_RULES), request(user("write a summary"), system="You are a summarizer."))
+    assert in_summarizer["content"][0]["text"] == "## Goal\nsummarized"
+    elsewhere = complete(model(TOOL_RULES), request(user("write a summary"), system="You are a coder."))
+    assert elsewhere["content"][0]["text"] == "default answer to write a summary"
+
+
+def test_only_the_last_user_message_counts():
+    first = complete(model(TOOL_RULES), request(user("weather")))
+    reply = complete(model(TOOL_RULES), request(user("weather"), first, tool_result(first["content"][2]), user("thanks")))
+    assert reply["content"][0]["text"] == "default answer to thanks"
+
+
+def test_no_match_without_default_is_an_error_message():
+    rules = {"rules": [{"match": "x", "reply": "y"}]}
+    message = complete(model(rules), request(user("nothing")))
+    assert message["stopReason"] == "error"
+    assert message["errorMessage"] == NO_MATCH_MESSAGE
+    assert message["content"] == []
+
+
+def test_reply_error_and_stop_reason_override():
+    rules = {
+        "rules": [
+            {"match": "overflow", "reply": {"error": "prompt is too long: 300000 tokens > 200000 maximum"}},
+            {"match": "half", "reply": {"steps": ["partial te", "xt"], "error": "Overloaded"}},
+        ]
+    }
+    overflow = complete(model(rules), request(user("overflow")))
+    assert overflow["stopReason"] == "error"
+    assert overflow["errorMessage"] == "prompt is too long: 300000 tokens > 200000 maximum"
+    half = complete(model(rules), request(user("half")))
+    assert half["stopReason"] == "error"
+    assert [b["text"] for b in half["content"]] == ["partial te", "xt"]
+
+
+# -- streaming events --------------------------------------------------------------------------
+
+
+def test_event_sequence_and_chunking():
+    events = list(stream(model(TOOL_RULES), request(user("weather"))))
+    types = [e.type for e in events]
+    assert types[0] == "start"
+    assert types[-1] == "done" and types.count("done") + types.count("error") == 1
+    # thinking in 3-character chunks, then the text, then the tool call's JSON.
+    thinking = [e.delta for e in events if e.type == "thinking_delta"]
+    assert thinking == ["Nee", "d t", "he ", "for", "eca", "st."]
+    tool_json = "".join(e.delta for e in events if e.type == "toolcall_delta")
+    assert json.loads(tool_json) == {"city": "Oslo", "days": 2}
+    assert types.index("thinking_end") < types.index("text_start") < types.index("toolcall_start")
+    assert all(e.partial is events[-1].message for e in events)
+    assert [e.content_index for e in events if e.type.endswith("_start") and e.type != "start"] == [0, 1, 2]
+
+
+def test_tool_arguments_are_parsed_while_streaming():
+    seen = []
+    for event in stream(model(TOOL_RULES), request(user("weather"))):
+        if event.type == "toolcall_delta":
+            seen.append(dict(event.partial["content"][event.content_index]["arguments"]))
+    assert seen[0] == {}
+    assert {"city": "Oslo"} in seen  # a prefix closed off while the rest is still arriving
+    assert seen[-1] == {"city": "Oslo", "days": 2}
+
+
+def test_usage_is_computed_from_lengths_and_priced():
+    message = complete(model(TOOL_RULES), request(user("weather")))
+    usage = message["usage"]
+    output_chars = len("Need the forecast.") + len("Checking.") + len("forecast") + len('{"city":"Oslo","days":2}')
+    assert usage["output"] == -(-output_chars // 4)
+    assert usage["input"] > 0
+    assert usage["totalTokens"] == usage["input"] + usage["output"]
+    assert usage["cost"]["input"] == (3 / 1000000) * usage["input"]
+    assert usage["cost"]["output"] == (15 / 1000000) * usage["output"]
+    assert usage["cost"]["total"] == pytest.approx(usage["cost"]["input"] + usage["cost"]["output"])
+    longer = complete(model(TOOL_RULES), request(user("weather " + "x" * 400)))
+    assert longer["usage"]["input"] == usage["input"] + 100
+
+
+def test_explicit_usage_in_a_reply():
+    rules = {"default": {"reply": {"steps": ["hi"], "usage": {"input": 1000, "output": 7, "cacheRead": 500}}}}
+    usage = complete(model(rules), request(user("x")))["usage"]
+    assert {k: usage[k] for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")} == {
+        "input": 1000,
+        "output": 7,
+        "cacheRead": 500,
+        "cacheWrite": 0,
+        "totalTokens": 1507,
+    }
+    assert usage["cost"]["cacheRead"] == (0.3 / 1000000) * 500
+
+
+def test_cancel_during_a_delay_keeps_what_was_streamed():
+    rules = {"default": {"reply": [{"text": "abcdefghij", "chunk_size": 2, "delay_ms": 40}]}}
+    cancel = threading.Event()
+    events = []
+    for event in stream(model(rules), request(user("x")), cancel=cancel):
+        events.append(event)
+        if event.type == "text_delta" and event.partial["content"][0]["text"] == "abcd":
+            cancel.set()
+    final = events[-1]
+    assert final.type == "error"
+    assert [e.type for e in events].count("error") == 1
+    assert final.message["stopReason"] == "aborted"
+    assert final.message["errorMessage"] == "Request was aborted"
+    assert final.message["content"] == [{"type": "text", "text": "abcd"}]
+
+
+def test_cancel_set_before_the_call():
+    cancel = threading.Event()
+    cancel.set()
+    events = list(stream(model(TOOL_RULES), request(user("weather")), cancel=cancel))
+    assert [e.type for e in events] == ["error"]
+    assert events[0].message["stopReason"] == "aborted"
+
+
+def test_options_override_delay_and_chunk_size():
+    rules = {"delay_ms": 5000, "default": {"reply": "hello world"}}
+    events = list(stream(model(rules, delay_ms=0, chunk_size=0), request(user("x"))))
+    assert [e.delta for e in events if e.type == "text_delta"] == ["hello world"]
+
+
+# -- rule files and validation -----------------------------------------------------------------
+
+
+def test_yaml_and_json_files(tmp_path):
+    yaml_file = tmp_path / "rules.yaml"
+    yaml_file.write_text('rules:\n  - match: ping\n    reply: "pong"\n', encoding="utf-8")
+    json_file = tmp_path / "rules.json"
+    json_file.write_text(json.dumps({"default": {"reply": ["pong (json)"]}}), encoding="utf-8")
+    assert complete(model(str(yaml_file)), request(user("ping?")))["content"][0]["text"] == "pong"
+    assert complete(model(str(json_file)), request(user("ping?")))["content"][0]["text"] == "pong (json)"
+    # An edited file is reloaded.
+    yaml_file.write_text('rules:\n  - match: ping\n    reply: "PONG, edited"\n', encoding="utf-8")
+    assert complete(model(str(yaml_file)), request(user("ping?")))["content"][0]["text"] == "PONG, edited"
+
+
+@pytest.mark.parametrize(
+    ("rules", "problem"),
+    [
+        ([], "give a mapping or a file path"),
+        ({}, "give at least one rule or a default"),
+        ({"rules": [{"match": "a"}]}, "rules[0]: a rule has exactly one of replies"),
+        ({"rules": [{"match": "a", "reply": [{"txt": "x"}]}]}, "rules[0].reply.steps[0]: a step has exactly one of"),
+        ({"rules": [{"match": {"regex": "("}, "reply": "x"}]}, "rules[0].match: regex is not a valid regex"),
+        ({"rules": [{"match": "a", "reply": {"steps": ["x"], "stop_reason": "done"}}]}, "stop_reason must be one of"),
+        ({"rules": [{"match": "a", "reply": [{"tool_call": {"name": "ls", "arguments": "."}}]}]}, "arguments must be a mapping"),
+        ({"rules": [{"match": "a", "reply": [{"text": "x", "delay_ms": -1}]}]}, "delay_ms must be a number >= 0"),
+        ({"rules": [{"match": "a", "replies": []}]}, "replies must be a non-empty list"),
+        ({"default": {"reply": "x"}, "colour": 1}, "unknown key(s) 'colour'"),
+    ],
+)
+def test_invalid_rules_are_reported_with_their_place(rules, problem):
+    with pytest.raises(ScriptedRulesError) as caught:
+        load_script(rules)
+    assert problem in str(caught.value)
+    # Through stream() the same problem becomes an error message, never an exception.
+    message = complete(model(rules), request(user("a")))
+    assert message["stopReason"] == "error"
+    assert problem in message["errorMessage"]
+
+
+def test_a_broken_or_missing_file_is_an_error_message(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("rules: [unclosed\n", encoding="utf-8")
+    message = complete(model(str(broken)), request(user("x")))
+    assert message["stopReason"] == "error" and "cannot parse" in message["errorMessage"]
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- match: a\n", encoding="utf-8")
+    message = complete(model(str(listed)), request(user("x")))
+    assert message["stopReason"] == "error" and "the top level is a mapping" in message["errorMessage"]
+    missing = complete(model(str(tmp_path / "nope.yaml")), request(user("x")))
+    assert missing["stopReason"] == "error" and "nope.yaml" in missing["errorMessage"]
+
+
+# -- the demo ----------------------------------------------------------------------------------
+
+
+def test_demo_shows_thinking_a_tool_call_and_markdown():
+    demo = ModelSpec("scripted", "demo", "scripted", prices=PRICES, options={"rules": "scripted_demo.yaml", "delay_ms": 0})
+    tools = [{"name": "ls", "description": "List a directory", "parameters": {"type": "object", "properties": {}}}]
+    first = complete(demo, request(user("What is in my project?"), tools=tools))
+    kinds = [b["type"] for b in first["content"]]
+    assert kinds == ["thinking", "text", "toolCall"]
+    assert "What is in my project?" in first["content"][0]["thinking"]
+    assert first["content"][2]["name"] == "ls" and first["content"][2]["arguments"] == {"path": "."}
+    assert first["stopReason"] == "toolUse"
+    assert first["usage"]["cost"]["total"] > 0
+
+    second = complete(demo, request(user("What is in my project?"), first, tool_result(first["content"][2], "a.txt\n"), tools=tools))
+    text = second["content"][0]["text"]
+    assert second["stopReason"] == "stop"
+    assert any(line.startswith("## ") for line in text.splitlines())  # a heading
+    assert any(line.lstrip().startswith(("1. ", "- ")) for line in text.splitlines())  # a list
+    assert "```python" in text and text.count("```") == 2  # a code block
+    # The default ModelSpec options (no rules) use the same demo file.
+    assert load_script(None) is load_script(DEMO_RULES)
