@@ -5,7 +5,9 @@ Every command runs
 * in its own session and process group (``start_new_session``), with stdin from
   ``/dev/null`` and stdout+stderr on one pipe;
 * with resource limits: file size (``RLIMIT_FSIZE``, so ``yes > file`` stops),
-  open files, no core dumps;
+  open files, no core dumps, set by a small ``/bin/sh`` launcher (and
+  ``setpriv --pdeathsig KILL`` when util-linux has it, so the shell dies with
+  the thread that started it);
 * in a per-run cgroup when the host lets this process create one (cgroup v2
   ``cgroup.kill`` to end every descendant at once, even ones that called
   ``setsid``; a ``pids`` cgroup, v1 or v2, to cap the number of processes so a
@@ -25,12 +27,10 @@ docs/tools.md).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import glob
 import os
-import resource
 import selectors
 import signal
 import subprocess
@@ -227,7 +227,7 @@ class ProcessCage:
             d = self.support.v1_pids_base / name
             if self._mkdir(d) and self._limit(d):
                 self.pids_dir = d
-        self._procs_paths = [os.fspath(d / "cgroup.procs") for d in self.dirs]
+        self.procs_paths = [os.fspath(d / "cgroup.procs") for d in self.dirs]
 
     def _mkdir(self, d: Path) -> bool:
         try:
@@ -252,18 +252,6 @@ class ProcessCage:
         if self.pids_dir:
             parts.append(f"pids.max={self.limits.max_processes}")
         return ", ".join(parts) or "process group only"
-
-    def join_current_process(self) -> None:
-        """Called in the child between fork and exec: only raw syscalls here."""
-        for path in self._procs_paths:
-            try:
-                fd = os.open(path, os.O_WRONLY)
-                try:
-                    os.write(fd, b"0")
-                finally:
-                    os.close(fd)
-            except OSError:
-                pass
 
     def pids(self) -> list[int]:
         for d in self.dirs:
@@ -356,7 +344,8 @@ def bwrap_status() -> BwrapStatus:
     return BwrapStatus(True, path, "ok")
 
 
-def _system_binds() -> list[str]:
+@functools.cache
+def _system_binds() -> tuple[str, ...]:
     args: list[str] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -366,7 +355,7 @@ def _system_binds() -> list[str]:
     for pattern in ETC_ALLOWLIST:
         for p in sorted(glob.glob(os.path.join("/etc", pattern))):
             args += ["--ro-bind-try", p, p]
-    return args
+    return tuple(args)
 
 
 def _extra_ro_binds() -> list[str]:
@@ -401,7 +390,7 @@ def bwrap_argv(
     ]
     if not network:
         args.append("--unshare-net")
-    args += _system_binds()
+    args += list(_system_binds())
     args += _extra_ro_binds()
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", SANDBOX_HOME,
              "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
@@ -435,42 +424,41 @@ class CommandOutcome:
     containment: str = ""
 
 
-_libc = None
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _prctl = _libc.prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
-_PR_SET_PDEATHSIG = 1
+# The command is started through a tiny /bin/sh launcher instead of a Python
+# ``preexec_fn`` (which forces a slow fork of the whole server process: ~20 ms
+# instead of ~4 ms here). The launcher joins the per-run cgroups, sets the
+# resource limits (``ulimit -f`` counts 512-byte blocks in POSIX shells) and
+# execs the command, optionally through ``setpriv --pdeathsig KILL`` so the
+# command dies with the thread that started it.
+LAUNCHER = (
+    'n=$1; shift; '
+    'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; shift; n=$((n-1)); done; '
+    'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 2; '
+    'exec "$@"'
+)
+SETPRIV_BINARIES = ("/usr/bin/setpriv", "/bin/setpriv")
 
 
-def _make_preexec(limits: ProcessLimits, cage: ProcessCage) -> Callable[[], None]:
-    fsize = limits.max_file_bytes
-    nofile = limits.max_open_files
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    path = next((p for p in SETPRIV_BINARIES if os.access(p, os.X_OK)), None)
+    if path is None:
+        return ()
+    try:
+        done = subprocess.run([path, "--pdeathsig", "KILL", "--", "/bin/true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return (path, "--pdeathsig", "KILL", "--") if done.returncode == 0 else ()
 
-    def preexec() -> None:  # runs in the child after fork: no locks, no allocation-heavy work
-        cage.join_current_process()
-        try:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        except (ValueError, OSError):
-            pass
-        try:
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            cap = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
-        except (ValueError, OSError):
-            pass
-        try:
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        except (ValueError, OSError):
-            pass
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # SIGPIPE/SIGXFSZ are ignored by Python; give the command the defaults back.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
 
-    return preexec
+def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCage) -> list[str]:
+    blocks = max(1, -(-limits.max_file_bytes // 512))
+    return [
+        "/bin/sh", "-c", LAUNCHER, "neta-launch",
+        str(len(cage.procs_paths)), *cage.procs_paths,
+        str(blocks), str(limits.max_open_files),
+        *_pdeathsig_prefix(), *argv,
+    ]
 
 
 def _killpg(pgid: int) -> None:
@@ -505,7 +493,7 @@ def run_command(
     outcome = CommandOutcome(exit_code=None, containment=cage.describe)
     try:
         proc = subprocess.Popen(
-            list(argv),
+            launcher_argv(argv, limits=limits, cage=cage),
             cwd=os.fspath(cwd),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -513,7 +501,6 @@ def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=_make_preexec(limits, cage),
         )
     except BaseException:
         cage.close()
