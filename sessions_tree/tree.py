@@ -97,29 +97,31 @@ def children_by_parent(entries) -> dict:
     return children
 
 
-class _Node:
-    __slots__ = ("entry", "children", "ms", "out")
-
-    def __init__(self, entry: dict):
-        self.entry = entry
-        self.children: list[_Node] = []
-        self.ms = None
-        self.out = None
+# A tree node is a list [entry, children, ms, out]: the (last) line with its id,
+# its child nodes (one per linking line), its Date(timestamp) in ms (None: NaN,
+# filled in only where children are sorted) and its output dict.
+_ENTRY, _CHILDREN, _MS, _OUT = 0, 1, 2, 3
+_UNSET = object()
 
 
-def _compare(a: _Node, b: _Node) -> int:
+def _compare(a: list, b: list) -> int:
     # Pi: new Date(a.timestamp).getTime() - new Date(b.timestamp).getTime(); V8's
     # TimSort (like CPython's, from which it was ported) only asks "< 0", and NaN
     # never is, so an invalid date is "not less" than anything, both ways.
-    if a.ms is None or b.ms is None:
+    x, y = a[_MS], b[_MS]
+    if x is None or y is None:
         return 0
-    return -1 if a.ms < b.ms else (1 if a.ms > b.ms else 0)
+    return -1 if x < y else (1 if x > y else 0)
 
 
 _SORT_KEY = cmp_to_key(_compare)
 
 
-def _tree_size(roots: list[_Node]) -> float:
+def _ms(node: list) -> int:
+    return node[_MS]
+
+
+def _tree_size(roots: list[list]) -> float:
     """How many nodes Pi's getTree() emits (inf when a node is linked below itself)."""
     size: dict[int, int] = {}
     on_stack: set[int] = set()
@@ -131,7 +133,7 @@ def _tree_size(roots: list[_Node]) -> float:
                 node, done = stack.pop()
                 if done:
                     n = 1
-                    for child in node.children:
+                    for child in node[_CHILDREN]:
                         n += size[id(child)]
                     size[id(node)] = min(n, MAX_TREE_NODES + 1)
                     on_stack.discard(id(node))
@@ -140,7 +142,7 @@ def _tree_size(roots: list[_Node]) -> float:
                     continue
                 on_stack.add(id(node))
                 stack.append((node, True))
-                for child in node.children:
+                for child in node[_CHILDREN]:
                     if id(child) in on_stack:
                         return float("inf")
                     if id(child) not in size:
@@ -161,8 +163,8 @@ def get_tree(entries, *, rename=None) -> list[dict]:
     nodes: dict = {}
     for entry in entries:
         i = entry.get("id", UNDEFINED)
-        nodes[i if type(i) is str else id_key(i)] = _Node(entry)
-    roots: list[_Node] = []
+        nodes[i if type(i) is str else id_key(i)] = [entry, [], _UNSET, None]
+    roots: list[list] = []
     for entry in entries:
         i = entry.get("id", UNDEFINED)
         node = nodes[i if type(i) is str else id_key(i)]
@@ -174,7 +176,7 @@ def get_tree(entries, *, rename=None) -> list[dict]:
         if parent is None:
             roots.append(node)
         else:
-            parent.children.append(node)
+            parent[_CHILDREN].append(node)
 
     if len(nodes) != len(entries):  # only duplicate ids can repeat or loop subtrees
         size = _tree_size(roots)
@@ -188,35 +190,34 @@ def get_tree(entries, *, rename=None) -> list[dict]:
 
     # Sort children by timestamp exactly as Pi does: a stack walk from the roots,
     # sorting each visited node's children (shared nodes are sorted once per visit).
-    for node in nodes.values():
-        if len(node.children) > 1:
-            for child in node.children:
-                if child.ms is None:
-                    child.ms = date_ms(child.entry.get("timestamp", UNDEFINED))
     stack = list(roots)
+    pop, extend = stack.pop, stack.extend
     while stack:
-        node = stack.pop()
-        children = node.children
+        children = pop()[_CHILDREN]
         if len(children) > 1:
-            if all(c.ms is not None for c in children):
-                children.sort(key=_ms)
-            else:
-                children.sort(key=_SORT_KEY)
-        stack.extend(children)
+            valid = True
+            for child in children:
+                if child[_MS] is _UNSET:
+                    child[_MS] = date_ms(child[_ENTRY].get("timestamp", UNDEFINED))
+                if child[_MS] is None:
+                    valid = False
+            children.sort(key=_ms if valid else _SORT_KEY)
+        extend(children)
 
     for node in nodes.values():
-        entry = node.entry
+        entry = node[_ENTRY]
         out = {}
         if "id" in entry:
             out["id"] = rename(entry["id"]) if rename is not None else entry["id"]
         if "type" in entry:
             out["type"] = entry["type"]
-        node.out = out
+        node[_OUT] = out
     for node in nodes.values():
-        node.out["children"] = [c.out for c in node.children]
-    return [r.out for r in roots]
-
-
-def _ms(node: _Node) -> int:
-    return node.ms
-
+        children = node[_CHILDREN]
+        if not children:
+            node[_OUT]["children"] = []
+        elif len(children) == 1:
+            node[_OUT]["children"] = [children[0][_OUT]]
+        else:
+            node[_OUT]["children"] = [c[_OUT] for c in children]
+    return [r[_OUT] for r in roots]
