@@ -37,8 +37,14 @@ def encode_text(text: str, *, field: str) -> bytes:
         ) from None
 
 
-def write_atomically(wp: WorkspacePath, data: bytes, *, create_parents: bool = True) -> bool:
-    """Replace (or create) the file at ``wp`` with ``data``; returns whether it existed."""
+def write_atomically(
+    wp: WorkspacePath, data: bytes, *, create_parents: bool = True, expect: os.stat_result | None = None
+) -> bool:
+    """Replace (or create) the file at ``wp`` with ``data``; returns whether it existed.
+
+    With ``expect`` (the stat of the file as it was read), a file that was
+    replaced or modified in between is an error instead of a lost update.
+    """
     if not wp.parts:
         raise PathRefused(f"{wp.shown!r} is a workspace root, not a file")
     try:
@@ -59,6 +65,12 @@ def write_atomically(wp: WorkspacePath, data: bytes, *, create_parents: bool = T
                 raise PathRefused(f"Path refused: {wp.shown!r} became a symlink during the call")
             if not stat.S_ISREG(old.st_mode):
                 raise PathRefused(f"{wp.shown} is not a regular file; refusing to overwrite it")
+        if expect is not None and (
+            old is None
+            or (old.st_dev, old.st_ino, old.st_size, old.st_mtime_ns)
+            != (expect.st_dev, expect.st_ino, expect.st_size, expect.st_mtime_ns)
+        ):
+            raise ToolError(f"{wp.shown} changed while it was being edited; nothing was written, read it again")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=parent)
         try:
             with os.fdopen(fd, "wb", closefd=False) as fh:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import unicodedata
 from collections import deque
@@ -31,6 +32,7 @@ MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
 MAX_SYMLINK_HOPS = 40
 
+_HOME_USER = re.compile(r"~[a-z_][a-z0-9_.-]*(/|$)")
 _O_PATH_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -156,7 +158,7 @@ def check_path_text(raw: object, *, field: str = "path") -> str:
         raise PathRefused(f"Path refused: {field} contains the control character {bad}")
     if len(encoded) > MAX_PATH_BYTES:
         raise PathRefused(f"Path refused: {field} is {len(encoded)} bytes long (limit {MAX_PATH_BYTES})")
-    if raw == "~" or raw.startswith("~"):
+    if raw == "~" or raw.startswith("~/") or _HOME_USER.match(raw):
         raise PathRefused(
             f"Path refused: {raw!r} — home-relative paths (~) are not supported; use a path inside the workspace"
         )
@@ -243,12 +245,3 @@ def resolve_path(ctx: ToolContext, raw: object, *, field: str = "path") -> Works
             return wp
     roots = ", ".join(str(r) for r in ctx.roots)
     raise PathRefused(f"Path refused: {text!r} resolves outside the workspace roots ({roots})")
-
-
-def display_path(wp: WorkspacePath, ctx: ToolContext) -> str:
-    """How results name a path: relative to cwd when inside it, else absolute."""
-    try:
-        rel = os.path.relpath(wp.real, str(ctx.cwd))
-    except ValueError:
-        return str(wp.real)
-    return str(wp.real) if rel.startswith("..") else rel

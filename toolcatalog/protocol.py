@@ -266,17 +266,17 @@ class Tool:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-_validators: dict[int, Draft202012Validator] = {}
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
 
 
 def _validator_for(tool: Tool) -> Draft202012Validator:
-    key = id(tool.parameters)
-    validator = _validators.get(key)
-    if validator is None:
-        Draft202012Validator.check_schema(tool.parameters)
-        validator = Draft202012Validator(tool.parameters)
-        _validators[key] = validator
-    return validator
+    schema = tool.parameters
+    cached = _validators.get(id(schema))
+    if cached is None or cached[0] is not schema:  # the id of a collected dict may be reused
+        Draft202012Validator.check_schema(schema)
+        cached = (schema, Draft202012Validator(schema))
+        _validators[id(schema)] = cached
+    return cached[1]
 
 
 def validate_args(tool: Tool, args: Any) -> list[str]:

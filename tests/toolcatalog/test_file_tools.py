@@ -228,3 +228,35 @@ def test_edit_unicode(call, workspace):
     result = call("edit", path="u.md", edits=[{"oldText": "标题 😀", "newText": "タイトル 🎉"}])
     assert not result.is_error
     assert (workspace / "u.md").read_text() == "# タイトル 🎉\nbody\n"
+
+
+def test_tilde_names_that_are_not_home_paths_are_files(call, workspace):
+    assert not call("write", path="~$report.docx", content="lock").is_error
+    assert (workspace / "~$report.docx").read_text() == "lock"
+    assert call("read", path="~/x").text_output().startswith("Path refused: '~/x' — home-relative paths")
+
+
+def test_a_file_changed_between_read_and_write_is_not_overwritten(ctx, workspace):
+    from toolcatalog.file_writes import write_atomically
+    from toolcatalog.paths import resolve_path
+    from toolcatalog.protocol import ToolError
+
+    target = workspace / "race.txt"
+    target.write_text("v1")
+    seen = os.stat(target)
+    target.write_text("v2 from someone else")
+    with pytest.raises(ToolError, match="changed while it was being edited"):
+        write_atomically(resolve_path(ctx, "race.txt"), b"edited v1", expect=seen)
+    assert target.read_text() == "v2 from someone else"
+
+
+def test_read_refuses_a_socket(call, workspace):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(workspace / "s.sock"))
+        result = call("read", path="s.sock")
+        assert result.is_error and result.text_output().startswith("Cannot open s.sock")
+    finally:
+        sock.close()

@@ -158,7 +158,7 @@ class EditTool(Tool):
         final = bom + (updated.replace("\n", "\r\n") if ending == "\r\n" else updated)
         ctx.check_cancelled()
         wp = resolve_path(ctx, args["path"])  # again: the file may have moved since it was read
-        write_atomically(wp, final.encode("utf-8"), create_parents=False)
+        write_atomically(wp, final.encode("utf-8"), create_parents=False, expect=st)
         diff, first_changed = unified_diff(content, updated, shown)
         count = len(edits)
         return ToolResult.text(

@@ -8,7 +8,7 @@ from typing import Any
 
 from toolcatalog.globbing import compile_glob
 from toolcatalog.manifest import ToolManifest
-from toolcatalog.paths import PathRefused, WorkspacePath, resolve_path
+from toolcatalog.paths import WorkspacePath, resolve_path
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 from toolcatalog.workspace_walk import ancestor_rules, walk
@@ -141,8 +141,6 @@ class FindTool(Tool):
                         limit_reached = True
                         break
                     results.append(entry.path + ("/" if entry.kind == "dir" else ""))
-        except PathRefused:
-            raise
         finally:
             os.close(fd)
         if not results:

@@ -29,6 +29,10 @@ def open_regular_file(ctx: ToolContext, raw_path: Any, *, verb: str = "read") ->
         raise ToolError(f"{wp.shown} is a directory; use ls to list it") from None
     except PermissionError:
         raise ToolError(f"Permission denied: {wp.shown}") from None
+    except PathRefused:
+        raise
+    except OSError as exc:  # sockets (ENXIO), devices that refuse, …
+        raise ToolError(f"Cannot open {wp.shown}: {exc.strerror or exc}") from None
     st = os.fstat(fd)
     if stat.S_ISDIR(st.st_mode):
         os.close(fd)
