@@ -1,0 +1,130 @@
+"""Who gets in: every endpoint × anonymous, owner, another user, staff, read-only
+token, revoked token (and an expired one) → the expected status.
+
+Each actor acts on a fresh session owned by ``owner``, so a write that should
+have been refused would show up as a changed session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from runtime.models import AgentRun
+from sessions_tree.models import AgentSession
+from tests.api.builders import build_tree
+from tests.conftest import FIXTURES
+
+ACTORS = ("anonymous", "owner", "outsider", "staff", "read_only", "revoked", "expired")
+
+
+@dataclass
+class Endpoint:
+    method: str
+    path: str  # {sid}, {u1}, {a1}, {run} are filled in
+    ok: int  # the owner's status
+    body: dict | None = None
+    session_scoped: bool = True
+    upload: bool = False
+    write: bool = field(init=False)
+
+    def __post_init__(self):
+        self.write = self.method not in ("get", "head", "options")
+
+    def expected(self, actor: str) -> int:
+        if actor in ("anonymous", "revoked", "expired"):
+            return 401
+        if actor == "read_only" and self.write:
+            return 403
+        if actor == "outsider" and self.session_scoped:
+            return 404
+        return self.ok
+
+    def __str__(self):
+        return f"{self.method.upper()} {self.path}"
+
+
+ENDPOINTS = [
+    Endpoint("get", "/api/sessions/{sid}/", 200),
+    Endpoint("patch", "/api/sessions/{sid}/", 200, {"status": "archived"}),
+    Endpoint("delete", "/api/sessions/{sid}/", 204),
+    Endpoint("get", "/api/sessions/{sid}/snapshot/", 200),
+    Endpoint("get", "/api/sessions/{sid}/entries/", 200),
+    Endpoint("get", "/api/sessions/{sid}/events/?sinceRevision=0", 200),
+    Endpoint("post", "/api/sessions/{sid}/prompt/", 202, {"text": "hello"}),
+    Endpoint("post", "/api/sessions/{sid}/abort/", 200),
+    Endpoint("post", "/api/sessions/{sid}/switch-leaf/", 200, {"entryId": "{a1}", "summarize": False}),
+    Endpoint("post", "/api/sessions/{sid}/labels/", 201, {"entryId": "{u1}", "label": "here"}),
+    Endpoint("post", "/api/sessions/{sid}/compact/", 201, {}),
+    Endpoint("post", "/api/sessions/{sid}/fork/", 201, {"entryId": "{a1}"}),
+    Endpoint("get", "/api/sessions/{sid}/export/", 200),
+    Endpoint("get", "/api/runs/{run}/", 200),
+    Endpoint("get", "/api/sessions/", 200, session_scoped=False),
+    Endpoint("post", "/api/sessions/", 201, {"title": "new"}, session_scoped=False),
+    Endpoint("post", "/api/sessions/import/", 201, session_scoped=False, upload=True),
+    Endpoint("get", "/api/agents/", 200, session_scoped=False),
+    Endpoint("get", "/api/agents/default/", 200, session_scoped=False),
+    Endpoint("get", "/api/agents/default/tools/", 200, session_scoped=False),
+    Endpoint("get", "/api/models/", 200, session_scoped=False),
+    Endpoint("get", "/api/models/scripted-demo/", 200, session_scoped=False),
+    Endpoint("get", "/api/skills/", 200, session_scoped=False),
+    Endpoint("get", "/api/runs/", 200, session_scoped=False),
+    Endpoint("get", "/api/me/", 200, session_scoped=False),
+]
+
+
+def _fill(value, names: dict):
+    if isinstance(value, str):
+        for key, replacement in names.items():
+            value = value.replace("{" + key + "}", replacement)
+        return value
+    if isinstance(value, dict):
+        return {k: _fill(v, names) for k, v in value.items()}
+    return value
+
+
+def pi_file_with_new_id():
+    """A Pi fixture file under a fresh session id (each actor imports its own)."""
+    import io
+    import json
+
+    from sessions_tree.ids import new_session_id
+
+    lines = (FIXTURES / "01-linear.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header["id"] = new_session_id()
+    upload = io.BytesIO("\n".join([json.dumps(header), *lines[1:]]).encode() + b"\n")
+    upload.name = "linear.jsonl"
+    return upload
+
+
+def _compactable_tree(owner, agent):
+    """A tree long enough for a manual compaction to have something to summarize."""
+    agent.compaction_keep_recent_tokens = 1
+    agent.save()
+    return build_tree(owner, agent)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
+def test_every_endpoint_for_every_actor(endpoint, client_for, owner, agent):
+    for actor in ACTORS:
+        tree = _compactable_tree(owner, agent) if "compact" in endpoint.path else build_tree(owner, agent)
+        run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
+        names = {"sid": tree.session_id, "run": str(run.run_id), **tree.ids}
+        path = _fill(endpoint.path, names)
+        client = client_for(actor)
+        revision = AgentSession.objects.get(session_id=tree.session_id).revision
+        if endpoint.upload:
+            response = client.post(path, {"file": pi_file_with_new_id()}, format="multipart")
+        else:
+            response = getattr(client, endpoint.method)(path, _fill(endpoint.body, names))
+        expected = endpoint.expected(actor)
+        assert response.status_code == expected, f"{endpoint} as {actor}: {response.status_code} {response.content[:300]!r}"
+        if response.status_code >= 400:
+            assert response.json()["error"]["code"]
+            if endpoint.session_scoped and endpoint.write:
+                # Refused: the session did not change.
+                assert AgentSession.objects.get(session_id=tree.session_id).revision == revision
+        if response.status_code == 401:
+            assert response["WWW-Authenticate"] == "Token"
