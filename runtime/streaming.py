@@ -108,7 +108,7 @@ class Coalescer:
         return (event["type"], event.get("entryId"), event.get("contentIndex"), event.get("kind"), event.get("toolCallId"))
 
     def emit(self, event: dict) -> None:
-        if event["type"] not in self.DELTA_TYPES:
+        if event["type"] not in self.DELTA_TYPES or event.get("final"):
             self.flush()
             self._send(event)
             return

@@ -16,12 +16,26 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Create the first staff account (random password in var/admin-password) if none exists."
+    help = (
+        "Make a fresh installation usable: demo model and default agent, a skills sync, and the first "
+        "staff account (random password in var/admin-password) if none exists."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="admin")
 
     def handle(self, *args, username: str, **options):
+        from runtime.services import runtime_bootstrap
+        from skills_registry.services import skills_startup_sync
+
+        for item in runtime_bootstrap():
+            self.stdout.write(f"created {item}")
+        report = skills_startup_sync()
+        if report is not None:
+            self.stdout.write(f"skills: {report.summary()}")
+        self._ensure_staff(username)
+
+    def _ensure_staff(self, username: str) -> None:
         User = get_user_model()
         password_file = settings.VAR_DIR / "admin-password"
         if User.objects.filter(is_staff=True, is_active=True).exists():

@@ -1,0 +1,107 @@
+"""``chat``: one turn from the terminal, streamed as it happens."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runtime.models import Agent, RunStatus
+from runtime.services import RuntimeInputError, default_agent, session_prompt, session_start
+from runtime.turn import execute_run
+from sessions_tree.errors import SessionTreeError
+from sessions_tree.models import AgentSession
+
+DIM, RESET, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[1m"
+
+
+class TerminalSink:
+    """Text live, thinking dimmed, tool calls and results as short lines."""
+
+    def __init__(self, out, *, color: bool):
+        self.out = out
+        self.color = color
+        self.mode = None  # "text" | "thinking"
+
+    def _style(self, code: str) -> str:
+        return code if self.color else ""
+
+    def _switch(self, mode):
+        if self.mode != mode:
+            if self.mode is not None:
+                self.out.write(self._style(RESET) + "\n")
+            if mode == "thinking":
+                self.out.write(self._style(DIM))
+            self.mode = mode
+
+    def emit(self, session_id: str, event: dict) -> None:
+        kind = event["type"]
+        if kind == "assistant_stream_delta":
+            self._switch(event.get("kind"))
+            self.out.write(event.get("delta", ""))
+        elif kind == "tool_call_completed":
+            self._switch(None)
+            call = event.get("toolCall") or {}
+            args = json.dumps(call.get("arguments"), ensure_ascii=False)
+            self.out.write(f"{self._style(BOLD)}→ {call.get('name')}{self._style(RESET)} {args[:200]}\n")
+        elif kind == "tool_result_streamed" and event.get("final"):
+            self._switch(None)
+            text = (event.get("text") or "").strip().splitlines()
+            first = text[0][:160] if text else "(no output)"
+            status = "error" if event.get("isError") else "ok"
+            extra = f" (+{len(text) - 1} lines)" if len(text) > 1 else ""
+            self.out.write(f"← {status}: {first}{extra}\n")
+        elif kind == "assistant_stream_end":
+            self._switch(None)
+        self.out.flush()
+
+
+class Command(BaseCommand):
+    help = "Send one prompt to an agent and stream the answer to the terminal."
+
+    def add_arguments(self, parser):
+        parser.add_argument("text")
+        parser.add_argument("--agent", help="agent name (default: the default agent)")
+        parser.add_argument("--session", help="continue this session (default: a new one)")
+        parser.add_argument("--from", dest="from_entry", help="continue from this entry (Pi's /tree rule)")
+        parser.add_argument("--model", help="use this model for the turn")
+        parser.add_argument("--no-color", action="store_true")
+
+    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, no_color=False, **options):
+        try:
+            chosen = Agent.objects.select_related("model").get(name=agent, enabled=True) if agent else default_agent()
+        except Agent.DoesNotExist:
+            raise CommandError(f"no enabled agent named {agent!r}") from None
+        except RuntimeInputError as exc:
+            raise CommandError(str(exc)) from exc
+        try:
+            if session:
+                if not AgentSession.objects.filter(session_id=session).exists():
+                    raise CommandError(f"no session {session!r}")
+                session_id = session
+            else:
+                session_id = session_start(agent=chosen).session_id
+            outcome = session_prompt(session_id=session_id, text=text, from_entry_id=from_entry, model_name=model, dispatch=False)
+        except (RuntimeInputError, SessionTreeError) as exc:
+            raise CommandError(str(exc)) from exc
+        if outcome.queued_as:
+            raise CommandError(f"session {session_id} has a run in progress; queued as {outcome.queued_as}")
+        color = not no_color and sys.stdout.isatty()
+        sink = TerminalSink(self.stdout, color=color)
+        cancel = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+        try:
+            run = execute_run(outcome.run.run_id, sink=sink, cancel=cancel)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        run.refresh_from_db()
+        self.stdout.write("")
+        self.stdout.write(
+            f"{run.status} · {run.input_tokens} in / {run.output_tokens} out tokens"
+            f" · ${run.cost:.6f} · session {session_id}"
+        )
+        if run.status != RunStatus.COMPLETED:
+            raise CommandError(run.error or run.status)

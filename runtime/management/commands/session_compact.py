@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runtime.model_specs import ModelUnavailable
+from runtime.services import session_compact
+from runtime.summaries import NothingToCompact, SummaryFailed
+from sessions_tree.errors import SessionTreeError
+
+
+class Command(BaseCommand):
+    help = "Compact a session at its leaf with the agent's model (Pi's /compact)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("session_id")
+        parser.add_argument("--instructions", help="extra focus for the summary")
+
+    def handle(self, *args, session_id: str, instructions: str | None, **options):
+        try:
+            entry = session_compact(session_id=session_id, instructions=instructions)
+        except (SessionTreeError, NothingToCompact, SummaryFailed, ModelUnavailable) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            f"compaction {entry['id']}: kept from {entry['firstKeptEntryId']}, {entry['tokensBefore']} tokens before"
+        )

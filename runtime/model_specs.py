@@ -1,0 +1,43 @@
+"""From a ``ModelConfig`` row to the plain ``ModelSpec`` the LLM layer takes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from runtime.llm import ModelSpec
+from runtime.models import ModelConfig, ProviderKind
+
+
+class ModelUnavailable(Exception):
+    """The model cannot be used now (disabled, or its key variable is not set)."""
+
+
+def model_spec(model: ModelConfig) -> ModelSpec:
+    if not model.enabled:
+        raise ModelUnavailable(f"model {model.name!r} is disabled")
+    api_key = None
+    if model.provider_kind != ProviderKind.SCRIPTED:
+        api_key = os.environ.get(model.api_key_env or "")
+        if not api_key:
+            raise ModelUnavailable(
+                f"model {model.name!r} needs an API key in the environment variable {model.api_key_env or '(none named)'}"
+            )
+    options = dict(model.options or {})
+    rules = options.get("rules")
+    if isinstance(rules, str) and not os.path.isabs(rules):
+        options["rules"] = str(Path(__file__).resolve().parent.parent / rules)
+    return ModelSpec(
+        provider_kind=model.provider_kind,
+        model_id=model.model_id,
+        provider_name=model.provider_name or model.provider_kind,
+        base_url=model.base_url or None,
+        api_key=api_key,
+        context_window=model.context_window,
+        max_output_tokens=model.max_output_tokens,
+        supports_tools=model.supports_tools,
+        supports_thinking=model.supports_thinking,
+        supports_images=model.supports_images,
+        prices=model.prices,
+        options=options,
+    )

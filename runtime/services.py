@@ -1,0 +1,340 @@
+"""Runtime write services: start sessions, prompt, abort, switch, compact, bootstrap.
+
+Views, consumers, commands and tasks call these; they hold no business logic.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.models import AgentSession
+from sessions_tree.providers import get_provider, resolve_session_provider_kind
+
+logger = logging.getLogger(__name__)
+
+MAX_PROMPT_CHARS = 200_000
+MAX_IMAGES = 8
+MAX_IMAGE_BASE64 = 10 * 1024 * 1024
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+class RuntimeInputError(ValueError):
+    """Bad input to a runtime service; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass
+class PromptOutcome:
+    run: AgentRun
+    queued_as: str | None  # None: a new run; "follow_up"/"steer": delivered to the active run
+    editor_text: str | None = None
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def session_start(*, agent: Agent, user=None, title: str = "") -> AgentSession:
+    """A new session for ``agent``, opened like Pi's SDK: model and thinking level first."""
+    provider = get_provider(resolve_session_provider_kind(agent))
+    meta = provider.create_session(cwd=agent.working_directory, user=user, agent=agent.name, title=title)
+    model = agent.model
+    provider.append_model_change(meta.session_id, provider=model.provider_name or model.provider_kind, model_id=model.model_id)
+    provider.append_thinking_level_change(meta.session_id, agent.thinking_level)
+    return provider.get_session(meta.session_id)
+
+
+def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
+    """The session a user lands in: the last one when the agent restores sessions, else a new one."""
+    if agent.restore_last_session:
+        last = AgentSession.objects.filter(agent=agent.name, user=user, status="active").order_by("-updated_at").first()
+        if last is not None:
+            return last
+    return session_start(agent=agent, user=user)
+
+
+def agent_for_session(meta: AgentSession) -> Agent:
+    agent = Agent.objects.select_related("model").filter(name=meta.agent).first() if meta.agent else None
+    if agent is None:
+        agent = default_agent()
+    return agent
+
+
+def default_agent() -> Agent:
+    agent = Agent.objects.select_related("model").filter(name="default", enabled=True).first()
+    if agent is None:
+        agent = Agent.objects.select_related("model").filter(enabled=True).first()
+    if agent is None:
+        raise RuntimeInputError("agent", "no agent is configured (run `python manage.py neta_bootstrap`)")
+    return agent
+
+
+# --------------------------------------------------------------------------- prompts and runs
+
+
+def _clean_images(images) -> list[dict]:
+    if images in (None, []):
+        return []
+    if not isinstance(images, list) or len(images) > MAX_IMAGES:
+        raise RuntimeInputError("images", f"must be a list of at most {MAX_IMAGES} images")
+    out = []
+    for i, image in enumerate(images):
+        if not isinstance(image, dict) or not isinstance(image.get("data"), str) or image.get("mimeType") not in IMAGE_TYPES:
+            raise RuntimeInputError(f"images[{i}]", f"needs base64 'data' and a 'mimeType' of {', '.join(IMAGE_TYPES)}")
+        if len(image["data"]) > MAX_IMAGE_BASE64:
+            raise RuntimeInputError(f"images[{i}]", "is larger than 10 MB")
+        out.append({"data": image["data"], "mimeType": image["mimeType"]})
+    return out
+
+
+def _clean_text(text) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise RuntimeInputError("text", "must be a non-empty string")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise RuntimeInputError("text", f"is longer than {MAX_PROMPT_CHARS} characters")
+    return text
+
+
+def active_run(session_id: str, *, lock: bool = False) -> AgentRun | None:
+    qs = AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at")
+    if lock:
+        qs = qs.select_for_update()
+    return qs.first()
+
+
+def session_prompt(
+    *,
+    session_id: str,
+    text: str,
+    user=None,
+    images=None,
+    from_entry_id: str | None = None,
+    mode: str = RunInputKind.FOLLOW_UP,
+    model_name: str | None = None,
+    dispatch: bool = True,
+) -> PromptOutcome:
+    """Send ``text`` to the session's agent.
+
+    While a run is active the text is queued on it, as a follow-up (default) or
+    to steer it. ``from_entry_id`` continues from a history node (Pi's ``/tree``
+    rule): from a user message its parent becomes the leaf, from any other node
+    that node.
+    """
+    from runtime.reaper import reap_session
+
+    text = _clean_text(text)
+    images = _clean_images(images)
+    if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
+        raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    agent = agent_for_session(meta)
+    if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
+        raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
+    reap_session(session_id)
+    with transaction.atomic():
+        AgentSession.objects.select_for_update().get(pk=meta.pk)
+        current = active_run(session_id, lock=True)
+        if current is not None:
+            if from_entry_id:
+                raise SessionBusy("a run is active: abort it or wait before continuing from another entry")
+            RunInput.objects.create(run=current, kind=mode, text=text, images=images)
+            return PromptOutcome(run=current, queued_as=mode)
+        editor_text = None
+        if from_entry_id:
+            editor_text = _continue_from(meta, agent, from_entry_id)
+        run = AgentRun.objects.create(
+            session_id=session_id,
+            agent=agent,
+            user=user,
+            prompt=text,
+            images=images,
+            from_entry_id=from_entry_id or "",
+            model_name=model_name or "",
+            backend=settings.NETA_TASK_BACKEND,
+        )
+        if dispatch:
+            from runtime.backends import submit_run
+
+            submit_run(run)
+    return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
+
+
+def _continue_from(meta: AgentSession, agent: Agent, entry_id: str) -> str | None:
+    from sessions_tree.branch_summary import navigation_target
+
+    provider = get_provider(meta.provider)
+    index = provider._store_index(provider.get_session(meta.session_id))
+    if entry_id not in index.by_id:
+        raise EntryNotFound(f"entry {entry_id!r} not found in session {meta.session_id}")
+    new_leaf, editor_text = navigation_target(index.entry_map(), entry_id)
+    if new_leaf is None:
+        provider.reset_leaf(meta.session_id)
+    elif new_leaf != provider.get_session(meta.session_id).leaf_entry_id:
+        provider.switch_leaf(meta.session_id, new_leaf)
+    return editor_text
+
+
+def run_abort(*, session_id: str | None = None, run: AgentRun | None = None) -> AgentRun | None:
+    """Ask the active run to stop (cooperative); a run still queued is aborted at once."""
+    from runtime.backends import cancel_local
+
+    with transaction.atomic():
+        if run is None:
+            run = active_run(session_id, lock=True)
+        else:
+            run = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if run is None or not run.is_active:
+            return run
+        if run.status == RunStatus.QUEUED:
+            from django.utils import timezone
+
+            AgentRun.objects.filter(pk=run.pk).update(
+                status=RunStatus.ABORTED, cancel_requested=True, error="aborted before it started", finished_at=timezone.now()
+            )
+        else:
+            AgentRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+    cancel_local(run.run_id)
+    run.refresh_from_db()
+    return run
+
+
+def session_switch_leaf(
+    *, session_id: str, entry_id: str | None, summarize: bool = False, instructions: str | None = None
+) -> dict:
+    from runtime.summaries import switch_leaf
+
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    if active_run(session_id) is not None:
+        raise SessionBusy("a run is active: abort it or wait before moving the leaf")
+    return switch_leaf(session_id, entry_id, agent=agent_for_session(meta), summarize_branch=summarize, instructions=instructions)
+
+
+def session_compact(*, session_id: str, instructions: str | None = None) -> dict:
+    from runtime.summaries import compact_session
+
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    if active_run(session_id) is not None:
+        raise SessionBusy("a run is active: abort it or wait before compacting")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidEntry("instructions must be a string")
+    return compact_session(session_id, agent=agent_for_session(meta), instructions=instructions)
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+DEMO_RULES = "runtime/llm/scripted_demo.yaml"
+EXAMPLE_MODELS = [
+    {
+        "name": "claude-sonnet",
+        "display_name": "Claude Sonnet 4.5",
+        "provider_kind": ProviderKind.ANTHROPIC,
+        "model_id": "claude-sonnet-4-5",
+        "api_key_env": "ANTHROPIC_API_KEY",
+        "context_window": 200000,
+        "max_output_tokens": 16384,
+        "supports_thinking": True,
+        "supports_images": True,
+        "price_input": 3,
+        "price_output": 15,
+        "price_cache_read": "0.3",
+        "price_cache_write": "3.75",
+    },
+    {
+        "name": "gpt-4-1",
+        "display_name": "GPT-4.1",
+        "provider_kind": ProviderKind.OPENAI,
+        "model_id": "gpt-4.1",
+        "api_key_env": "OPENAI_API_KEY",
+        "context_window": 1047576,
+        "max_output_tokens": 32768,
+        "supports_images": True,
+        "price_input": 2,
+        "price_output": 8,
+        "price_cache_read": "0.5",
+    },
+    {
+        "name": "deepseek-chat",
+        "display_name": "DeepSeek (OpenAI-compatible)",
+        "provider_kind": ProviderKind.OPENAI_COMPATIBLE,
+        "provider_name": "deepseek",
+        "model_id": "deepseek-chat",
+        "base_url": "https://api.deepseek.com",
+        "api_key_env": "DEEPSEEK_API_KEY",
+        "context_window": 128000,
+        "max_output_tokens": 8192,
+        "price_input": "0.27",
+        "price_output": "1.1",
+    },
+]
+
+
+def runtime_bootstrap() -> list[str]:
+    """Create the demo model, the example models and the default agent when missing.
+
+    Examples for real providers are enabled only when their key variable is set.
+    The default agent uses ``NETA_DEFAULT_MODEL`` if that model is usable, else the
+    first example with a key, else the offline scripted demo.
+    """
+    created = []
+    demo, made = ModelConfig.objects.get_or_create(
+        name="scripted-demo",
+        defaults={
+            "display_name": "Scripted demo (offline)",
+            "provider_kind": ProviderKind.SCRIPTED,
+            "provider_name": "scripted",
+            "model_id": "scripted-demo",
+            "context_window": 128000,
+            "max_output_tokens": 8192,
+            "supports_thinking": True,
+            "supports_images": True,
+            "price_input": 1,
+            "price_output": 2,
+            "options": {"rules": DEMO_RULES},
+        },
+    )
+    if made:
+        created.append("model scripted-demo")
+    for spec in EXAMPLE_MODELS:
+        _, made = ModelConfig.objects.get_or_create(
+            name=spec["name"], defaults={**spec, "enabled": bool(os.environ.get(spec["api_key_env"]))}
+        )
+        if made:
+            created.append(f"model {spec['name']}")
+    if not Agent.objects.filter(name="default").exists():
+        model = _pick_default_model() or demo
+        Agent.objects.create(
+            name="default",
+            description="The default agent: general help in its workspace.",
+            model=model,
+            thinking_level="medium" if model.supports_thinking else "off",
+        )
+        created.append(f"agent default ({model.name})")
+    return created
+
+
+def _pick_default_model() -> ModelConfig | None:
+    wanted = settings.NETA_DEFAULT_MODEL
+    if wanted and wanted != "auto":
+        model = ModelConfig.objects.filter(name=wanted).first()
+        if model is not None and model.usable:
+            return model
+    for spec in EXAMPLE_MODELS:
+        model = ModelConfig.objects.filter(name=spec["name"]).first()
+        if model is not None and model.usable:
+            return model
+    return None

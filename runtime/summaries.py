@@ -1,0 +1,188 @@
+"""The LLM side of compaction and branch summaries.
+
+What to summarize, the prompts and the stored result are Pi's algorithms in
+``sessions_tree.compaction`` / ``sessions_tree.branch_summary``; this module
+only sends those requests to the agent's model and stores the entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from runtime import llm
+from runtime.model_specs import model_spec
+from runtime.models import Agent, ModelConfig
+from sessions_tree.branch_summary import (
+    branch_summary_budget,
+    branch_summary_request,
+    branch_summary_result,
+    collect_entries_for_branch_summary,
+    navigation_target,
+    prepare_branch_entries,
+)
+from sessions_tree.compaction import (
+    CompactionSettings,
+    compaction_blocked_reason,
+    compaction_requests,
+    compaction_result,
+    prepare_compaction,
+    should_compact,
+    summary_reasoning,
+    threshold_context_tokens,
+)
+from sessions_tree.ids import now_ms
+from sessions_tree.providers import get_provider
+
+
+class SummaryFailed(Exception):
+    """The summarizer model failed; nothing was written."""
+
+
+class SummaryCancelled(SummaryFailed):
+    pass
+
+
+class NothingToCompact(Exception):
+    pass
+
+
+def compaction_settings(agent: Agent) -> CompactionSettings:
+    return CompactionSettings(
+        enabled=agent.compaction_enabled,
+        reserve_tokens=agent.compaction_reserve_tokens,
+        keep_recent_tokens=agent.compaction_keep_recent_tokens,
+    )
+
+
+def summarize(spec: llm.ModelSpec, request, *, cancel: threading.Event | None = None) -> str:
+    """Send one summary request; the reply's text blocks joined by newlines (Pi)."""
+    final = llm.complete(
+        spec,
+        llm.LlmRequest(
+            system_prompt=request.system_prompt,
+            messages=request.llm_messages(now_ms()),
+            tools=[],
+            thinking_level=request.reasoning or "off",
+            max_tokens=request.max_tokens,
+            reasoning=request.reasoning is not None,
+        ),
+        cancel=cancel,
+    )
+    if final.get("stopReason") == "aborted":
+        raise SummaryCancelled("summary cancelled")
+    if final.get("stopReason") == "error":
+        raise SummaryFailed(final.get("errorMessage") or "the summarizer returned an error")
+    return "\n".join(b.get("text", "") for b in final.get("content") or [] if b.get("type") == "text")
+
+
+def compact_session(
+    session_id: str,
+    *,
+    agent: Agent,
+    model: ModelConfig | None = None,
+    instructions: str | None = None,
+    reason: str = "manual",
+    cancel: threading.Event | None = None,
+) -> dict:
+    """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry."""
+    model = model or agent.model
+    provider = get_provider(agent.session_provider)
+    path = provider.get_active_path(session_id)
+    blocked = compaction_blocked_reason(path)
+    if blocked:
+        raise NothingToCompact(blocked)
+    settings = compaction_settings(agent)
+    prep = prepare_compaction(path, settings)
+    if prep is None:
+        raise NothingToCompact("nothing to compact")
+    spec = model_spec(model)
+    ctx = provider.build_context(session_id)
+    reasoning = summary_reasoning(model.supports_thinking, ctx.thinking_level)
+    requests = compaction_requests(prep, custom_instructions=instructions, reasoning=reasoning, settings=settings)
+    with ThreadPoolExecutor(max_workers=max(1, len(requests))) as pool:  # Pi asks in parallel
+        futures = {r.kind: pool.submit(summarize, spec, r, cancel=cancel) for r in requests}
+        replies = {kind: future.result() for kind, future in futures.items()}
+    result = compaction_result(prep, replies)
+    return provider.append_compaction(
+        session_id,
+        summary=result["summary"],
+        first_kept_entry_id=result["firstKeptEntryId"],
+        tokens_before=result["tokensBefore"],
+        details=result.get("details"),
+        from_hook=False,
+    )
+
+
+def maybe_auto_compact(turn, *, reason: str = "threshold") -> dict | None:
+    """Pi's threshold rule (checked before a prompt and after a run): compact when the
+    context no longer leaves ``reserve`` tokens. Skipped after an aborted reply."""
+    agent = turn.agent
+    if not agent.compaction_enabled:
+        return None
+    provider = turn.provider
+    ctx = provider.build_context(turn.session_id)
+    last = next((m for m in reversed(ctx.messages) if m.get("role") == "assistant"), None)
+    if last is None or last.get("stopReason") == "aborted":
+        return None
+    path = provider.get_active_path(turn.session_id)
+    tokens = threshold_context_tokens(last, path_entries=path, context_messages=ctx.messages)
+    if tokens is None or not should_compact(tokens, turn.spec.context_window, compaction_settings(agent)):
+        return None
+    try:
+        return compact_session(turn.session_id, agent=agent, model=turn.model, reason=reason, cancel=turn.control.cancel)
+    except NothingToCompact:
+        return None
+
+
+def switch_leaf(
+    session_id: str,
+    target_id: str | None,
+    *,
+    agent: Agent,
+    summarize_branch: bool = False,
+    instructions: str | None = None,
+    replace_instructions: bool = False,
+    cancel: threading.Event | None = None,
+) -> dict:
+    """Pi's ``/tree`` navigation. Returns ``{leafId, editorText, summaryEntry}``.
+
+    A user message (or custom message) as target moves the leaf to its parent and
+    hands its text back for editing; any other target becomes the leaf. With
+    ``summarize_branch`` the abandoned branch is summarized into a
+    ``branch_summary`` entry that becomes the new leaf.
+    """
+    provider = get_provider(agent.session_provider)
+    meta = provider.get_session(session_id)
+    index = provider._store_index(meta)
+    if target_id is None:
+        new_leaf, editor_text = None, None
+    else:
+        if target_id not in index.by_id:
+            from sessions_tree.errors import EntryNotFound
+
+            raise EntryNotFound(f"entry {target_id!r} not found in session {session_id}")
+        new_leaf, editor_text = navigation_target(index.entry_map(), target_id)
+    if target_id is not None and target_id == meta.leaf_entry_id:
+        return {"leafId": meta.leaf_entry_id, "editorText": None, "summaryEntry": None}
+    summary_entry = None
+    if summarize_branch and meta.leaf_entry_id is not None and target_id is not None:
+        entries = collect_entries_for_branch_summary(index.entry_map(), meta.leaf_entry_id, target_id)
+        if entries:
+            model = agent.model
+            budget = branch_summary_budget(model.context_window, agent.branch_summary_reserve_tokens)
+            messages, file_ops = prepare_branch_entries(entries, budget)
+            reply = None
+            if messages:
+                request = branch_summary_request(messages, custom_instructions=instructions, replace_instructions=replace_instructions)
+                reply = summarize(model_spec(model), request, cancel=cancel)
+            result = branch_summary_result(reply, file_ops)
+            summary_entry = provider.append_branch_summary(
+                session_id, from_entry_id=new_leaf, summary=result["summary"], details=result.get("details"), from_hook=False
+            )
+            return {"leafId": summary_entry["id"], "editorText": editor_text, "summaryEntry": summary_entry}
+    if new_leaf is None:
+        provider.reset_leaf(session_id)
+    else:
+        provider.switch_leaf(session_id, new_leaf)
+    return {"leafId": new_leaf, "editorText": editor_text, "summaryEntry": None}

@@ -1,0 +1,19 @@
+"""Celery tasks: thin, named, JSON arguments, calling the runtime's code."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="runtime.run_agent_turn", acks_late=True, ignore_result=True)
+def run_agent_turn(run_id: str) -> None:
+    from runtime.turn import execute_run
+
+    execute_run(run_id)
+
+
+@shared_task(name="runtime.reap_stale_runs", ignore_result=True)
+def reap_stale_runs() -> int:
+    from runtime.reaper import reap_stale_runs as reap
+
+    return len(reap())

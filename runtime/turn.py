@@ -1,0 +1,478 @@
+"""The turn loop (DESIGN §5): plain synchronous code, the same under every backend.
+
+read leaf → build context → append the user entry → open an in-flight assistant
+entry (the leaf moves to it) → stream → for each tool call run the tool and
+append a ``toolResult`` message → next assistant message … → finalize.
+
+Cancellation is cooperative: ``RunControl`` watches the run row's
+``cancel_requested`` flag from a small thread (which also writes the heartbeat),
+and sets a ``threading.Event`` that the LLM stream and the tools poll. Every tool
+call gets a result, even when the run is aborted, so the transcript stays valid
+for the next turn. The in-flight entry is checkpointed at least once a second,
+so a killed worker leaves content the reaper can finalize.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from runtime import llm
+from runtime.model_specs import model_spec
+from runtime.models import Agent, AgentRun, ModelConfig, RunInput, RunInputKind, RunStatus
+from runtime.streaming import Coalescer, StreamSink, default_sink
+from runtime.system_prompt import build_system_prompt
+from sessions_tree.context import convert_to_llm
+from sessions_tree.ids import now_ms
+from sessions_tree.providers import get_provider
+from sessions_tree.providers.base import SessionTreeProvider
+from toolcatalog.projection import ToolProjection, resolve_tools
+from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, run_tool
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_SECONDS = 1.0
+ABORTED_TOOL_TEXT = "Tool call aborted: the run was cancelled before it could run."
+SKIPPED_FOR_STEER_TEXT = "Skipped due to queued user message."
+
+
+class RunControl:
+    """Cancellation flag + heartbeat for one run, shared by the stream and the tools."""
+
+    def __init__(self, run: AgentRun, *, cancel: threading.Event | None = None, poll_seconds: float = 0.25):
+        self.run_pk = run.pk
+        self.cancel = cancel or threading.Event()
+        self.poll_seconds = poll_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"run-{run.run_id}-watch", daemon=True)
+
+    def __enter__(self) -> RunControl:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _watch(self) -> None:
+        last_beat = 0.0
+        try:
+            while not self._stop.wait(self.poll_seconds):
+                now = time.monotonic()
+                if now - last_beat >= 1.0:
+                    AgentRun.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
+                    last_beat = now
+                if not self.cancel.is_set() and AgentRun.objects.filter(pk=self.run_pk, cancel_requested=True).exists():
+                    self.cancel.set()
+        except Exception:  # the watcher never kills a run
+            logger.exception("run watcher failed")
+        finally:
+            connection.close()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def check(self) -> bool:
+        """Look at the flag now (one query), not at the watcher's next poll."""
+        if not self.cancel.is_set() and AgentRun.objects.filter(pk=self.run_pk, cancel_requested=True).exists():
+            self.cancel.set()
+        return self.cancel.is_set()
+
+
+@dataclass
+class Turn:
+    """Everything one run needs, resolved once."""
+
+    run: AgentRun
+    agent: Agent
+    model: ModelConfig
+    provider: SessionTreeProvider
+    sink: Coalescer
+    control: RunControl
+    projection: ToolProjection
+    cwd: str
+    roots: list[str]
+    system_prompt: str
+    spec: llm.ModelSpec = field(init=False)
+    overflow_retried: bool = False
+
+    def __post_init__(self):
+        self.spec = model_spec(self.model)
+
+    @property
+    def session_id(self) -> str:
+        return self.run.session_id
+
+    def emit(self, event: dict) -> None:
+        self.sink.emit(event)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def claim_run(run_id) -> AgentRun | None:
+    """Take a queued run (conditional UPDATE: exactly one worker wins)."""
+    now = timezone.now()
+    claimed = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker=f"{socket.gethostname()}:{threading.current_thread().name}",
+        pid=os.getpid(),
+    )
+    if not claimed:
+        return None
+    return AgentRun.objects.select_related("agent", "agent__model").get(run_id=run_id)
+
+
+def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Event | None = None) -> AgentRun | None:
+    """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable."""
+    close_old_connections()
+    run = claim_run(run_id)
+    if run is None:
+        return None
+    sink = sink or default_sink()
+    coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
+    try:
+        with RunControl(run, cancel=cancel) as control:
+            turn = _prepare(run, coalescer, control)
+            _emit_state(coalescer, run, "running")
+            _run(turn)
+    except Exception as exc:  # a failed run is recorded, never silent
+        logger.exception("run %s failed", run.run_id)
+        _fail_in_flight(run)
+        _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        coalescer.flush()
+    run.refresh_from_db()
+    _emit_state(coalescer, run, run.status)
+    coalescer.flush()
+    return run
+
+
+def _emit_state(sink: Coalescer, run: AgentRun, state: str) -> None:
+    sink.emit({"type": "run_state", "runId": str(run.run_id), "state": state, "error": run.error or None})
+
+
+def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
+    agent = run.agent
+    model = agent.model
+    if run.model_name:
+        model = ModelConfig.objects.get(name=run.model_name)
+    provider = get_provider(agent.session_provider)
+    cwd = agent.working_directory
+    Path(cwd).mkdir(parents=True, exist_ok=True)
+    roots = [cwd, *[r for r in agent.workspace_roots or [] if os.path.isdir(r)]]
+    projection = resolve_tools(agent.tool_policy or {})
+    return Turn(
+        run=run,
+        agent=agent,
+        model=model,
+        provider=provider,
+        sink=sink,
+        control=control,
+        projection=projection,
+        cwd=cwd,
+        roots=roots,
+        system_prompt=build_system_prompt(agent, projection, cwd=cwd),
+    )
+
+
+API_NAMES = {
+    "anthropic": "anthropic-messages",
+    "openai": "openai-completions",
+    "openai-compatible": "openai-completions",
+}
+
+
+def empty_usage() -> dict:
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    return {**zero, "totalTokens": 0, "cost": {**zero, "total": 0}}
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def user_message(text: str, images: list | None = None) -> dict:
+    content: list[dict] = [{"type": "text", "text": text}]
+    for image in images or []:
+        content.append({"type": "image", "data": image["data"], "mimeType": image["mimeType"]})
+    return {"role": "user", "content": content, "timestamp": now_ms()}
+
+
+def _run(turn: Turn) -> None:
+    from runtime.summaries import maybe_auto_compact
+
+    run = turn.run
+    maybe_auto_compact(turn, reason="threshold")
+    turn.provider.append_message(turn.session_id, user_message(run.prompt, run.images))
+    while True:
+        if turn.control.check():
+            _finish(run, RunStatus.ABORTED, error="aborted before the next model call")
+            return
+        final = _stream_assistant(turn)
+        stop = final.get("stopReason")
+        if not turn.overflow_retried and llm.is_context_overflow(final, turn.spec.context_window):
+            from runtime.summaries import compact_session
+
+            turn.overflow_retried = True
+            compact_session(turn.session_id, agent=turn.agent, model=turn.model, reason="overflow", cancel=turn.control.cancel)
+            continue
+        if stop == "aborted":
+            _close_tool_calls(turn, final, ABORTED_TOOL_TEXT)
+            _finish(run, RunStatus.ABORTED, error="aborted by the user")
+            return
+        if stop == "error":
+            _finish(run, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
+            return
+        calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
+        if calls and stop == "toolUse":
+            steered = _run_tool_calls(turn, calls)
+            if turn.control.cancelled:
+                _finish(run, RunStatus.ABORTED, error="aborted by the user")
+                return
+            run.rounds += 1
+            AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
+            for item in steered:
+                turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+            if run.rounds >= turn.agent.max_tool_rounds and not steered:
+                _finish(run, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
+                return
+            continue
+        follow_up = _next_follow_up_or_finish(run)
+        if follow_up is None:
+            break
+        turn.provider.append_message(turn.session_id, user_message(follow_up.text, follow_up.images))
+    maybe_auto_compact(turn, reason="threshold")
+
+
+def _stream_assistant(turn: Turn) -> dict:
+    provider, session_id = turn.provider, turn.session_id
+    ctx = provider.build_context(session_id)
+    request = llm.LlmRequest(
+        system_prompt=turn.system_prompt,
+        messages=llm_messages(ctx.messages),
+        tools=turn.projection.tool_definitions() if turn.model.supports_tools else [],
+        thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
+        max_tokens=turn.model.max_output_tokens,
+    )
+    placeholder = {
+        "role": "assistant",
+        "content": [],
+        "api": API_NAMES.get(turn.spec.provider_kind, turn.spec.provider_kind),
+        "provider": turn.spec.provider_name,
+        "model": turn.spec.model_id,
+        "usage": empty_usage(),
+        "stopReason": "stop",
+        "timestamp": now_ms(),
+    }
+    entry = provider.begin_in_flight(session_id, placeholder)
+    entry_id = entry["id"]
+    AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id=entry_id)
+    turn.emit({"type": "assistant_stream_start", "entryId": entry_id, "runId": str(turn.run.run_id)})
+    final: dict | None = None
+    last_checkpoint = time.monotonic()
+    partial: dict | None = None
+    try:
+        for event in llm.stream(turn.spec, request, cancel=turn.control.cancel):
+            partial = event.partial or partial
+            _forward(turn, entry_id, event)
+            if event.type in ("done", "error"):
+                final = event.message
+            elif partial is not None and time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
+                provider.update_in_flight_entry(session_id, entry_id, partial)
+                last_checkpoint = time.monotonic()
+    except Exception as exc:  # the LLM layer promises not to raise; be safe anyway
+        logger.exception("stream failed")
+        final = {**(partial or placeholder), "stopReason": "error", "errorMessage": f"{type(exc).__name__}: {exc}"}
+    if final is None:
+        final = {**(partial or placeholder), "stopReason": "aborted" if turn.control.cancelled else "error"}
+        final.setdefault("errorMessage", "the model stream ended without a final message")
+    turn.sink.flush()
+    stop = final.get("stopReason")
+    status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
+    stored = provider.finalize_in_flight(session_id, entry_id, final, status=status)
+    AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
+    _add_usage(turn.run, final.get("usage") or {})
+    turn.emit({"type": "assistant_stream_end", "entryId": entry_id, "stopReason": stop, "runId": str(turn.run.run_id)})
+    turn.emit({"type": "session_context_stats", **_context_stats(turn, final)})
+    return stored["message"]
+
+
+def _forward(turn: Turn, entry_id: str, event) -> None:
+    kind = event.type
+    if kind in ("text_delta", "thinking_delta"):
+        turn.emit(
+            {
+                "type": "assistant_stream_delta",
+                "entryId": entry_id,
+                "contentIndex": event.content_index,
+                "kind": "text" if kind == "text_delta" else "thinking",
+                "delta": event.delta,
+            }
+        )
+    elif kind == "toolcall_start":
+        block = _block(event)
+        turn.emit(
+            {
+                "type": "tool_call_started",
+                "entryId": entry_id,
+                "contentIndex": event.content_index,
+                "toolCallId": block.get("id"),
+                "name": block.get("name"),
+            }
+        )
+    elif kind == "toolcall_delta":
+        turn.emit({"type": "tool_call_delta", "entryId": entry_id, "contentIndex": event.content_index, "delta": event.delta})
+    elif kind == "toolcall_end":
+        turn.emit({"type": "tool_call_completed", "entryId": entry_id, "contentIndex": event.content_index, "toolCall": _block(event)})
+
+
+def _block(event) -> dict:
+    content = (event.partial or {}).get("content") or []
+    index = event.content_index
+    return content[index] if index is not None and 0 <= index < len(content) else {}
+
+
+def llm_messages(messages: list[dict]) -> list[dict]:
+    """What the model is sent: ``convert_to_llm``, minus incomplete turns.
+
+    Assistant messages that ended in ``error`` or ``aborted`` are not replayed
+    (their tool results go with them): they are kept in the tree for the record.
+    """
+    converted = convert_to_llm(messages)
+    dropped_calls: set[str] = set()
+    out = []
+    for message in converted:
+        if message.get("role") == "assistant" and message.get("stopReason") in ("error", "aborted"):
+            dropped_calls.update(b.get("id") for b in message.get("content") or [] if b.get("type") == "toolCall")
+            continue
+        if message.get("role") == "toolResult" and message.get("toolCallId") in dropped_calls:
+            continue
+        out.append(message)
+    return out
+
+
+def _tool_context(turn: Turn, call_id: str) -> ToolContext:
+    policy = turn.agent.tool_policy or {}
+
+    def progress(partial: ToolResult) -> None:
+        text = partial.text_output()
+        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": text[-8000:], "truncated": len(text) > 8000})
+
+    return ToolContext(
+        roots=tuple(turn.roots),
+        cwd=turn.cwd,
+        cancel=turn.control.cancel,
+        on_progress=progress,
+        env_passthrough=tuple(policy.get("env_passthrough") or ()),
+        network=bool(policy.get("network", False)),
+        extras={"skill_policy": turn.agent.skill_policy or {}, "for_subagent": False},
+    )
+
+
+def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
+    """Run each call and append its result; returns steering inputs that arrived meanwhile."""
+    steered: list[RunInput] = []
+    for index, call in enumerate(calls):
+        call_id, name = call.get("id") or "", call.get("name") or ""
+        if turn.control.cancelled:
+            result = ToolResult.error(ABORTED_TOOL_TEXT)
+        elif steered:
+            result = ToolResult.error(SKIPPED_FOR_STEER_TEXT)
+        else:
+            try:
+                tool = turn.projection.tool(name)
+            except UnknownTool as exc:
+                result = ToolResult.error(str(exc))
+            else:
+                result = run_tool(tool, _tool_context(turn, call_id), call.get("arguments") or {})
+        message = result.to_pi_tool_result(call_id, name)
+        turn.provider.append_message(turn.session_id, message)
+        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": result.text_output()[-8000:], "final": True, "isError": result.is_error})
+        if not steered and index < len(calls) - 1:
+            steered = _take_inputs(turn.run, RunInputKind.STEER)
+    if not steered:
+        steered = _take_inputs(turn.run, RunInputKind.STEER)
+    return steered
+
+
+def _close_tool_calls(turn: Turn, final: dict, text: str) -> None:
+    """An aborted assistant message may hold tool calls: give each one a result."""
+    for block in final.get("content") or []:
+        if block.get("type") == "toolCall":
+            message = ToolResult.error(text).to_pi_tool_result(block.get("id") or "", block.get("name") or "")
+            turn.provider.append_message(turn.session_id, message)
+
+
+# --------------------------------------------------------------------------- run bookkeeping
+
+
+def _take_inputs(run: AgentRun, kind: str) -> list[RunInput]:
+    with transaction.atomic():
+        items = list(RunInput.objects.select_for_update().filter(run=run, kind=kind, consumed=False).order_by("id"))
+        if items:
+            RunInput.objects.filter(pk__in=[i.pk for i in items]).update(consumed=True)
+    return items
+
+
+def _next_follow_up_or_finish(run: AgentRun) -> RunInput | None:
+    """The next queued prompt, or mark the run completed — atomically with new prompts."""
+    with transaction.atomic():
+        AgentRun.objects.select_for_update().get(pk=run.pk)
+        item = (
+            RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
+        )
+        if item is not None:
+            RunInput.objects.filter(pk=item.pk).update(consumed=True)
+            return item
+        _finish(run, RunStatus.COMPLETED)
+        return None
+
+
+def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
+    AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+        status=status, error=error, finished_at=timezone.now(), in_flight_entry_id=""
+    )
+    run.status, run.error = status, error
+
+
+def _fail_in_flight(run: AgentRun) -> None:
+    """After an unexpected error: store the in-flight entry as failed, if one is open."""
+    provider = get_provider(run.agent.session_provider)
+    try:
+        in_flight = provider.get_in_flight(run.session_id)
+        if in_flight is not None:
+            provider.finalize_in_flight(run.session_id, in_flight["id"], status="failed")
+    except Exception:
+        logger.exception("could not finalize the in-flight entry of run %s", run.run_id)
+
+
+def _add_usage(run: AgentRun, usage: dict) -> None:
+    from django.db.models import F
+
+    cost = Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
+    AgentRun.objects.filter(pk=run.pk).update(
+        input_tokens=F("input_tokens") + int(usage.get("input") or 0),
+        output_tokens=F("output_tokens") + int(usage.get("output") or 0),
+        cache_read_tokens=F("cache_read_tokens") + int(usage.get("cacheRead") or 0),
+        cache_write_tokens=F("cache_write_tokens") + int(usage.get("cacheWrite") or 0),
+        cost=F("cost") + cost,
+    )
+
+
+def _context_stats(turn: Turn, final: dict) -> dict:
+    usage = final.get("usage") or {}
+    tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return {"tokens": tokens, "contextWindow": turn.spec.context_window, "model": turn.spec.model_id}

@@ -1,0 +1,290 @@
+"""The turn loop end to end with the scripted model (the inline backend's code path)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runtime.models import AgentRun, RunStatus
+from runtime.services import RuntimeInputError, run_abort, session_prompt
+from sessions_tree.providers import get_provider
+from tests.runtime.conftest import rules, summary_rule
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def messages(driver):
+    return get_provider(driver.agent.session_provider).build_context(driver.session_id).messages
+
+
+def roles(driver):
+    return [m["role"] for m in messages(driver)]
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+WRITE_THEN_READ = {
+    "match": {"contains": "make a file"},
+    "replies": [
+        [
+            {"thinking": "I will write the file, then read it back."},
+            {"tool_call": {"name": "write", "arguments": {"path": "notes/a.txt", "content": "hello ✓\n"}}},
+            {"tool_call": {"name": "read", "arguments": {"path": "notes/a.txt"}}},
+        ],
+        [{"text": "Wrote and read **notes/a.txt**."}],
+    ],
+}
+
+
+@pytest.mark.parametrize("provider", ["file", "mysql"])
+def test_a_plain_answer(driver_for, provider):
+    driver = driver_for(rules(default={"reply": [{"thinking": "hmm"}, {"text": "Hello **there**"}]}), provider=provider)
+    run = driver.prompt("hi")
+    assert run.status == RunStatus.COMPLETED, run.error
+    msgs = messages(driver)
+    assert [m["role"] for m in msgs] == ["user", "assistant"]
+    assert msgs[0]["content"] == [{"type": "text", "text": "hi"}]
+    reply = msgs[1]
+    assert [b["type"] for b in reply["content"]] == ["thinking", "text"]
+    assert reply["content"][1]["text"] == "Hello **there**"
+    assert reply["stopReason"] == "stop" and reply["provider"] == "scripted" and reply["model"] == "scripted-test"
+    assert reply["usage"]["cost"]["total"] > 0
+    assert run.output_tokens == reply["usage"]["output"] and run.cost > 0
+    kinds = [e["type"] for _, e in driver.sink.events]
+    assert kinds[0] == "run_state" and kinds[1] == "assistant_stream_start"
+    assert "assistant_stream_delta" in kinds and "assistant_stream_end" in kinds
+    streamed = "".join(e["delta"] for e in driver.sink.of_type("assistant_stream_delta") if e["kind"] == "text")
+    assert streamed == "Hello **there**"
+    assert driver.sink.of_type("run_state")[-1]["state"] == "completed"
+    meta = get_provider(provider).get_session(driver.session_id)
+    assert meta.in_flight_entry_id is None
+
+
+def test_multi_round_tool_use(driver_for, workspace):
+    driver = driver_for(rules(WRITE_THEN_READ))
+    run = driver.prompt("please make a file")
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (workspace / "notes" / "a.txt").read_text() == "hello ✓\n"
+    msgs = messages(driver)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "toolResult", "toolResult", "assistant"]
+    calls = [b for b in msgs[1]["content"] if b["type"] == "toolCall"]
+    assert [m["toolCallId"] for m in msgs[2:4]] == [c["id"] for c in calls]
+    assert msgs[2]["isError"] is False and "hello ✓" in msgs[3]["content"][0]["text"]
+    assert msgs[1]["stopReason"] == "toolUse" and msgs[4]["stopReason"] == "stop"
+    assert run.rounds == 1
+    completed = driver.sink.of_type("tool_call_completed")
+    assert [c["toolCall"]["name"] for c in completed] == ["write", "read"]
+    results = [e for e in driver.sink.of_type("tool_result_streamed") if e.get("final")]
+    assert len(results) == 2 and not any(r["isError"] for r in results)
+
+
+def test_a_tool_the_policy_blocks_gets_an_error_result(driver_for):
+    script = rules(
+        {
+            "match": {"contains": "run bash"},
+            "replies": [[{"tool_call": {"name": "bash", "arguments": {"command": "echo hi"}}}], [{"text": "ok"}]],
+        }
+    )
+    driver = driver_for(script, tool_policy={"disabled": ["bash"]})
+    run = driver.prompt("run bash please")
+    assert run.status == RunStatus.COMPLETED
+    result = messages(driver)[2]
+    assert result["role"] == "toolResult" and result["isError"] is True
+    assert "not available" in result["content"][0]["text"]
+
+
+def test_abort_during_text(driver_for):
+    slow = "word " * 400
+    driver = driver_for(rules(default={"reply": [{"text": slow, "delay_ms": 5, "chunk_size": 5}]}))
+    thread, holder, run = driver.start("talk a lot")
+    wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
+    run_abort(session_id=driver.session_id)
+    thread.join(timeout=20)
+    finished = holder[0]
+    assert finished.status == RunStatus.ABORTED
+    reply = messages(driver)[-1]
+    assert reply["stopReason"] == "aborted"
+    partial = reply["content"][0]["text"] if reply["content"] else ""
+    assert 0 < len(partial) < len(slow)
+    assert get_provider("file").get_session(driver.session_id).in_flight_entry_id is None
+    # The next turn works and does not replay the aborted reply to the model.
+    again = driver.prompt("next")
+    assert again.status == RunStatus.COMPLETED
+
+
+def test_abort_during_a_tool_kills_it_and_closes_the_transcript(driver_for):
+    script = rules(
+        {
+            "match": {"contains": "sleep"},
+            "replies": [
+                [
+                    {"tool_call": {"name": "bash", "arguments": {"command": "sleep 30"}}},
+                    {"tool_call": {"name": "read", "arguments": {"path": "x"}}},
+                ],
+                [{"text": "never"}],
+            ],
+        }
+    )
+    driver = driver_for(script)
+    thread, holder, run = driver.start("sleep for a while")
+    wait_for(lambda: driver.sink.of_type("tool_call_completed") and len(messages(driver)) >= 2)
+    time.sleep(0.3)
+    started = time.monotonic()
+    run_abort(session_id=driver.session_id)
+    thread.join(timeout=20)
+    assert time.monotonic() - started < 10
+    assert holder[0].status == RunStatus.ABORTED
+    msgs = messages(driver)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "toolResult", "toolResult"]
+    assert all(m["isError"] for m in msgs[2:])
+    assert "cancel" in msgs[2]["content"][0]["text"].lower() or "abort" in msgs[2]["content"][0]["text"].lower()
+
+
+def test_abort_between_rounds(driver_for):
+    driver = driver_for(rules(WRITE_THEN_READ))
+    original_emit = driver.sink.emit
+
+    def emit(session_id, event):
+        original_emit(session_id, event)
+        if event["type"] == "tool_result_streamed" and event.get("final") and len(driver.sink.of_type("tool_result_streamed")) >= 2:
+            AgentRun.objects.filter(session_id=driver.session_id).update(cancel_requested=True)
+
+    driver.sink.emit = emit
+    thread, holder, run = driver.start("make a file")
+    thread.join(timeout=20)
+    assert holder[0].status == RunStatus.ABORTED
+    assert [m["role"] for m in messages(driver)] == ["user", "assistant", "toolResult", "toolResult"]
+
+
+def test_max_tool_rounds(driver_for):
+    loop = {"match": {"contains": "loop"}, "reply": [{"tool_call": {"name": "ls", "arguments": {"path": "."}}}]}
+    driver = driver_for(rules(loop), max_tool_rounds=3)
+    run = driver.prompt("loop forever")
+    assert run.status == RunStatus.FAILED and "3 tool rounds" in run.error
+    assert run.rounds == 3
+    assert roles(driver) == ["user"] + ["assistant", "toolResult"] * 3
+
+
+def test_follow_up_is_queued_and_answered(driver_for):
+    slow = {"match": {"contains": "first"}, "reply": [{"text": "one " * 50, "delay_ms": 10, "chunk_size": 10}]}
+    driver = driver_for(rules(slow))
+    thread, holder, run = driver.start("first question")
+    wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
+    outcome = session_prompt(session_id=driver.session_id, text="second question")
+    assert outcome.queued_as == "follow_up" and outcome.run.pk == run.pk
+    thread.join(timeout=20)
+    assert holder[0].status == RunStatus.COMPLETED
+    msgs = messages(driver)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    assert msgs[2]["content"][0]["text"] == "second question"
+    assert msgs[3]["content"][0]["text"] == "echo: second question"
+
+
+def test_steer_is_delivered_after_the_current_tool_call(driver_for):
+    script = rules(
+        {
+            "match": {"contains": "two slow"},
+            "replies": [
+                [
+                    {"tool_call": {"name": "bash", "arguments": {"command": "sleep 1; echo one"}}},
+                    {"tool_call": {"name": "bash", "arguments": {"command": "echo two"}}},
+                ],
+                [{"text": "steered"}],
+            ],
+        }
+    )
+    driver = driver_for(script)
+    thread, holder, run = driver.start("two slow commands")
+    wait_for(lambda: driver.sink.of_type("tool_call_completed"))
+    outcome = session_prompt(session_id=driver.session_id, text="change of plan", mode="steer")
+    assert outcome.queued_as == "steer"
+    thread.join(timeout=20)
+    assert holder[0].status == RunStatus.COMPLETED, holder[0].error
+    msgs = messages(driver)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "toolResult", "toolResult", "user", "assistant"]
+    assert "one" in msgs[2]["content"][0]["text"] and not msgs[2]["isError"]
+    assert msgs[3]["isError"] and "Skipped" in msgs[3]["content"][0]["text"]
+    assert msgs[4]["content"][0]["text"] == "change of plan"
+
+
+def test_model_error_fails_the_run_with_the_message(driver_for):
+    driver = driver_for(rules(default={"reply": {"steps": [{"text": "par"}], "error": "upstream exploded"}}))
+    run = driver.prompt("anything")
+    assert run.status == RunStatus.FAILED and "upstream exploded" in run.error
+    reply = messages(driver)[-1]
+    assert reply["stopReason"] == "error" and reply["errorMessage"] == "upstream exploded"
+
+
+def test_context_overflow_compacts_once_and_retries(driver_for):
+    script = rules(
+        summary_rule("## Goal\nKeep going."),
+        {
+            "match": {"contains": "big request"},
+            "reply": {"steps": [{"text": "Let me"}], "error": "prompt is too long: 213462 tokens > 200000 maximum"},
+        },
+        # keep-recent of 1 token cuts at the failed reply: the retry's last user message is the summary.
+        {"match": {"contains": "was compacted into"}, "reply": [{"text": "after compaction"}]},
+    )
+    driver = driver_for(script, compaction_keep_recent_tokens=1)
+    driver.prompt("hello there")
+    run = driver.prompt("big request")
+    assert run.status == RunStatus.COMPLETED, run.error
+    path = get_provider("file").get_active_path(driver.session_id)
+    kinds = [e["type"] for e in path]
+    assert kinds.count("compaction") == 1
+    compaction = path[kinds.index("compaction")]
+    assert compaction["summary"].startswith("## Goal\nKeep going.")
+    # The failed reply stays in the tree; the retry comes after the compaction.
+    errors = [e for e in path if e["type"] == "message" and e["message"].get("stopReason") == "error"]
+    assert len(errors) == 1 and path.index(errors[0]) < kinds.index("compaction")
+    assert path[-1]["message"]["content"][0]["text"] == "after compaction"
+    assert roles(driver)[0] == "compactionSummary"
+
+
+def test_a_second_overflow_is_not_retried(driver_for):
+    script = rules(
+        summary_rule(),
+        {"match": {"regex": "big request|was compacted"}, "reply": {"steps": [], "error": "prompt is too long: 9 tokens > 8 maximum"}},
+    )
+    driver = driver_for(script, compaction_keep_recent_tokens=1)
+    run = driver.prompt("big request")
+    assert run.status == RunStatus.FAILED and "prompt is too long" in run.error
+    kinds = [e["type"] for e in get_provider("file").get_active_path(driver.session_id)]
+    assert kinds.count("compaction") == 1
+
+
+def test_continue_from_a_user_message_branches(driver_for):
+    driver = driver_for(rules())
+    driver.prompt("first")
+    first_user = get_provider("file").get_active_path(driver.session_id)[-2]
+    assert first_user["message"]["role"] == "user"
+    run = driver.prompt("first, edited", from_entry_id=first_user["id"])
+    assert run.status == RunStatus.COMPLETED
+    entries = get_provider("file").list_entries(driver.session_id)
+    siblings = [e for e in entries if e["parentId"] == first_user["parentId"] and e["type"] == "message"]
+    assert len(siblings) == 2  # the original and the edit
+    assert [m["content"][0]["text"] for m in messages(driver)] == ["first, edited", "echo: first, edited"]
+
+
+def test_bad_prompts_are_refused_without_writing(driver_for):
+    driver = driver_for(rules())
+    before = get_provider("file").get_session(driver.session_id).revision
+    for kwargs, field in (
+        ({"text": ""}, "text"),
+        ({"text": "x", "images": [{"data": "...", "mimeType": "text/plain"}]}, "images[0]"),
+        ({"text": "x", "mode": "shout"}, "mode"),
+        ({"text": "x", "model_name": "nope"}, "model"),
+    ):
+        with pytest.raises(RuntimeInputError) as failure:
+            session_prompt(session_id=driver.session_id, dispatch=False, **kwargs)
+        assert failure.value.field == field
+    assert AgentRun.objects.count() == 0
+    assert get_provider("file").get_session(driver.session_id).revision == before
