@@ -8,8 +8,10 @@ fields). The official SDKs talk to them through `base_url`, over real sockets.
 Each test scripts what the next requests get (`server.script(...)`), in order:
 - `Reply(content, stop_reason, usage)`: a streamed answer rendered from Pi-shaped
   content blocks, with `cut_after=N` (drop the connection after N events),
+  `end_after=N` (end the body cleanly after N events),
   `error_after=N` (send the protocol's error event after N events), `hold_after=N`
-  (stop after N events until `reply.release` is set);
+  (stop after N events until `reply.release` is set), `hold_headers` (the same before
+  the status line);
 - `Status(code, message, headers)`: an HTTP error with the provider's error body
   (429 + retry-after, 500, 529 overloaded …).
 Every request is recorded (`server.requests`: path, headers, JSON body, time).
@@ -34,9 +36,11 @@ class Reply:
     usage: dict = field(default_factory=lambda: {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0})
     chunk: int = 5
     cut_after: int | None = None
+    end_after: int | None = None  # end the body cleanly after N events (a truncated stream)
     error_after: int | None = None
     error: tuple[str, str] = ("overloaded_error", "Overloaded")
     hold_after: int | None = None
+    hold_headers: bool = False  # wait for `release` before even sending the status line
     release: threading.Event = field(default_factory=threading.Event)
     message_id: str = "msg_wire_0001"
 
@@ -353,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
             frames = [f"data: {_json(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
             kind, message = reply.error
             error_frame = f"data: {_json({'error': {'message': message, 'type': kind, 'param': None, 'code': None}})}\n\n"
+        if reply.hold_headers:
+            reply.release.wait(10)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -366,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if reply.cut_after is not None and number == reply.cut_after:
                     self._drop()
                     return
+                if reply.end_after is not None and number == reply.end_after:
+                    break
                 if reply.error_after is not None and number == reply.error_after:
                     self._chunk(error_frame)
                     break
@@ -440,3 +448,17 @@ class WireServer:
             if self._queue:
                 return self._queue.pop(0)
         return Status(500, "wire server: no scripted response left", error_type="api_error")
+
+
+# -- comparing what providers produced --------------------------------------------------------
+
+PROVENANCE_KEYS = ("api", "provider", "model", "timestamp", "responseId")
+
+
+def comparable(message: dict) -> dict:
+    """An AssistantMessage without what says who made it and when (api, provider, model, …)."""
+    return {k: v for k, v in message.items() if k not in PROVENANCE_KEYS}
+
+
+def terminal_events(events) -> list:
+    return [e for e in events if e.type in ("done", "error")]
