@@ -1,0 +1,336 @@
+// The chat page's session store: snapshot + patches, streaming state, run and connection state.
+//
+// No DOM, no socket: the connection feeds server frames to `receive(frame)` and
+// sends whatever frames the store asks for (`this.outbox`, drained by the
+// connection). The protocol (DESIGN §6, docs/chat.md): subscribe first, snapshot
+// second; tree events apply strictly in revision order; a gap asks the server for
+// `subscribe{sinceRevision}` (filled from the event log); `resync_needed` (the log
+// no longer reaches back) asks for a fresh snapshot.
+//
+// Listeners get the set of parts that changed: "tree" (entries/children/labels),
+// "leaf" (active path), "live" (the streaming message), "run", "context",
+// "connection", "session".
+
+import { applyEvent, RevisionGap, ROOT_KEY, TREE_EVENT_TYPES } from "./tree_events.js";
+import { createLive, liveApplyCheckpoint, liveApplyStream } from "./streaming.js";
+
+export const STREAM_EVENT_TYPES = new Set([
+  "assistant_stream_start",
+  "assistant_stream_delta",
+  "assistant_stream_end",
+  "tool_call_started",
+  "tool_call_delta",
+  "tool_call_completed",
+  "tool_result_streamed",
+  "session_context_stats",
+  "subagent_run_started",
+  "subagent_event",
+  "subagent_run_completed",
+  "run_state",
+]);
+
+const ACTIVE_RUN_STATES = new Set(["queued", "running"]);
+const MAX_TOOL_OUTPUTS = 200;
+
+export class SessionStore {
+  constructor({ sessionId = null } = {}) {
+    this.sessionId = sessionId;
+    this.snapshot = null; // exactly what the server's snapshot + events give (compared in tests)
+    this.byId = new Map(); // entries of the snapshot (and the in-flight one) by id
+    this.live = null; // the streaming assistant message, see streaming.js
+    this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
+    this.run = { runId: null, state: "idle", error: null };
+    this.stats = null; // last session_context_stats
+    this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
+    this.readOnly = false;
+    this.commands = [];
+    this.phase = "idle"; // idle | snapshot (waiting for one) | replay (waiting for the log) | live
+    this.buffer = []; // tree events that came before the snapshot they follow
+    this.outbox = [];
+    this.counters = { gaps: 0, resyncs: 0, snapshots: 0, replayed: 0, ignored: 0 };
+    this._listeners = new Set();
+    this._requestSeq = 0;
+    this._pending = new Map(); // requestId -> {resolve, reject, command}
+  }
+
+  // ---------------------------------------------------------------- listeners
+
+  subscribe(listener) {
+    this._listeners.add(listener);
+    return () => this._listeners.delete(listener);
+  }
+
+  _notify(changes) {
+    if (changes.size === 0) return;
+    for (const listener of [...this._listeners]) listener(changes, this);
+  }
+
+  // ---------------------------------------------------------------- connection lifecycle
+
+  /** The socket opened: subscribe (with our revision when we have a snapshot). */
+  connected() {
+    this.connection = { ...this.connection, state: "syncing", lastError: null, since: Date.now() };
+    this._subscribe(this.snapshot ? this.snapshot.revision : null);
+    this._notify(new Set(["connection"]));
+  }
+
+  /** The socket closed; `retryInMs` is when the connection will try again (null: never). */
+  disconnected({ reason = null, retryInMs = null, attempt = 0 } = {}) {
+    this.phase = "idle";
+    this.buffer = [];
+    for (const [, pending] of this._pending) pending.reject(new CommandError("disconnected", "the connection was lost"));
+    this._pending.clear();
+    const state = retryInMs === null ? "offline" : "reconnecting";
+    this.connection = { state, attempt, lastError: reason, retryAt: retryInMs === null ? null : Date.now() + retryInMs, since: Date.now() };
+    this._notify(new Set(["connection"]));
+  }
+
+  _subscribe(sinceRevision) {
+    this.phase = sinceRevision === null ? "snapshot" : "replay";
+    if (sinceRevision === null) this.counters.snapshots += 1;
+    this.outbox.push({ type: "subscribe", sinceRevision, requestId: this._nextRequestId() });
+  }
+
+  _nextRequestId() {
+    this._requestSeq += 1;
+    return `c${this._requestSeq}`;
+  }
+
+  takeOutbox() {
+    const frames = this.outbox;
+    this.outbox = [];
+    return frames;
+  }
+
+  // ---------------------------------------------------------------- commands
+
+  /** Queue a command frame; resolves with the server's ack result, rejects with CommandError. */
+  command(type, fields = {}) {
+    const requestId = this._nextRequestId();
+    this.outbox.push({ type, ...fields, requestId });
+    return new Promise((resolve, reject) => this._pending.set(requestId, { resolve, reject, command: type }));
+  }
+
+  // ---------------------------------------------------------------- server frames
+
+  receive(frame) {
+    const changes = new Set();
+    const type = frame.type;
+    if (TREE_EVENT_TYPES.has(type)) this._treeEvent(frame, changes);
+    else if (STREAM_EVENT_TYPES.has(type)) this._streamEvent(frame, changes);
+    else if (type === "snapshot") this._snapshot(frame.snapshot, changes);
+    else if (type === "subscribed") this._subscribed(frame, changes);
+    else if (type === "hello") {
+      this.readOnly = Boolean(frame.readOnly);
+      this.commands = frame.commands ?? [];
+      changes.add("connection");
+    } else if (type === "ack") this._settle(frame.requestId, (p) => p.resolve(frame.result));
+    else if (type === "error") this._error(frame, changes);
+    else if (type === "heartbeat") {
+      if (this.phase === "live" && this.snapshot && typeof frame.revision === "number" && frame.revision > this.snapshot.revision) {
+        this._gap(changes); // the server is ahead of us: a doorbell message was lost
+      }
+    }
+    // pong and unknown frames change nothing
+    this._notify(changes);
+  }
+
+  _settle(requestId, fn) {
+    const pending = this._pending.get(requestId);
+    if (pending) {
+      this._pending.delete(requestId);
+      fn(pending);
+    }
+  }
+
+  _error(frame, changes) {
+    if (frame.code === "resync_needed") {
+      // The event log no longer reaches back to our revision: start over from a snapshot.
+      this.counters.resyncs += 1;
+      this.buffer = [];
+      this._subscribe(null);
+      this.connection = { ...this.connection, state: "syncing" };
+      changes.add("connection");
+    }
+    if (frame.requestId != null && this._pending.has(frame.requestId)) {
+      this._settle(frame.requestId, (p) => p.reject(new CommandError(frame.code, frame.message, frame.fields)));
+    } else if (frame.code !== "resync_needed") {
+      this.connection = { ...this.connection, lastError: `${frame.code}: ${frame.message}` };
+      changes.add("connection");
+    }
+  }
+
+  _snapshot(snapshot, changes) {
+    this.setSnapshot(snapshot, changes);
+    // Events that came before the snapshot: drop what it already shows, apply the rest.
+    const buffered = this.buffer;
+    this.buffer = [];
+    this.phase = "live";
+    for (const event of buffered) this._apply(event, changes);
+  }
+
+  /** Replace the snapshot (first load, resync, or a test). */
+  setSnapshot(snapshot, changes = new Set()) {
+    this.snapshot = snapshot;
+    this.sessionId = snapshot.session?.sessionId ?? this.sessionId;
+    this.byId = new Map();
+    for (const entry of snapshot.entries) this.byId.set(entry.id, entry);
+    if (snapshot.inFlight) this.byId.set(snapshot.inFlight.id, snapshot.inFlight);
+    this._syncLive(changes, { reloaded: true });
+    this._forgetFinishedToolOutputs(snapshot.entries);
+    changes.add("tree").add("leaf").add("context").add("session");
+    return changes;
+  }
+
+  _subscribed(frame, changes) {
+    this.counters.replayed += frame.replayed ?? 0;
+    if (this.phase === "replay" || this.phase === "snapshot") {
+      const buffered = this.buffer;
+      this.buffer = [];
+      this.phase = this.snapshot ? "live" : "snapshot";
+      for (const event of buffered) this._apply(event, changes);
+    }
+    this.connection = { state: "live", attempt: 0, lastError: null, since: Date.now() };
+    changes.add("connection");
+  }
+
+  _treeEvent(event, changes) {
+    if (this.snapshot === null || this.phase === "snapshot") {
+      this.buffer.push(event);
+      return;
+    }
+    this._apply(event, changes);
+  }
+
+  _apply(event, changes) {
+    let next;
+    try {
+      next = applyEvent(this.snapshot, event, this.byId);
+    } catch (error) {
+      if (!(error instanceof RevisionGap)) throw error;
+      // Already asking the log for what is missing: the replay brings this one again.
+      if (this.phase === "replay") this.counters.ignored += 1;
+      else this._gap(changes);
+      return;
+    }
+    if (next === this.snapshot) {
+      this.counters.ignored += 1;
+      return;
+    }
+    const before = this.snapshot;
+    this.snapshot = next;
+    if (event.entry) this.byId.set(event.entry.id, event.entry);
+    if (next.entries !== before.entries) {
+      changes.add("tree");
+      const added = event.entry;
+      if (added?.type === "message" && added.message?.role === "toolResult") this.toolOutputs.delete(added.message.toolCallId);
+      if (added?.type === "session_info") changes.add("session");
+    }
+    if (next.activePath !== before.activePath || next.leafId !== before.leafId) changes.add("leaf");
+    if (next.labelsByEntryId !== before.labelsByEntryId) changes.add("tree");
+    if (next.runtimeContext !== before.runtimeContext) changes.add("context");
+    if (next.inFlight !== before.inFlight) this._syncLive(changes, { reloaded: false });
+  }
+
+  _gap(changes) {
+    // Ask the server for everything after our revision; it answers from the event log
+    // (or with resync_needed). Events arriving meanwhile are dropped: the replay has them.
+    this.counters.gaps += 1;
+    this.phase = "replay";
+    this.outbox.push({ type: "subscribe", sinceRevision: this.snapshot.revision, requestId: this._nextRequestId() });
+    this.connection = { ...this.connection, state: "syncing" };
+    changes.add("connection");
+  }
+
+  // ---------------------------------------------------------------- streaming
+
+  _syncLive(changes, { reloaded }) {
+    const inFlight = this.snapshot?.inFlight ?? null;
+    if (inFlight === null) {
+      if (this.live !== null) {
+        this.live = null;
+        changes.add("live");
+      }
+      return;
+    }
+    if (this.live === null || this.live.entryId !== inFlight.id) {
+      this.live = createLive(inFlight, { reloaded });
+    } else {
+      this.live = liveApplyCheckpoint(this.live, inFlight);
+    }
+    changes.add("live");
+  }
+
+  _streamEvent(event, changes) {
+    const type = event.type;
+    if (type === "run_state") {
+      this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null };
+      changes.add("run");
+      return;
+    }
+    if (type === "session_context_stats") {
+      this.stats = { ...event };
+      changes.add("context");
+      return;
+    }
+    if (type === "tool_result_streamed") {
+      const previous = this.toolOutputs.get(event.toolCallId);
+      this.toolOutputs.set(event.toolCallId, {
+        text: event.text ?? previous?.text ?? "",
+        final: Boolean(event.final),
+        isError: Boolean(event.isError),
+        truncated: Boolean(event.truncated),
+      });
+      if (this.toolOutputs.size > MAX_TOOL_OUTPUTS) this.toolOutputs.delete(this.toolOutputs.keys().next().value);
+      changes.add("tools");
+      return;
+    }
+    if (type.startsWith("subagent_")) return; // shown once subagents land (issue 8)
+    if (type === "assistant_stream_start" && !ACTIVE_RUN_STATES.has(this.run.state)) {
+      this.run = { runId: event.runId ?? this.run.runId, state: "running", error: null };
+      changes.add("run");
+    }
+    const next = liveApplyStream(this.live, event);
+    if (next !== this.live) {
+      this.live = next;
+      changes.add("live");
+    }
+  }
+
+  _forgetFinishedToolOutputs(entries) {
+    if (this.toolOutputs.size === 0) return;
+    for (const entry of entries) {
+      if (entry.type === "message" && entry.message?.role === "toolResult") this.toolOutputs.delete(entry.message.toolCallId);
+    }
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  entry(id) {
+    return this.byId.get(id);
+  }
+
+  children(id) {
+    return this.snapshot?.childrenByParentId[id ?? ROOT_KEY] ?? [];
+  }
+
+  get running() {
+    return ACTIVE_RUN_STATES.has(this.run.state) || Boolean(this.snapshot?.inFlight);
+  }
+
+  /** Run state known from outside the socket (the REST runs list after a reload). */
+  setRun(run, changes = new Set()) {
+    this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
+    changes.add("run");
+    this._notify(changes);
+  }
+}
+
+export class CommandError extends Error {
+  constructor(code, message, fields = null) {
+    super(message);
+    this.name = "CommandError";
+    this.code = code;
+    this.fields = fields;
+  }
+}
