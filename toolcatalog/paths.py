@@ -197,6 +197,8 @@ def _resolve(path: str) -> str:
             continue
         if name == "..":
             resolved = os.path.dirname(resolved) or "/"
+            if missing and os.path.lexists(resolved):
+                missing = False  # back on existing ground: resolve symlinks again
             continue
         candidate = os.path.join(resolved, name)
         if missing:
