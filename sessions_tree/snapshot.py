@@ -39,7 +39,7 @@ def build_snapshot(
     from sessions_tree.providers.base import _context_stats
 
     in_flight = jsonl.loads(meta.in_flight_payload) if meta.in_flight_entry_id and meta.in_flight_payload else None
-    leaf = meta.leaf_entry_id
+    leaf = provider._leaf(meta, index)  # the persisted leaf (Pi's, if a damaged file lost its line)
     if leaf is None:
         path_ids: list[str] = []
     elif in_flight is not None and leaf == in_flight["id"]:
@@ -68,6 +68,7 @@ def build_snapshot(
 
     label_entries = [r.entry for r in records if r.type == "label"]
     summary = session_summary(meta)
+    summary["leafEntryId"] = leaf
     return {
         "session": summary,
         "revision": meta.revision,

@@ -220,14 +220,14 @@ class SessionTreeProvider:
     def get_active_path(self, session_id: str, leaf_id: str | None | object = MISSING) -> list[dict]:
         meta = self.get_session(session_id)
         index = self._store_index(meta)
-        leaf = meta.leaf_entry_id if leaf_id is MISSING else leaf_id
+        leaf = self._leaf(meta, index) if leaf_id is MISSING else leaf_id
         return self._path_entries(meta, index, leaf)
 
     def build_context(self, session_id: str, leaf_id: str | None | object = MISSING) -> SessionContext:
         """Pi's context at ``leaf_id`` (default: the persisted leaf; ``None``: the empty root)."""
         meta = self.get_session(session_id)
         index = self._store_index(meta)
-        leaf = meta.leaf_entry_id if leaf_id is MISSING else leaf_id
+        leaf = self._leaf(meta, index) if leaf_id is MISSING else leaf_id
         if leaf is not None and leaf == meta.in_flight_entry_id:
             return context_from_path(self._path_entries(meta, index, leaf))
         if leaf is not None and leaf not in index.by_id:
@@ -272,6 +272,33 @@ class SessionTreeProvider:
         if not rows or rows[0][0] != revision + 1:
             raise ResyncNeeded(f"the event log of session {session_id} no longer reaches back to revision {revision}")
         return [jsonl.loads(payload) for _, payload in rows]
+
+    def get_diagnostics(self, session_id: str) -> dict:
+        """What went wrong with the session's storage: what writes repaired (the meta
+        row's ``diagnostics``) and, under ``read``, what reading skips or cannot use."""
+        meta = self.get_session(session_id)
+        with self._store_lock(meta, shared=True):
+            meta = self.get_session(session_id)
+            index = self._store_index(meta)
+            report = dict(meta.diagnostics or {})
+            read = {**index.diagnostics, **self._store_read_diagnostics(meta, index)}
+            if meta.leaf_entry_id is not None and self._leaf(meta, index) != meta.leaf_entry_id:
+                read["missingLeaf"] = meta.leaf_entry_id
+            if read:
+                report["read"] = read
+        return report
+
+    def _store_read_diagnostics(self, meta: AgentSession, index: SessionIndex) -> dict:
+        """Store-specific findings of reading (the caller holds the shared lock)."""
+        return {}
+
+    def _leaf(self, meta: AgentSession, index: SessionIndex) -> str | None:
+        """The persisted leaf; Pi's leaf (the last entry) if the leaf's line is gone from a damaged file."""
+        leaf = meta.leaf_entry_id
+        if leaf is None or leaf in index.by_id or leaf == meta.in_flight_entry_id:
+            return leaf
+        visible = self._visible_records(meta, index)
+        return visible[-1].id if visible else None
 
     def _read(self, session_id: str) -> tuple[AgentSession, list[Record]]:
         """Meta and the records of exactly its revision."""
@@ -466,7 +493,7 @@ class SessionTreeProvider:
         with self._store_lock(meta0):
             with self._change(session_id, meta0) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
-                entry = E.message_entry(id=new_id, parent_id=meta.leaf_entry_id, timestamp=now_iso(), message=message)
+                entry = E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
                 pending = PendingEntry(entry, jsonl.dumps(entry))
                 meta.in_flight_entry_id = new_id
                 meta.in_flight_payload = pending.raw
@@ -701,7 +728,7 @@ class SessionTreeProvider:
                         f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
                     )
                 if parent_override is MISSING:
-                    parent = meta.leaf_entry_id
+                    parent = self._leaf(meta, index)
                 else:
                     parent = parent_override
                     if parent is not None and parent not in index.by_id:
@@ -793,6 +820,25 @@ def _count_all(meta: AgentSession, entries: list[dict]) -> None:
             break
 
 
+def recount(meta: AgentSession, records: list[Record]) -> None:
+    """Counters (and root, title) from scratch, from the records a store holds."""
+    meta.entry_count = len(records)
+    meta.message_count = meta.compaction_count = meta.branch_summary_count = meta.label_count = 0
+    field = {"message": "message_count", "compaction": "compaction_count", "branch_summary": "branch_summary_count", "label": "label_count"}
+    ids = {r.id for r in records}
+    parents = {r.parent_id for r in records}
+    for record in records:
+        name = field.get(record.type)
+        if name is not None:
+            setattr(meta, name, getattr(meta, name) + 1)
+    meta.tip_count = sum(1 for i in ids if i not in parents)
+    meta.root_entry_id = next((r.id for r in records if r.parent_id not in ids), None)
+    infos = [r for r in records if r.type == "session_info"]
+    if infos:
+        name = infos[-1].entry.get("name")
+        meta.title = name.strip() if isinstance(name, str) else ""
+
+
 def _last_session_name(entries) -> str | None:
     name = None
     for entry in entries:
@@ -805,11 +851,11 @@ def _last_session_name(entries) -> str | None:
 def _context_stats(provider: SessionTreeProvider, meta: AgentSession, index: SessionIndex) -> dict:
     """What the client shows about the context at the new leaf (model, thinking, tokens)."""
     try:
-        if meta.in_flight_entry_id and meta.leaf_entry_id == meta.in_flight_entry_id:
-            path = provider._path_entries(meta, index, meta.leaf_entry_id)
-            ctx = context_from_path(path)
+        leaf = provider._leaf(meta, index)
+        if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id:
+            ctx = context_from_path(provider._path_entries(meta, index, leaf))
         else:
-            ctx = index.context(meta.leaf_entry_id)
+            ctx = index.context(leaf)
     except (PathError, EntryNotFound, KeyError):
         return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
     return {"model": ctx.model, "thinkingLevel": ctx.thinking_level, "tokenEstimate": estimate_context_tokens(ctx.messages)}

@@ -30,9 +30,9 @@ from django.conf import settings
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import Record, SessionIndex, record_from_line
+from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_line
 from sessions_tree.models import AgentSession, ProviderKind
-from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed
+from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed, recount
 
 # One index per file per process.
 _indexes: dict[str, SessionIndex] = {}
@@ -168,11 +168,10 @@ class FileProvider(SessionTreeProvider):
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
-        acknowledged = meta.last_seq
-        if acknowledged and records and records[-1].seq > acknowledged:
+        if len(records) > meta.entry_count and meta.last_seq:
             # Lines a writer made durable but died before committing: the next
             # write adopts them (``_store_recover``); until then they have no revision.
-            return [r for r in records if r.seq <= acknowledged]
+            return records[: meta.entry_count]
         return records
 
     def _store_recovery_needed(self, hint: AgentSession) -> bool:
@@ -183,14 +182,17 @@ class FileProvider(SessionTreeProvider):
     def _store_recover(self, meta: AgentSession, index: SessionIndex, emit) -> bool:
         """Repair the tail a killed writer left, then adopt the lines it made durable.
 
-        A writer that dies between ``fdatasync`` and its commit leaves a complete
-        line the meta row does not know (``last_seq`` is the acknowledged file
-        size). Pi reads that line, so Neta keeps it too: it is counted and gets an
-        event like any append, but the leaf stays where the acknowledged history
-        put it. If it is the finalized copy of the entry in flight, the entry is
-        finalized now.
+        ``last_seq`` is the file size of the last acknowledged write and
+        ``entry_count`` the number of entries it acknowledged. A writer that dies
+        between ``fdatasync`` and its commit leaves a complete line the meta row
+        does not know. Pi reads that line, so Neta keeps it too: it is counted and
+        gets an event like any append, but the leaf stays where the acknowledged
+        history put it. If it is the finalized copy of the entry in flight, the
+        entry is finalized now. A file shorter than acknowledged (cut behind
+        Neta's back) is reported and counted again.
         """
         fd = _locks.fds[meta.session_file]
+        found = os.fstat(fd).st_size
         changed = self._repair_tail(fd, meta, index)
         size = os.fstat(fd).st_size
         if size > index.position:
@@ -198,14 +200,18 @@ class FileProvider(SessionTreeProvider):
         if meta.last_seq == 0:  # a session from before sizes were recorded
             meta.last_seq = index.position
             return True
+        if found < meta.last_seq:
+            # Acknowledged bytes are gone (the file was cut behind our back): say so,
+            # and count what is left.
+            shrank = meta.diagnostics.setdefault("fileShrank", [])
+            shrank.append({"acknowledgedSize": meta.last_seq, "size": found})
+            del shrank[:-20]
+            recount(meta, index.records)
+            meta.last_seq = index.position
+            return True
         if index.position == meta.last_seq:
             return changed
-        adopted = []
-        for record in reversed(index.records):
-            if record.seq <= meta.last_seq:
-                break
-            adopted.append(record)
-        adopted.reverse()
+        adopted = index.records[meta.entry_count :]
         for record in adopted:
             entry = record.entry
             _count_indexed(meta, index, record)
@@ -221,6 +227,13 @@ class FileProvider(SessionTreeProvider):
             del recovered[:-100]
         meta.last_seq = index.position
         return True
+
+    def _store_read_diagnostics(self, meta: AgentSession, index: SessionIndex) -> dict:
+        fd = _locks.fds[meta.session_file]
+        pending = os.fstat(fd).st_size - index.position
+        if pending > 0:  # nobody is writing (we hold the shared lock): a torn last line
+            return {"unterminatedTail": {"offset": index.position, "length": pending}}
+        return {}
 
     def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
         fd = _locks.fds[meta.session_file]
@@ -252,8 +265,7 @@ class FileProvider(SessionTreeProvider):
                 break
             start = lo
         fragment = os.pread(fd, size - start, start)
-        record = record_from_line(fragment.strip())
-        if record is not None and _is_complete_json(fragment):
+        if record_from_line(fragment.strip()) is not None:
             write_all(fd, b"\n")  # a whole entry that only lacked its newline
             os.fdatasync(fd)
             return True
@@ -285,14 +297,6 @@ class _Locks(threading.local):
 _locks = _Locks()
 
 
-def _is_complete_json(fragment: bytes) -> bool:
-    try:
-        jsonl.loads(fragment)
-    except ValueError:
-        return False
-    return True
-
-
 def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession) -> None:
     """Index the complete lines between ``index.position`` and ``size``."""
     start = index.position
@@ -306,6 +310,12 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         offset = 3
+    with gc_paused():
+        _index_lines(index, data, offset)
+    index.position = position
+
+
+def _index_lines(index: SessionIndex, data: bytes, offset: int) -> None:
     diagnostics = index.diagnostics
     line_no = index.lines_seen
     add = index.add
@@ -332,7 +342,8 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
             else:
                 index.note_malformed(line_no)
             continue
+        if record.raw is not raw:
+            diagnostics["invalidUtf8Lines"] = diagnostics.get("invalidUtf8Lines", 0) + 1
         record.seq = offset  # the file offset just past the line: stable order, and the acknowledged size
         add(record)
     index.lines_seen = line_no
-    index.position = position
