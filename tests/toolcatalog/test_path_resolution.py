@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolcatalog.paths import PathRefused, resolve_path
@@ -32,11 +33,14 @@ def make_tree(base: Path) -> Path:
     return root
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=8), st.booleans())
-def test_resolver_matches_realpath(tmp_path_factory, segments, from_sub):
-    base = tmp_path_factory.mktemp("tree")
-    root = make_tree(base)
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return make_tree(tmp_path_factory.mktemp("tree"))  # resolving never changes it
+
+
+@settings(max_examples=500, deadline=None)
+@given(segments=st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=8), from_sub=st.booleans())
+def test_resolver_matches_realpath(root, segments, from_sub):
     cwd = root / "a" if from_sub else root
     ctx = ToolContext(roots=(root,), cwd=cwd, sandbox="none")
     raw = "/".join(segments)
