@@ -409,7 +409,9 @@ class WireServer:
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.wire = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"wire-{protocol}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"wire-{protocol}", daemon=True
+        )
 
     def __enter__(self) -> WireServer:
         self._thread.start()

@@ -68,9 +68,9 @@ class Command(BaseCommand):
         parser.add_argument("--session", help="continue this session (default: a new one)")
         parser.add_argument("--from", dest="from_entry", help="continue from this entry (Pi's /tree rule)")
         parser.add_argument("--model", help="use this model for the turn")
-        parser.add_argument("--no-color", action="store_true")
 
-    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, no_color=False, **options):
+    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, **options):
+        no_color = options.get("no_color", False)
         try:
             chosen = Agent.objects.select_related("model").get(name=agent, enabled=True) if agent else default_agent()
         except Agent.DoesNotExist:
