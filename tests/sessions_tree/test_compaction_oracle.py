@@ -423,6 +423,15 @@ def leaf_is_compaction(tag: int) -> SessionBuilder:
     return b
 
 
+def compaction_then_label(tag: int) -> SessionBuilder:
+    """A compaction whose kept id is not on the path, then nothing to cut at."""
+    b = tiny(tag)
+    b.say("hi")
+    b.compaction("## Goal\nhello", "ffffffff", 12)
+    b.label(b.entries[0]["id"], "start")
+    return b
+
+
 def branched_tree(tag: int) -> tuple[SessionBuilder, str]:
     """Three branches in one file; the compaction leaf is inside the middle one."""
     rng = random.Random(51)
@@ -522,11 +531,14 @@ def build_cases() -> list[Case]:
         Case("only-tool-results", only_tool_results(11)),
         Case("tiny-session", tiny(12)),
         Case("leaf-is-compaction", leaf_is_compaction(13)),
+        Case("off-path-compaction-then-label", compaction_then_label(15)),
         Case("branched-tree-inner-leaf", tree, leaf=middle_leaf, keep=700),
         Case("branched-tree-file-leaf", tree, keep=100),
     ]
     mixed = mixed_entries(8)
     cases += [Case(f"mixed-entries-keep-{keep}", mixed, keep=keep) for keep in keep_sweep(mixed)]
+    compacted = with_previous_compaction(14)
+    cases += [Case(f"previous-compaction-keep-{keep}", compacted, keep=keep) for keep in keep_sweep(compacted)]
     for seed in range(6):
         rng = random.Random(1000 + seed)
         cases.append(Case(f"random-{seed}", random_session(30 + seed, seed), keep=rng.choice([50, 300, 1000, 4000])))
@@ -753,6 +765,10 @@ def test_the_cases_cover_what_they_claim(pi_results):
     types = {e["id"]: e["type"] for e in builder.entries}
     cut_types = {types[p["firstKeptEntryId"]] for p in mixed.values()}
     assert {"message", "branch_summary", "custom", "model_change", "session_info"} <= cut_types  # moved back
+    # The cut never moves back over a compaction: it can sit right after one.
+    compacted = next(c.builder for c in CASES if c.name.startswith("previous-compaction-keep-"))
+    after_compaction = {e["id"] for p, e in zip(compacted.entries, compacted.entries[1:]) if p["type"] == "compaction"}
+    assert any(r["preparation"]["firstKeptEntryId"] in after_compaction for n, r in prepared.items() if n.startswith("previous-compaction-keep-"))
     roles = {m["role"] for r in prepared.values() for m in r["preparation"]["messagesToSummarize"]}
     assert {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary"} <= roles, roles
 
