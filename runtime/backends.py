@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -39,13 +39,16 @@ def submit_run(run) -> None:
 
 
 def _inline_job(run_id: str, event: threading.Event) -> None:
+    from django.db import close_old_connections
+
     from runtime.turn import execute_run
 
+    close_old_connections()  # a pooled thread may hold a connection that went stale
     try:
         execute_run(run_id, cancel=event)
     finally:
         _cancels.pop(run_id, None)
-        connection.close()
+        close_old_connections()
 
 
 def cancel_local(run_id) -> None:

@@ -24,7 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime import llm
@@ -137,8 +137,11 @@ def claim_run(run_id) -> AgentRun | None:
 
 
 def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Event | None = None) -> AgentRun | None:
-    """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable."""
-    close_old_connections()
+    """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable.
+
+    The caller owns the thread's database connection (the inline pool and Celery
+    close stale ones between jobs); it is not recycled here, on the hot path.
+    """
     run = claim_run(run_id)
     if run is None:
         return None
