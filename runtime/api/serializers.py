@@ -21,20 +21,31 @@ from skills_registry.models import SkillResource
 ENTRY_ID_MAX = 80
 
 
+class StrictCharField(serializers.CharField):
+    """A string field that refuses numbers and booleans instead of converting them."""
+
+    default_error_messages = {"not_a_string": "must be a string"}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
 def entry_id_field(**kwargs) -> serializers.CharField:
-    return serializers.CharField(max_length=ENTRY_ID_MAX, trim_whitespace=False, **kwargs)
+    return StrictCharField(max_length=ENTRY_ID_MAX, trim_whitespace=False, **kwargs)
 
 
 # --------------------------------------------------------------------------- inputs
 
 
 class SessionCreateInput(serializers.Serializer):
-    agent = serializers.CharField(required=False, max_length=64, help_text="Agent name (default: the default agent).")
-    title = serializers.CharField(required=False, max_length=MAX_TITLE)
+    agent = StrictCharField(required=False, max_length=64, help_text="Agent name (default: the default agent).")
+    title = StrictCharField(required=False, max_length=MAX_TITLE)
 
 
 class SessionUpdateInput(serializers.Serializer):
-    title = serializers.CharField(required=False, max_length=MAX_TITLE, help_text="Rename (a session_info entry, as Pi's /name).")
+    title = StrictCharField(required=False, max_length=MAX_TITLE, help_text="Rename (a session_info entry, as Pi's /name).")
     status = serializers.ChoiceField(required=False, choices=SessionStatus.values, help_text="archived / active")
 
     def validate(self, attrs):
@@ -44,22 +55,22 @@ class SessionUpdateInput(serializers.Serializer):
 
 
 class SessionListQuery(serializers.Serializer):
-    user = serializers.CharField(required=False, max_length=150, help_text="Staff only: sessions of this username.")
-    agent = serializers.CharField(required=False, max_length=64)
+    user = StrictCharField(required=False, max_length=150, help_text="Staff only: sessions of this username.")
+    agent = StrictCharField(required=False, max_length=64)
     status = serializers.ChoiceField(required=False, choices=SessionStatus.values)
 
 
 class ImageInput(serializers.Serializer):
-    data = serializers.CharField(help_text="base64", trim_whitespace=False)
+    data = StrictCharField(help_text="base64", trim_whitespace=False)
     mimeType = serializers.ChoiceField(choices=IMAGE_TYPES)
 
 
 class PromptInput(serializers.Serializer):
-    text = serializers.CharField(max_length=MAX_PROMPT_CHARS, trim_whitespace=False)
+    text = StrictCharField(max_length=MAX_PROMPT_CHARS, trim_whitespace=False)
     fromEntryId = entry_id_field(required=False, allow_null=True, help_text="Continue from this history node (Pi's /tree rule).")
     mode = serializers.ChoiceField(required=False, choices=["follow_up", "steer"], default="follow_up")
     images = ImageInput(many=True, required=False, max_length=MAX_IMAGES)
-    model = serializers.CharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+    model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
 
     def validate_text(self, value):
         if not value.strip():
@@ -70,16 +81,16 @@ class PromptInput(serializers.Serializer):
 class SwitchLeafInput(serializers.Serializer):
     entryId = entry_id_field(allow_null=True, help_text="The entry to continue from; null: before the first entry.")
     summarize = serializers.BooleanField(required=False, default=False, help_text="Summarize the abandoned branch.")
-    instructions = serializers.CharField(required=False, allow_null=True, max_length=10_000)
+    instructions = StrictCharField(required=False, allow_null=True, max_length=10_000)
 
 
 class LabelInput(serializers.Serializer):
     entryId = entry_id_field()
-    label = serializers.CharField(allow_null=True, allow_blank=True, max_length=MAX_LABEL, help_text="null or empty: clear.")
+    label = StrictCharField(allow_null=True, allow_blank=True, max_length=MAX_LABEL, help_text="null or empty: clear.")
 
 
 class CompactInput(serializers.Serializer):
-    instructions = serializers.CharField(required=False, allow_null=True, max_length=10_000)
+    instructions = StrictCharField(required=False, allow_null=True, max_length=10_000)
 
 
 class ForkInput(serializers.Serializer):
@@ -88,12 +99,12 @@ class ForkInput(serializers.Serializer):
 
 class ImportInput(serializers.Serializer):
     file = serializers.FileField(help_text="A Pi session file (JSONL).")
-    agent = serializers.CharField(required=False, max_length=64)
+    agent = StrictCharField(required=False, max_length=64)
     provider = serializers.ChoiceField(required=False, choices=PROVIDER_KINDS)
 
 
 class RunListQuery(serializers.Serializer):
-    session = serializers.CharField(required=False, max_length=64)
+    session = StrictCharField(required=False, max_length=64)
     status = serializers.ChoiceField(required=False, choices=["queued", "running", "completed", "aborted", "failed", "lost"])
 
 

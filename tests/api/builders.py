@@ -11,9 +11,37 @@ from sessions_tree.providers import get_provider
 from tests.sessions_tree.conftest import assistant_message, user_message
 
 
+SLOW_TEXT = " ".join(f"word{i:03d}" for i in range(120))  # 959 characters
+
+# The scripted model's rules for these tests: instant replies, one slow stream
+# (for abort and dropped sockets), one tool round, and short summaries.
+TEST_RULES = {
+    "version": 1,
+    "chunk_size": 8,
+    "delay_ms": 0,
+    "rules": [
+        {"match": {"system": "context summarization assistant"}, "reply": "## Goal\nThe branch, summarized."},
+        {"match": {"contains": "slowly"}, "reply": {"delay_ms": 4, "chunk_size": 3, "steps": [{"text": SLOW_TEXT}]}},
+        {
+            "match": {"contains": "use a tool"},
+            "replies": [[{"text": "Looking around."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], "Done looking."],
+        },
+    ],
+    "default": {"reply": "You said: {{user}}"},
+}
+
+
 def default_agent() -> Agent:
+    """The bootstrap's default agent on the scripted model, with the test rules."""
+    from runtime.models import ModelConfig
+
     runtime_bootstrap()
-    return Agent.objects.select_related("model").get(name="default")
+    ModelConfig.objects.filter(name="scripted-demo").update(options={"rules": TEST_RULES})
+    agent = Agent.objects.select_related("model").get(name="default")
+    if agent.model.name != "scripted-demo":
+        agent.model = ModelConfig.objects.get(name="scripted-demo")
+        agent.save()
+    return Agent.objects.select_related("model").get(pk=agent.pk)
 
 
 @dataclass

@@ -108,9 +108,13 @@ def _compactable_tree(owner, agent):
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
 def test_every_endpoint_for_every_actor(endpoint, client_for, owner, agent):
+    shared = None
     for actor in ACTORS:
-        tree = _compactable_tree(owner, agent) if "compact" in endpoint.path else build_tree(owner, agent)
-        run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
+        if endpoint.write or shared is None:  # reads share one session; writes get a fresh one each
+            tree = _compactable_tree(owner, agent) if "compact" in endpoint.path else build_tree(owner, agent)
+            run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
+            shared = (tree, run)
+        tree, run = shared
         names = {"sid": tree.session_id, "run": str(run.run_id), **tree.ids}
         path = _fill(endpoint.path, names)
         client = client_for(actor)
