@@ -257,18 +257,24 @@ class Decoder:
         if kind == "content_block_start":
             block = event.content_block
             btype = block.type
+            initial = ""
             if btype == "text":
-                index, ev = b.begin_text(getattr(block, "text", "") or "")
+                index, ev = b.begin_text()
+                initial = getattr(block, "text", "") or ""
             elif btype == "thinking":
-                index, ev = b.begin_thinking(getattr(block, "thinking", "") or "", signature=getattr(block, "signature", "") or "")
+                index, ev = b.begin_thinking(signature=getattr(block, "signature", "") or "")
+                initial = getattr(block, "thinking", "") or ""
             elif btype == "redacted_thinking":
                 index, ev = b.begin_thinking("[Reasoning redacted]", signature=block.data, redacted=True)
             elif btype == "tool_use":
-                initial = getattr(block, "input", None)
-                index, ev = b.begin_tool_call(block.id, block.name, initial if isinstance(initial, dict) else None)
+                start_input = getattr(block, "input", None)
+                index, ev = b.begin_tool_call(block.id, block.name, start_input if isinstance(start_input, dict) else None)
             else:
                 return []  # server tools, citations …: not part of Pi's message
             self.blocks[event.index] = index
+            if initial:  # text that came with the start event still arrives as a delta
+                delta = b.text_delta(index, initial) if btype == "text" else b.thinking_delta(index, initial)
+                return [ev, delta]
             return [ev]
         if kind == "content_block_stop":
             index = self.blocks.pop(event.index, None)

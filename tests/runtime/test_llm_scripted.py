@@ -260,6 +260,25 @@ def test_a_broken_or_missing_file_is_an_error_message(tmp_path):
     assert missing["stopReason"] == "error" and "nope.yaml" in missing["errorMessage"]
 
 
+def test_the_documented_example_is_valid():
+    import yaml
+
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "llm.md").read_text(encoding="utf-8")
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    rules = yaml.safe_load(example)
+    script = load_script(rules)
+    assert len(script.rules) == 3 and script.default is not None
+    first = complete(model(rules, delay_ms=0), request(user("weather in Oslo?")))
+    assert [b["type"] for b in first["content"]] == ["thinking", "text", "toolCall"]
+    overflow = complete(model(rules), request(user("overflow")))
+    assert overflow["errorMessage"].startswith("prompt is too long")
+    plan = complete(model(rules, delay_ms=0), request(user("/plan it"), system="You are a Planner."))
+    assert plan["content"] == [{"type": "text", "text": "Plan:"}, {"type": "text", "text": " done"}]
+    assert plan["stopReason"] == "length" and plan["usage"]["input"] == 1000
+
+
 # -- the demo ----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,138 @@
+"""Cost of the LLM provider layer per streamed delta.
+
+    python -m bench.llm_stream
+
+1. scripted provider at zero delay: µs per delta, against a bare generator that
+   yields the same number of StreamEvents (ratio = the layer's own overhead);
+2. long outputs: a 1 MB text in 4-character deltas and a 256 KB tool argument in
+   64-character deltas (appending and partial JSON parsing stay linear);
+3. anthropic and openai over a local wire server: µs per delta through SDK + helper
+   thread + builder, against iterating the same SDK stream directly.
+Nothing is asserted; figures are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from runtime.llm import LlmRequest, ModelSpec, StreamEvent, stream  # noqa: E402
+from runtime.llm.clients import anthropic_client, openai_client  # noqa: E402
+
+
+def best_of(runs: int, fn) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def request(text: str = "go") -> LlmRequest:
+    return LlmRequest("bench", [{"role": "user", "content": text}], [])
+
+
+def scripted(rules: dict) -> ModelSpec:
+    return ModelSpec("scripted", "bench", "scripted", prices={"input": 1, "output": 1}, options={"rules": rules})
+
+
+def bench_scripted() -> None:
+    text = "lorem ipsum dolor sit amet " * 740  # ~20 KB
+    rules = {
+        "chunk_size": 4,
+        "default": {
+            "reply": [
+                {"thinking": text[:4000]},
+                {"text": text},
+                {"tool_call": {"name": "write", "arguments": {"path": "a.txt", "content": text[:2000]}}},
+            ]
+        },
+    }
+    model = scripted(rules)
+    deltas = sum(1 for e in stream(model, request()) if e.type.endswith("_delta"))
+
+    def run_layer():
+        for _ in stream(model, request()):
+            pass
+
+    pieces = [text[i : i + 4] for i in range(0, deltas * 4, 4)]
+    partial: dict = {}
+
+    def run_bare():
+        for piece in pieces:
+            yield StreamEvent("text_delta", 0, piece, partial)
+
+    def drain_bare():
+        for _ in run_bare():
+            pass
+
+    layer = best_of(5, run_layer)
+    bare = best_of(5, drain_bare)
+    print(f"scripted, zero delay: {deltas} deltas in {layer * 1000:.1f} ms = {layer / deltas * 1e6:.2f} µs/delta")
+    print(f"  bare generator of the same events: {bare / deltas * 1e6:.2f} µs/delta (ratio {layer / bare:.1f}x)")
+
+
+def bench_long_outputs() -> None:
+    big_text = "x" * (1024 * 1024)
+    model = scripted({"chunk_size": 4, "default": {"reply": [{"text": big_text}]}})
+    seconds = best_of(3, lambda: [None for _ in stream(model, request())])
+    print(f"1 MB text in 4-char deltas: {seconds * 1000:.0f} ms ({seconds / (len(big_text) / 4) * 1e6:.2f} µs/delta)")
+
+    half = "y" * (128 * 1024)
+    small = scripted({"chunk_size": 64, "default": {"reply": [{"tool_call": {"name": "write", "arguments": {"path": "p", "content": half}}}]}})
+    large = scripted({"chunk_size": 64, "default": {"reply": [{"tool_call": {"name": "write", "arguments": {"path": "p", "content": half * 2}}}]}})
+    t_small = best_of(3, lambda: [None for _ in stream(small, request())])
+    t_large = best_of(3, lambda: [None for _ in stream(large, request())])
+    print(
+        f"tool arguments in 64-char deltas: 128 KB {t_small * 1000:.0f} ms, 256 KB {t_large * 1000:.0f} ms "
+        f"(ratio {t_large / t_small:.2f}; 2.0 = linear)"
+    )
+
+
+def bench_wire() -> None:
+    from tests.runtime.wire_servers import Reply, WireServer
+
+    text = "streaming text over the wire " * 300  # ~8.7 KB
+    for protocol, kind in (("anthropic", "anthropic"), ("openai", "openai")):
+        with WireServer(protocol) as server:
+            model = ModelSpec(kind, "bench", kind, base_url=server.base_url, api_key="k")
+            reply_args = {"content": [{"type": "text", "text": text}], "chunk": 4}
+            deltas = len(text) // 4 + (1 if len(text) % 4 else 0)
+
+            def run_layer():
+                server.script(Reply(**reply_args))
+                for _ in stream(model, request()):
+                    pass
+
+            def run_sdk():
+                server.script(Reply(**reply_args))
+                if kind == "anthropic":
+                    client = anthropic_client(base_url=server.base_url, api_key="k")
+                    events = client.messages.create(model="bench", max_tokens=10, messages=[{"role": "user", "content": "go"}], stream=True)
+                else:
+                    client = openai_client(base_url=server.base_url, api_key="k")
+                    events = client.chat.completions.create(
+                        model="bench", messages=[{"role": "user", "content": "go"}], stream=True, stream_options={"include_usage": True}
+                    )
+                for _ in events:
+                    pass
+
+            run_layer()
+            run_sdk()  # warm both paths
+            layer = statistics.median(best_of(1, run_layer) for _ in range(5))
+            sdk = statistics.median(best_of(1, run_sdk) for _ in range(5))
+            print(
+                f"{protocol} wire, {deltas} deltas: layer {layer / deltas * 1e6:.1f} µs/delta, "
+                f"SDK alone {sdk / deltas * 1e6:.1f} µs/delta (layer adds {(layer - sdk) / deltas * 1e6:.1f} µs/delta)"
+            )
+
+
+if __name__ == "__main__":
+    bench_scripted()
+    bench_long_outputs()
+    bench_wire()
