@@ -52,7 +52,9 @@ __all__ = [
 BRANCH_SUMMARY_MAX_TOKENS = 2048
 DEFAULT_CONTEXT_WINDOW = 128000  # Pi's fallback when the model has no context window
 NO_CONTENT_SUMMARY = "No content to summarize"
-BRANCH_SUMMARY_PREAMBLE = "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
+BRANCH_SUMMARY_PREAMBLE = (
+    "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
+)
 
 BRANCH_SUMMARY_PROMPT = """Create a structured summary of this conversation branch for context when returning later.
 
@@ -148,7 +150,11 @@ def prepare_branch_entries(entries: list[dict], token_budget: int) -> tuple[list
     """
     file_ops = FileOps()
     for entry in entries:
-        if entry.get("type") == "branch_summary" and not js_truthy(entry.get("fromHook")) and js_truthy(entry.get("details")):
+        if (
+            entry.get("type") == "branch_summary"
+            and not js_truthy(entry.get("fromHook"))
+            and js_truthy(entry.get("details"))
+        ):
             file_ops.add_from_details(entry["details"])
     messages: list = []
     total = 0
@@ -175,7 +181,9 @@ def branch_summary_budget(context_window: int | None, reserve_tokens: int = 1638
     return (context_window or DEFAULT_CONTEXT_WINDOW) - reserve_tokens
 
 
-def branch_summary_request(messages: list, *, custom_instructions: str | None = None, replace_instructions: bool = False) -> SummaryRequest:
+def branch_summary_request(
+    messages: list, *, custom_instructions: str | None = None, replace_instructions: bool = False
+) -> SummaryRequest:
     """The summarizer call for a branch (Pi's ``generateBranchSummary``): the
     serialized conversation, then the branch prompt, with ``custom_instructions``
     as ``Additional focus`` or, with ``replace_instructions``, instead of the

@@ -40,6 +40,9 @@ from sessions_tree.path import js_same, js_truthy
 
 __all__ = [
     "ALREADY_COMPACTED",
+    "HISTORY_PROMPT",
+    "HISTORY_UPDATE_PROMPT",
+    "TURN_PREFIX_PROMPT",
     "NOTHING_TO_COMPACT",
     "SUMMARIZATION_SYSTEM_PROMPT",
     "CompactionPreparation",
@@ -51,6 +54,7 @@ __all__ = [
     "compaction_requests",
     "compaction_result",
     "context_tokens_from_usage",
+    "conversation_text",
     "file_operations_suffix",
     "find_cut_point",
     "find_turn_start",
@@ -192,7 +196,11 @@ class CompactionSettings:
                 raise ValueError(f"{name} must be >= 0, not {value}")
 
     def to_pi(self) -> dict:
-        return {"enabled": self.enabled, "reserveTokens": self.reserve_tokens, "keepRecentTokens": self.keep_recent_tokens}
+        return {
+            "enabled": self.enabled,
+            "reserveTokens": self.reserve_tokens,
+            "keepRecentTokens": self.keep_recent_tokens,
+        }
 
 
 def should_compact(context_tokens: int, context_window: int, settings: CompactionSettings) -> bool:
@@ -211,7 +219,9 @@ def context_tokens_from_usage(usage: dict) -> float:
     return sum(p for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool))
 
 
-def threshold_context_tokens(assistant_message: dict, *, path_entries: list[dict], context_messages: list) -> float | None:
+def threshold_context_tokens(
+    assistant_message: dict, *, path_entries: list[dict], context_messages: list
+) -> float | None:
     """The token count Pi's automatic threshold check compares (``_checkCompaction``
     case 2), or None when Pi skips the check.
 
@@ -502,7 +512,9 @@ class CompactionPreparation:
         return self.is_split_turn and len(self.turn_prefix_messages) > 0
 
 
-def prepare_compaction(path_entries: list[dict], settings: CompactionSettings = CompactionSettings()) -> CompactionPreparation | None:
+def prepare_compaction(
+    path_entries: list[dict], settings: CompactionSettings = CompactionSettings()
+) -> CompactionPreparation | None:
     """Pi's ``prepareCompaction`` for a root-to-leaf path.
 
     None when the leaf is a compaction or the cut entry has no id (an empty
@@ -537,7 +549,11 @@ def prepare_compaction(path_entries: list[dict], settings: CompactionSettings = 
         return None  # an unmigrated (v1) entry: Pi refuses too
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
     messages = _compaction_messages(path_entries[boundary_start:history_end])
-    prefix = _compaction_messages(path_entries[cut.turn_start_index : cut.first_kept_entry_index]) if cut.is_split_turn else []
+    prefix = (
+        _compaction_messages(path_entries[cut.turn_start_index : cut.first_kept_entry_index])
+        if cut.is_split_turn
+        else []
+    )
     file_ops = FileOps()
     if prev is not None and not js_truthy(prev.get("fromHook")) and js_truthy(prev.get("details")):
         file_ops.add_from_details(prev["details"])
@@ -559,7 +575,9 @@ def prepare_compaction(path_entries: list[dict], settings: CompactionSettings = 
     )
 
 
-def compaction_blocked_reason(path_entries: list[dict], settings: CompactionSettings = CompactionSettings()) -> str | None:
+def compaction_blocked_reason(
+    path_entries: list[dict], settings: CompactionSettings = CompactionSettings()
+) -> str | None:
     """Why a manual compaction of this path cannot run (Pi's error texts):
     ``"Already compacted"`` when the leaf is a compaction, ``"Nothing to compact
     (session too small)"`` when Pi's preparation returns nothing else; None when
@@ -576,7 +594,9 @@ def compaction_blocked_reason(path_entries: list[dict], settings: CompactionSett
 
 def _js_entries(obj: dict):
     """``Object.entries(obj)`` order: integer-like keys ascending, then the rest."""
-    index_keys = [k for k in obj if k and k.isascii() and k.isdigit() and (k == "0" or k[0] != "0") and int(k) <= 2**32 - 2]
+    index_keys = [
+        k for k in obj if k and k.isascii() and k.isdigit() and (k == "0" or k[0] != "0") and int(k) <= 2**32 - 2
+    ]
     if not index_keys:
         return list(obj.items())
     index_keys.sort(key=int)

@@ -30,7 +30,14 @@ def tree():
     b.step("write", {"path": "a.py", "content": "x"}, "written")
     ra = b.say("a done")
     b.branch_from(r1["id"])
-    cm = b.custom_message("note", [{"type": "text", "text": "from "}, {"type": "image", "data": "x", "mimeType": "image/png"}, {"type": "text", "text": "ext"}])
+    cm = b.custom_message(
+        "note",
+        [
+            {"type": "text", "text": "from "},
+            {"type": "image", "data": "x", "mimeType": "image/png"},
+            {"type": "text", "text": "ext"},
+        ],
+    )
     rb = b.say("b done")
     ids = {"u1": u1["id"], "r1": r1["id"], "ua": ua["id"], "ra": ra["id"], "cm": cm["id"], "rb": rb["id"]}
     return b.entries, ids
@@ -109,7 +116,10 @@ def test_nothing_but_tool_results_gives_no_content_to_summarize():
     assert messages == []
     with pytest.raises(ValueError, match="No content to summarize"):
         branch_summary_request(messages)
-    assert branch_summary_result(None, file_ops) == {"summary": "No content to summarize", "details": {"readFiles": [], "modifiedFiles": []}}
+    assert branch_summary_result(None, file_ops) == {
+        "summary": "No content to summarize",
+        "details": {"readFiles": [], "modifiedFiles": []},
+    }
 
 
 def test_earlier_summaries_pass_their_files_on_unless_made_by_an_extension():
@@ -149,9 +159,9 @@ def test_request_instructions_extend_or_replace_the_prompt():
     assert branch_summary_request(messages, custom_instructions="Files only.").user_text.endswith(
         BRANCH_SUMMARY_PROMPT + "\n\nAdditional focus: Files only."
     )
-    assert branch_summary_request(messages, custom_instructions="Files only.", replace_instructions=True).user_text.endswith(
-        "</conversation>\n\nFiles only."
-    )
+    assert branch_summary_request(
+        messages, custom_instructions="Files only.", replace_instructions=True
+    ).user_text.endswith("</conversation>\n\nFiles only.")
     assert branch_summary_request(messages, replace_instructions=True).user_text == plain.user_text
 
 

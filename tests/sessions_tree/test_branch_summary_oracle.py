@@ -48,7 +48,9 @@ def build_tree() -> tuple[SessionBuilder, dict]:
     at["b_user"] = b_user["id"]
     b.step("edit", {"path": "src/importer.py", "edits": []}, "ok")
     b.say("Streaming works.")
-    b.compaction("## Goal\nStreaming importer", b_user["id"], 5000, details={"readFiles": ["old.md"], "modifiedFiles": []})
+    b.compaction(
+        "## Goal\nStreaming importer", b_user["id"], 5000, details={"readFiles": ["old.md"], "modifiedFiles": []}
+    )
     random_turn(b, rng, steps=2, result_words=100)
     b.user("Show the full log.")
     b.step("bash", {"command": "cat import.log"}, "row ok ✓\n" * 6000)
@@ -182,7 +184,9 @@ def test_branch_summary_equals_pis(nav, pi_navs):
 
     requests = [{k: v for k, v in c.items() if k != "reply"} for c in pi["requests"]]
     if messages:
-        request = branch_summary_request(messages, custom_instructions=nav.instructions, replace_instructions=bool(nav.replace))
+        request = branch_summary_request(
+            messages, custom_instructions=nav.instructions, replace_instructions=bool(nav.replace)
+        )
         assert [request.to_pi()] == requests
         reply = pi["requests"][0]["reply"]
     else:
@@ -204,7 +208,10 @@ def test_the_navigations_cover_what_they_claim(pi_navs):
     full, small = pi_navs["b-to-a"]["messages"], pi_navs["b-tiny-budget"]["messages"]
     assert 0 < len(small) < len(full)
     assert pi_navs["b-negative-budget-unlimited"]["messages"] == full
-    d_fit, d_drop = pi_navs["d-summary-fits-under-90-percent"]["messages"], pi_navs["d-summary-dropped-over-90-percent"]["messages"]
+    d_fit, d_drop = (
+        pi_navs["d-summary-fits-under-90-percent"]["messages"],
+        pi_navs["d-summary-dropped-over-90-percent"]["messages"],
+    )
     assert [m["role"] for m in d_fit] == ["branchSummary", "user", "assistant"]
     assert [m["role"] for m in d_drop] == ["user", "assistant"]
     roles = {m["role"] for m in pi_navs["b-to-a"]["messages"]}
@@ -212,6 +219,9 @@ def test_the_navigations_cover_what_they_claim(pi_navs):
     # The message that overflows the budget is left out, but its files still count.
     stopped = pi_navs["c-budget-stops-at-the-tool-calls"]
     assert [m["role"] for m in stopped["messages"]] == ["assistant"]
-    assert stopped["fileOps"]["modifiedFiles"] == ["src/z.py", "src/！.py"] and "src/😀.py" in stopped["fileOps"]["readFiles"]
+    assert (
+        stopped["fileOps"]["modifiedFiles"] == ["src/z.py", "src/！.py"]
+        and "src/😀.py" in stopped["fileOps"]["readFiles"]
+    )
     assert "hook.py" not in pi_navs["c-to-a-instructions"]["fileOps"]["modifiedFiles"]
     assert pi_navs["c-to-a-replace"]["requests"][0]["userText"].endswith("</conversation>\n\nOnly list the files.")

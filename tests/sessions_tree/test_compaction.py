@@ -93,15 +93,30 @@ def test_only_tool_results_keep_everything_and_summarize_nothing():
 
 
 ROLES = ["user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"]
-OTHER_TYPES = ["label", "model_change", "thinking_level_change", "custom", "custom_message", "branch_summary", "session_info", "subagent_result"]
+OTHER_TYPES = [
+    "label",
+    "model_change",
+    "thinking_level_change",
+    "custom",
+    "custom_message",
+    "branch_summary",
+    "session_info",
+    "subagent_result",
+]
 
 
 @st.composite
 def paths(draw):
-    kinds = draw(st.lists(st.one_of(st.sampled_from(ROLES), st.sampled_from(OTHER_TYPES).map(lambda t: "@" + t)), max_size=40))
+    kinds = draw(
+        st.lists(st.one_of(st.sampled_from(ROLES), st.sampled_from(OTHER_TYPES).map(lambda t: "@" + t)), max_size=40)
+    )
     entries = []
     for i, kind in enumerate(kinds):
-        base = {"id": f"{i:08x}", "parentId": f"{i - 1:08x}" if i else None, "timestamp": ms_to_iso(1_700_000_000_000 + i)}
+        base = {
+            "id": f"{i:08x}",
+            "parentId": f"{i - 1:08x}" if i else None,
+            "timestamp": ms_to_iso(1_700_000_000_000 + i),
+        }
         size = draw(st.integers(0, 400))
         if kind.startswith("@"):
             entry = {"type": kind[1:], **base}
@@ -112,13 +127,29 @@ def paths(draw):
         elif kind in ("user", "custom"):
             entry = {"type": "message", **base, "message": {"role": kind, "content": "u" * size, "timestamp": 1}}
         elif kind == "assistant":
-            message = {"role": "assistant", "content": [{"type": "text", "text": "a" * size}], "stopReason": "stop", "timestamp": 1}
+            message = {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "a" * size}],
+                "stopReason": "stop",
+                "timestamp": 1,
+            }
             entry = {"type": "message", **base, "message": message}
         elif kind == "toolResult":
-            message = {"role": "toolResult", "toolCallId": "t", "toolName": "read", "content": [{"type": "text", "text": "r" * size}], "isError": False, "timestamp": 1}
+            message = {
+                "role": "toolResult",
+                "toolCallId": "t",
+                "toolName": "read",
+                "content": [{"type": "text", "text": "r" * size}],
+                "isError": False,
+                "timestamp": 1,
+            }
             entry = {"type": "message", **base, "message": message}
         elif kind == "bashExecution":
-            entry = {"type": "message", **base, "message": {"role": kind, "command": "ls", "output": "o" * size, "exitCode": 0, "timestamp": 1}}
+            entry = {
+                "type": "message",
+                **base,
+                "message": {"role": kind, "command": "ls", "output": "o" * size, "exitCode": 0, "timestamp": 1},
+            }
         else:
             entry = {"type": "message", **base, "message": {"role": kind, "summary": "s" * size, "timestamp": 1}}
         entries.append(entry)
@@ -130,7 +161,9 @@ def is_tool_result(entry: dict) -> bool:
 
 
 def is_cut_point(entry: dict) -> bool:
-    return entry["type"] in ("branch_summary", "custom_message") or (entry["type"] == "message" and not is_tool_result(entry))
+    return entry["type"] in ("branch_summary", "custom_message") or (
+        entry["type"] == "message" and not is_tool_result(entry)
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -148,7 +181,10 @@ def test_the_cut_is_never_a_tool_result_and_the_ranges_partition_the_path(path, 
     if cut.is_split_turn:
         assert start <= cut.turn_start_index <= cut.first_kept_entry_index
         turn_start = path[cut.turn_start_index]
-        assert turn_start["type"] in ("branch_summary", "custom_message") or turn_start["message"]["role"] in ("user", "bashExecution")
+        assert turn_start["type"] in ("branch_summary", "custom_message") or turn_start["message"]["role"] in (
+            "user",
+            "bashExecution",
+        )
     else:
         assert cut.turn_start_index == -1
     # A cut that is not itself a cut point was moved back over non-message
@@ -168,7 +204,9 @@ def test_prepared_messages_are_the_context_before_the_cut(path, keep):
     cut = prep.cut_point
     # Everything before the cut is summarized: history, then the turn prefix.
     summarized = prep.messages_to_summarize + prep.turn_prefix_messages
-    expected_sources = [e for e in path[: cut.first_kept_entry_index] if e["type"] in ("message", "custom_message", "branch_summary")]
+    expected_sources = [
+        e for e in path[: cut.first_kept_entry_index] if e["type"] in ("message", "custom_message", "branch_summary")
+    ]
     assert len(summarized) == len(expected_sources)
     # After compacting, the model sees the summary, then the context from the cut.
     entry = compaction_entry(
@@ -213,7 +251,9 @@ def test_the_cut_moves_back_over_settings_and_labels_before_it():
     b.label(b.entries[0]["id"], "x")
     last_user = b.user("final question " * 10)
     b.say("final answer")
-    prep = prepare_compaction(b.entries, CompactionSettings(keep_recent_tokens=estimate_tokens(last_user["message"]) + 2))
+    prep = prepare_compaction(
+        b.entries, CompactionSettings(keep_recent_tokens=estimate_tokens(last_user["message"]) + 2)
+    )
     assert prep.first_kept_entry_id == b.entries[before]["id"]  # the model_change, not the user message
     # Pi's quirk, kept: the cut entry is not a user message, so Pi looks back for
     # a turn start, finds the previous (complete) turn and calls it a split turn.
@@ -235,7 +275,10 @@ def test_previous_summary_switches_to_the_update_prompt_and_carries_files():
     prep2 = prepare_compaction(b.entries, CompactionSettings(keep_recent_tokens=5))
     assert prep2.previous_summary == first["summary"]
     history = compaction_requests(prep2)[0]
-    assert f"<previous-summary>\n{first['summary']}\n</previous-summary>\n\nThe messages above are NEW" in history.user_text
+    assert (
+        f"<previous-summary>\n{first['summary']}\n</previous-summary>\n\nThe messages above are NEW"
+        in history.user_text
+    )
     read_files, modified_files = prep2.file_ops.file_lists()
     assert set(first["details"]["modifiedFiles"]) <= set(modified_files)
 
@@ -251,7 +294,9 @@ def test_custom_instructions_reasoning_and_max_tokens():
     assert compaction_requests(prep, custom_instructions="")[0].user_text.endswith("error messages.")
     with pytest.raises(TypeError):
         compaction_requests(prep, reasoning=3)
-    assert requests[0].llm_messages(5) == [{"role": "user", "content": [{"type": "text", "text": requests[0].user_text}], "timestamp": 5}]
+    assert requests[0].llm_messages(5) == [
+        {"role": "user", "content": [{"type": "text", "text": requests[0].user_text}], "timestamp": 5}
+    ]
 
 
 def test_summary_reasoning_needs_a_reasoning_model_and_a_level():
@@ -293,13 +338,23 @@ def test_file_ops_follow_pis_rules_and_javascript_sorting():
         ("read", {"path": ""}),
         ("read", {"path": 7}),
     ]
-    ops.add_from_message({"role": "assistant", "content": [{"type": "toolCall", "id": str(i), "name": n, "arguments": a} for i, (n, a) in enumerate(calls)]})
-    ops.add_from_message({"role": "user", "content": [{"type": "toolCall", "name": "read", "arguments": {"path": "user.py"}}]})
+    ops.add_from_message(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": str(i), "name": n, "arguments": a} for i, (n, a) in enumerate(calls)
+            ],
+        }
+    )
+    ops.add_from_message(
+        {"role": "user", "content": [{"type": "toolCall", "name": "read", "arguments": {"path": "user.py"}}]}
+    )
     ops.add_from_details({"readFiles": ["prev.md", 3], "modifiedFiles": ["prev.py", None]})
     # UTF-16 order: U+1F600 (a surrogate pair, 0xD83D...) sorts before U+FF01.
     assert ops.file_lists() == (["prev.md", "src/😀.py", "src/！.py"], ["a.py", "b.py", "prev.py"])
     assert file_operations_suffix(*ops.file_lists()) == (
-        "\n\n<read-files>\nprev.md\nsrc/😀.py\nsrc/！.py\n</read-files>\n\n<modified-files>\na.py\nb.py\nprev.py\n</modified-files>"
+        "\n\n<read-files>\nprev.md\nsrc/😀.py\nsrc/！.py\n</read-files>"
+        "\n\n<modified-files>\na.py\nb.py\nprev.py\n</modified-files>"
     )
     assert file_operations_suffix([], []) == ""
     assert file_operations_suffix([], ["x"]) == "\n\n<modified-files>\nx\n</modified-files>"
@@ -311,7 +366,14 @@ def test_file_ops_follow_pis_rules_and_javascript_sorting():
 def test_serialize_conversation_parts_and_truncation():
     messages = [
         {"role": "user", "content": "plain"},
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "x", "mimeType": "image/png"}, {"type": "text", "text": "b"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image", "data": "x", "mimeType": "image/png"},
+                {"type": "text", "text": "b"},
+            ],
+        },
         {"role": "user", "content": ""},
         {"role": "assistant", "content": []},
         {
@@ -369,7 +431,13 @@ def test_threshold_tokens_follow_pis_auto_check():
     assert threshold_context_tokens(last, path_entries=b.entries, context_messages=ctx) == last["usage"]["totalTokens"]
     assert context_tokens_from_usage({"totalTokens": 0, "input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4}) == 10
     # An error reply has no usable usage: estimate from the last good one.
-    error = {"role": "assistant", "content": [], "usage": {"totalTokens": 0}, "stopReason": "error", "timestamp": b.clock + 10}
+    error = {
+        "role": "assistant",
+        "content": [],
+        "usage": {"totalTokens": 0},
+        "stopReason": "error",
+        "timestamp": b.clock + 10,
+    }
     tokens = threshold_context_tokens(error, path_entries=b.entries, context_messages=[*ctx, error])
     assert tokens == last["usage"]["totalTokens"]
     assert threshold_context_tokens(error, path_entries=b.entries, context_messages=[error]) is None

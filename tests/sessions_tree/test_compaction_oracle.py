@@ -87,7 +87,9 @@ class SessionBuilder:
 
     def text(self) -> str:
         header = session_header(
-            session_id=f"0197a000-0000-7000-8000-{self.tag:012x}", timestamp=ms_to_iso(1_750_000_000_000), cwd="/work/proj"
+            session_id=f"0197a000-0000-7000-8000-{self.tag:012x}",
+            timestamp=ms_to_iso(1_750_000_000_000),
+            cwd="/work/proj",
         )
         return "".join(dumps(e) + "\n" for e in [header, *self.entries])
 
@@ -105,7 +107,9 @@ class SessionBuilder:
             content = [{"type": "text", "text": content}]
         return self.add(message_entry, message={"role": "user", "content": content, "timestamp": self.clock + 1000})
 
-    def assistant(self, blocks: list, *, stop_reason: str | None = None, usage: bool = True, model: str = "claude-test") -> dict:
+    def assistant(
+        self, blocks: list, *, stop_reason: str | None = None, usage: bool = True, model: str = "claude-test"
+    ) -> dict:
         self.ctx_tokens += 150
         message = {
             "role": "assistant",
@@ -121,7 +125,13 @@ class SessionBuilder:
                 "cacheRead": self.ctx_tokens,
                 "cacheWrite": 150,
                 "totalTokens": self.ctx_tokens + 243,
-                "cost": {"input": 0.000009, "output": 0.00135, "cacheRead": 0.0006, "cacheWrite": 0.0005625, "total": 0.0025},
+                "cost": {
+                    "input": 0.000009,
+                    "output": 0.00135,
+                    "cacheRead": 0.0006,
+                    "cacheWrite": 0.0005625,
+                    "total": 0.0025,
+                },
             }
         has_calls = any(b.get("type") == "toolCall" for b in blocks)
         message["stopReason"] = stop_reason or ("toolUse" if has_calls else "stop")
@@ -138,7 +148,17 @@ class SessionBuilder:
         message["timestamp"] = self.clock + 1000
         return self.add(message_entry, message=message)
 
-    def bash(self, command: str, output: str, *, exit_code=0, cancelled=False, truncated=False, full_output_path=None, exclude=False) -> dict:
+    def bash(
+        self,
+        command: str,
+        output: str,
+        *,
+        exit_code=0,
+        cancelled=False,
+        truncated=False,
+        full_output_path=None,
+        exclude=False,
+    ) -> dict:
         message = {
             "role": "bashExecution",
             "command": command,
@@ -157,7 +177,16 @@ class SessionBuilder:
     def tool_call(self, name: str, arguments: dict) -> dict:
         return {"type": "toolCall", "id": self.call_id(), "name": name, "arguments": arguments}
 
-    def step(self, name: str, arguments: dict, result, *, text: str | None = None, thinking: str | None = None, is_error=False):
+    def step(
+        self,
+        name: str,
+        arguments: dict,
+        result,
+        *,
+        text: str | None = None,
+        thinking: str | None = None,
+        is_error=False,
+    ):
         """One assistant message with one tool call, then its result."""
         call = self.tool_call(name, arguments)
         blocks = []
@@ -174,12 +203,18 @@ class SessionBuilder:
 
     # -- other entries
     def custom_message(self, custom_type: str, content, *, display=True, details=None) -> dict:
-        return self.add(custom_message_entry, custom_type=custom_type, content=content, display=display, details=details)
+        return self.add(
+            custom_message_entry, custom_type=custom_type, content=content, display=display, details=details
+        )
 
     def branch_summary(self, summary: str, *, details=None, from_hook=False) -> dict:
-        return self.add(branch_summary_entry, from_id=self.leaf or "root", summary=summary, details=details, from_hook=from_hook)
+        return self.add(
+            branch_summary_entry, from_id=self.leaf or "root", summary=summary, details=details, from_hook=from_hook
+        )
 
-    def compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int, *, details=None, from_hook=False) -> dict:
+    def compaction(
+        self, summary: str, first_kept_entry_id: str, tokens_before: int, *, details=None, from_hook=False
+    ) -> dict:
         return self.add(
             compaction_entry,
             summary=summary,
@@ -221,7 +256,17 @@ class SessionBuilder:
 
 # --------------------------------------------------------------------------- generated sessions
 
-PATHS = ["src/app.py", "src/models.py", "README.md", "docs/guide.md", "tests/test_app.py", "setup.cfg", "src/ü/ñ.py", "src/😀.py", "src/！.py"]
+PATHS = [
+    "src/app.py",
+    "src/models.py",
+    "README.md",
+    "docs/guide.md",
+    "tests/test_app.py",
+    "setup.cfg",
+    "src/ü/ñ.py",
+    "src/😀.py",
+    "src/！.py",
+]
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
 
 
@@ -331,7 +376,9 @@ def mixed_entries(tag: int) -> SessionBuilder:
     b.step("ls", {"path": "."}, "src\ndocs\ntests")
     b.say("Plan: 1. fix the fixture 2. rerun")
     random_turn(b, rng, steps=3, result_words=120)
-    b.branch_summary("Explored a Rust port; abandoned.", details={"readFiles": ["Cargo.toml"], "modifiedFiles": ["src/lib.rs"]})
+    b.branch_summary(
+        "Explored a Rust port; abandoned.", details={"readFiles": ["Cargo.toml"], "modifiedFiles": ["src/lib.rs"]}
+    )
     b.step("edit", {"path": "src/lib.rs", "edits": []}, "reverted")
     b.say("Back on the Python version.")
     b.model_change("anthropic", "claude-opus-4-1")
@@ -339,10 +386,19 @@ def mixed_entries(tag: int) -> SessionBuilder:
     b.label(b.leaf, "after-summary")
     random_turn(b, rng, steps=2, result_words=120)
     b.branch_summary("")  # an empty summary: not in the context, but summarized
-    b.custom_message("todo", [{"type": "text", "text": "Open todos:\n- docs"}, {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}], display=False)
+    b.custom_message(
+        "todo",
+        [{"type": "text", "text": "Open todos:\n- docs"}, {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}],
+        display=False,
+    )
     b.subagent_result("scout found 3 files")
     b.label(b.leaf, "before-screenshot")
-    b.user([{"type": "text", "text": "What is in this screenshot?"}, {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}])
+    b.user(
+        [
+            {"type": "text", "text": "What is in this screenshot?"},
+            {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
+        ]
+    )
     b.say("A single pixel.")
     b.session_info("mixed")
     random_turn(b, rng, steps=4, result_words=150)
@@ -387,7 +443,9 @@ def odd_assistant_messages(tag: int) -> SessionBuilder:
     b.start()
     random_turn(b, rng, steps=2, result_words=100)
     b.user("Try the flaky thing. 🚀 with ✓ and 𝒳")
-    c1 = b.tool_call("bash", {"command": "flaky", "2": "second", "10": 10, "b": None, "1": [1, 2.5, {"z": 1, "0": True}]})
+    c1 = b.tool_call(
+        "bash", {"command": "flaky", "2": "second", "10": 10, "b": None, "1": [1, 2.5, {"z": 1, "0": True}]}
+    )
     c2 = b.tool_call("read", {"path": "src/😀.py"})
     b.assistant([{"type": "thinking", "thinking": "two at once"}, {"type": "text", "text": "Running both."}, c1, c2])
     b.tool_result(c1, "exit 1 — ✗ " + "𝒳" * 1500, is_error=True)
@@ -517,14 +575,26 @@ def build_cases() -> list[Case]:
         Case("tool-heavy-keep-300", heavy, keep=300),
         Case("tool-heavy-keep-0", heavy, keep=0),
         Case("tool-heavy-keep-huge", heavy, keep=10_000_000),
-        Case("tool-heavy-instructions-thinking", heavy, keep=5000, thinking="medium", instructions="Focus on the tests and the 😀 file."),
+        Case(
+            "tool-heavy-instructions-thinking",
+            heavy,
+            keep=5000,
+            thinking="medium",
+            instructions="Focus on the tests and the 😀 file.",
+        ),
         Case("tool-heavy-thinking-off", heavy, keep=5000, thinking="off"),
         Case("huge-trailing-tool-result", huge_tool_results(2, trailing=True), keep=3000),
         Case("huge-tool-result-in-middle", huge_tool_results(3, trailing=False), keep=3000, reserve=1000),
         Case("previous-compaction", with_previous_compaction(4), keep=800),
         Case("previous-compaction-from-hook", with_previous_compaction(5, from_hook=True), keep=800),
         Case("previous-compaction-off-path-kept-id", with_previous_compaction(6, off_path=True), keep=800),
-        Case("two-previous-compactions", with_previous_compaction(7, twice=True), keep=200, thinking="high", instructions="Keep it short."),
+        Case(
+            "two-previous-compactions",
+            with_previous_compaction(7, twice=True),
+            keep=200,
+            thinking="high",
+            instructions="Keep it short.",
+        ),
         Case("long-single-turn-split", long_single_turn(9), keep=500, thinking="low"),
         Case("odd-assistant-messages", odd_assistant_messages(10), keep=100),
         Case("odd-assistant-messages-keep-1", odd_assistant_messages(10), keep=1),
@@ -569,7 +639,9 @@ async function compaction(job) {
   const thinkingLevel = job.thinking ?? "off";
   const sm = openCopy(job.file, { removeAfterOpen: true });
   if (job.leaf) sm.branch(job.leaf);
-  if (sm.getLeafId() && findParentCycle(sm.getEntries(), sm.getLeafId())) throw new Error("parent cycle on the leaf path");
+  if (sm.getLeafId() && findParentCycle(sm.getEntries(), sm.getLeafId())) {
+    throw new Error("parent cycle on the leaf path");
+  }
   const pathEntries = sm.getBranch();
   const preparation = piCompaction.prepareCompaction(pathEntries, settings);
   if (!preparation) {
@@ -604,7 +676,8 @@ async function branch(job) {
   const sm = openCopy(job.file, { removeAfterOpen: true });
   const { entries, commonAncestorId } = pi.collectEntriesForBranchSummary(sm, job.oldLeaf, job.target);
   const reserveTokens = job.reserveTokens ?? 16384;
-  const summarizer = createSummarizer(() => "<branch summary from the model>", { contextWindow: job.contextWindow ?? 200000 });
+  const summarizer = createSummarizer(() => "<branch summary from the model>",
+    { contextWindow: job.contextWindow ?? 200000 });
   const budget = (summarizer.model.contextWindow || 128000) - reserveTokens;
   const prepared = piCompaction.prepareBranchEntries(entries, budget);
   const result = await pi.generateBranchSummary(entries, {
@@ -702,7 +775,9 @@ def neta_view(case: Case) -> dict:
     prep = prepare_compaction(path, settings)
     if prep is None:
         return {"prepared": False, "reason": compaction_blocked_reason(path, settings)}
-    requests = compaction_requests(prep, custom_instructions=case.instructions, reasoning=summary_reasoning(True, case.thinking or "off"))
+    requests = compaction_requests(
+        prep, custom_instructions=case.instructions, reasoning=summary_reasoning(True, case.thinking or "off")
+    )
     read_files, modified_files = prep.file_ops.file_lists()
     return {
         "prepared": True,
@@ -730,7 +805,9 @@ def test_preparation_requests_and_entry_equal_pis(case, pi_results):
         assert neta["reason"] == pi["reason"]
         return
     assert neta["preparation"] == pi["preparation"]
-    assert [r.to_pi() for r in neta["requests"]] == [{k: v for k, v in c.items() if k != "reply"} for c in pi["requests"]]
+    assert [r.to_pi() for r in neta["requests"]] == [
+        {k: v for k, v in c.items() if k != "reply"} for c in pi["requests"]
+    ]
     replies = {r.kind: c["reply"] for r, c in zip(neta["requests"], pi["requests"], strict=True)}
     entry = dict(pi["compactionEntry"])
     assert entry.pop("fromHook") is False
@@ -741,16 +818,28 @@ def test_preparation_requests_and_entry_equal_pis(case, pi_results):
 def test_the_cases_cover_what_they_claim(pi_results):
     """Guard against a generator change that silently stops exercising a rule."""
     prepared = {name: r for name, r in pi_results.items() if r["prepared"]}
-    assert pi_results["leaf-is-compaction"] == {**pi_results["leaf-is-compaction"], "prepared": False, "reason": "Already compacted"}
+    assert pi_results["leaf-is-compaction"] == {
+        **pi_results["leaf-is-compaction"],
+        "prepared": False,
+        "reason": "Already compacted",
+    }
     split = {n for n, r in prepared.items() if r["preparation"]["isSplitTurn"]}
     assert {"long-single-turn-split", "tool-heavy-keep-300"} <= split
     # A split turn that starts the summarized range: history is "No prior history."
     assert prepared["long-single-turn-split"]["preparation"]["messagesToSummarize"] == []
-    assert "No prior history.\n\n---\n\n**Turn Context (split turn):**" in prepared["long-single-turn-split"]["compactionEntry"]["summary"]
+    assert (
+        "No prior history.\n\n---\n\n**Turn Context (split turn):**"
+        in prepared["long-single-turn-split"]["compactionEntry"]["summary"]
+    )
     assert all(r["preparation"]["previousSummary"] for n, r in prepared.items() if "previous-compaction" in n)
     assert "reasoning" in prepared["tool-heavy-instructions-thinking"]["requests"][0]
-    assert "Additional focus: Focus on the tests" in prepared["tool-heavy-instructions-thinking"]["requests"][0]["userText"]
-    assert any("more characters truncated]" in r["userText"] for r in prepared["huge-tool-result-in-middle"]["requests"])
+    assert (
+        "Additional focus: Focus on the tests"
+        in prepared["tool-heavy-instructions-thinking"]["requests"][0]["userText"]
+    )
+    assert any(
+        "more characters truncated]" in r["userText"] for r in prepared["huge-tool-result-in-middle"]["requests"]
+    )
     # A huge trailing tool result: no cut point at or after it, so Pi keeps (almost) everything.
     assert prepared["huge-trailing-tool-result"]["preparation"]["messagesToSummarize"] == []
     # A small session still compacts: Pi keeps the only message and summarizes nothing.
@@ -768,7 +857,11 @@ def test_the_cases_cover_what_they_claim(pi_results):
     # The cut never moves back over a compaction: it can sit right after one.
     compacted = next(c.builder for c in CASES if c.name.startswith("previous-compaction-keep-"))
     after_compaction = {e["id"] for p, e in zip(compacted.entries, compacted.entries[1:]) if p["type"] == "compaction"}
-    assert any(r["preparation"]["firstKeptEntryId"] in after_compaction for n, r in prepared.items() if n.startswith("previous-compaction-keep-"))
+    assert any(
+        r["preparation"]["firstKeptEntryId"] in after_compaction
+        for n, r in prepared.items()
+        if n.startswith("previous-compaction-keep-")
+    )
     roles = {m["role"] for r in prepared.values() for m in r["preparation"]["messagesToSummarize"]}
     assert {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary"} <= roles, roles
 
@@ -778,6 +871,8 @@ def test_the_cases_cover_what_they_claim(pi_results):
 def test_batch_driver_matches_the_oracle_cli(name, oracle, pi_results):
     """The batch driver prints what ``oracle prepare-compaction`` prints."""
     case = next(c for c in CASES if c.name == name)
-    proc = subprocess.run([str(oracle), "prepare-compaction", *case.oracle_args()], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(oracle), "prepare-compaction", *case.oracle_args()], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert loads(proc.stdout) == pi_results[name]
