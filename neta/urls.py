@@ -1,6 +1,5 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 admin.site.site_header = "Neta console"
 admin.site.site_title = "Neta console"
@@ -9,5 +8,5 @@ admin.site.index_title = "Agents, tools, skills, models and sessions"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("runtime.api.urls")),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", include("runtime.urls_pages")),
 ]

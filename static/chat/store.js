@@ -78,6 +78,7 @@ export class SessionStore {
   disconnected({ reason = null, retryInMs = null, attempt = 0 } = {}) {
     this.phase = "idle";
     this.buffer = [];
+    this.outbox = []; // unsent commands are rejected below; subscribe is sent again on connect
     for (const [, pending] of this._pending) pending.reject(new CommandError("disconnected", "the connection was lost"));
     this._pending.clear();
     const state = retryInMs === null ? "offline" : "reconnecting";
@@ -230,6 +231,11 @@ export class SessionStore {
     if (next.labelsByEntryId !== before.labelsByEntryId) changes.add("tree");
     if (next.runtimeContext !== before.runtimeContext) changes.add("context");
     if (next.inFlight !== before.inFlight) this._syncLive(changes, { reloaded: false });
+    if (next.leafId !== null && next.activePath[next.activePath.length - 1] !== next.leafId && this.phase === "live") {
+      // The leaf moved outside the entries this snapshot holds: take a fresh one.
+      this.counters.windowMisses = (this.counters.windowMisses ?? 0) + 1;
+      this._subscribe(null);
+    }
   }
 
   _gap(changes) {

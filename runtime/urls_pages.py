@@ -1,0 +1,14 @@
+"""Page routes (included at the site root by ``neta.urls``)."""
+
+from django.urls import path
+
+from runtime import views
+
+app_name = "pages"
+urlpatterns = [
+    path("", views.chat_page, name="chat"),
+    path("sessions/<str:session_id>/", views.chat_page, name="session"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("favicon.ico", views.favicon, name="favicon"),
+]

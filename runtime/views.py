@@ -1,0 +1,118 @@
+"""Pages for people: the chat page (``/``, ``/sessions/<id>/``) and its login.
+
+The page is a shell: the session itself arrives over the websocket (subscribe
+first, snapshot second). What the shell embeds is small and needed before the
+socket answers: who is logged in, the session id, the agent (its model, its
+branch-summary setting) and the agent's recent sessions.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse, reverse_lazy
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from runtime.models import Agent
+from runtime.services import agent_for_session, default_agent, session_for_agent
+from sessions_tree.models import AgentSession
+
+LOGIN_URL = reverse_lazy("pages:login")
+RECENT_SESSIONS = 50
+
+
+def agent_data(agent: Agent) -> dict:
+    model = agent.model
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "summarizeOnSwitch": agent.summarize_on_switch,
+        "restoreLastSession": agent.restore_last_session,
+        "thinkingLevel": agent.thinking_level,
+        "model": {
+            "name": model.name,
+            "displayName": model.display_name or model.name,
+            "modelId": model.model_id,
+            "contextWindow": model.context_window,
+            "supportsImages": model.supports_images,
+            "supportsThinking": model.supports_thinking,
+        },
+    }
+
+
+def session_row(meta: AgentSession) -> dict:
+    return {
+        "sessionId": meta.session_id,
+        "title": meta.title,
+        "agent": meta.agent,
+        "entryCount": meta.entry_count,
+        "messageCount": meta.message_count,
+        "updatedAt": meta.updated_at.isoformat(),
+    }
+
+
+def visible_session(user, session_id: str) -> AgentSession:
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None or not (user.is_staff or meta.user_id == user.pk):
+        raise Http404("no such session")  # another user's session looks like a missing one
+    return meta
+
+
+@login_required(login_url=LOGIN_URL)
+@ensure_csrf_cookie
+def chat_page(request, session_id: str | None = None):
+    """The chat page. Without a session id: the agent's last session when it restores
+    sessions (``Agent.restore_last_session``), else a new one."""
+    if session_id is None:
+        wanted = request.GET.get("agent")
+        agent = Agent.objects.select_related("model").filter(name=wanted, enabled=True).first() if wanted else None
+        if wanted and agent is None:
+            raise Http404("no such agent")
+        agent = agent or default_agent()
+        meta = session_for_agent(agent=agent, user=request.user)
+    else:
+        meta = visible_session(request.user, session_id)
+        agent = agent_for_session(meta)
+    recent = AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")
+    agents = Agent.objects.select_related("model").filter(enabled=True).order_by("name")
+    data = {
+        "user": {"username": request.user.get_username(), "isStaff": request.user.is_staff},
+        "sessionId": meta.session_id,
+        "session": session_row(meta),
+        "agent": agent_data(agent),
+        "agents": [{"name": a.name, "description": a.description} for a in agents],
+        "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],
+        "urls": {
+            "socket": f"/ws/sessions/{meta.session_id}/",
+            "api": "/api/",
+            "page": reverse("pages:session", args=[meta.session_id]),
+            "home": reverse("pages:chat"),
+            "logout": reverse("pages:logout"),
+            "console": reverse("admin:index") if request.user.is_staff else None,
+        },
+        "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
+    }
+    return render(request, "chat/index.html", {"data": data, "title": meta.title or "Untitled session"})
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="7" fill="#3b5bdb"/></svg>'
+)
+
+
+def favicon(request):
+    response = HttpResponse(FAVICON, content_type="image/svg+xml")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "chat/login.html"
+    redirect_authenticated_user = True
+
+
+class LogoutView(auth_views.LogoutView):
+    next_page = LOGIN_URL

@@ -1,0 +1,56 @@
+// The REST API from the page: same-origin session auth with Django's CSRF cookie.
+
+export class ApiError extends Error {
+  constructor(status, code, message, fields = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.fields = fields;
+  }
+}
+
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+export async function api(path, { method = "GET", body = undefined } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET") headers["X-CSRFToken"] = csrfToken();
+  const response = await fetch(`/api/${path}`, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = data?.error ?? {};
+    throw new ApiError(response.status, error.code ?? "http_error", error.message ?? `HTTP ${response.status}`, error.fields ?? null);
+  }
+  return data;
+}
+
+export const sessionApi = (sessionId) => {
+  const base = `sessions/${encodeURIComponent(sessionId)}/`;
+  return {
+    label: (entryId, label) => api(`${base}labels/`, { method: "POST", body: { entryId, label } }),
+    fork: (entryId) => api(`${base}fork/`, { method: "POST", body: { entryId } }),
+    prompt: (payload) => api(`${base}prompt/`, { method: "POST", body: payload }),
+    entries: (cursor, limit) => api(`${base}entries/?cursor=${cursor}&limit=${limit}`),
+    lastRun: () => api(`runs/?session=${encodeURIComponent(sessionId)}&limit=1`),
+  };
+};
+
+export const sessionsApi = {
+  list: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=active&limit=50`),
+  create: (agent) => api("sessions/", { method: "POST", body: { agent } }),
+};

@@ -1,0 +1,301 @@
+// The page: session list | conversation + status + composer | resizable tree sidebar.
+
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { Conversation } from "./conversation.js";
+import { Composer } from "./composer.js";
+import { StatusBar } from "./status.js";
+import { TreeSidebar } from "./tree.js";
+import { SessionList } from "./sessions.js";
+import { SummarizeDialog } from "./dialogs.js";
+import { sessionApi, sessionsApi } from "../api.js";
+import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
+import { retryTarget } from "../conversation_model.js";
+
+const NARROW = "(max-width: 900px)";
+
+function stored(key, fallback) {
+  try {
+    const value = localStorage.getItem(`neta.${key}`);
+    return value === null ? fallback : JSON.parse(value);
+  } catch {
+    return fallback;
+  }
+}
+
+function remember(key, value) {
+  try {
+    localStorage.setItem(`neta.${key}`, JSON.stringify(value));
+  } catch {
+    /* private mode: nothing to keep */
+  }
+}
+
+function Resizer({ width, setWidth }) {
+  const onPointerDown = (event) => {
+    event.preventDefault();
+    const startX = event.clientX;
+    const startWidth = width;
+    const move = (e) => setWidth(clampWidth(startWidth + (startX - e.clientX)));
+    const up = () => {
+      window.removeEventListener("pointermove", move);
+      window.removeEventListener("pointerup", up);
+    };
+    window.addEventListener("pointermove", move);
+    window.addEventListener("pointerup", up);
+  };
+  const onKeyDown = (event) => {
+    if (event.key === "ArrowLeft") setWidth(clampWidth(width + 24));
+    else if (event.key === "ArrowRight") setWidth(clampWidth(width - 24));
+  };
+  return html`<div class="resizer" role="separator" aria-orientation="vertical" aria-label="Resize the tree" aria-valuenow=${width} aria-valuemin="200" aria-valuemax="900" tabindex="0" onPointerDown=${onPointerDown} onKeyDown=${onKeyDown}></div>`;
+}
+
+function clampWidth(value) {
+  return Math.round(Math.max(200, Math.min(Math.min(900, window.innerWidth * 0.6), value)));
+}
+
+function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions }) {
+  useStore(store, ["session"]);
+  const title = store.snapshot?.session?.title || data.session.title || "Untitled session";
+  useEffect(() => {
+    document.title = `${title} · Neta`;
+  }, [title]);
+  const csrf = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/)?.[1] ?? "";
+  return html`
+    <header class="topbar">
+      <button type="button" class="icon-button" aria-label="Sessions" aria-pressed=${sessionsOpen} aria-controls="sessions" onClick=${toggleSessions}>☰</button>
+      <a class="brand" href=${data.urls.home}>Neta</a>
+      <h1 class="session-title" title=${title}>${title}</h1>
+      <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
+      <span class="spacer"></span>
+      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
+      ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
+      <form method="post" action=${data.urls.logout} class="logout">
+        <input type="hidden" name="csrfmiddlewaretoken" value=${decodeURIComponent(csrf)} />
+        <button type="submit" class="link-button" title=${`Signed in as ${data.user.username}`}>Sign out</button>
+      </form>
+    </header>
+  `;
+}
+
+export function App({ data, store, connection }) {
+  const narrow = useMemo(() => window.matchMedia(NARROW), []);
+  const [isNarrow, setNarrow] = useState(narrow.matches);
+  const [treeOpen, setTreeOpen] = useState(() => (narrow.matches ? false : stored("treeOpen", true)));
+  const [sessionsOpen, setSessionsOpen] = useState(() => (narrow.matches ? false : stored("sessionsOpen", true)));
+  const [treeWidth, setTreeWidth] = useState(() => stored("treeWidth", 340));
+  const [draft, setDraftState] = useState({ text: "", version: 0, focus: false });
+  const [banner, setBanner] = useState(null);
+  const [ask, setAsk] = useState(null);
+  const [notice, setNotice] = useState(null);
+  const noticeTimer = useRef(null);
+  const api = useMemo(() => sessionApi(data.sessionId), [data.sessionId]);
+  const lookup = useCallback((id) => store.entry(id), [store]);
+
+  useEffect(() => {
+    const onChange = () => setNarrow(narrow.matches);
+    narrow.addEventListener("change", onChange);
+    return () => narrow.removeEventListener("change", onChange);
+  }, []);
+  useEffect(() => remember("treeWidth", treeWidth), [treeWidth]);
+
+  const setDraft = (next) => setDraftState((d) => ({ ...d, ...next, version: next.focus ? d.version + 1 : d.version }));
+  const say = (text, kind = "error") => {
+    clearTimeout(noticeTimer.current);
+    setNotice({ text, kind });
+    noticeTimer.current = setTimeout(() => setNotice(null), 6000);
+  };
+
+  const askSummarize = (targetId) =>
+    new Promise((resolve) => setAsk({ target: firstLine(store.entry(targetId) ?? {}, 80), resolve }));
+
+  /** Whether to summarize the branch we leave for `newLeafId` (null: the user cancelled). */
+  const decideSummarize = async (newLeafId) => {
+    const policy = data.agent.summarizeOnSwitch;
+    if (policy === "never" || !store.snapshot || !leavesBranch(store.snapshot, lookup, newLeafId)) return false;
+    if (policy === "always") return true;
+    return askSummarize(newLeafId);
+  };
+
+  const guardRun = () => {
+    if (store.running) {
+      say("A run is active: abort it (or wait) before moving in the tree.");
+      return true;
+    }
+    return false;
+  };
+
+  const actions = useMemo(
+    () => ({
+      async goTo(entryId) {
+        if (guardRun()) return;
+        const entry = store.entry(entryId);
+        const target = entry ? continueTarget(entry) : { mode: "leaf" };
+        const newLeaf = target.mode === "edit" ? target.branchFrom : entryId;
+        const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
+        if (summarize === null) return;
+        if (summarize) say("Summarizing the branch you left…", "info");
+        try {
+          const result = await connection.send("switch_leaf", { entryId, summarize });
+          if (summarize) setNotice(null);
+          if (result.editorText != null) {
+            setDraft({ text: result.editorText, focus: true });
+            setBanner({ fromEntryId: null, fromLabel: parentLabel(entry) });
+          } else {
+            setBanner(null);
+          }
+        } catch (e) {
+          say(`Could not move there: ${e.message}`);
+        }
+      },
+      continueFrom(entryId) {
+        const entry = store.entry(entryId);
+        if (!entry) return;
+        const target = continueTarget(entry);
+        if (target.mode === "edit") {
+          setDraft({ text: target.text, focus: true });
+          setBanner({ fromEntryId: entryId, fromLabel: parentLabel(entry) });
+        } else {
+          actions.goTo(entryId);
+        }
+      },
+      async retry(entryId) {
+        const user = retryTarget(store.snapshot, lookup, entryId);
+        if (!user) return say("Nothing to retry: no user message before this one.");
+        if (guardRun()) return;
+        try {
+          await prompt({ text: contentText(user.message.content), images: imagesOf(user), mode: "follow_up", fromEntryId: user.id });
+        } catch (e) {
+          say(`Retry failed: ${e.message}`);
+        }
+      },
+      async label(entryId, label) {
+        try {
+          await api.label(entryId, label || null);
+        } catch (e) {
+          say(`Could not label: ${e.message}`);
+        }
+      },
+      async fork(entryId) {
+        try {
+          const fork = await api.fork(entryId);
+          window.location.assign(`/sessions/${encodeURIComponent(fork.sessionId)}/`);
+        } catch (e) {
+          say(`Could not fork: ${e.message}`);
+        }
+      },
+    }),
+    [store, connection],
+  );
+
+  function parentLabel(entry) {
+    const parent = entry?.parentId ? store.entry(entry.parentId) : null;
+    return parent ? firstLine(parent, 60) : "the start of the session";
+  }
+
+  async function prompt({ text, images, mode, fromEntryId = null }) {
+    const payload = { text, mode };
+    if (fromEntryId) payload.fromEntryId = fromEntryId;
+    let result;
+    if (images.length) {
+      payload.images = images;
+      const body = await api.prompt(payload); // large frames go through the REST API
+      result = { runId: body.run.runId, queuedAs: body.queuedAs };
+    } else {
+      result = await connection.send("prompt", payload);
+    }
+    if (!result.queuedAs) store.setRun({ runId: result.runId, state: "queued" });
+    else say(result.queuedAs === "steer" ? "Sent to steer the running agent." : "Queued as a follow-up.", "info");
+    return result;
+  }
+
+  const onSend = async ({ text, images, mode }) => {
+    if (banner?.fromEntryId) {
+      const entry = store.entry(banner.fromEntryId);
+      const newLeaf = entry?.parentId ?? null;
+      const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
+      if (summarize === null) return;
+      if (summarize) {
+        say("Summarizing the branch you left…", "info");
+        await connection.send("switch_leaf", { entryId: banner.fromEntryId, summarize: true });
+        setNotice(null);
+        await prompt({ text, images, mode });
+      } else {
+        await prompt({ text, images, mode, fromEntryId: banner.fromEntryId });
+      }
+    } else {
+      await prompt({ text, images, mode });
+    }
+    setDraft({ text: "" });
+    setBanner(null);
+  };
+
+  const onAbort = async () => {
+    try {
+      await connection.send("abort");
+    } catch (e) {
+      say(`Could not abort: ${e.message}`);
+    }
+  };
+
+  const newSession = async () => {
+    try {
+      const session = await sessionsApi.create(data.agent.name);
+      window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
+    } catch (e) {
+      say(`Could not create a session: ${e.message}`);
+    }
+  };
+
+  const toggleTree = () => {
+    setTreeOpen(!treeOpen);
+    if (!isNarrow) remember("treeOpen", !treeOpen);
+    if (isNarrow && !treeOpen) setSessionsOpen(false);
+  };
+  const toggleSessions = () => {
+    setSessionsOpen(!sessionsOpen);
+    if (!isNarrow) remember("sessionsOpen", !sessionsOpen);
+    if (isNarrow && !sessionsOpen) setTreeOpen(false);
+  };
+
+  const layout = ["layout", sessionsOpen ? "with-sessions" : "", treeOpen ? "with-tree" : "", isNarrow ? "narrow" : ""].join(" ");
+  return html`
+    <div class="app">
+      <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} />
+      <div class=${layout} style=${`--tree-width:${treeWidth}px`}>
+        ${sessionsOpen ? html`<${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} />` : null}
+        <main class="chat" id="main">
+          ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
+          <${Conversation} store=${store} actions=${actions} />
+          <${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} />
+          <${Composer}
+            store=${store}
+            draft=${draft}
+            setDraft=${setDraft}
+            banner=${banner}
+            onCancelBanner=${() => setBanner(null)}
+            onSend=${onSend}
+            onAbort=${onAbort}
+            supportsImages=${data.agent.model.supportsImages}
+          />
+        </main>
+        ${treeOpen && !isNarrow ? html`<${Resizer} width=${treeWidth} setWidth=${setTreeWidth} />` : null}
+        ${treeOpen ? html`<${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} />` : null}
+      </div>
+      <${SummarizeDialog}
+        request=${ask}
+        onAnswer=${(answer) => {
+          ask?.resolve(answer);
+          setAsk(null);
+        }}
+      />
+    </div>
+  `;
+}
+
+function imagesOf(entry) {
+  const content = entry.message?.content;
+  return (Array.isArray(content) ? content : []).filter((b) => b?.type === "image").map((b) => ({ data: b.data, mimeType: b.mimeType }));
+}

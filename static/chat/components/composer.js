@@ -1,0 +1,128 @@
+// The composer: Enter sends, Shift+Enter is a newline; abort, follow-up/steer while a
+// run is active; images by paste or upload; the branch banner for "continue from here".
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+const MAX_IMAGES = 8;
+const MAX_IMAGE_BYTES = 7 * 1024 * 1024; // base64 grows by 4/3: the server takes 10 MB of it
+
+function readImage(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => {
+      const [, data] = String(reader.result).split(",", 2);
+      resolve({ data, mimeType: file.type, name: file.name || "pasted image" });
+    };
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSend, onAbort, supportsImages }) {
+  useStore(store, ["run", "connection", "live"]);
+  const running = store.running;
+  const [mode, setMode] = useState("follow_up");
+  const [images, setImages] = useState([]);
+  const [error, setError] = useState(null);
+  const [sending, setSending] = useState(false);
+  const area = useRef(null);
+  const fileInput = useRef(null);
+
+  useEffect(() => {
+    if (draft.focus) area.current?.focus();
+  }, [draft.version]);
+
+  const addFiles = async (files) => {
+    setError(null);
+    const wanted = [...files].filter((f) => IMAGE_TYPES.includes(f.type));
+    if (wanted.length < files.length) setError("Only PNG, JPEG, GIF and WebP images can be attached.");
+    const tooBig = wanted.find((f) => f.size > MAX_IMAGE_BYTES);
+    if (tooBig) {
+      setError(`${tooBig.name} is larger than 7 MB.`);
+      return;
+    }
+    const read = await Promise.all(wanted.slice(0, MAX_IMAGES - images.length).map(readImage));
+    setImages([...images, ...read]);
+  };
+
+  const send = async () => {
+    const text = draft.text;
+    if (!text.trim() || sending) return;
+    setSending(true);
+    setError(null);
+    try {
+      await onSend({ text, images: images.map(({ data, mimeType }) => ({ data, mimeType })), mode });
+      setImages([]);
+    } catch (e) {
+      setError(e.message || String(e));
+    } finally {
+      setSending(false);
+    }
+  };
+
+  const onKeyDown = (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    } else if (event.key === "Escape" && banner) {
+      onCancelBanner();
+    }
+  };
+
+  const onPaste = (event) => {
+    const files = [...(event.clipboardData?.files ?? [])];
+    if (files.length && supportsImages) {
+      event.preventDefault();
+      addFiles(files);
+    }
+  };
+
+  const offline = store.connection.state !== "live";
+  return html`
+    <form class="composer" onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label="Message composer">
+      ${banner
+        ? html`<div class="branch-banner" role="status">
+            <span>⎇ Sending starts a new branch from <strong>${banner.fromLabel}</strong> (the edited message stays in its old branch).</span>
+            <button type="button" class="link-button" onClick=${onCancelBanner}>Cancel</button>
+          </div>`
+        : null}
+      ${images.length
+        ? html`<ul class="attachments" aria-label="Attached images">
+            ${images.map((img, i) => html`<li key=${i}><img alt=${img.name} src=${`data:${img.mimeType};base64,${img.data}`} /><button type="button" class="icon-button" aria-label=${`Remove ${img.name}`} onClick=${() => setImages(images.filter((_, j) => j !== i))}>✕</button></li>`)}
+          </ul>`
+        : null}
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+      <div class="composer-row">
+        <label for="composer-input" class="visually-hidden">Message</label>
+        <textarea
+          id="composer-input"
+          ref=${area}
+          rows="3"
+          placeholder=${running ? "Queue a message for the running agent… (Enter sends)" : "Message the agent… (Enter sends, Shift+Enter for a new line)"}
+          value=${draft.text}
+          onInput=${(e) => setDraft({ text: e.currentTarget.value })}
+          onKeyDown=${onKeyDown}
+          onPaste=${onPaste}
+        ></textarea>
+        <div class="composer-buttons">
+          ${supportsImages
+            ? html`<button type="button" class="icon-button" aria-label="Attach images" title="Attach images" onClick=${() => fileInput.current.click()}>Attach</button>
+                <input ref=${fileInput} type="file" accept=${IMAGE_TYPES.join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />`
+            : null}
+          ${running
+            ? html`<label class="visually-hidden" for="queue-mode">Deliver as</label>
+                <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title="How a message sent during a run is delivered">
+                  <option value="follow_up">Follow-up</option>
+                  <option value="steer">Steer</option>
+                </select>`
+            : null}
+          <button type="submit" class="primary" disabled=${!draft.text.trim() || sending || offline}>${running ? "Queue" : "Send"}</button>
+          ${running ? html`<button type="button" class="danger" onClick=${onAbort}>Abort</button>` : null}
+        </div>
+      </div>
+    </form>
+  `;
+}

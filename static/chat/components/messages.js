@@ -1,0 +1,195 @@
+// Conversation components: one visual language for every kind of entry.
+
+import { Component } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { ToolCard } from "./tool_renderers.js";
+import { highlightWithin, renderMarkdown } from "../markdown.js";
+import { contentText } from "../tree_model.js";
+import { formatCost, formatTokens } from "../conversation_model.js";
+
+export function Markdown({ text, streaming = false }) {
+  const ref = useRef(null);
+  const source = text ?? "";
+  useEffect(() => {
+    if (!streaming) highlightWithin(ref.current);
+  }, [source, streaming]);
+  return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
+}
+
+function Thinking({ text, streaming }) {
+  const [open, setOpen] = useState(false);
+  return html`
+    <details class="thinking" open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)}>
+      <summary>${streaming ? "Thinking…" : "Thinking"}<span class="muted"> · ${text.length} chars</span></summary>
+      ${open ? html`<div class="thinking-text">${text}</div>` : null}
+    </details>
+  `;
+}
+
+function CopyButton({ text, label = "Copy" }) {
+  const [done, setDone] = useState(false);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch {
+      const area = document.createElement("textarea");
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+    setDone(true);
+    setTimeout(() => setDone(false), 1200);
+  };
+  return html`<button type="button" class="icon-button" onClick=${copy} aria-label=${label} title=${label}>${done ? "Copied" : "Copy"}</button>`;
+}
+
+function Usage({ usage, turnUsage }) {
+  if (!usage) return null;
+  const parts = [`↑${formatTokens(usage.input ?? 0)}`, `↓${formatTokens(usage.output ?? 0)}`];
+  if (usage.cacheRead) parts.push(`cache ${formatTokens(usage.cacheRead)}`);
+  const cost = usage.cost?.total ?? 0;
+  return html`<span class="usage" title="tokens in / out, cost of this message">${parts.join(" ")} · ${formatCost(cost)}${
+    turnUsage ? html`<span class="turn-usage" title="the whole turn"> · turn ${formatTokens(turnUsage.input)}/${formatTokens(turnUsage.output)} · ${formatCost(turnUsage.cost)}</span>` : null
+  }</span>`;
+}
+
+function Label({ label }) {
+  return label ? html`<span class="entry-label" title="label"># ${label}</span>` : null;
+}
+
+function images(content) {
+  return (Array.isArray(content) ? content : []).filter((b) => b?.type === "image" && typeof b.data === "string");
+}
+
+export function UserMessage({ entry, label, actions }) {
+  const text = contentText(entry.message.content);
+  return html`
+    <article class="msg msg-user" data-entry-id=${entry.id} aria-label="Your message">
+      <div class="msg-body">
+        <div class="user-text">${text}</div>
+        ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt="attached image" src=${`data:${b.mimeType};base64,${b.data}`} />`)}
+      </div>
+      <footer class="msg-actions">
+        <${Label} label=${label} />
+        <${CopyButton} text=${text} label="Copy message" />
+        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Edit this message and send it as a new branch">Continue from here</button>
+      </footer>
+    </article>
+  `;
+}
+
+/** The assistant's blocks in order: thinking, text, tool calls. */
+export function AssistantBlocks({ message, results = {}, store = null, streaming = false }) {
+  const blocks = Array.isArray(message.content) ? message.content : [];
+  return blocks.map((block, i) => {
+    if (block?.type === "thinking") return block.thinking ? html`<${Thinking} key=${i} text=${block.thinking} streaming=${streaming} />` : null;
+    if (block?.type === "text") return block.text ? html`<${Markdown} key=${i} text=${block.text} streaming=${streaming} />` : null;
+    if (block?.type === "toolCall") {
+      return html`<${ToolCard} key=${block.id ?? i} call=${block} result=${results[block.id] ?? null} store=${store} streaming=${streaming && block.argsText !== undefined} />`;
+    }
+    return null;
+  });
+}
+
+export function AssistantMessage({ entry, results, label, actions, store, turnUsage }) {
+  const message = entry.message;
+  const stop = message.stopReason;
+  const text = contentText(message.content);
+  const failed = stop === "error" || stop === "aborted";
+  return html`
+    <article class=${`msg msg-assistant${failed ? ` msg-${stop}` : ""}`} data-entry-id=${entry.id} aria-label="Assistant message">
+      <div class="msg-body">
+        <${AssistantBlocks} message=${message} results=${results} store=${store} />
+        ${stop === "error" ? html`<div class="msg-error" role="alert"><strong>Error.</strong> ${message.errorMessage ?? "the model returned an error"}</div>` : null}
+        ${stop === "aborted" ? html`<div class="msg-aborted">Aborted${message.errorMessage ? `: ${message.errorMessage}` : ""}.</div>` : null}
+        ${stop === "length" ? html`<div class="msg-aborted">Stopped at the output limit.</div>` : null}
+      </div>
+      <footer class="msg-actions">
+        <span class="model-name" title="model">${message.model ?? ""}</span>
+        <${Usage} usage=${message.usage} turnUsage=${turnUsage} />
+        <${Label} label=${label} />
+        ${text ? html`<${CopyButton} text=${text} label="Copy answer" />` : null}
+        ${failed ? html`<button type="button" class="icon-button" onClick=${() => actions.retry(entry.id)}>Retry</button>` : null}
+        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Move the leaf here: the next prompt continues from this message">Continue from here</button>
+      </footer>
+    </article>
+  `;
+}
+
+function SummaryNode({ entry, title, detail, label, actions, className }) {
+  return html`
+    <article class=${`msg msg-node ${className}`} data-entry-id=${entry.id} aria-label=${title}>
+      <details class="node-details">
+        <summary><span class="node-title">${title}</span>${detail ? html`<span class="muted"> · ${detail}</span>` : null}</summary>
+        <${Markdown} text=${entry.summary ?? ""} />
+      </details>
+      <footer class="msg-actions">
+        <${Label} label=${label} />
+        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>Continue from here</button>
+      </footer>
+    </article>
+  `;
+}
+
+export function CompactionNode(props) {
+  const tokens = props.entry.tokensBefore;
+  return html`<${SummaryNode} ...${props} title="Context compacted" detail=${Number.isFinite(tokens) ? `${formatTokens(tokens)} tokens before` : null} className="msg-compaction" />`;
+}
+
+export function BranchSummaryNode(props) {
+  return html`<${SummaryNode} ...${props} title="Branch summary" detail=${props.entry.fromId ? `of the branch left at ${props.entry.fromId}` : null} className="msg-branch-summary" />`;
+}
+
+export function CustomMessageNode({ entry, label, actions }) {
+  const content = entry.content ?? entry.message?.content;
+  const kind = entry.customType ?? entry.message?.customType ?? "custom";
+  return html`
+    <article class="msg msg-node msg-custom" data-entry-id=${entry.id} aria-label=${`Custom message: ${kind}`}>
+      <div class="node-title">✉ ${kind}</div>
+      <${Markdown} text=${contentText(content)} />
+      <footer class="msg-actions"><${Label} label=${label} /><button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>Continue from here</button></footer>
+    </article>
+  `;
+}
+
+export function BashNode({ entry, label }) {
+  const m = entry.message;
+  return html`
+    <article class="msg msg-node msg-bash" data-entry-id=${entry.id} aria-label="Shell command">
+      <pre class="tool-output terminal"><code>$ ${m.command ?? ""}${"\n"}${m.output ?? ""}</code></pre>
+      <footer class="msg-actions"><${Label} label=${label} /><span class="muted">exit ${m.exitCode ?? "?"}${m.cancelled ? " · cancelled" : ""}</span></footer>
+    </article>
+  `;
+}
+
+export function NoteLine({ entry, kind }) {
+  const text = kind === "model_change" ? `Model: ${entry.provider ?? ""}/${entry.modelId ?? ""}` : kind === "thinking_level_change" ? `Thinking level: ${entry.thinkingLevel ?? ""}` : entry.type;
+  return html`<div class="note-line" data-entry-id=${entry.id}>${text}</div>`;
+}
+
+const VIEWS = {
+  user: UserMessage,
+  assistant: AssistantMessage,
+  compaction: CompactionNode,
+  branch_summary: BranchSummaryNode,
+  custom_message: CustomMessageNode,
+  bash: BashNode,
+};
+
+/** One stable conversation item: re-renders only when its entry, results or label change. */
+export class EntryItem extends Component {
+  shouldComponentUpdate(next) {
+    const a = this.props.item;
+    const b = next.item;
+    return a.entry !== b.entry || a.resultsKey !== b.resultsKey || this.props.label !== next.label || (a.turnUsage?.cost ?? null) !== (b.turnUsage?.cost ?? null);
+  }
+
+  render({ item, label, actions, store }) {
+    const View = VIEWS[item.kind];
+    if (!View) return html`<${NoteLine} entry=${item.entry} kind=${item.kind} />`;
+    return html`<${View} entry=${item.entry} results=${item.results} label=${label} actions=${actions} store=${store} turnUsage=${item.turnUsage} />`;
+  }
+}

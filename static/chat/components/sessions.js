@@ -1,0 +1,57 @@
+// The session list of one agent (the page opened the agent's last session when the
+// agent restores sessions).
+
+import { useEffect, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { sessionsApi } from "../api.js";
+
+function when(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  const today = new Date();
+  return date.toDateString() === today.toDateString() ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString();
+}
+
+export function SessionList({ data, store, open, onClose, onNew }) {
+  useStore(store, ["session"]);
+  const [sessions, setSessions] = useState(data.sessions);
+  const [error, setError] = useState(null);
+  const current = data.sessionId;
+  const liveTitle = store.snapshot?.session?.title;
+
+  useEffect(() => {
+    if (!open) return;
+    sessionsApi
+      .list(data.agent.name)
+      .then((page) => setSessions(page.results.map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
+      .catch((e) => setError(e.message));
+  }, [open]);
+
+  return html`
+    <nav class=${`session-list${open ? " open" : ""}`} aria-label="Sessions">
+      <div class="session-list-header">
+        <h2>Sessions</h2>
+        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label="Close the session list">✕</button>
+      </div>
+      <label class="agent-picker">
+        <span>Agent</span>
+        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(e.currentTarget.value)}`)}>
+          ${data.agents.map((a) => html`<option value=${a.name} title=${a.description}>${a.name}</option>`)}
+        </select>
+      </label>
+      <button type="button" class="primary new-session" onClick=${onNew}>+ New session</button>
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+      <ul class="sessions">
+        ${sessions.map(
+          (s) => html`<li key=${s.sessionId}>
+            <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
+              <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
+              <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
+            </a>
+          </li>`,
+        )}
+      </ul>
+    </nav>
+  `;
+}

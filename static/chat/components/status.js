@@ -1,0 +1,51 @@
+// Status bar: context usage (tokens / window, model, thinking level), run state, connection.
+
+import { useEffect, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { formatTokens } from "../conversation_model.js";
+
+const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
+const CONNECTION_LABELS = { connecting: "connecting…", syncing: "syncing…", live: "live", reconnecting: "reconnecting", offline: "offline" };
+
+function Countdown({ at }) {
+  const [, tick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => tick((n) => n + 1), 500);
+    return () => clearInterval(timer);
+  }, [at]);
+  const seconds = Math.max(0, Math.ceil((at - Date.now()) / 1000));
+  return html`<span> in ${seconds}s</span>`;
+}
+
+export function StatusBar({ store, agent, onReconnect }) {
+  useStore(store, ["context", "run", "connection", "live"]);
+  const context = store.snapshot?.runtimeContext ?? {};
+  const stats = store.stats;
+  const tokens = stats?.tokens || context.tokenEstimate || 0;
+  const window = stats?.contextWindow || context.contextWindow || agent.model.contextWindow;
+  const model = context.model?.modelId ?? stats?.model ?? agent.model.modelId;
+  const thinking = context.thinkingLevel ?? agent.thinkingLevel;
+  const percent = window ? Math.min(100, (tokens / window) * 100) : 0;
+  const run = store.running && !["queued", "running"].includes(store.run.state) ? "running" : store.run.state;
+  const connection = store.connection;
+  return html`
+    <div class="status-bar" role="status" aria-label="Status">
+      <span class="status-item context-usage" title="Context used by the active path">
+        <span class="meter" aria-hidden="true"><span class=${percent > 80 ? "meter-fill warn" : "meter-fill"} style=${`width:${percent.toFixed(1)}%`}></span></span>
+        ${formatTokens(tokens)} / ${formatTokens(window)} tokens
+      </span>
+      <span class="status-item" title="Model">◆ ${model}</span>
+      <span class="status-item" title="Thinking level">θ ${thinking}</span>
+      <span class=${`status-item run-state run-${run}`} data-state=${run}>
+        ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
+        ${store.run.error && run !== "running" ? html`<span class="muted" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
+      </span>
+      <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
+        <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
+        ${connection.state === "reconnecting" && connection.retryAt ? html`<${Countdown} at=${connection.retryAt} />` : null}
+        ${connection.state === "reconnecting" || connection.state === "offline" ? html` <button type="button" class="link-button" onClick=${onReconnect}>Reconnect now</button>` : null}
+      </span>
+    </div>
+  `;
+}

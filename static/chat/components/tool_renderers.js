@@ -1,0 +1,147 @@
+// Tool call + result cards, through a renderer registry keyed by tool name.
+//
+// A renderer is {summary(args) -> string, Body({call, args, result, output, running})}.
+// Unknown tools get the generic renderer (arguments as JSON, output as text).
+
+import { Component } from "preact";
+import { useEffect, useRef } from "preact/hooks";
+import { html } from "./html.js";
+import { highlightCode, languageForPath } from "../markdown.js";
+import { contentText } from "../tree_model.js";
+import { useStore } from "./hooks.js";
+
+const renderers = new Map();
+
+export function registerToolRenderer(name, renderer) {
+  renderers.set(name, renderer);
+}
+
+export function rendererFor(name) {
+  return renderers.get(name) ?? GENERIC;
+}
+
+function resultText(result) {
+  return contentText(result?.message?.content);
+}
+
+function parsedArgs(call) {
+  if (call.arguments && typeof call.arguments === "object" && Object.keys(call.arguments).length) return call.arguments;
+  if (typeof call.argsText === "string" && call.argsText) {
+    try {
+      return JSON.parse(call.argsText);
+    } catch {
+      return null;
+    }
+  }
+  return call.arguments ?? {};
+}
+
+function Output({ text, language = null, className = "" }) {
+  const highlighted = language ? highlightCode(text, language) : null;
+  if (highlighted !== null) return html`<pre class=${`tool-output ${className}`}><code class="hljs" dangerouslySetInnerHTML=${{ __html: highlighted }}></code></pre>`;
+  return html`<pre class=${`tool-output ${className}`}><code>${text}</code></pre>`;
+}
+
+function ResultImages({ result }) {
+  const blocks = Array.isArray(result?.message?.content) ? result.message.content : [];
+  return blocks
+    .filter((b) => b?.type === "image" && typeof b.data === "string")
+    .map((b, i) => html`<img key=${i} class="tool-image" alt="image returned by the tool" src=${`data:${b.mimeType};base64,${b.data}`} />`);
+}
+
+const GENERIC = {
+  summary: (args) => {
+    const text = args ? JSON.stringify(args) : "";
+    return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+  },
+  Body: ({ call, args, result, output }) => html`
+    <div class="tool-section-label">Arguments</div>
+    <${Output} text=${args ? JSON.stringify(args, null, 2) : call.argsText ?? ""} language="json" />
+    ${result || output ? html`<div class="tool-section-label">Result</div><${Output} text=${result ? resultText(result) : output.text} /><${ResultImages} result=${result} />` : null}
+  `,
+};
+
+registerToolRenderer("bash", {
+  summary: (args) => (args?.command ? `$ ${args.command.split("\n")[0]}` : ""),
+  Body: ({ args, result, output }) => html`
+    ${args?.command ? html`<${Output} text=${`$ ${args.command}`} language="bash" className="command" />` : null}
+    ${result || output ? html`<${Output} text=${result ? resultText(result) : output.text} className="terminal" />` : null}
+  `,
+});
+
+registerToolRenderer("read", {
+  summary: (args) => [args?.path, args?.offset ? `from line ${args.offset}` : null].filter(Boolean).join(" "),
+  Body: ({ args, result, output }) => {
+    if (!result && !output) return null;
+    return html`<${Output} text=${result ? resultText(result) : output.text} language=${languageForPath(args?.path)} /><${ResultImages} result=${result} />`;
+  },
+});
+
+registerToolRenderer("write", {
+  summary: (args) => `${args?.path ?? ""}${typeof args?.content === "string" ? ` (${args.content.split("\n").length} lines)` : ""}`,
+  Body: ({ args, result }) => html`
+    ${typeof args?.content === "string" ? html`<${Output} text=${args.content} language=${languageForPath(args?.path)} />` : null}
+    ${result ? html`<div class="tool-note">${resultText(result)}</div>` : null}
+  `,
+});
+
+function Diff({ text }) {
+  const lines = text.split("\n");
+  return html`<pre class="tool-output diff">${lines.map((line, i) => {
+    const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "ctx";
+    return html`<span key=${i} class=${`diff-${kind}`}>${line}${"\n"}</span>`;
+  })}</pre>`;
+}
+
+registerToolRenderer("edit", {
+  summary: (args) => `${args?.path ?? ""}${Array.isArray(args?.edits) ? ` (${args.edits.length} edit${args.edits.length === 1 ? "" : "s"})` : ""}`,
+  Body: ({ args, result }) => {
+    const diff = result?.message?.details?.diff;
+    if (typeof diff === "string" && diff) return html`<${Diff} text=${diff} />`;
+    const edits = Array.isArray(args?.edits) ? args.edits : [];
+    return html`
+      ${edits.map((e, i) => html`<${Diff} key=${i} text=${[...String(e.oldText ?? "").split("\n").map((l) => `-${l}`), ...String(e.newText ?? "").split("\n").map((l) => `+${l}`)].join("\n")} />`)}
+      ${result ? html`<div class="tool-note">${resultText(result)}</div>` : null}
+    `;
+  },
+});
+
+for (const name of ["ls", "find", "grep"]) {
+  registerToolRenderer(name, {
+    summary: (args) => [args?.pattern, args?.path].filter(Boolean).join(" in "),
+    Body: ({ result, output }) => (result || output ? html`<${Output} text=${result ? resultText(result) : output.text} />` : null),
+  });
+}
+
+/** Streamed output of a tool that is still running (the only part that re-renders). */
+function LiveOutput({ store, callId, children }) {
+  useStore(store, ["tools"]);
+  const output = store.toolOutputs.get(callId) ?? null;
+  return children(output);
+}
+
+export class ToolCard extends Component {
+  shouldComponentUpdate(next) {
+    return next.call !== this.props.call || next.result !== this.props.result || next.streaming !== this.props.streaming;
+  }
+
+  render({ call, result, store, streaming }) {
+    const renderer = rendererFor(call.name);
+    const args = parsedArgs(call);
+    const isError = Boolean(result?.message?.isError);
+    const status = result ? (isError ? "error" : "done") : streaming ? "calling" : "running";
+    const body = (output) => html`<${renderer.Body} call=${call} args=${args} result=${result} output=${output} running=${!result} />`;
+    return html`
+      <details class=${`tool-card tool-${status}`} open=${!result || isError} data-tool=${call.name} data-call-id=${call.id}>
+        <summary>
+          <span class="tool-name">${call.name || "tool"}</span>
+          <span class="tool-summary">${renderer.summary(args ?? {})}</span>
+          <span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…" }[status]}</span>
+        </summary>
+        <div class="tool-body">
+          ${result || !store ? body(null) : html`<${LiveOutput} store=${store} callId=${call.id}>${(output) => body(output)}</${LiveOutput}>`}
+        </div>
+      </details>
+    `;
+  }
+}

@@ -1,0 +1,209 @@
+// The tree sidebar: every entry as a node in a virtual list (10k entries stay smooth).
+
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { frameThrottle, useStore } from "./hooks.js";
+import { buildRows, FILTERS, kindIcon } from "../tree_model.js";
+
+const ROW = 28;
+const OVERSCAN = 12;
+
+function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
+  const indent = 8 + Math.min(row.depth, 24) * 14;
+  const classes = ["tree-row", `kind-${row.kind}`];
+  if (row.onPath) classes.push("on-path");
+  if (row.isLeaf) classes.push("is-leaf");
+  if (selected) classes.push("selected");
+  if (row.inFlight) classes.push("in-flight");
+  return html`
+    <div
+      id=${`tree-row-${row.id}`}
+      class=${classes.join(" ")}
+      role="treeitem"
+      aria-level=${row.depth + 1}
+      aria-selected=${selected}
+      aria-expanded=${row.hasChildren && row.branchPoint ? !row.collapsed : undefined}
+      aria-current=${row.isLeaf ? "true" : undefined}
+      data-entry-id=${row.id}
+      style=${`top:${top}px;padding-left:${indent}px`}
+      onClick=${() => onSelect(row.id)}
+      onDblClick=${() => onGo(row.id)}
+    >
+      ${row.branchPoint
+        ? html`<button type="button" class="twisty" tabindex="-1" aria-label=${row.collapsed ? "expand" : "collapse"} onClick=${(e) => { e.stopPropagation(); onToggle(row.id); }}>${row.collapsed ? "▸" : "▾"}</button>`
+        : html`<span class="twisty-space"></span>`}
+      <span class="kind-icon" aria-hidden="true">${kindIcon(row.kind)}</span>
+      <span class="row-text">${row.text}</span>
+      ${row.branchPoint ? html`<span class="branch-badge" title=${`${row.branchPoint} branches`}>⎇ ${row.branchPoint}</span>` : null}
+      ${row.label ? html`<span class="row-label">${row.label}</span>` : null}
+      ${row.isLeaf ? html`<span class="leaf-marker" title="the leaf: the next prompt continues here">● leaf</span>` : null}
+    </div>
+  `;
+}
+
+export function TreeSidebar({ store, actions, open, onClose }) {
+  useStore(store, ["tree", "leaf"]);
+  const snapshot = store.snapshot;
+  const [filter, setFilter] = useState("all");
+  const [collapsed, setCollapsed] = useState(() => new Set());
+  const [selected, setSelected] = useState(null);
+  const [scrollTop, setScrollTop] = useState(0);
+  const [height, setHeight] = useState(600);
+  const [editing, setEditing] = useState(null);
+  const viewport = useRef(null);
+  const list = useRef(null);
+
+  const model = useMemo(
+    () => (snapshot ? buildRows({ snapshot, lookup: (id) => store.entry(id), filter, collapsed }) : { rows: [], indexById: new Map(), total: 0, shown: 0 }),
+    [snapshot?.entries, snapshot?.activePath, snapshot?.labelsByEntryId, snapshot?.inFlight, filter, collapsed],
+  );
+  const { rows, indexById } = model;
+  const selectedId = selected !== null && indexById.has(selected) ? selected : snapshot?.leafId ?? null;
+  const selectedIndex = selectedId !== null ? indexById.get(selectedId) ?? -1 : -1;
+
+  useLayoutEffect(() => {
+    const el = viewport.current;
+    if (!el) return undefined;
+    const onScroll = frameThrottle(() => setScrollTop(el.scrollTop));
+    const observer = new ResizeObserver(() => setHeight(el.clientHeight || 600));
+    observer.observe(el);
+    el.addEventListener("scroll", onScroll, { passive: true });
+    return () => {
+      observer.disconnect();
+      el.removeEventListener("scroll", onScroll);
+    };
+  }, []);
+
+  const reveal = (index) => {
+    const el = viewport.current;
+    if (!el || index < 0) return;
+    const top = index * ROW;
+    if (top < el.scrollTop) el.scrollTop = top;
+    else if (top + ROW > el.scrollTop + el.clientHeight) el.scrollTop = top + ROW - el.clientHeight;
+    setScrollTop(el.scrollTop);
+  };
+
+  // Show the leaf when the tree first appears and whenever the leaf moves.
+  const announced = useRef(false);
+  useEffect(() => {
+    if (!snapshot) return;
+    const index = indexById.get(snapshot.leafId);
+    if (index !== undefined) reveal(index);
+    if (!announced.current) {
+      announced.current = true;
+      requestAnimationFrame(() => {
+        performance.mark("neta:tree-interactive");
+        document.documentElement.dataset.treeReady = String(rows.length);
+      });
+    }
+  }, [snapshot?.leafId, snapshot !== null]);
+
+  const select = (id) => {
+    setSelected(id);
+    setEditing(null);
+  };
+  const toggle = (id) => {
+    const next = new Set(collapsed);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    setCollapsed(next);
+  };
+
+  const onKey = (event) => {
+    if (editing !== null || rows.length === 0) return;
+    const index = Math.max(0, selectedIndex);
+    const page = Math.max(1, Math.floor((viewport.current?.clientHeight ?? 600) / ROW) - 1);
+    const moves = { ArrowDown: index + 1, ArrowUp: index - 1, PageDown: index + page, PageUp: index - page, Home: 0, End: rows.length - 1 };
+    if (event.key in moves) {
+      event.preventDefault();
+      const next = Math.max(0, Math.min(rows.length - 1, moves[event.key]));
+      setSelected(rows[next].id);
+      reveal(next);
+      return;
+    }
+    const row = rows[index];
+    if (!row) return;
+    if (event.key === "Enter") {
+      event.preventDefault();
+      actions.goTo(row.id);
+    } else if (event.key === "ArrowLeft" && row.branchPoint && !row.collapsed) {
+      event.preventDefault();
+      toggle(row.id);
+    } else if (event.key === "ArrowRight" && row.collapsed) {
+      event.preventDefault();
+      toggle(row.id);
+    } else if (event.key === "l" || event.key === "L") {
+      event.preventDefault();
+      setEditing(row.id);
+    } else if (event.key === "f" || event.key === "F") {
+      event.preventDefault();
+      actions.fork(row.id);
+    }
+  };
+
+  const start = Math.max(0, Math.floor(scrollTop / ROW) - OVERSCAN);
+  const end = Math.min(rows.length, Math.ceil((scrollTop + height) / ROW) + OVERSCAN);
+  const visible = rows.slice(start, end);
+  const selectedRow = selectedIndex >= 0 ? rows[selectedIndex] : null;
+
+  return html`
+    <aside class=${`tree-sidebar${open ? " open" : ""}`} aria-label="Session tree">
+      <div class="tree-header">
+        <h2>Tree</h2>
+        <span class="muted tree-count">${model.shown}${model.shown !== model.total ? ` of ${model.total}` : ""} entries${snapshot?.page?.truncated ? ` (${snapshot.page.totalEntries} stored)` : ""}</span>
+        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label="Close the tree">✕</button>
+      </div>
+      <div class="tree-filters" role="radiogroup" aria-label="Show">
+        ${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}
+      </div>
+      <div
+        class="tree-viewport"
+        ref=${viewport}
+        role="tree"
+        tabindex="0"
+        aria-label="Entries of this session"
+        aria-activedescendant=${selectedRow ? `tree-row-${selectedRow.id}` : undefined}
+        onKeyDown=${onKey}
+      >
+        <div class="tree-spacer" ref=${list} style=${`height:${rows.length * ROW}px`}>
+          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${actions.goTo} onToggle=${toggle} />`)}
+        </div>
+      </div>
+      ${selectedRow
+        ? html`<div class="tree-actions" aria-label="Selected entry">
+            ${editing === selectedRow.id
+              ? html`<${LabelEditor} initial=${selectedRow.label ?? ""} onDone=${async (value) => {
+                  setEditing(null);
+                  if (value !== null) await actions.label(selectedRow.id, value);
+                  viewport.current?.focus();
+                }} />`
+              : html`
+                  <span class="selected-text" title=${selectedRow.text}>${kindIcon(selectedRow.kind)} ${selectedRow.text}</span>
+                  <div class="button-row">
+                    <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${() => actions.goTo(selectedRow.id)} title="Enter">Go here</button>
+                    <button type="button" class="small" onClick=${() => setEditing(selectedRow.id)} title="L">Label</button>
+                    <button type="button" class="small" onClick=${() => actions.fork(selectedRow.id)} title="F: a new session holding the path up to here">Fork</button>
+                  </div>
+                `}
+          </div>`
+        : null}
+    </aside>
+  `;
+}
+
+function LabelEditor({ initial, onDone }) {
+  const input = useRef(null);
+  useEffect(() => input.current?.focus(), []);
+  const submit = (event) => {
+    event.preventDefault();
+    onDone(input.current.value.trim());
+  };
+  return html`
+    <form class="label-editor" onSubmit=${submit}>
+      <label for="label-input" class="visually-hidden">Label</label>
+      <input id="label-input" ref=${input} maxlength="200" value=${initial} placeholder="Label (empty clears it)" onKeyDown=${(e) => e.key === "Escape" && onDone(null)} />
+      <button type="submit" class="primary small">Save</button>
+      <button type="button" class="small" onClick=${() => onDone(null)}>Cancel</button>
+    </form>
+  `;
+}

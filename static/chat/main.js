@@ -1,0 +1,42 @@
+// Entry point of the chat page: store, socket, components.
+
+import { h, render } from "preact";
+import { App } from "./components/app.js";
+import { Connection } from "./connection.js";
+import { sessionApi } from "./api.js";
+import { SessionStore } from "./store.js";
+
+const data = JSON.parse(document.getElementById("neta-chat-data").textContent);
+const store = new SessionStore({ sessionId: data.sessionId });
+const api = sessionApi(data.sessionId);
+
+async function refreshRunState() {
+  try {
+    const page = await api.lastRun();
+    const run = page.results?.[0];
+    if (run) store.setRun({ runId: run.runId, state: run.status, error: run.error || null });
+  } catch {
+    /* the status bar keeps what the socket said */
+  }
+}
+
+const connection = new Connection({
+  url: data.urls.socket,
+  store,
+  heartbeatSeconds: data.heartbeatSeconds,
+  onLive: refreshRunState,
+  onFatal: (reason) => {
+    if (reason === "unauthenticated") window.location.assign(`/login/?next=${encodeURIComponent(window.location.pathname)}`);
+  },
+});
+
+if (window.location.pathname !== data.urls.page) {
+  // `/` opened (or created) this session: a reload must come back to it.
+  window.history.replaceState(null, "", data.urls.page);
+}
+
+render(h(App, { data, store, connection }), document.getElementById("app"));
+connection.start();
+
+// For the browser tests and the benchmarks (read-only use).
+window.neta = { store, connection, data };

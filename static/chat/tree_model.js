@@ -1,0 +1,254 @@
+// The tree sidebar's rows: every entry as a node, flattened for a virtual list.
+//
+// Pure (node-tested). Chains of single children stay at one indentation level and
+// only branch points indent their children, so a 10k-entry conversation does not
+// walk off the right edge. Filters hide nodes; the children of a hidden node are
+// shown in its place. The in-flight entry is shown under its parent.
+
+import { ROOT_KEY } from "./tree_events.js";
+
+export const FILTERS = [
+  { id: "all", label: "All" },
+  { id: "messages", label: "Messages" },
+  { id: "labeled", label: "Labeled" },
+];
+
+const ICONS = {
+  user: "U",
+  assistant: "A",
+  tool: "T",
+  compaction: "C",
+  branch_summary: "⎇",
+  custom_message: "✉",
+  custom: "⚙",
+  label: "L",
+  session_info: "✎",
+  model_change: "◆",
+  thinking_level_change: "θ",
+  subagent: "⇶",
+  bash: "$",
+  other: "•",
+};
+
+export function entryKind(entry) {
+  switch (entry?.type) {
+    case "message": {
+      const role = entry.message?.role;
+      if (role === "user") return "user";
+      if (role === "assistant") return "assistant";
+      if (role === "toolResult") return "tool";
+      if (role === "bashExecution") return "bash";
+      if (role === "custom") return "custom_message";
+      return "other";
+    }
+    case "compaction":
+    case "branch_summary":
+    case "custom_message":
+    case "custom":
+    case "label":
+    case "session_info":
+    case "model_change":
+    case "thinking_level_change":
+      return entry.type;
+    case "subagent_batch":
+    case "subagent_result":
+      return "subagent";
+    default:
+      return "other";
+  }
+}
+
+export function kindIcon(kind) {
+  return ICONS[kind] ?? ICONS.other;
+}
+
+/** Plain text of message content (a string or blocks). */
+export function contentText(content, { withThinking = false } = {}) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  const parts = [];
+  for (const block of content) {
+    if (block?.type === "text" && typeof block.text === "string") parts.push(block.text);
+    else if (withThinking && block?.type === "thinking" && typeof block.thinking === "string") parts.push(block.thinking);
+  }
+  return parts.join("\n");
+}
+
+/** One line that says what an entry is, for the tree and for banners. */
+export function firstLine(entry, max = 140) {
+  let line = describe(entry);
+  if (entryKind(entry) === "assistant") line = line.replace(/^#+\s+|[*_`]+/gm, ""); // markdown marks read badly in one line
+  line = line.replace(/\s+/g, " ").trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+function describe(entry) {
+  const kind = entryKind(entry);
+  const message = entry?.message;
+  switch (kind) {
+    case "user":
+      return contentText(message.content) || (Array.isArray(message.content) && message.content.some((b) => b?.type === "image") ? "[image]" : "(empty)");
+    case "assistant": {
+      const text = contentText(message.content);
+      const calls = (Array.isArray(message.content) ? message.content : []).filter((b) => b?.type === "toolCall").map((b) => b.name);
+      const tail = calls.length ? ` [${calls.join(", ")}]` : "";
+      if (message.stopReason === "error") return `error: ${message.errorMessage ?? ""}`;
+      if (!text && message.stopReason === "aborted") return `(aborted)${tail}`;
+      return (text || contentText(message.content, { withThinking: true }) || "(no text)") + tail;
+    }
+    case "tool":
+      return `${message.toolName ?? "tool"}: ${contentText(message.content)}`;
+    case "bash":
+      return `$ ${message.command ?? ""}`;
+    case "compaction":
+      return `compaction (${entry.tokensBefore ?? "?"} tokens before)`;
+    case "branch_summary":
+      return `branch summary: ${entry.summary ?? ""}`;
+    case "custom_message":
+      return `${entry.customType ?? message?.customType ?? "custom"}: ${contentText(entry.content ?? message?.content)}`;
+    case "custom":
+      return `custom: ${entry.customType ?? ""}`;
+    case "label":
+      return entry.label ? `label “${entry.label}”` : "label cleared";
+    case "session_info":
+      return `name: ${entry.name ?? ""}`;
+    case "model_change":
+      return `model: ${entry.provider ?? ""}/${entry.modelId ?? ""}`;
+    case "thinking_level_change":
+      return `thinking: ${entry.thinkingLevel ?? ""}`;
+    case "subagent":
+      return `${entry.type}`;
+    default:
+      return entry?.type ?? "?";
+  }
+}
+
+function visibleFor(filter, labels) {
+  if (filter === "messages") return (entry) => {
+    const kind = entryKind(entry);
+    return kind === "user" || kind === "assistant";
+  };
+  if (filter === "labeled") return (entry) => Object.prototype.hasOwnProperty.call(labels, entry.id);
+  return () => true;
+}
+
+/**
+ * Rows for the sidebar. `lookup(id)` gives entries; `collapsed` is a Set of ids
+ * whose subtrees are hidden. Returns {rows, indexById, total, shown}.
+ */
+export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Set() }) {
+  const children = snapshot.childrenByParentId;
+  const labels = snapshot.labelsByEntryId ?? {};
+  const inFlight = snapshot.inFlight;
+  const leafId = snapshot.leafId;
+  const onPath = new Set(snapshot.activePath);
+  const isVisible = visibleFor(filter, labels);
+  const get = (id) => (inFlight && inFlight.id === id ? inFlight : lookup(id));
+  const kidsOf = (key) => {
+    const list = children[key] ?? [];
+    if (inFlight && (typeof inFlight.parentId === "string" ? inFlight.parentId : ROOT_KEY) === key && !list.includes(inFlight.id)) return [...list, inFlight.id];
+    return list;
+  };
+
+  // Roots: parentless entries, and entries whose parent is outside a truncated snapshot.
+  const roots = [...kidsOf(ROOT_KEY)];
+  if (snapshot.page?.truncated) {
+    for (const entry of snapshot.entries) {
+      if (typeof entry.parentId === "string" && lookup(entry.parentId) === undefined) roots.push(entry.id);
+    }
+  }
+
+  // Pre-order of every node (iterative: a conversation is a 10k-deep chain).
+  const order = [];
+  const stack = [...roots].reverse();
+  const seen = new Set();
+  while (stack.length) {
+    const id = stack.pop();
+    if (seen.has(id)) continue;
+    seen.add(id);
+    order.push(id);
+    const kids = kidsOf(id);
+    for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+  }
+  // Visible children of each node: hidden nodes hand their own visible children up.
+  const visibleKids = new Map();
+  const shown = new Map();
+  for (let i = order.length - 1; i >= 0; i--) {
+    const id = order[i];
+    const entry = get(id);
+    shown.set(id, entry !== undefined && (isVisible(entry) || id === leafId));
+    const kids = kidsOf(id);
+    let out = [];
+    for (const kid of kids) {
+      if (!seen.has(kid)) continue;
+      if (shown.get(kid)) {
+        out.push(kid);
+        continue;
+      }
+      const handed = visibleKids.get(kid) ?? [];
+      if (kids.length === 1) out = handed; // a chain: share, do not copy
+      else for (const h of handed) out.push(h);
+    }
+    visibleKids.set(id, out);
+  }
+  let top = [];
+  for (const id of roots) {
+    if (!seen.has(id)) continue;
+    if (shown.get(id)) top.push(id);
+    else top = top.concat(visibleKids.get(id) ?? []);
+  }
+
+  const rows = [];
+  const indexById = new Map();
+  const emit = [];
+  for (let i = top.length - 1; i >= 0; i--) emit.push([top[i], 0, top.length > 1]);
+  while (emit.length) {
+    const [id, depth, sibling] = emit.pop();
+    const entry = get(id);
+    const kids = visibleKids.get(id) ?? [];
+    const kind = entryKind(entry);
+    const rawKids = kidsOf(id).length;
+    const row = {
+      id,
+      depth,
+      kind,
+      text: id === inFlight?.id ? firstLine(entry) || "streaming…" : firstLine(entry),
+      label: labels[id] ?? null,
+      onPath: onPath.has(id),
+      isLeaf: id === leafId,
+      inFlight: id === inFlight?.id,
+      branchPoint: rawKids > 1 ? rawKids : 0,
+      hasChildren: kids.length > 0,
+      collapsed: collapsed.has(id) && kids.length > 0,
+      startsBranch: sibling,
+    };
+    indexById.set(id, rows.length);
+    rows.push(row);
+    if (row.collapsed) continue;
+    const childDepth = kids.length > 1 ? depth + 1 : depth;
+    for (let i = kids.length - 1; i >= 0; i--) emit.push([kids[i], childDepth, kids.length > 1]);
+  }
+  return { rows, indexById, total: order.length, shown: rows.length };
+}
+
+/** Pi's rule for "continue from here": a user (or custom) message goes back to the editor. */
+export function continueTarget(entry) {
+  const kind = entryKind(entry);
+  if (kind === "user") return { mode: "edit", text: contentText(entry.message.content), branchFrom: entry.parentId ?? null };
+  if (entry?.type === "custom_message") return { mode: "edit", text: contentText(entry.content), branchFrom: entry.parentId ?? null };
+  return { mode: "leaf", leafId: entry.id };
+}
+
+/** True when moving the leaf to `targetId` leaves entries behind (the old leaf is not on the new path). */
+export function leavesBranch(snapshot, lookup, targetId) {
+  const leaf = snapshot.leafId;
+  if (leaf === null || leaf === undefined || leaf === targetId) return false;
+  let cursor = targetId;
+  const seen = new Set();
+  while (typeof cursor === "string" && !seen.has(cursor)) {
+    if (cursor === leaf) return false; // moving forward along the path
+    seen.add(cursor);
+    cursor = lookup(cursor)?.parentId;
+  }
+  return true;
+}
