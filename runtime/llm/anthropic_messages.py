@@ -25,6 +25,7 @@ THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 # Adaptive-thinking models take an effort instead of a budget.
 ADAPTIVE_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
 MIN_OUTPUT_TOKENS = 1024
+INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 DEFAULT_MAX_TOKENS_CAP = 32000
 _ADAPTIVE_IDS = ("opus-4-6", "opus-4.6", "opus-4-7", "opus-4.7", "sonnet-4-6", "sonnet-4.6")
 
@@ -73,6 +74,15 @@ def thinking_params(model: ModelSpec, level: str, base_max_tokens: int) -> tuple
     if max_tokens <= budget:
         budget = max(0, max_tokens - MIN_OUTPUT_TOKENS)
     return {"thinking": {"type": "enabled", "budget_tokens": budget, "display": display}}, max_tokens
+
+
+def beta_headers(model: ModelSpec, params: dict) -> dict:
+    """Budget-thinking models think between tool calls only with the interleaved-thinking
+    beta (adaptive models do it anyway); option `interleaved_thinking: false` turns it off."""
+    thinking = params.get("thinking") or {}
+    if thinking.get("type") == "enabled" and model.options.get("interleaved_thinking", True):
+        return {"anthropic-beta": INTERLEAVED_THINKING_BETA}
+    return {}
 
 
 def _image(block: dict) -> dict:
@@ -373,9 +383,10 @@ class AnthropicProvider:
         params = build_params(model, request)
         timeout = request_timeout(model.options)
         client = anthropic_client(base_url=model.base_url, api_key=model.api_key)
+        headers = beta_headers(model, params)
 
         def start():
-            return client.messages.create(**params, stream=True, timeout=timeout)
+            return client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None)
 
         return start
 

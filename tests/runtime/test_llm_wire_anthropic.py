@@ -310,6 +310,7 @@ def test_request_shape(server):
     # The key travels as x-api-key or as a bearer token, depending on the SDK version.
     assert "sk-ant-test" in (sent.headers.get("x-api-key"), sent.headers.get("authorization", "").removeprefix("Bearer "))
     assert "anthropic-version" in sent.headers
+    assert sent.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"  # budget thinking is on
     body = sent.body
     assert body["model"] == "claude-test-1"
     assert body["stream"] is True
@@ -360,6 +361,7 @@ def test_thinking_from_another_model_becomes_text_and_images_can_be_refused(serv
     messages = transcript(model_id="claude-3-7-sonnet")
     complete(spec(server, supports_images=False, options={"cache": "none"}), LlmRequest("", messages, []))
     body = server.requests[0].body
+    assert "anthropic-beta" not in server.requests[0].headers  # thinking is off
     assert "system" not in body and "tools" not in body
     assert body["messages"][0]["content"][1] == {"type": "text", "text": "(image omitted: model does not support images)"}
     assert body["messages"][1]["content"][:2] == [
