@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 import orjson
 
 from sessions_tree import jsonl
-from sessions_tree.context import SessionContext, context_from_path, extend_context
+from sessions_tree.context import (
+    SessionContext,
+    context_from_path,
+    estimate_context_tokens,
+    estimate_context_usage,
+    extend_context,
+)
 from sessions_tree.path import walk_path
 
 
@@ -155,6 +161,7 @@ class SessionIndex:
     header_seen: bool = False
     _context_leaf: str | None = None
     _context: SessionContext | None = None
+    _context_tokens: int | None = None  # Pi's estimateContextTokens of ``_context``
 
     def add(self, record: Record) -> None:
         self.records.append(record)
@@ -210,8 +217,39 @@ class SessionIndex:
                     new.reverse()
                     extended = extend_context(cached, new) if new else cached
                     if extended is not None:
+                        if extended is not cached and self._context_tokens is not None:
+                            self._context_tokens = _tokens_after(
+                                self._context_tokens, extended.messages[len(cached.messages) :]
+                            )
                         self._context_leaf, self._context = leaf_id, extended
                         return extended
             result = context_from_path(self.path_entries(leaf_id))
-            self._context_leaf, self._context = leaf_id, result
+            self._context_leaf, self._context, self._context_tokens = leaf_id, result, None
             return result
+
+    def context_tokens(self, leaf_id: str | None) -> tuple[SessionContext, int]:
+        """The context at ``leaf_id`` and Pi's token estimate of it, kept up to date
+        incrementally as the leaf moves forward (O(new messages), not O(context))."""
+        ctx = self.context(leaf_id)
+        with self.lock:
+            if ctx is self._context and self._context_tokens is not None:
+                return ctx, self._context_tokens
+            tokens = estimate_context_tokens(ctx.messages)
+            if ctx is self._context:
+                self._context_tokens = tokens
+            return ctx, tokens
+
+
+def _tokens_after(tokens: int, new_messages: list) -> int:
+    """``estimate_context_tokens(old + new_messages)`` from ``tokens`` of the old messages.
+
+    Pi counts the last assistant message that reports usage (not aborted/error)
+    plus estimates of what follows it. If that message is among the new ones,
+    the old part no longer matters; otherwise the new messages are estimated and added.
+    """
+    if not new_messages:
+        return tokens
+    usage = estimate_context_usage(new_messages)
+    if usage.last_usage_index is not None:
+        return usage.tokens
+    return tokens + usage.trailing_tokens

@@ -81,11 +81,8 @@ class SessionTreeProvider:
     def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
         self._store_append(meta, index, [pending])
 
-    def _store_recovery_needed(self, hint: AgentSession) -> bool:
-        """Under the write lock: might a dead writer have left something to repair?
-
-        ``hint`` may be stale; a false alarm only costs an empty recovery.
-        """
+    def _store_recovery_needed(self, meta: AgentSession) -> bool:
+        """Under the write lock, with the locked meta row: did a dead writer leave something to repair?"""
         return False
 
     def _store_recover(self, meta: AgentSession, index: SessionIndex, emit: Callable) -> bool:
@@ -491,7 +488,7 @@ class SessionTreeProvider:
         _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
                 entry = E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
                 pending = PendingEntry(entry, jsonl.dumps(entry))
@@ -506,7 +503,7 @@ class SessionTreeProvider:
         _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 entry = {**current, "message": message}
                 meta.in_flight_payload = jsonl.dumps(entry)
@@ -527,7 +524,7 @@ class SessionTreeProvider:
             _check_message(message)
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 final_message = dict(message if message is not None else current["message"])
                 if status != "completed" and final_message.get("role") == "assistant":
@@ -557,7 +554,7 @@ class SessionTreeProvider:
     def switch_leaf(self, session_id: str, entry_id: str) -> AgentSession:
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 if entry_id not in index.by_id:
                     raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
                 try:
@@ -573,7 +570,7 @@ class SessionTreeProvider:
         """Leaf before the first entry: the next append starts a new root."""
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = None
                 emit(ev.LEAF_CHANGED, leafId=None, previousLeafId=previous)
@@ -645,26 +642,30 @@ class SessionTreeProvider:
     def _change(self, session_id: str, hint: AgentSession | None = None):
         """One transaction: lock the meta row, let the caller change things, bump revision per event.
 
-        The caller holds the store's write lock. ``hint`` is the meta the caller read
-        before taking it; if the store says a dead writer may have left something
-        behind, that is repaired first, in a transaction of its own, so that the
-        repair stands even when the caller's change fails.
+        The caller holds the store's write lock. If the store says a dead writer
+        left something behind, that is repaired first, in a transaction of its
+        own (so that the repair stands even when the caller's change fails), and
+        the change starts again from the repaired state.
         """
-        if hint is None or self._store_recovery_needed(hint):
-            self._recover(session_id)
         events: list[dict] = []
         meta_box: list[AgentSession] = []
-        try:
-            with transaction.atomic(using=self.using):
-                meta = self._meta_for_update(session_id)
-                meta_box.append(meta)
-                index = self._store_index(meta)
-                yield meta, index, self._emitter(session_id, meta.revision, events)
-                self._commit(meta, index, events)
-        except BaseException:
-            if meta_box:
-                self._forget_index(meta_box[0])
-            raise
+        for attempt in range(3):
+            try:
+                with transaction.atomic(using=self.using):
+                    meta = self._meta_for_update(session_id)
+                    meta_box[:] = [meta]
+                    if attempt < 2 and self._store_recovery_needed(meta):
+                        raise _RecoverFirst
+                    index = self._store_index(meta)
+                    yield meta, index, self._emitter(session_id, meta.revision, events)
+                    self._commit(meta, index, events)
+                return
+            except _RecoverFirst:
+                self._recover(session_id)
+            except BaseException:
+                if meta_box:
+                    self._forget_index(meta_box[0])
+                raise
 
     def _recover(self, session_id: str) -> None:
         events: list[dict] = []
@@ -722,7 +723,7 @@ class SessionTreeProvider:
     ) -> dict:
         meta0 = self.get_session(session_id)
         with self._store_lock(meta0):
-            with self._change(session_id, meta0) as (meta, index, emit):
+            with self._change(session_id) as (meta, index, emit):
                 if meta.in_flight_entry_id:
                     raise SessionBusy(
                         f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
@@ -741,6 +742,10 @@ class SessionTreeProvider:
                 meta.leaf_entry_id = entry["id"]
                 emit(ev.event_type_for_entry(entry), entry=entry, leafId=entry["id"])
         return entry
+
+
+class _RecoverFirst(Exception):
+    """Raised inside ``_change`` (before the caller's code runs) to repair the store first."""
 
 
 class _TakenIds:
@@ -854,8 +859,9 @@ def _context_stats(provider: SessionTreeProvider, meta: AgentSession, index: Ses
         leaf = provider._leaf(meta, index)
         if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id:
             ctx = context_from_path(provider._path_entries(meta, index, leaf))
+            tokens = estimate_context_tokens(ctx.messages)
         else:
-            ctx = index.context(leaf)
+            ctx, tokens = index.context_tokens(leaf)
     except (PathError, EntryNotFound, KeyError):
         return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
-    return {"model": ctx.model, "thinkingLevel": ctx.thinking_level, "tokenEstimate": estimate_context_tokens(ctx.messages)}
+    return {"model": ctx.model, "thinkingLevel": ctx.thinking_level, "tokenEstimate": tokens}

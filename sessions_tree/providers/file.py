@@ -174,10 +174,10 @@ class FileProvider(SessionTreeProvider):
             return records[: meta.entry_count]
         return records
 
-    def _store_recovery_needed(self, hint: AgentSession) -> bool:
+    def _store_recovery_needed(self, meta: AgentSession) -> bool:
         # Every acknowledged write leaves the file exactly ``last_seq`` bytes long.
-        fd = _locks.fds[hint.session_file]
-        return hint.last_seq == 0 or os.fstat(fd).st_size != hint.last_seq
+        fd = _locks.fds[meta.session_file]
+        return meta.last_seq == 0 or os.fstat(fd).st_size != meta.last_seq
 
     def _store_recover(self, meta: AgentSession, index: SessionIndex, emit) -> bool:
         """Repair the tail a killed writer left, then adopt the lines it made durable.

@@ -2,6 +2,7 @@
 
     python tests/sessions_tree/appender.py append SESSION_ID SEED [--crash KIND:N]
     python tests/sessions_tree/appender.py serve
+    python tests/sessions_tree/appender.py burst SESSION_ID COUNT TAG
 
 ``append`` appends entries of mixed types and sizes (a few bytes to a few
 hundred KB, non-ASCII text included) through ``get_provider("file")`` and
@@ -16,6 +17,9 @@ kill itself with SIGKILL at a chosen point of its N-th append, to hit moments a
 random kill rarely hits: ``mid-write`` (part of the line is written),
 ``torn-newline`` (all of the line but its newline is written), ``after-sync``
 (the line is durable, the meta row not yet committed).
+
+``burst`` (for the concurrency test) appends COUNT user messages "TAG-<i>" as
+fast as it can once a line arrives on stdin, printing ``A <id>`` for each.
 
 ``serve`` is a fork server: it does the slow part (Python + Django start-up)
 once and then forks one fresh child per command read from stdin (one JSON
@@ -248,10 +252,26 @@ def _child(command: dict) -> None:
     os._exit(code)
 
 
+def burst(session_id: str, count: int, tag: str) -> None:
+    """Say ``ready``, wait for a line on stdin, then append ``count`` messages as fast as possible."""
+    from sessions_tree.providers import get_provider
+
+    provider = get_provider("file")
+    provider.get_session(session_id)  # connect before the start line
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(count):
+        message = {"role": "user", "content": [{"type": "text", "text": f"{tag}-{i}"}], "timestamp": i}
+        entry = provider.append_message(session_id, message)
+        _ack("A", entry["id"])
+
+
 def main(argv: list[str]) -> None:
     _setup_django()
     if argv[:1] == ["serve"]:
         serve()
+    elif argv[:1] == ["burst"] and len(argv) == 4:
+        burst(argv[1], int(argv[2]), argv[3])
     elif argv[:1] == ["append"] and len(argv) in (3, 5):
         crash = argv[4] if len(argv) == 5 and argv[3] == "--crash" else None
         run_appender(argv[1], int(argv[2]), crash)
