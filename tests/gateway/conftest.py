@@ -121,8 +121,11 @@ class Socket:
         while True:
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
-                raise AssertionError(f"timed out; last frames: {[f.get('type') for f in got[-10:]]}")
-            frame = await self.recv(remaining)
+                raise AssertionError(f"timed out; last frames: {got[-10:]}")
+            try:
+                frame = await self.recv(remaining)
+            except (TimeoutError, asyncio.TimeoutError):
+                raise AssertionError(f"timed out waiting; last frames: {got[-10:]}") from None
             got.append(frame)
             if predicate(frame):
                 return got
