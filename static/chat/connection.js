@@ -44,8 +44,9 @@ export class Connection {
     this.ws?.close(1000);
   }
 
-  /** Close the socket as a network failure would (tests and the "reconnect" button use it). */
-  drop() {
+  /** Close the socket as a network failure would; `holdMs` keeps it down that long (tests). */
+  drop({ holdMs = 0 } = {}) {
+    this.holdUntil = Date.now() + holdMs;
     this.ws?.close(4000, "dropped by the client");
   }
 
@@ -107,7 +108,7 @@ export class Connection {
         this.store.disconnected({ reason: "closed", retryInMs: null });
         return;
       }
-      const delay = this._backoff();
+      const delay = Math.max(this._backoff(), (this.holdUntil ?? 0) - Date.now());
       this.attempt += 1;
       this.store.disconnected({ reason: event.reason || `closed (${event.code})`, retryInMs: delay, attempt: this.attempt });
       this.timer = setTimeout(() => this._open(), delay);

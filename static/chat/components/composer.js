@@ -110,7 +110,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
         <div class="composer-buttons">
           ${supportsImages
             ? html`<button type="button" class="icon-button" aria-label="Attach images" title="Attach images" onClick=${() => fileInput.current.click()}>Attach</button>
-                <input ref=${fileInput} type="file" accept=${IMAGE_TYPES.join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />`
+                <input ref=${fileInput} type="file" aria-label="Images to attach" accept=${IMAGE_TYPES.join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />`
             : null}
           ${running
             ? html`<label class="visually-hidden" for="queue-mode">Deliver as</label>
