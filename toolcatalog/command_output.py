@@ -3,8 +3,8 @@
 Output is counted as it streams (bytes, lines). Only the last
 ``2 × max_bytes`` bytes stay in memory. Once the output outgrows the truncation
 limits it is also written, from the first byte, to a file in the output
-directory (capped at ``max_saved_bytes``), and the final text names that file,
-as Pi does. Text is decoded as UTF-8 with replacement (invalid bytes and
+directory (capped at ``max_saved_bytes``; files older than a week are pruned
+when a new one is written), and the final text names that file, as Pi does. Text is decoded as UTF-8 with replacement (invalid bytes and
 encoded surrogates become U+FFFD), ANSI escape sequences are removed, and CR/LF
 line ends become LF.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -31,8 +32,36 @@ def clean_terminal_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+KEEP_SECONDS = 7 * 24 * 3600
+
+
 def default_output_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "neta-tool-output"
+    """``settings.NETA_TOOL_OUTPUT_DIR`` when set, else ``$TMPDIR/neta-tool-output``."""
+    try:
+        from django.conf import settings
+
+        configured = getattr(settings, "NETA_TOOL_OUTPUT_DIR", None) if settings.configured else None
+    except ImportError:
+        configured = None
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "neta-tool-output"
+
+
+def prune_old_outputs(directory: Path, *, keep_seconds: float = KEEP_SECONDS) -> int:
+    """Delete saved outputs older than a week; returns how many went."""
+    cutoff = time.time() - keep_seconds
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.name.endswith(".log") and entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 class CommandOutput:
@@ -84,6 +113,7 @@ class CommandOutput:
     def _open_file(self) -> None:
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
+            prune_old_outputs(self.output_dir)
             path = self.output_dir / f"{self.prefix}-{uuid.uuid4().hex}.log"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             self._file = os.fdopen(fd, "wb")

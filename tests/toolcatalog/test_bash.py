@@ -263,3 +263,20 @@ def test_missing_bwrap_is_a_clear_error_and_nothing_runs(workspace, monkeypatch)
     finally:
         monkeypatch.undo()
         sandbox.bwrap_status.cache_clear()
+
+
+def test_output_dir_from_settings_and_old_outputs_are_pruned(workspace, tmp_path, settings):
+    import os as _os
+
+    target = tmp_path / "kept-outputs"
+    target.mkdir()
+    stale = target / "bash-old.log"
+    stale.write_text("old")
+    _os.utime(stale, (time.time() - 8 * 24 * 3600,) * 2)
+    fresh = target / "bash-new.log"
+    fresh.write_text("new")
+    settings.NETA_TOOL_OUTPUT_DIR = str(target)
+    ctx = ToolContext(roots=(workspace,), sandbox="none")  # no output_dir: the setting decides
+    result = bash(ctx, "seq 1 5000")
+    assert Path(result.details["fullOutputPath"]).parent == target
+    assert not stale.exists() and fresh.exists()
