@@ -120,6 +120,7 @@ def test_bootstrap_and_chat_command(workspace):
     text = out.getvalue()
     assert "→ ls" in text and "← ok:" in text
     assert "## What just happened" in text
+    assert "Let me look at the workspace first." in text  # streamed in chunks, printed unbroken
     assert "completed ·" in text and "session " in text
     with pytest.raises(CommandError):
         call_command("chat", "--agent", "nobody", "x", stdout=io.StringIO())

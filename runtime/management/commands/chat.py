@@ -22,9 +22,13 @@ class TerminalSink:
     """Text live, thinking dimmed, tool calls and results as short lines."""
 
     def __init__(self, out, *, color: bool):
-        self.out = out
+        self._out = out
         self.color = color
         self.mode = None  # "text" | "thinking"
+
+    def write(self, text: str) -> None:
+        # Django's OutputWrapper adds a newline unless told otherwise.
+        self._out.write(text, ending="")
 
     def _style(self, code: str) -> str:
         return code if self.color else ""
@@ -32,31 +36,31 @@ class TerminalSink:
     def _switch(self, mode):
         if self.mode != mode:
             if self.mode is not None:
-                self.out.write(self._style(RESET) + "\n")
+                self.write(self._style(RESET) + "\n")
             if mode == "thinking":
-                self.out.write(self._style(DIM))
+                self.write(self._style(DIM))
             self.mode = mode
 
     def emit(self, session_id: str, event: dict) -> None:
         kind = event["type"]
         if kind == "assistant_stream_delta":
             self._switch(event.get("kind"))
-            self.out.write(event.get("delta", ""))
+            self.write(event.get("delta", ""))
         elif kind == "tool_call_completed":
             self._switch(None)
             call = event.get("toolCall") or {}
             args = json.dumps(call.get("arguments"), ensure_ascii=False)
-            self.out.write(f"{self._style(BOLD)}→ {call.get('name')}{self._style(RESET)} {args[:200]}\n")
+            self.write(f"{self._style(BOLD)}→ {call.get('name')}{self._style(RESET)} {args[:200]}\n")
         elif kind == "tool_result_streamed" and event.get("final"):
             self._switch(None)
             text = (event.get("text") or "").strip().splitlines()
             first = text[0][:160] if text else "(no output)"
             status = "error" if event.get("isError") else "ok"
             extra = f" (+{len(text) - 1} lines)" if len(text) > 1 else ""
-            self.out.write(f"← {status}: {first}{extra}\n")
+            self.write(f"← {status}: {first}{extra}\n")
         elif kind == "assistant_stream_end":
             self._switch(None)
-        self.out.flush()
+        self._out.flush()
 
 
 class Command(BaseCommand):
