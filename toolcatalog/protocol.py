@@ -397,6 +397,7 @@ __all__ = [
     "ToolResult",
     "UnknownTool",
     "WORKER_ROUTES",
+    "WorkerRoute",
     "all_tools",
     "clean_text",
     "get_tool",
