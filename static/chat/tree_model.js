@@ -212,7 +212,7 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
       id,
       depth,
       kind,
-      text: id === inFlight?.id ? firstLine(entry) || "streaming…" : firstLine(entry),
+      text: id === inFlight?.id ? (contentText(entry.message?.content) ? firstLine(entry) : "streaming…") : firstLine(entry),
       label: labels[id] ?? null,
       onPath: onPath.has(id),
       isLeaf: id === leafId,

@@ -140,7 +140,7 @@ export function CompactionNode(props) {
 }
 
 export function BranchSummaryNode(props) {
-  return html`<${SummaryNode} ...${props} title="Branch summary" detail=${props.entry.fromId ? `of the branch left at ${props.entry.fromId}` : null} className="msg-branch-summary" />`;
+  return html`<${SummaryNode} ...${props} title="Branch summary" detail="what happened on the branch that was left" className="msg-branch-summary" />`;
 }
 
 export function CustomMessageNode({ entry, label, actions }) {

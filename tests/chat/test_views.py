@@ -1,0 +1,85 @@
+"""The chat page's view: who gets in, which session it opens, what it embeds."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from runtime.models import Agent
+from runtime.services import runtime_bootstrap, session_start
+from sessions_tree.models import AgentSession
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent(sessions_dir, settings, tmp_path):
+    settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
+    runtime_bootstrap()
+    return Agent.objects.select_related("model").get(name="default")
+
+
+def page_data(response) -> dict:
+    match = re.search(r'<script id="neta-chat-data" type="application/json">(.*?)</script>', response.content.decode(), re.S)
+    return json.loads(match.group(1))
+
+
+def test_anonymous_users_go_to_the_login_page(client):
+    response = client.get("/")
+    assert response.status_code == 302 and response.url == "/login/?next=/"
+    assert client.get("/login/").status_code == 200
+
+
+def test_login_page_signs_in_and_rejects_a_wrong_password(client, owner, agent):
+    bad = client.post("/login/", {"username": "owner", "password": "nope"})
+    assert bad.status_code == 200 and b"correct username and password" in bad.content
+    good = client.post("/login/", {"username": "owner", "password": "pw-owner", "next": "/"})
+    assert good.status_code == 302 and good.url == "/"
+
+
+def test_the_agents_last_session_is_restored(client, owner, agent):
+    client.force_login(owner)
+    first = page_data(client.get("/"))
+    second = page_data(client.get("/"))
+    assert first["sessionId"] == second["sessionId"]
+    assert AgentSession.objects.filter(user=owner).count() == 1
+    assert first["agent"]["name"] == "default" and first["agent"]["model"]["contextWindow"] > 0
+    assert first["urls"]["socket"] == f"/ws/sessions/{first['sessionId']}/"
+    assert [s["sessionId"] for s in first["sessions"]] == [first["sessionId"]]
+
+
+def test_without_restore_every_visit_starts_a_session(client, owner, agent):
+    Agent.objects.filter(pk=agent.pk).update(restore_last_session=False)
+    client.force_login(owner)
+    ids = {page_data(client.get("/"))["sessionId"] for _ in range(2)}
+    assert len(ids) == 2
+
+
+def test_a_session_page_is_for_its_owner_and_staff_only(client, owner, outsider, staff, agent):
+    meta = session_start(agent=agent, user=owner)
+    url = f"/sessions/{meta.session_id}/"
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404
+    assert client.get("/sessions/no-such-session/").status_code == 404
+    client.force_login(staff)
+    assert page_data(client.get(url))["sessionId"] == meta.session_id
+    client.force_login(owner)
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "csrftoken" in response.cookies  # the page's API calls need it
+    body = response.content.decode()
+    assert '<script type="importmap">' in body and "/static/chat/main.js" in body
+
+
+def test_an_unknown_agent_is_a_404(client, owner, agent):
+    client.force_login(owner)
+    assert client.get("/?agent=nobody").status_code == 404
+
+
+def test_the_embedded_data_cannot_break_out_of_its_script(client, owner, agent):
+    meta = session_start(agent=agent, user=owner, title="</script><script>alert(1)</script>")
+    client.force_login(owner)
+    body = client.get(f"/sessions/{meta.session_id}/").content.decode()
+    assert "<script>alert(1)" not in body
