@@ -38,6 +38,8 @@ from sessions_tree.tree import label_state
 logger = logging.getLogger(__name__)
 
 MISSING = object()
+# The leaf before the first entry (Pi's resetLeaf); as the CLI spells it.
+ROOT = "@root"
 # Keys Pi writes before id/parentId/timestamp for these types.
 _LATE_ID_TYPES = {"custom", "custom_message"}
 
@@ -214,22 +216,28 @@ class SessionTreeProvider:
             raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
         return record.entry
 
-    def get_active_path(self, session_id: str, leaf_id: str | None | object = MISSING) -> list[dict]:
+    def get_active_path(self, session_id: str, leaf_id: str | None = None) -> list[dict]:
+        """Entries root→leaf (default: the persisted leaf; ``ROOT``: none)."""
         meta = self.get_session(session_id)
         index = self._store_index(meta)
-        leaf = self._leaf(meta, index) if leaf_id is MISSING else leaf_id
+        leaf = self._chosen_leaf(meta, index, leaf_id)
         return self._path_entries(meta, index, leaf)
 
-    def build_context(self, session_id: str, leaf_id: str | None | object = MISSING) -> SessionContext:
-        """Pi's context at ``leaf_id`` (default: the persisted leaf; ``None``: the empty root)."""
+    def build_context(self, session_id: str, leaf_id: str | None = None) -> SessionContext:
+        """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root)."""
         meta = self.get_session(session_id)
         index = self._store_index(meta)
-        leaf = self._leaf(meta, index) if leaf_id is MISSING else leaf_id
+        leaf = self._chosen_leaf(meta, index, leaf_id)
         if leaf is not None and leaf == meta.in_flight_entry_id:
             return context_from_path(self._path_entries(meta, index, leaf))
         if leaf is not None and leaf not in index.by_id:
             raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
         return index.context(leaf)
+
+    def _chosen_leaf(self, meta: AgentSession, index: SessionIndex, leaf_id: str | None) -> str | None:
+        if leaf_id is None:
+            return self._leaf(meta, index)
+        return None if leaf_id == ROOT else leaf_id
 
     def session_source(self, session_id: str) -> tuple[dict, list[dict], str | None]:
         """(header, entries in stored order, leaf) — what Pi would load, plus Neta's leaf."""

@@ -19,6 +19,7 @@ from sessions_tree import jsonl
 from sessions_tree.ids import iso_to_ms
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEntry
+from sessions_tree.providers.base import ROOT
 from tests.conftest import REPO
 from tests.sessions_tree.conftest import assistant_message, forget_process_caches, tool_result, user_message
 
@@ -124,6 +125,8 @@ def test_branching_keeps_siblings(provider):
     assert provider.get_session(sid).tip_count == 2
     # Context at an explicit leaf does not move the persisted leaf.
     assert len(provider.build_context(sid, u1["id"]).messages) == 1
+    assert provider.build_context(sid, ROOT).messages == [] and provider.get_active_path(sid, ROOT) == []
+    assert len(provider.build_context(sid, None).messages) == 4  # None: the persisted leaf
     assert provider.get_session(sid).leaf_entry_id == old_leaf["id"]
     with pytest.raises(EntryNotFound):
         provider.switch_leaf(sid, "deadbeef")
