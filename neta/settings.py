@@ -155,6 +155,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # --- Models and sandbox ---------------------------------------------------------
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
 NETA_SANDBOX = env_choice("NETA_SANDBOX", "none", ("none", "bwrap"))
+NETA_BASH_MAX_PROCESSES = env_int("NETA_BASH_MAX_PROCESSES", 256, minimum=8)
+NETA_BASH_MAX_FILE_MB = env_int("NETA_BASH_MAX_FILE_MB", 1024, minimum=1)
+NETA_BASH_MAX_OPEN_FILES = env_int("NETA_BASH_MAX_OPEN_FILES", 4096, minimum=64)
+NETA_BASH_MAX_TIMEOUT = env_int("NETA_BASH_MAX_TIMEOUT", 3600, minimum=1)
+NETA_SANDBOX_RO_BINDS = env_list("NETA_SANDBOX_RO_BINDS", [])
+NETA_TOOL_OUTPUT_DIR = env_path("NETA_TOOL_OUTPUT_DIR", VAR_DIR / "tool-output", base=BASE_DIR)
 NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
 NETA_SKILLS_VALIDATION = env_choice("NETA_SKILLS_VALIDATION", "strict", ("strict", "pi"))
 NETA_MANAGED_SKILLS_DIR = env_path("NETA_MANAGED_SKILLS_DIR", VAR_DIR / "skills", base=BASE_DIR)
@@ -232,3 +238,5 @@ NETA_IMPORT_MAX_BYTES = env_int("NETA_IMPORT_MAX_BYTES", 200 * 1024 * 1024, mini
 NETA_WS_HEARTBEAT_SECONDS = env_int("NETA_WS_HEARTBEAT_SECONDS", 25, minimum=1)
 NETA_WS_MAX_FRAME_BYTES = env_int("NETA_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
 NETA_REALTIME_INLINE_BYTES = env_int("NETA_REALTIME_INLINE_BYTES", 64 * 1024, minimum=1024)
+# Forward the producer's emit time (``emittedAt``) with every realtime frame (benchmarks).
+NETA_REALTIME_TRACE = env_bool("NETA_REALTIME_TRACE", False)
