@@ -9,7 +9,8 @@ const CLOSE_UNAUTHENTICATED = 4401;
 const CLOSE_NOT_FOUND = 4404;
 
 export class Connection {
-  constructor({ url, store, heartbeatSeconds = 25, onFatal = () => {}, onLive = () => {} }) {
+  constructor({ url, snapshotUrl, store, heartbeatSeconds = 25, onFatal = () => {}, onLive = () => {} }) {
+    this.snapshotUrl = snapshotUrl;
     this.url = new URL(url, window.location.href);
     this.url.protocol = this.url.protocol === "https:" ? "wss:" : "ws:";
     this.store = store;
@@ -124,8 +125,25 @@ export class Connection {
     const frames = this.store.takeOutbox();
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
     for (const frame of frames) {
+      if (frame.type === "fetch_snapshot") {
+        this._fetchSnapshot(this.ws);
+        continue;
+      }
       this.ws.send(JSON.stringify(frame));
       this.frames.out += 1;
+    }
+  }
+
+  async _fetchSnapshot(ws) {
+    try {
+      const response = await fetch(this.snapshotUrl, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) throw new Error(`snapshot: HTTP ${response.status}`);
+      const snapshot = await response.json();
+      if (this.ws !== ws) return; // the socket changed meanwhile: its own fetch follows
+      this.store.snapshotFetched(snapshot);
+      this._flush();
+    } catch (error) {
+      if (this.ws === ws) ws.close(4000, String(error.message ?? error).slice(0, 100)); // reconnect, try again
     }
   }
 

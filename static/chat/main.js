@@ -22,6 +22,7 @@ async function refreshRunState() {
 
 const connection = new Connection({
   url: data.urls.socket,
+  snapshotUrl: `${data.urls.api}sessions/${encodeURIComponent(data.sessionId)}/snapshot/`,
   store,
   heartbeatSeconds: data.heartbeatSeconds,
   onLive: refreshRunState,

@@ -67,10 +67,11 @@ export class SessionStore {
 
   // ---------------------------------------------------------------- connection lifecycle
 
-  /** The socket opened: subscribe (with our revision when we have a snapshot). */
+  /** The socket opened: with a snapshot, ask for what happened since; without, fetch one first. */
   connected() {
     this.connection = { ...this.connection, state: "syncing", lastError: null, since: Date.now() };
-    this._subscribe(this.snapshot ? this.snapshot.revision : null);
+    if (this.snapshot) this._subscribe(this.snapshot.revision);
+    else this._fetchSnapshot();
     this._notify(new Set(["connection"]));
   }
 
@@ -87,9 +88,28 @@ export class SessionStore {
   }
 
   _subscribe(sinceRevision) {
-    this.phase = sinceRevision === null ? "snapshot" : "replay";
-    if (sinceRevision === null) this.counters.snapshots += 1;
+    this.phase = "replay";
     this.outbox.push({ type: "subscribe", sinceRevision, requestId: this._nextRequestId() });
+  }
+
+  /**
+   * A fresh snapshot comes through the REST API (a socket frame is capped at 1 MiB;
+   * a large session's snapshot is not). The connection sees `fetch_snapshot` in the
+   * outbox, fetches it and hands it to `snapshotFetched`; the store then subscribes
+   * from its revision, so the event log replays whatever happened meanwhile.
+   */
+  _fetchSnapshot() {
+    this.phase = "snapshot";
+    this.counters.snapshots += 1;
+    this.outbox.push({ type: "fetch_snapshot" });
+  }
+
+  snapshotFetched(snapshot) {
+    const changes = new Set();
+    this.buffer = this.buffer.filter((e) => e.revision > snapshot.revision);
+    this._snapshot(snapshot, changes);
+    this._subscribe(snapshot.revision);
+    this._notify(changes);
   }
 
   _nextRequestId() {
@@ -149,7 +169,7 @@ export class SessionStore {
       // The event log no longer reaches back to our revision: start over from a snapshot.
       this.counters.resyncs += 1;
       this.buffer = [];
-      this._subscribe(null);
+      this._fetchSnapshot();
       this.connection = { ...this.connection, state: "syncing" };
       changes.add("connection");
     }
@@ -169,6 +189,8 @@ export class SessionStore {
     this.phase = "live";
     for (const event of buffered) this._apply(event, changes);
   }
+
+  /** The socket says the server has moved on: the log fills the gap. */
 
   /** Replace the snapshot (first load, resync, or a test). */
   setSnapshot(snapshot, changes = new Set()) {
@@ -234,7 +256,7 @@ export class SessionStore {
     if (next.leafId !== null && next.activePath[next.activePath.length - 1] !== next.leafId && this.phase === "live") {
       // The leaf moved outside the entries this snapshot holds: take a fresh one.
       this.counters.windowMisses = (this.counters.windowMisses ?? 0) + 1;
-      this._subscribe(null);
+      this._fetchSnapshot();
     }
   }
 

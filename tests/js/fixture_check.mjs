@@ -16,7 +16,7 @@ export function checkFixture({ before, events, after }) {
   // A leaf outside the snapshot's window makes the store ask for a fresh snapshot; nothing else may.
   const windowMiss = after.leafId !== null && after.activePath[after.activePath.length - 1] !== after.leafId;
   const asked = store.outbox.map((f) => `${f.type}:${f.sinceRevision}`);
-  const expected = windowMiss ? ["subscribe:null"] : [];
+  const expected = windowMiss ? ["fetch_snapshot:undefined"] : [];
   if (JSON.stringify(asked) !== JSON.stringify(expected)) return `SessionStore asked for ${JSON.stringify(asked)}, expected ${JSON.stringify(expected)}`;
   return null;
 }

@@ -44,9 +44,10 @@ test("the store fills a gap from the log: it asks for sinceRevision and applies 
   const fixture = fixtures.find((f) => f.events.length >= 3);
   const store = new SessionStore();
   store.connected();
-  const [subscribe] = store.takeOutbox();
-  assert.deepEqual({ ...subscribe, requestId: undefined }, { type: "subscribe", sinceRevision: null, requestId: undefined });
-  store.receive({ type: "snapshot", snapshot: structuredClone(fixture.before) });
+  assert.deepEqual(store.takeOutbox(), [{ type: "fetch_snapshot" }]); // large snapshots come through REST
+  store.snapshotFetched(structuredClone(fixture.before));
+  const [subscribe] = store.takeOutbox(); // then the socket, from the snapshot's revision
+  assert.deepEqual({ ...subscribe, requestId: undefined }, { type: "subscribe", sinceRevision: fixture.before.revision, requestId: undefined });
   store.receive({ type: "subscribed", revision: fixture.before.revision, replayed: 0 });
   assert.equal(store.connection.state, "live");
   const [e1, e2, ...rest] = fixture.events;
@@ -74,15 +75,14 @@ test("resync_needed leads to a fresh snapshot; events before it are buffered and
   store.receive(structuredClone(fixture.events[1]));
   store.takeOutbox();
   store.receive({ type: "error", code: "resync_needed", message: "the log no longer reaches back" });
-  const [ask] = store.takeOutbox();
-  assert.equal(ask.sinceRevision, null);
+  assert.deepEqual(store.takeOutbox(), [{ type: "fetch_snapshot" }]);
   assert.equal(store.counters.resyncs, 1);
   // Events that come before the fresh snapshot wait; those it already shows are dropped.
   for (const event of fixture.events) store.receive(structuredClone(event));
   const middle = applyEvent(fixture.before, fixture.events[0]);
-  store.receive({ type: "snapshot", snapshot: structuredClone(middle) });
+  store.snapshotFetched(structuredClone(middle));
   assert.deepEqual(store.snapshot, fixture.after);
-  assert.equal(store.counters.ignored, 1);
+  assert.deepEqual(store.takeOutbox().map((f) => [f.type, f.sinceRevision]), [["subscribe", middle.revision]]);
 });
 
 test("a heartbeat ahead of the store is a gap too", () => {
