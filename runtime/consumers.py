@@ -124,6 +124,7 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
     return {"leafId": result["leafId"], "editorText": result["editorText"], "summaryEntryId": summary["id"] if summary else None}
 
 
+GATEWAY_MESSAGES = {"tree.event": "tree_event", "stream.event": "stream_event", "gateway.heartbeat": "gateway_heartbeat"}
 COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
 COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
 
@@ -171,6 +172,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 "commands": [c for c in COMMANDS if not (self.read_only and c in WRITE_COMMANDS)],
             }
         )
+
+    async def dispatch(self, message):
+        # Channels closes stale DB connections (a thread hop) before every message;
+        # the gateway's own messages reach the DB only through database_sync_to_async,
+        # which does that in its thread. Skipping it here halves the cost per frame.
+        if message["type"] in GATEWAY_MESSAGES:
+            await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
+        else:
+            await super().dispatch(message)
 
     async def disconnect(self, code):
         self.gone = True
@@ -304,14 +314,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if revision == self.revision + 1 and event is None:
             event = await database_sync_to_async(_logged_event)(self.session_id, revision)
         if revision == self.revision + 1 and event is not None:
-            await self._send(event)
+            await self._send(self._traced(event, message))
             self.revision = revision
             return
         await self._fill_gap()
 
     async def stream_event(self, message: dict) -> None:
         if self.revision is not None:
-            await self._send(message["event"])
+            await self._send(self._traced(message["event"], message))
+
+    @staticmethod
+    def _traced(event: dict, message: dict) -> dict:
+        if settings.NETA_REALTIME_TRACE and "emittedAt" in message:
+            return {**event, "emittedAt": message["emittedAt"]}
+        return event
 
     async def gateway_heartbeat(self, message: dict) -> None:
         await self._send({"type": "heartbeat", "revision": self.revision})

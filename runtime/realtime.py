@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -73,9 +74,19 @@ def encoded_size(value: Any) -> int:
 
 
 def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> dict:
-    """The layer message for one tree event: inline when small, else a reference."""
+    """The layer message for one tree event: inline when small, else a reference.
+
+    ``emittedAt`` (epoch seconds) is when the producer handed it over; consumers
+    forward it only when ``NETA_REALTIME_TRACE`` is on (benchmarks, diagnostics).
+    """
     limit = inline_limit() if limit is None else limit
-    message = {"type": TREE_MESSAGE, "sessionId": session_id, "revision": event["revision"], "event": event}
+    message = {
+        "type": TREE_MESSAGE,
+        "sessionId": session_id,
+        "revision": event["revision"],
+        "event": event,
+        "emittedAt": time.time(),
+    }
     if encoded_size(event) > limit:
         message["event"] = None  # the consumer reads it from the event log
         message["eventType"] = event.get("type")
@@ -85,14 +96,15 @@ def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> d
 def stream_messages(session_id: str, event: dict, *, limit: int | None = None) -> list[dict]:
     """The layer messages for one streaming event (several when a delta is split)."""
     limit = inline_limit() if limit is None else limit
+    now = time.time()
     if encoded_size(event) <= limit:
-        return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": event}]
+        return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": event, "emittedAt": now}]
     if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
         # Deltas concatenate, so a large one is sent as consecutive smaller ones.
         step = max(1, limit // 8)  # a char is at most 6 bytes JSON-escaped; keep room for the rest
         text = event["delta"]
         return [
-            {"type": STREAM_MESSAGE, "sessionId": session_id, "event": {**event, "delta": text[i : i + step]}}
+            {"type": STREAM_MESSAGE, "sessionId": session_id, "event": {**event, "delta": text[i : i + step]}, "emittedAt": now}
             for i in range(0, len(text), step)
         ]
     small: dict = {}
@@ -107,7 +119,64 @@ def stream_messages(session_id: str, event: dict, *, limit: int | None = None) -
         else:
             omitted.append(key)
     small["omitted"] = omitted
-    return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": small}]
+    return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": small, "emittedAt": now}]
+
+
+# --------------------------------------------------------------------------- the in-process layer
+
+
+def _in_memory_base():
+    from channels.layers import InMemoryChannelLayer
+
+    return InMemoryChannelLayer
+
+
+class InProcessChannelLayer(_in_memory_base()):
+    """Channels' in-memory layer, made to scale with the number of sockets.
+
+    The stock layer scans every channel for expired messages on every receive
+    and every group send (O(sockets) per message, O(sockets²) per broadcast)
+    and deep-copies each message for each member. Here expiry runs at most
+    every ``clean_interval`` seconds, a group send is a plain loop, and members
+    get a shallow copy: nested values are shared and must be treated as
+    read-only (the gateway's consumers never modify what they receive).
+    """
+
+    def __init__(self, *, clean_interval: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.clean_interval = clean_interval
+        self._cleaned_at = 0.0
+
+    def _clean_expired(self):
+        now = time.monotonic()
+        if now - self._cleaned_at >= self.clean_interval:
+            self._cleaned_at = now
+            super()._clean_expired()
+
+    async def send(self, channel, message):
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
+        try:
+            queue.put_nowait((time.time() + self.expiry, dict(message)))
+        except asyncio.QueueFull:
+            from channels.exceptions import ChannelFull
+
+            raise ChannelFull(channel) from None
+
+    async def group_send(self, group, message):
+        from channels.exceptions import ChannelFull
+
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, ())):
+            try:
+                await self.send(channel, message)
+            except ChannelFull:
+                pass  # a stuck consumer loses doorbells; the event log fills its gap
 
 
 # --------------------------------------------------------------------------- the sender

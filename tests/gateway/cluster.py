@@ -76,6 +76,9 @@ class Cluster:
     workers: int = 1
     worker_concurrency: int = 1
     rules: dict = field(default_factory=dict)
+    database: str = "mysql"  # or "sqlite" (the embedded default: a file under the work dir)
+    redis: bool = True  # False: the in-memory channel layer (then only one server makes sense)
+    backend: str = "celery"  # or "inline"
     extra_env: dict = field(default_factory=dict)
     ports: list[int] = field(default_factory=list)
     token: str = ""
@@ -86,10 +89,8 @@ class Cluster:
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("NETA_")},
             "DJANGO_SETTINGS_MODULE": "neta.settings",
-            "NETA_DATABASE_URL": f"mysql://{MARIADB['user']}@{MARIADB['host']}:{MARIADB['port']}/{self.name}",
-            "NETA_REDIS_URL": REDIS_URL,
             "NETA_CHANNELS_PREFIX": self.name,
-            "NETA_TASK_BACKEND": "celery",
+            "NETA_TASK_BACKEND": self.backend,
             "NETA_VAR_DIR": str(self.workdir / "var"),
             "NETA_SESSIONS_DIR": str(self.workdir / "sessions"),
             "NETA_WORKSPACE_DIR": str(self.workdir / "workspace"),
@@ -99,6 +100,10 @@ class Cluster:
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
         }
+        if self.database == "mysql":
+            self.env["NETA_DATABASE_URL"] = f"mysql://{MARIADB['user']}@{MARIADB['host']}:{MARIADB['port']}/{self.name}"
+        if self.redis:
+            self.env["NETA_REDIS_URL"] = REDIS_URL
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -114,12 +119,14 @@ class Cluster:
         self.stop()
 
     def start(self) -> None:
-        import MySQLdb
+        if self.database == "mysql":
+            import MySQLdb
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        conn = MySQLdb.connect(**MARIADB)
-        conn.cursor().execute(f"CREATE DATABASE `{self.name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-        conn.close()
+        if self.database == "mysql":
+            conn = MySQLdb.connect(**MARIADB)
+            conn.cursor().execute(f"CREATE DATABASE `{self.name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+            conn.close()
         self._run([sys.executable, "manage.py", "migrate", "--noinput"])
         out = self._run(
             [sys.executable, "-c", BOOTSTRAP], env={"CLUSTER_RULES": json.dumps(self.rules), "CLUSTER_USER": "alice"}
@@ -134,7 +141,10 @@ class Cluster:
         for i in range(self.servers):
             port = free_port()
             self.ports.append(port)
-            self._spawn(f"daphne{i}", [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "neta.asgi:application"])
+            command = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "neta.asgi:application"]
+            if os.environ.get("NETA_CLUSTER_PROFILE"):  # benchmarks: profile the servers (cProfile output per server)
+                command = [sys.executable, "-m", "cProfile", "-o", str(self.workdir / f"daphne{i}.prof"), *command]
+            self._spawn(f"daphne{i}", command)
         for port in self.ports:
             self._wait_http(port)
         for i in range(self.workers):
@@ -154,14 +164,15 @@ class Cluster:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=5)
         self.processes.clear()
-        try:
-            import MySQLdb
+        if self.database == "mysql":
+            try:
+                import MySQLdb
 
-            conn = MySQLdb.connect(**MARIADB)
-            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{self.name}`")
-            conn.close()
-        except Exception:
-            pass
+                conn = MySQLdb.connect(**MARIADB)
+                conn.cursor().execute(f"DROP DATABASE IF EXISTS `{self.name}`")
+                conn.close()
+            except Exception:
+                pass
         try:
             import redis
 
@@ -188,8 +199,21 @@ class Cluster:
         path = self.workdir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def pids(self, prefix: str) -> list[int]:
+    def pids(self, prefix: str = "") -> list[int]:
         return [p.pid for n, p in self.processes if n.startswith(prefix)]
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of every process of the cluster (workers' children included)."""
+        groups = set(self.pids())
+        ticks = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) in groups:  # field 5 of stat: the process group
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def _wait_http(self, port: int, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

@@ -26,3 +26,28 @@ def test_group_names_are_valid_for_any_session_id():
     assert group_name("01a22c22-635d-777d-85d6-7ffdd746f9ed") == "neta.session.01a22c22-635d-777d-85d6-7ffdd746f9ed"
     odd = [group_name(s) for s in ("a b/c", "é" * 80, "x" * 65)]
     assert all(valid.match(g) for g in odd) and len(set(odd)) == 3
+
+
+def test_the_in_process_layer_delivers_to_every_member_and_drops_only_for_a_full_one():
+    import asyncio
+
+    from runtime.realtime import InProcessChannelLayer
+
+    async def scenario():
+        layer = InProcessChannelLayer(capacity=2, expiry=60)
+        members = [await layer.new_channel() for _ in range(3)]
+        for channel in members:
+            await layer.group_add("g", channel)
+        await layer.send(members[0], {"type": "filler"})
+        await layer.send(members[0], {"type": "filler"})  # member 0 is now full
+        message = {"type": "tree.event", "event": {"revision": 1}}
+        await layer.group_send("g", message)
+        got = [await layer.receive(c) for c in members[1:]]
+        assert got == [message, message] and got[0] is not message  # each member has its own copy
+        assert [(await layer.receive(members[0]))["type"] for _ in range(2)] == ["filler", "filler"]
+        await layer.group_discard("g", members[1])
+        await layer.group_send("g", {"type": "tree.event", "event": {"revision": 2}})
+        assert (await layer.receive(members[2]))["event"]["revision"] == 2
+        assert members[1] not in layer.channels
+
+    asyncio.run(scenario())
