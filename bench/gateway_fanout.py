@@ -26,7 +26,6 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -86,7 +85,7 @@ async def _client(url: str, origin: str, token: str, since: int, subscribed: asy
                 return {"revisions": revisions, "tree": tree_delays, "stream": stream_delays, "frames": frames}
 
 
-def _client_process(url, origin, token, since, count, ready, go, results):
+def _client_process(url, origin, token, since, count, ready, results):
     async def main():
         subscribed = asyncio.Event()
         counter = [0]
@@ -119,7 +118,7 @@ def measure(cluster: Cluster, session_id: str, clients: int, procs: int) -> dict
     workers = [
         ctx.Process(
             target=_client_process,
-            args=(cluster.ws_url(0, session_id), cluster.origin(0), cluster.token, since, n, ready, None, results),
+            args=(cluster.ws_url(0, session_id), cluster.origin(0), cluster.token, since, n, ready, results),
         )
         for n in sizes
     ]

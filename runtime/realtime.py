@@ -192,13 +192,11 @@ class _Sender:
         self.queue: asyncio.Queue | None = None
         self.dropped = 0
         self.sent = 0
-        self._ready = threading.Event()
         loop.call_soon_threadsafe(self._start)
 
     def _start(self) -> None:
         self.queue = asyncio.Queue(maxsize=_QUEUE_LIMIT)
         self.task = self.loop.create_task(self._drain())
-        self._ready.set()
 
     def submit(self, items: list[tuple[str, dict]]) -> bool:
         if self.loop.is_closed():
@@ -225,12 +223,6 @@ class _Sender:
             except Exception:
                 self.dropped += 1
                 logger.exception("could not publish to %s", group)
-
-    async def flushed(self) -> None:
-        """Wait until everything submitted so far has been handed to the layer."""
-        while self.queue is not None and not self.queue.empty():
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0)
 
 
 class Gateway:
@@ -294,12 +286,6 @@ class Gateway:
     def publish_stream_event(self, session_id: str, event: dict) -> None:
         group = group_name(session_id)
         self.send([(group, m) for m in stream_messages(session_id, event)])
-
-    async def flushed(self) -> None:
-        """Tests and benchmarks: wait until queued messages reached the layer."""
-        sender = self._current_sender()
-        if sender is not None and sender.loop is asyncio.get_running_loop():
-            await sender.flushed()
 
 
 _bg_lock = threading.Lock()
