@@ -333,10 +333,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self._send({"type": "heartbeat", "revision": self.revision})
         if self.joined:
             await self.channel_layer.group_add(self.group, self.channel_name)  # refresh group expiry
-        if self.revision is not None:
-            current = await database_sync_to_async(_current_revision)(self.session_id)
-            if current is not None and current > self.revision:
-                await self._fill_gap()  # a doorbell message was lost: catch up from the log
+        current = await database_sync_to_async(_current_revision)(self.session_id)
+        if current is None:  # the session was deleted
+            await self._error("session_not_found", f"session {self.session_id} no longer exists")
+            await self.close(code=CLOSE_NOT_FOUND)
+        elif self.revision is not None and current > self.revision:
+            await self._fill_gap()  # a doorbell message was lost: catch up from the log
 
     async def _fill_gap(self) -> None:
         try:

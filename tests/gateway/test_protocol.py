@@ -201,3 +201,16 @@ async def test_errors_name_the_field_and_echo_the_request_id(tree, tokens, fresh
         assert reply["requestId"] == 9 and reply["code"] == "entry_not_found" and "entryId" in reply["fields"]
     finally:
         await socket.close()
+
+
+async def test_a_deleted_session_closes_its_sockets_at_the_next_heartbeat(tree, tokens, fresh_layer, settings):
+    settings.NETA_WS_HEARTBEAT_SECONDS = 1
+    socket = await opened(tree, tokens)
+    try:
+        client = await api(tokens.read_write)
+        assert (await rest(client, "delete", f"/api/sessions/{tree.session_id}/")).status_code == 204
+        frames = await socket.recv_until(lambda f: f["type"] == "__closed__", timeout=10)
+        assert frames[-1]["code"] == 4404
+        assert any(f.get("code") == "session_not_found" for f in frames)
+    finally:
+        await socket.close()
