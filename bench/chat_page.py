@@ -115,6 +115,10 @@ def measure_page(browser, base_url: str, session_id: str, *, stream: bool) -> di
     before = page.evaluate("() => window.__longtasks.length")
     marks["longTasksLoading"] = page.evaluate("() => window.__longtasks.map((t) => Math.round(t.duration))")
     if stream:
+        page.evaluate("""() => {
+          const store = window.neta.store; const receive = store.receive.bind(store); window.__frames = [];
+          store.receive = (frame) => { const t = performance.now(); receive(frame); window.__frames.push({t, type: frame.type + (frame.inFlight === false ? ':final' : frame.inFlight ? ':inflight' : ''), ms: performance.now() - t}); };
+        }""")
         page.fill("#composer-input", "bench stream please")
         page.press("#composer-input", "Enter")
         page.wait_for_selector(".msg-streaming")
@@ -124,6 +128,8 @@ def measure_page(browser, base_url: str, session_id: str, *, stream: bool) -> di
         t1 = page.evaluate("() => performance.now()")
         frames = page.evaluate("() => window.neta.connection.frames.in") - frames0
         tasks = page.evaluate(f"() => window.__longtasks.slice({before}).filter((t) => t.start >= {t0})")
+        slow = page.evaluate("() => window.__frames.filter((f) => f.ms > 20).map((f) => `${f.type} ${Math.round(f.ms)}ms`)")
+        marks["slowFrames"] = slow
         marks.update(
             streamSeconds=(t1 - t0) / 1000,
             framesPerSecond=frames / ((t1 - t0) / 1000),
@@ -172,6 +178,7 @@ def main(argv=None) -> int:
     print(f"tree sidebar interactive:        {tree:.0f} ms median of 3 (target ≤ 1500); baseline {baseline['tree']:.0f} ms")
     print(f"one keyboard step in the tree:   {statistics.median(r['treeStepMs'] for r in runs):.1f} ms (key press to the second frame)")
     print(f"long tasks while loading:        {first['longTasksLoading']} ms")
+    print(f"frames handled in > 20 ms:       {first.get('slowFrames')}")
     print(
         f"streaming {first['framesPerSecond']:.0f} frames/s for {first['streamSeconds']:.1f} s: "
         f"{first['longTasksStreaming']} long tasks > 50 ms (longest {first['longestTaskStreamingMs']:.0f} ms); "

@@ -212,7 +212,7 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
       id,
       depth,
       kind,
-      text: id === inFlight?.id ? (contentText(entry.message?.content) ? firstLine(entry) : "streaming…") : firstLine(entry),
+      entry, // the row's text is computed when it is drawn (rowText): only visible rows pay for it
       label: labels[id] ?? null,
       onPath: onPath.has(id),
       isLeaf: id === leafId,
@@ -229,6 +229,19 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
     for (let i = kids.length - 1; i >= 0; i--) emit.push([kids[i], childDepth, kids.length > 1]);
   }
   return { rows, indexById, total: order.length, shown: rows.length };
+}
+
+const TEXTS = new WeakMap();
+
+/** The one-line text of a row (cached per entry: entries never change once stored). */
+export function rowText(row) {
+  if (row.inFlight) return contentText(row.entry.message?.content) ? firstLine(row.entry) : "streaming…";
+  let text = TEXTS.get(row.entry);
+  if (text === undefined) {
+    text = firstLine(row.entry);
+    TEXTS.set(row.entry, text);
+  }
+  return text;
 }
 
 /** Pi's rule for "continue from here": a user (or custom) message goes back to the editor. */

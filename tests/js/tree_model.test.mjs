@@ -1,7 +1,7 @@
 // The tree sidebar's rows and the conversation's items (pure parts of the page).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { buildRows, continueTarget, firstLine, leavesBranch } from "../../static/chat/tree_model.js";
+import { buildRows, continueTarget, firstLine, leavesBranch, rowText } from "../../static/chat/tree_model.js";
 import { conversationItems, retryTarget } from "../../static/chat/conversation_model.js";
 
 const user = (id, parentId, text) => ({ type: "message", id, parentId, timestamp: "t", message: { role: "user", content: [{ type: "text", text }] } });
@@ -43,7 +43,7 @@ test("rows: chains stay flat, branch points indent their children, the path and 
   assert.equal(byId.u1.label, "start");
   assert.deepEqual(rows.filter((r) => r.onPath).map((r) => r.id), ["u1", "a3", "l1"]);
   assert.equal(byId.l1.isLeaf, true);
-  assert.equal(byId.a1.text, "Let me look [ls]");
+  assert.equal(rowText(byId.a1), "Let me look [ls]");
 });
 
 test("filters hide nodes and hand their children up; the leaf always shows", () => {

@@ -3,7 +3,7 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { frameThrottle, useStore } from "./hooks.js";
-import { buildRows, FILTERS, kindIcon } from "../tree_model.js";
+import { buildRows, FILTERS, kindIcon, rowText } from "../tree_model.js";
 
 const ROW = 28;
 const OVERSCAN = 12;
@@ -33,7 +33,7 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
         ? html`<button type="button" class="twisty" tabindex="-1" aria-label=${row.collapsed ? "expand" : "collapse"} onClick=${(e) => { e.stopPropagation(); onToggle(row.id); }}>${row.collapsed ? "▸" : "▾"}</button>`
         : html`<span class="twisty-space"></span>`}
       <span class="kind-icon" aria-hidden="true">${kindIcon(row.kind)}</span>
-      <span class="row-text">${row.text}</span>
+      <span class="row-text">${rowText(row)}</span>
       ${row.branchPoint ? html`<span class="branch-badge" title=${`${row.branchPoint} branches`}>⎇ ${row.branchPoint}</span>` : null}
       ${row.label ? html`<span class="row-label">${row.label}</span>` : null}
       ${row.isLeaf ? html`<span class="leaf-marker" title="the leaf: the next prompt continues here">● leaf</span>` : null}
@@ -43,7 +43,14 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
 
 export function TreeSidebar({ store, actions, open, onClose }) {
   useStore(store, ["tree", "leaf"]);
-  const snapshot = store.snapshot;
+  // The conversation paints first; the tree is built in the task after that paint.
+  const [ready, setReady] = useState(false);
+  useEffect(() => {
+    if (ready || !store.snapshot) return undefined;
+    const timer = setTimeout(() => requestAnimationFrame(() => setTimeout(() => setReady(true))), 0);
+    return () => clearTimeout(timer);
+  }, [ready, store.snapshot !== null]);
+  const snapshot = ready ? store.snapshot : null;
   const [filter, setFilter] = useState("all");
   const [collapsed, setCollapsed] = useState(() => new Set());
   const [selected, setSelected] = useState(null);
@@ -178,7 +185,7 @@ export function TreeSidebar({ store, actions, open, onClose }) {
                   viewport.current?.focus();
                 }} />`
               : html`
-                  <span class="selected-text" title=${selectedRow.text}>${kindIcon(selectedRow.kind)} ${selectedRow.text}</span>
+                  <span class="selected-text" title=${rowText(selectedRow)}>${kindIcon(selectedRow.kind)} ${rowText(selectedRow)}</span>
                   <div class="button-row">
                     <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${() => actions.goTo(selectedRow.id)} title="Enter">Go here</button>
                     <button type="button" class="small" onClick=${() => setEditing(selectedRow.id)} title="L">Label</button>
