@@ -183,7 +183,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 NETA_SERVE_STATIC = env_bool("NETA_SERVE_STATIC", True)
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
 
 LOGGING = {
     "version": 1,
