@@ -316,12 +316,17 @@ def _stream_assistant(turn: Turn) -> dict:
 def _forward(turn: Turn, entry_id: str, event) -> None:
     kind = event.type
     if kind in ("text_delta", "thinking_delta"):
+        field = "text" if kind == "text_delta" else "thinking"
+        block = _block(event)
+        # Where the delta starts in its block, so a client can merge it with a checkpoint.
+        offset = max(0, len(block.get(field) or "") - len(event.delta))
         turn.emit(
             {
                 "type": "assistant_stream_delta",
                 "entryId": entry_id,
                 "contentIndex": event.content_index,
-                "kind": "text" if kind == "text_delta" else "thinking",
+                "kind": field,
+                "offset": offset,
                 "delta": event.delta,
             }
         )

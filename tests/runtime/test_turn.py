@@ -288,3 +288,26 @@ def test_bad_prompts_are_refused_without_writing(driver_for):
         assert failure.value.field == field
     assert AgentRun.objects.count() == 0
     assert get_provider("file").get_session(driver.session_id).revision == before
+
+
+def test_deltas_carry_their_offset(driver_for):
+    driver = driver_for(rules(default={"reply": [{"text": "abcdefghij" * 5, "chunk_size": 3}]}))
+    driver.prompt("x")
+    rebuilt = ""
+    for delta in driver.sink.of_type("assistant_stream_delta"):
+        assert delta["offset"] == len(rebuilt)
+        rebuilt += delta["delta"]
+    assert rebuilt == "abcdefghij" * 5
+
+
+def test_runtime_snapshot_has_the_context_window_and_run_state(driver_for):
+    from runtime.selectors import session_snapshot
+
+    driver = driver_for(rules(), context_window=64000)
+    driver.prompt("x")
+    snapshot = session_snapshot(driver.session_id)
+    assert snapshot["runtimeContext"]["contextWindow"] == 64000
+    assert snapshot["runtimeContext"]["runState"] == {"state": "idle", "runId": None}
+    assert snapshot["runtimeContext"]["model"] == {"provider": "scripted", "modelId": "scripted-test"}
+    outcome = session_prompt(session_id=driver.session_id, text="queued", dispatch=False)
+    assert session_snapshot(driver.session_id)["runtimeContext"]["runState"] == {"state": "queued", "runId": str(outcome.run.run_id)}
