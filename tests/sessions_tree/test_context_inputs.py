@@ -98,7 +98,7 @@ def _iso_like():
                      st.one_of(st.just(""), st.integers(0, 10**7).map(lambda n: "." + str(n))),
                      st.sampled_from(["Z", "z", "", "+01:00", "-23:59", "+24:00", "+0530"]))
     date_time = st.tuples(year, two, two, time).map(lambda p: f"{p[0]}-{p[1]}-{p[2]}" + "".join(p[3]))
-    date_only = st.tuples(year, st.integers(0, 12), st.integers(0, 31)).map(lambda p: f"{p[0]}-{p[1]:02d}-{p[2]:02d}")
+    date_only = st.tuples(year, st.integers(1, 12), st.integers(1, 31)).map(lambda p: f"{p[0]}-{p[1]:02d}-{p[2]:02d}")
     return st.one_of(date_time, date_only)
 
 
