@@ -236,3 +236,20 @@ def test_unknown_paths_and_methods_use_the_error_shape(client_for, agent):
     assert_error(client_for("owner").delete("/api/agents/default/"), 405, "method_not_allowed")
     assert_error(client_for("owner").get("/api/agents/nobody/"), 404, "not_found")
     assert_error(client_for("owner").get("/api/runs/not-a-uuid/"), 404, "not_found")
+
+
+def test_hot_endpoints_do_not_grow_queries_with_the_data(client_for, agent, owner, django_assert_max_num_queries):
+    from runtime.models import AgentRun
+    from runtime.services import session_start
+
+    client = client_for("owner")
+    for _ in range(12):
+        meta = session_start(agent=agent, user=owner)
+        AgentRun.objects.create(session_id=meta.session_id, agent=agent, user=owner, prompt="p", status="completed")
+    # Login session, user, one page query: nothing per row.
+    with django_assert_max_num_queries(3):
+        assert len(client.get("/api/sessions/").json()["results"]) == 12
+    with django_assert_max_num_queries(3):
+        assert len(client.get("/api/runs/").json()["results"]) == 12
+    with django_assert_max_num_queries(8):
+        assert client.get(f"/api/sessions/{meta.session_id}/snapshot/").status_code == 200
