@@ -72,20 +72,24 @@ class Record:
             self._entry = jsonl.loads(self.raw)
         return self._entry
 
+    def drop_parsed(self) -> None:
+        """Forget the parsed entry (it is parsed again from ``raw`` when asked for)."""
+        self._entry = None
+
     @property
     def raw_text(self) -> str:
         return self.raw.decode("utf-8") if isinstance(self.raw, bytes) else self.raw
 
 
-def record_from_line(raw: bytes) -> Record | None:
+def record_from_line(raw: bytes, *, keep: bool = False) -> Record | None:
     """A record for one stripped line of a session file, or None when it is not a JSON entry.
 
     Every line is parsed in full: a line whose start looks like an entry may be
     damaged further on (a NUL run, garbage, a torn line glued to the next), and
-    Pi skips such a line, so Neta must too. The parsed value is not kept; the
-    entry is parsed again when asked for (only the active path usually is).
-    Bytes that are not UTF-8 become U+FFFD first, as Node reads the file; the
-    record then holds the repaired text.
+    Pi skips such a line, so Neta must too. The parsed entry is kept only when
+    ``keep`` (the caller knows it will be needed); otherwise it is parsed again
+    when asked for. Bytes that are not UTF-8 become U+FFFD first, as Node reads
+    the file; the record then holds the repaired text.
     """
     try:
         obj = _orjson_loads(raw)
@@ -110,7 +114,7 @@ def record_from_line(raw: bytes) -> Record | None:
     if type(kind) is not str or kind == "session" or type(entry_id) is not str:
         return record_from_entry(obj, raw)
     parent_id = obj.get("parentId")
-    return Record(entry_id, parent_id if type(parent_id) is str else None, kind, raw)
+    return Record(entry_id, parent_id if type(parent_id) is str else None, kind, raw, obj if keep else None)
 
 
 _orjson_loads = orjson.loads
@@ -149,7 +153,9 @@ class SessionIndex:
 
     records: list[Record] = field(default_factory=list)
     by_id: dict[str, Record] = field(default_factory=dict)
-    children: dict[str | None, list[str]] = field(default_factory=dict)
+    # The first child of each parent (None: the roots), in stored order: enough to
+    # tell a new branch from a continued one, without a list per entry.
+    first_child: dict[str | None, str] = field(default_factory=dict)
     # Where the source has been read up to: a byte offset (file) or a seq (mysql).
     position: int = 0
     # Identity of the source (file: (device, inode)).
@@ -166,10 +172,7 @@ class SessionIndex:
     def add(self, record: Record) -> None:
         self.records.append(record)
         self.by_id[record.id] = record
-        # Children lists mirror Pi's getChildren (parentId equality, first appearance).
-        siblings = self.children.setdefault(record.parent_id, [])
-        if record.id not in siblings:
-            siblings.append(record.id)
+        self.first_child.setdefault(record.parent_id, record.id)
 
     def note_malformed(self, line_no: int) -> None:
         self.diagnostics["malformedCount"] = self.diagnostics.get("malformedCount", 0) + 1
@@ -180,14 +183,38 @@ class SessionIndex:
     def parent_of(self, entry_id: str) -> str | None:
         return self.by_id[entry_id].parent_id
 
+    def path_records(self, leaf_id: str, *, strict: bool = False) -> list[Record]:
+        """The records from the root to ``leaf_id`` (Pi's walk: an unknown parent ends it).
+
+        A tight loop over the index; an unknown leaf, ``strict`` mode and a cycle
+        go through :func:`~sessions_tree.path.walk_path` for its errors.
+        """
+        by_id = self.by_id
+        record = by_id.get(leaf_id)
+        if record is None or strict:
+            return [by_id[i] for i in walk_path(leaf_id, self.parent_of, strict=strict)]
+        out = [record]
+        limit = len(by_id)
+        parent = record.parent_id
+        while parent is not None:
+            record = by_id.get(parent)
+            if record is None:
+                break
+            out.append(record)
+            if len(out) > limit:  # longer than the session: a cycle; walk_path says where
+                walk_path(leaf_id, self.parent_of)
+                raise AssertionError(f"a cycle above {leaf_id!r} that walk_path did not find")  # pragma: no cover
+            parent = record.parent_id
+        out.reverse()
+        return out
+
     def path_ids(self, leaf_id: str, *, strict: bool = False) -> list[str]:
-        return walk_path(leaf_id, self.parent_of, strict=strict)
+        return [r.id for r in self.path_records(leaf_id, strict=strict)]
 
     def path_entries(self, leaf_id: str) -> list[dict]:
-        by_id = self.by_id
-        ids = self.path_ids(leaf_id)
+        records = self.path_records(leaf_id)
         with gc_paused():
-            return [by_id[i].entry for i in ids]
+            return [r._entry if r._entry is not None else r.entry for r in records]
 
     def entry_map(self) -> EntryMap:
         return EntryMap(self.by_id)

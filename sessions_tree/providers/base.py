@@ -787,7 +787,7 @@ def _count(meta: AgentSession, index: SessionIndex, entry: dict) -> None:
     """Update the counters for one new entry; call it before the index knows the entry."""
     parent = entry.get("parentId")
     parent_known = isinstance(parent, str) and parent in index.by_id
-    if not parent_known or index.children.get(parent):
+    if not parent_known or parent in index.first_child:
         meta.tip_count += 1  # a new root, or a new sibling: one more branch tip
     _count_kind(meta, entry)
     if meta.root_entry_id is None and not parent_known:
@@ -798,7 +798,7 @@ def _count_indexed(meta: AgentSession, index: SessionIndex, record: Record) -> N
     """``_count`` for an entry the index already holds (one adopted after a crash)."""
     parent = record.parent_id
     parent_known = parent is not None and parent in index.by_id
-    if not parent_known or index.children.get(parent, [record.id])[0] != record.id:
+    if not parent_known or index.first_child.get(parent, record.id) != record.id:
         meta.tip_count += 1
     _count_kind(meta, record.entry)
     if meta.root_entry_id is None and not parent_known:

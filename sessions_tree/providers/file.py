@@ -25,12 +25,13 @@ import os
 import threading
 from pathlib import Path
 
+import orjson
 from django.conf import settings
 
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_line
+from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_entry, record_from_line
 from sessions_tree.models import AgentSession, ProviderKind
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed, recount
 
@@ -310,40 +311,92 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
         offset = 3
+    # A first read keeps the parsed entries on the path to the persisted leaf (the
+    # context needs them next); lines appended since the last read are kept whole.
+    want = meta.leaf_entry_id if start == 0 else _KEEP_ALL
     with gc_paused():
-        _index_lines(index, data, offset)
+        _index_lines(index, data, offset, want)
     index.position = position
 
 
-def _index_lines(index: SessionIndex, data: bytes, offset: int) -> None:
+_KEEP_ALL = object()
+
+
+def _index_lines(index: SessionIndex, data: bytes, offset: int, want) -> None:
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: nothing
+    first_line_no = index.lines_seen + 1
     diagnostics = index.diagnostics
-    line_no = index.lines_seen
-    add = index.add
-    for line in data.split(b"\n")[:-1]:
-        line_no += 1
-        offset += len(line) + 1  # now: where the next line starts
-        raw = line.strip()
-        if not raw:
-            continue
-        if not index.header_seen:
+    i = 0
+    if not index.header_seen:
+        while i < len(lines):
+            raw = lines[i].strip()
+            i += 1
+            if not raw:
+                continue
             try:
                 header = jsonl.loads(raw)
             except ValueError:
-                index.note_malformed(line_no)
+                index.note_malformed(first_line_no + i - 1)
                 continue
             index.header_seen = True
             if isinstance(header, dict) and header.get("type") == "session" and isinstance(header.get("id"), str):
-                continue
+                break
             diagnostics["badHeader"] = True  # reported, never "repaired" by wiping the file
-        record = record_from_line(raw)
-        if record is None:
-            if raw.startswith(b'{"type":"session"'):
-                diagnostics["extraHeaders"] = diagnostics.get("extraHeaders", 0) + 1
-            else:
-                index.note_malformed(line_no)
+            i -= 1  # the line is read again as an entry below
+            break
+    ends = []  # the file offset just past each line
+    for line in lines:
+        offset += len(line) + 1
+        ends.append(offset)
+    # Backwards, so that the path to ``want`` is met leaf first (parents are stored
+    # before their children): those entries keep their parsed value.
+    records: list[Record | None] = [None] * len(lines)
+    keep_all = want is _KEEP_ALL
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    for k in range(len(lines) - 1, i - 1, -1):
+        raw = lines[k].strip()
+        if not raw:
             continue
-        if record.raw is not raw:
-            diagnostics["invalidUtf8Lines"] = diagnostics.get("invalidUtf8Lines", 0) + 1
-        record.seq = offset  # the file offset just past the line: stable order, and the acknowledged size
-        add(record)
-    index.lines_seen = line_no
+        # record_from_line, inlined for the common case (a valid entry line).
+        try:
+            obj = loads(raw)
+        except decode_error:
+            record = record_from_line(raw, keep=True)
+            if record is not None and record.raw is not raw:
+                diagnostics["invalidUtf8Lines"] = diagnostics.get("invalidUtf8Lines", 0) + 1
+        else:
+            kind = obj.get("type") if type(obj) is dict else None
+            entry_id = obj.get("id") if kind is not None else None
+            if type(kind) is str and kind != "session" and type(entry_id) is str:
+                parent = obj.get("parentId")
+                record = Record(entry_id, parent if type(parent) is str else None, kind, raw, obj)
+            else:
+                record = record_from_entry(obj, raw)
+        if record is None:
+            records[k] = _SKIPPED if raw.startswith(b'{"type":"session"') else _MALFORMED
+            continue
+        if record.id == want:
+            want = record.parent_id
+        elif not keep_all:
+            record.drop_parsed()
+        records[k] = record
+    stored, by_id, first_child = index.records, index.by_id, index.first_child
+    for k in range(i, len(lines)):
+        record = records[k]
+        if record is None:
+            continue
+        if record is _MALFORMED:
+            index.note_malformed(first_line_no + k)
+        elif record is _SKIPPED:
+            diagnostics["extraHeaders"] = diagnostics.get("extraHeaders", 0) + 1
+        else:
+            record.seq = ends[k]  # stable order, and the acknowledged size after this line
+            stored.append(record)  # SessionIndex.add, inlined
+            by_id[record.id] = record
+            first_child.setdefault(record.parent_id, record.id)
+    index.lines_seen += len(lines)
+
+
+_MALFORMED = Record("", None, "", b"")
+_SKIPPED = Record("", None, "", b"")

@@ -1,0 +1,58 @@
+"""Figures: percentiles, and the table the benchmarks print."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, field
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Row:
+    bench: str
+    case: str
+    figure: str
+    target: str = ""
+    verdict: str = ""  # "ok", "MISS" or ""
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, bench: str, case: str, figure: str, target: str = "", ok: bool | None = None) -> None:
+        verdict = "" if ok is None else ("ok" if ok else "MISS")
+        self.rows.append(Row(bench, case, figure, target, verdict))
+        print(f"  {bench:<16} {case:<34} {figure:<44} {target:<22} {verdict}", flush=True)
+
+    def table(self) -> str:
+        headers = ("bench", "case", "figure", "target", "")
+        widths = [max(len(h), *(len(getattr(r, a)) for r in self.rows)) if self.rows else len(h)
+                  for h, a in zip(headers, ("bench", "case", "figure", "target", "verdict"))]
+        lines = [" | ".join(h.ljust(w) for h, w in zip(headers, widths))]
+        lines.append("-+-".join("-" * w for w in widths))
+        for r in self.rows:
+            lines.append(" | ".join(v.ljust(w) for v, w in zip((r.bench, r.case, r.figure, r.target, r.verdict), widths)))
+        return "\n".join(lines)
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
