@@ -168,6 +168,7 @@ class SessionIndex:
     _context_leaf: str | None = None
     _context: SessionContext | None = None
     _context_tokens: int | None = None  # Pi's estimateContextTokens of ``_context``
+    _remembered_path: list[Record] | None = None  # see remember_path
 
     def add(self, record: Record) -> None:
         self.records.append(record)
@@ -190,6 +191,9 @@ class SessionIndex:
         go through :func:`~sessions_tree.path.walk_path` for its errors.
         """
         by_id = self.by_id
+        remembered, self._remembered_path = self._remembered_path, None
+        if remembered is not None and remembered[-1].id == leaf_id and not strict:
+            return remembered
         record = by_id.get(leaf_id)
         if record is None or strict:
             return [by_id[i] for i in walk_path(leaf_id, self.parent_of, strict=strict)]
@@ -207,6 +211,17 @@ class SessionIndex:
             parent = record.parent_id
         out.reverse()
         return out
+
+    def remember_path(self, path: list[Record]) -> None:
+        """Keep a root-to-leaf path found while reading, for the next ``path_records`` of its leaf.
+
+        The reader found it by following parent ids backwards through the file; it
+        is the index's own walk only if every record on it is the one ``by_id``
+        holds for its id (a later duplicate line would win), which is checked here.
+        """
+        by_id = self.by_id
+        if all(by_id.get(r.id) is r for r in path):
+            self._remembered_path = path
 
     def path_ids(self, leaf_id: str, *, strict: bool = False) -> list[str]:
         return [r.id for r in self.path_records(leaf_id, strict=strict)]

@@ -345,14 +345,12 @@ def _index_lines(index: SessionIndex, data: bytes, offset: int, want) -> None:
             diagnostics["badHeader"] = True  # reported, never "repaired" by wiping the file
             i -= 1  # the line is read again as an entry below
             break
-    ends = []  # the file offset just past each line
-    for line in lines:
-        offset += len(line) + 1
-        ends.append(offset)
     # Backwards, so that the path to ``want`` is met leaf first (parents are stored
-    # before their children): those entries keep their parsed value.
+    # before their children): those entries keep their parsed value, and the path
+    # is handed to the index for the context that comes next.
     records: list[Record | None] = [None] * len(lines)
     keep_all = want is _KEEP_ALL
+    path: list[Record] = []
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     for k in range(len(lines) - 1, i - 1, -1):
         raw = lines[k].strip()
@@ -378,11 +376,15 @@ def _index_lines(index: SessionIndex, data: bytes, offset: int, want) -> None:
             continue
         if record.id == want:
             want = record.parent_id
+            path.append(record)
         elif not keep_all:
             record.drop_parsed()
         records[k] = record
     stored, by_id, first_child = index.records, index.by_id, index.first_child
+    for k in range(i):
+        offset += len(lines[k]) + 1
     for k in range(i, len(lines)):
+        offset += len(lines[k]) + 1
         record = records[k]
         if record is None:
             continue
@@ -391,11 +393,14 @@ def _index_lines(index: SessionIndex, data: bytes, offset: int, want) -> None:
         elif record is _SKIPPED:
             diagnostics["extraHeaders"] = diagnostics.get("extraHeaders", 0) + 1
         else:
-            record.seq = ends[k]  # stable order, and the acknowledged size after this line
+            record.seq = offset  # stable order, and the acknowledged size after this line
             stored.append(record)  # SessionIndex.add, inlined
             by_id[record.id] = record
             first_child.setdefault(record.parent_id, record.id)
     index.lines_seen += len(lines)
+    if path and want is None and not keep_all:  # the walk reached a root
+        path.reverse()
+        index.remember_path(path)
 
 
 _MALFORMED = Record("", None, "", b"")

@@ -251,3 +251,30 @@ def test_invalid_utf8_inside_a_string_reads_like_node(bench):
     assert report["beforeAppend"]["read"]["invalidUtf8Lines"] == 1
     text = bench.provider.list_entries(bench.sid)[0]["message"]["content"][0]["text"]
     assert text == "first question, \ufffd\ufffd"  # "ü" is C3 BC: FF BC is two bad bytes
+
+
+def test_repeated_ids_read_like_pi_last_line_wins(sessions_dir, tmp_path):
+    """Pi files can repeat an id (Pi's duplicate-flush bug): the last line with an id wins,
+    also on the path a cold open finds while reading the file backwards."""
+    from sessions_tree.pi_files import import_session_file
+
+    header = '{"type":"session","version":3,"id":"0194c0de-0000-7000-8000-000000000001","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/dup"}'
+
+    def line(entry_id, parent, text):
+        parent_json = "null" if parent is None else f'"{parent}"'
+        return (
+            f'{{"type":"message","id":"{entry_id}","parentId":{parent_json},"timestamp":"2025-01-01T00:00:01.000Z",'
+            f'"message":{{"role":"user","content":"{text}","timestamp":1}}}}'
+        )
+
+    lines = [header, line("aaaa0001", None, "a"), line("bbbb0002", "aaaa0001", "b, first copy"),
+             line("cccc0003", "bbbb0002", "c"), line("bbbb0002", "aaaa0001", "b, second copy"), line("dddd0004", "cccc0003", "d")]
+    path = tmp_path / "dup.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    meta = import_session_file(path, provider_kind="file")
+    provider = get_provider("file")
+    forget_process_caches()
+    ctx = provider.build_context(meta.session_id)
+    pi = build_session_context(parse_session_text(path.read_text(encoding="utf-8")).entries, "dddd0004")
+    assert ctx.messages == pi.messages
+    assert [m["content"] for m in ctx.messages] == ["a", "b, second copy", "c", "d"]
