@@ -22,7 +22,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root"}
+
+
+def _mariadb_from_env() -> dict:
+    """The server of NETA_TEST_MYSQL_URL (the contract suite's), else root@127.0.0.1:3306."""
+    from urllib.parse import unquote, urlparse
+
+    url = os.environ.get("NETA_TEST_MYSQL_URL")
+    if not url:
+        return {"host": "127.0.0.1", "port": 3306, "user": "root"}
+    parsed = urlparse(url)
+    server = {"host": parsed.hostname or "127.0.0.1", "port": parsed.port or 3306, "user": unquote(parsed.username or "root")}
+    if parsed.password:
+        server["password"] = unquote(parsed.password)
+    return server
+
+
+MARIADB = _mariadb_from_env()
 # Channels and the Celery broker share this Redis database. Celery's queue name is
 # fixed ("celery"), so clusters of concurrent test runs are kept apart by database.
 REDIS_URL = os.environ.get("NETA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{10 + os.getpid() % 6}")
@@ -101,7 +117,10 @@ class Cluster:
             **self.extra_env,
         }
         if self.database == "mysql":
-            self.env["NETA_DATABASE_URL"] = f"mysql://{MARIADB['user']}@{MARIADB['host']}:{MARIADB['port']}/{self.name}"
+            from urllib.parse import quote
+
+            auth = quote(MARIADB["user"], safe="") + (":" + quote(MARIADB["password"], safe="") if "password" in MARIADB else "")
+            self.env["NETA_DATABASE_URL"] = f"mysql://{auth}@{MARIADB['host']}:{MARIADB['port']}/{self.name}"
         if self.redis:
             self.env["NETA_REDIS_URL"] = REDIS_URL
 
