@@ -65,9 +65,9 @@ def _events_since(session_id: str, revision: int) -> list[dict]:
 
 
 def _snapshot(session_id: str) -> dict:
-    from sessions_tree.providers import provider_for_session
+    from runtime.selectors import session_snapshot
 
-    return provider_for_session(session_id).get_snapshot(session_id)
+    return session_snapshot(session_id)
 
 
 def _current_revision(session_id: str) -> int | None:

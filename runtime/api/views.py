@@ -37,6 +37,7 @@ from runtime.api.pagination import (
     next_link,
 )
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig
+from runtime.selectors import session_snapshot
 from runtime.services import run_abort, session_compact, session_prompt, session_switch_leaf
 from runtime.session_services import (
     session_create,
@@ -171,10 +172,14 @@ class SessionApi(APIView):
 
 
 class SessionSnapshotApi(SessionApi):
-    @extend_schema(summary="The session at one revision (bounded; `page` says what was left out)", responses={200: S.SnapshotOut, **READ_ERRORS})
+    @extend_schema(
+        summary="The session at one revision (bounded; `page` says what was left out)",
+        description="`runtimeContext` adds the model's `contextWindow` and the `runState` of the active run.",
+        responses={200: S.SnapshotOut, **READ_ERRORS},
+    )
     def get(self, request, session_id: str):
         meta = self.session(request, session_id)
-        return Response(get_provider(meta.provider).get_snapshot(meta.session_id))
+        return Response(session_snapshot(meta.session_id))
 
 
 class SessionEntriesApi(SessionApi):

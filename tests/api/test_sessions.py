@@ -97,9 +97,15 @@ def test_delete_removes_the_session_and_its_file(client_for, tree):
     assert_error(client_for("owner").get(f"/api/sessions/{tree.session_id}/"), 404, "session_not_found")
 
 
-def test_snapshot_is_the_kernel_snapshot(client_for, tree):
+def test_snapshot_is_the_kernel_snapshot_with_the_runtime_context(client_for, tree, agent):
     body = client_for("owner").get(f"/api/sessions/{tree.session_id}/snapshot/").json()
-    assert body == get_provider("file").get_snapshot(tree.session_id)
+    kernel = get_provider("file").get_snapshot(tree.session_id)
+    assert {k: v for k, v in body.items() if k != "runtimeContext"} == {k: v for k, v in kernel.items() if k != "runtimeContext"}
+    assert body["runtimeContext"] == {
+        **kernel["runtimeContext"],
+        "contextWindow": agent.model.context_window,
+        "runState": {"state": "idle", "runId": None},
+    }
     assert body["leafId"] == tree.ids["a3"]
 
 

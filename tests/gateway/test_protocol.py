@@ -9,6 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun
+from runtime.selectors import session_snapshot
 from sessions_tree import events as ev
 from sessions_tree.events import apply_events
 from sessions_tree.models import AgentSession, SessionEvent
@@ -40,13 +41,13 @@ async def test_subscribe_without_a_revision_sends_the_snapshot_then_live_events(
         snapshot_frame = await socket.recv()
         assert snapshot_frame["type"] == "snapshot" and snapshot_frame["requestId"] == 1
         snapshot = snapshot_frame["snapshot"]
-        assert snapshot == await sync_to_async(provider().get_snapshot)(tree.session_id)
+        assert snapshot == await sync_to_async(session_snapshot)(tree.session_id)
         assert await socket.recv() == {"type": "subscribed", "requestId": 1, "revision": snapshot["revision"], "replayed": 0}
         client = await api(tokens.read_write)
         await rest(client, "post", f"/api/sessions/{tree.session_id}/labels/", {"entryId": tree.ids["u1"], "label": "x"})
         event = await socket.recv()
         assert event["type"] == ev.ENTRY_ADDED and event["revision"] == snapshot["revision"] + 1
-        assert apply_events(snapshot, [event]) == await sync_to_async(provider().get_snapshot)(tree.session_id)
+        assert apply_events(snapshot, [event]) == await sync_to_async(session_snapshot)(tree.session_id)
     finally:
         await socket.close()
 
