@@ -13,14 +13,18 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from django.db import connections
+from django.db.models import BinaryField, F, Func
+
 from sessions_tree import jsonl
-from sessions_tree.index import Record, SessionIndex, record_from_entry
+from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_entry
 from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
 _indexes: dict[tuple[str, str], SessionIndex] = {}
 _indexes_lock = threading.Lock()
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
+_BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
 
 
 def entry_row(meta: AgentSession, seq: int, pending: PendingEntry, *, status: str = EntryStatus.COMPLETED) -> SessionEntry:
@@ -82,25 +86,34 @@ class MysqlProvider(SessionTreeProvider):
             if index is None or index.source_key != meta.pk:
                 index = _indexes[key] = SessionIndex(source_key=meta.pk)
         with index.lock:
-            rows = (
-                SessionEntry.objects.using(self.using)
-                .filter(session_id=meta.pk, seq__gt=index.position)
-                .order_by("seq")
-                .values_list(*_FIELDS)
-            )
-            for seq, entry_id, parent_id, kind, payload, status, shadowed in rows.iterator(chunk_size=2000):
-                if status == EntryStatus.IN_FLIGHT:
-                    break  # finalized later; nothing is appended after it meanwhile
-                if shadowed:
-                    record = record_from_entry(jsonl.loads(payload), payload)
-                    if record is None:  # pragma: no cover - stored rows are entries
-                        continue
-                else:
-                    record = Record(entry_id, parent_id, kind, payload)
-                record.seq = seq
-                index.add(record)
-                index.position = seq
+            rows = self._rows_after(meta, index.position).iterator(chunk_size=2000)
+            with gc_paused():
+                for seq, entry_id, parent_id, kind, payload, status, shadowed in rows:
+                    if status == EntryStatus.IN_FLIGHT:
+                        break  # finalized later; nothing is appended after it meanwhile
+                    if shadowed:
+                        record = record_from_entry(jsonl.loads(payload), payload)
+                        if record is None:  # pragma: no cover - stored rows are entries
+                            continue
+                    else:
+                        record = Record(entry_id, parent_id, kind, payload)
+                    record.seq = seq
+                    index.add(record)
+                    index.position = seq
         return index
+
+    def _rows_after(self, meta: AgentSession, position: int):
+        """The rows after ``position`` in ``seq`` order, the payload as UTF-8 bytes.
+
+        Bytes, not text: the driver does not decode megabytes of JSON only for
+        the parser to encode them again, and a record keeps the compact form.
+        """
+        cast = _BINARY_CAST.get(connections[self.using].vendor)
+        rows = SessionEntry.objects.using(self.using).filter(session_id=meta.pk, seq__gt=position).order_by("seq")
+        if cast is None:
+            return rows.values_list(*_FIELDS)
+        rows = rows.annotate(payload_bytes=Func(F("payload"), template=cast, output_field=BinaryField()))
+        return rows.values_list("seq", "entry_id", "parent_entry_id", "type", "payload_bytes", "status", "shadowed")
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
