@@ -23,8 +23,12 @@ ENTRY_UPDATED = "session_entry_updated"
 LEAF_CHANGED = "session_leaf_changed"
 BRANCH_SUMMARY_ADDED = "session_branch_summary_added"
 COMPACTION_ADDED = "session_compaction_added"
+# The session's own fields a snapshot shows (title, status, agent) changed.
+SESSION_UPDATED = "session_updated"
 
-TREE_EVENT_TYPES = frozenset({ENTRY_ADDED, ENTRY_UPDATED, LEAF_CHANGED, BRANCH_SUMMARY_ADDED, COMPACTION_ADDED})
+TREE_EVENT_TYPES = frozenset(
+    {ENTRY_ADDED, ENTRY_UPDATED, LEAF_CHANGED, BRANCH_SUMMARY_ADDED, COMPACTION_ADDED, SESSION_UPDATED}
+)
 
 ROOT_KEY = "root"  # childrenByParentId key for entries whose parentId is null
 
@@ -98,6 +102,8 @@ def apply_event(snapshot: dict, event: dict) -> dict:
             _add_entry(snap, entry)
     elif kind == LEAF_CHANGED:
         _set_leaf(snap, event["leafId"], None)
+    elif kind == SESSION_UPDATED:
+        snap["session"] = {**snap["session"], **event["session"]}
     else:
         raise ValueError(f"unknown tree event type {kind!r}")
     if "context" in event:

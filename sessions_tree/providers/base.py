@@ -185,11 +185,21 @@ class SessionTreeProvider:
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
-        with transaction.atomic(using=self.using):
-            meta = self._meta_for_update(session_id)
-            for key, value in changes.items():
-                setattr(meta, key, value)
-            meta.save(using=self.using)
+        from sessions_tree.snapshot import session_summary
+
+        meta0 = self.get_session(session_id)
+        with self._store_lock(meta0):
+            with self._change(session_id) as (meta, index, emit):
+                before = session_summary(meta)
+                for key, value in changes.items():
+                    setattr(meta, key, value)
+                after = session_summary(meta)
+                shown = {key: value for key, value in after.items() if before.get(key) != value}
+                if shown:
+                    # What a snapshot shows changed: one more revision, one event.
+                    emit(ev.SESSION_UPDATED, session=shown)
+                else:
+                    meta.save(using=self.using)
         return meta
 
     def delete_session(self, session_id: str) -> None:

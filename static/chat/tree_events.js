@@ -8,9 +8,17 @@
 export const ENTRY_ADDED = "session_entry_added";
 export const ENTRY_UPDATED = "session_entry_updated";
 export const LEAF_CHANGED = "session_leaf_changed";
+export const SESSION_UPDATED = "session_updated";
 export const BRANCH_SUMMARY_ADDED = "session_branch_summary_added";
 export const COMPACTION_ADDED = "session_compaction_added";
-export const TREE_EVENT_TYPES = new Set([ENTRY_ADDED, ENTRY_UPDATED, LEAF_CHANGED, BRANCH_SUMMARY_ADDED, COMPACTION_ADDED]);
+export const TREE_EVENT_TYPES = new Set([
+  ENTRY_ADDED,
+  ENTRY_UPDATED,
+  LEAF_CHANGED,
+  BRANCH_SUMMARY_ADDED,
+  COMPACTION_ADDED,
+  SESSION_UPDATED,
+]);
 
 export const ROOT_KEY = "root"; // childrenByParentId key for entries whose parentId is null
 
@@ -50,6 +58,8 @@ export function applyEvent(snapshot, event, byId = null) {
     }
   } else if (kind === LEAF_CHANGED) {
     setLeaf(snap, event.leafId ?? null, null, byId);
+  } else if (kind === SESSION_UPDATED) {
+    snap.session = { ...snap.session, ...event.session };
   } else {
     throw new Error(`unknown tree event type ${JSON.stringify(kind)}`);
   }

@@ -79,8 +79,10 @@ def test_rename_and_archive(client_for, tree, published, django_capture_on_commi
         response = client.patch(f"/api/sessions/{tree.session_id}/", {"title": "Renamed", "status": "archived"})
     assert response.status_code == 200, response.content
     assert response.json()["title"] == "Renamed" and response.json()["status"] == "archived"
-    assert [e["type"] for _, e in published] == ["session_entry_added"]
+    # The title travels as a session_info entry (Pi's name), the status as session_updated.
+    assert [e["type"] for _, e in published] == ["session_entry_added", "session_updated"]
     assert published[0][1]["entry"]["type"] == "session_info"
+    assert published[1][1]["session"] == {"status": "archived"}
     assert_error(client.patch(f"/api/sessions/{tree.session_id}/", {}), 400, "invalid")
     assert_error(client.patch(f"/api/sessions/{tree.session_id}/", {"status": "gone"}), 400, "invalid", "status")
     assert_error(client.put(f"/api/sessions/{tree.session_id}/", {"title": "x"}), 405, "method_not_allowed")

@@ -125,6 +125,7 @@ def conversation(provider) -> list[dict]:
     aborted = r.step("in-flight-begin-again", lambda: p.begin_in_flight(sid, assistant("")))
     r.step("in-flight-abort", lambda: p.finalize_in_flight(sid, aborted["id"], status="aborted"))
     r.step("switch-to-label-entry", lambda: p.switch_leaf(sid, u1["id"]))
+    r.step("archive-and-retitle", lambda: p.update_session(sid, status="archived", title="Kept for later"))
     r.sequence(
         "run",
         [

@@ -23,6 +23,7 @@ test("there are fixtures for every tree event type", () => {
     "session_entry_added",
     "session_entry_updated",
     "session_leaf_changed",
+    "session_updated",
   ]);
 });
 

@@ -85,6 +85,12 @@ def test_every_operation_verifies(provider, published, django_capture_on_commit_
     check(lambda: provider.finalize_in_flight(sid, entry2["id"], status="aborted"))
     check(lambda: provider.append_subagent_batch(sid, batch_id="b", mode="single", runs=[]))
     check(lambda: provider.switch_leaf(sid, label["id"]))
+    _, events = check(lambda: provider.update_session(sid, title="Renamed by hand", status="archived"))
+    assert [e["type"] for e in events] == [ev.SESSION_UPDATED]
+    assert events[0]["session"] == {"title": "Renamed by hand", "status": "archived"}
+    revision = provider.get_session(sid).revision
+    provider.update_session(sid, metadata={"k": 1})  # not in a snapshot: no revision, no event
+    assert provider.get_session(sid).revision == revision
 
 
 def test_events_carry_the_context_stats(provider, published, django_capture_on_commit_callbacks):
