@@ -134,7 +134,10 @@ if NETA_REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # The embedded default: in-process, made to scale with many sockets (runtime/realtime.py).
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "runtime.realtime.InProcessChannelLayer", "CONFIG": {"capacity": 500, "expiry": 60}}
+    }
 
 # Where agents work when their config names no cwd.
 NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=BASE_DIR)
@@ -240,8 +243,3 @@ NETA_WS_MAX_FRAME_BYTES = env_int("NETA_WS_MAX_FRAME_BYTES", 1024 * 1024, minimu
 NETA_REALTIME_INLINE_BYTES = env_int("NETA_REALTIME_INLINE_BYTES", 64 * 1024, minimum=1024)
 # Forward the producer's emit time (``emittedAt``) with every realtime frame (benchmarks).
 NETA_REALTIME_TRACE = env_bool("NETA_REALTIME_TRACE", False)
-# The embedded default's in-memory layer, made to scale with many sockets (runtime/realtime.py).
-if not NETA_REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "runtime.realtime.InProcessChannelLayer", "CONFIG": {"capacity": 500, "expiry": 60}}
-    }

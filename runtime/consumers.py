@@ -254,8 +254,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 snapshot = await database_sync_to_async(_snapshot)(self.session_id)
             except SessionNotFound as exc:
                 raise FrameError(exc.code, str(exc)) from None
+            text = _dumps({"type": "snapshot", "requestId": request_id, "snapshot": snapshot})
+            if len(text.encode("utf-8")) > settings.NETA_WS_MAX_FRAME_BYTES:
+                # Websocket peers refuse frames past ~1 MiB: a big session's snapshot goes over HTTP.
+                raise FrameError(
+                    "snapshot_too_large",
+                    f"the snapshot is over {settings.NETA_WS_MAX_FRAME_BYTES} bytes; fetch it from "
+                    f"GET /api/sessions/{self.session_id}/snapshot/ and subscribe with its revision",
+                )
             self.revision = snapshot["revision"]
-            await self._send({"type": "snapshot", "requestId": request_id, "snapshot": snapshot})
+            if not self.gone:
+                await self.send(text_data=text)
             await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": 0})
             return
         self.revision = None

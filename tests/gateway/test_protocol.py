@@ -215,3 +215,19 @@ async def test_a_deleted_session_closes_its_sockets_at_the_next_heartbeat(tree, 
         assert any(f.get("code") == "session_not_found" for f in frames)
     finally:
         await socket.close()
+
+
+async def test_a_snapshot_over_the_frame_limit_is_refused_with_a_pointer_to_rest(tree, tokens, fresh_layer, settings):
+    settings.NETA_WS_MAX_FRAME_BYTES = 2048  # the tree's snapshot is bigger than this
+    socket = await opened(tree, tokens)
+    try:
+        reply = await command(socket, {"type": "subscribe", "requestId": 7})
+        assert reply["type"] == "error" and reply["code"] == "snapshot_too_large" and reply["requestId"] == 7
+        assert f"/api/sessions/{tree.session_id}/snapshot/" in reply["message"]
+        # The way the page does it: the snapshot over HTTP, then subscribe from its revision.
+        client = await api(tokens.read_write)
+        snapshot = (await rest(client, "get", f"/api/sessions/{tree.session_id}/snapshot/")).json()
+        reply = await command(socket, {"type": "subscribe", "sinceRevision": snapshot["revision"]})
+        assert reply["type"] == "subscribed" and reply["revision"] == snapshot["revision"]
+    finally:
+        await socket.close()
