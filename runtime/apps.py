@@ -10,5 +10,3 @@ class RuntimeConfig(AppConfig):
         from runtime import realtime
 
         realtime.install()
-        # Integration tokens in the staff console.
-        from runtime import token_admin  # noqa: F401

@@ -39,7 +39,7 @@ from runtime.api.pagination import (
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig
 from runtime.selectors import session_snapshot
 from runtime.services import run_abort, session_compact, session_prompt, session_switch_leaf
-from runtime.session_services import (
+from runtime.services import (
     session_create,
     session_delete,
     session_fork,
