@@ -355,27 +355,21 @@ class SessionTreeProvider:
 
         return self._append_one(session_id, build)
 
+    def _append_built(self, session_id: str, builder: Callable, **fields) -> dict:
+        """Append ``builder(id=, parent_id=, timestamp=, **fields)`` (an ``entries`` builder) at the leaf."""
+        return self._append_one(
+            session_id, lambda parent, new_id: builder(id=new_id, parent_id=parent, timestamp=now_iso(), **fields)
+        )
+
     def append_message(self, session_id: str, message: dict) -> dict:
         _check_message(message)
-        return self._append_one(
-            session_id, lambda parent, new_id: E.message_entry(id=new_id, parent_id=parent, timestamp=now_iso(), message=message)
-        )
+        return self._append_built(session_id, E.message_entry, message=message)
 
     def append_thinking_level_change(self, session_id: str, thinking_level: str) -> dict:
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.thinking_level_change_entry(
-                id=new_id, parent_id=parent, timestamp=now_iso(), thinking_level=thinking_level
-            ),
-        )
+        return self._append_built(session_id, E.thinking_level_change_entry, thinking_level=thinking_level)
 
     def append_model_change(self, session_id: str, *, provider: str, model_id: str) -> dict:
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.model_change_entry(
-                id=new_id, parent_id=parent, timestamp=now_iso(), provider=provider, model_id=model_id
-            ),
-        )
+        return self._append_built(session_id, E.model_change_entry, provider=provider, model_id=model_id)
 
     def append_compaction(
         self,
@@ -387,18 +381,14 @@ class SessionTreeProvider:
         details=None,
         from_hook: bool | None = None,
     ) -> dict:
-        return self._append_one(
+        return self._append_built(
             session_id,
-            lambda parent, new_id: E.compaction_entry(
-                id=new_id,
-                parent_id=parent,
-                timestamp=now_iso(),
-                summary=summary,
-                first_kept_entry_id=first_kept_entry_id,
-                tokens_before=tokens_before,
-                details=details,
-                from_hook=from_hook,
-            ),
+            E.compaction_entry,
+            summary=summary,
+            first_kept_entry_id=first_kept_entry_id,
+            tokens_before=tokens_before,
+            details=details,
+            from_hook=from_hook,
         )
 
     def append_branch_summary(
@@ -430,43 +420,21 @@ class SessionTreeProvider:
         return self._append_one(session_id, build, wants_index=True)
 
     def append_session_info(self, session_id: str, *, name: str) -> dict:
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.session_info_entry(id=new_id, parent_id=parent, timestamp=now_iso(), name=name.strip()),
-        )
+        return self._append_built(session_id, E.session_info_entry, name=name.strip())
 
     def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
         kwargs = {} if data is MISSING else {"data": data}
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.custom_entry(
-                id=new_id, parent_id=parent, timestamp=now_iso(), custom_type=custom_type, **kwargs
-            ),
-        )
+        return self._append_built(session_id, E.custom_entry, custom_type=custom_type, **kwargs)
 
     def append_custom_message(
         self, session_id: str, *, custom_type: str, content, display: bool = True, details=None
     ) -> dict:
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.custom_message_entry(
-                id=new_id,
-                parent_id=parent,
-                timestamp=now_iso(),
-                custom_type=custom_type,
-                content=content,
-                display=display,
-                details=details,
-            ),
+        return self._append_built(
+            session_id, E.custom_message_entry, custom_type=custom_type, content=content, display=display, details=details
         )
 
     def append_subagent_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list) -> dict:
-        return self._append_one(
-            session_id,
-            lambda parent, new_id: E.subagent_batch_entry(
-                id=new_id, parent_id=parent, timestamp=now_iso(), batch_id=batch_id, mode=mode, runs=runs
-            ),
-        )
+        return self._append_built(session_id, E.subagent_batch_entry, batch_id=batch_id, mode=mode, runs=runs)
 
     def append_subagent_result(
         self,
@@ -480,20 +448,16 @@ class SessionTreeProvider:
         details=None,
         is_error: bool = False,
     ) -> dict:
-        return self._append_one(
+        return self._append_built(
             session_id,
-            lambda parent, new_id: E.subagent_result_entry(
-                id=new_id,
-                parent_id=parent,
-                timestamp=now_iso(),
-                batch_id=batch_id,
-                run_id=run_id,
-                agent=agent,
-                status=status,
-                content=content,
-                details=details,
-                is_error=is_error,
-            ),
+            E.subagent_result_entry,
+            batch_id=batch_id,
+            run_id=run_id,
+            agent=agent,
+            status=status,
+            content=content,
+            details=details,
+            is_error=is_error,
         )
 
     # ------------------------------------------------------------------ in-flight entries
