@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -64,6 +63,14 @@ def neta_time(kind: str, using: str, session_id: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (``VmHWM``; ``ru_maxrss`` survives exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def child(kind: str, using: str, session_id: str) -> None:
     """In a new process: open the session and build its context, timed."""
     environment.setup()
@@ -79,7 +86,7 @@ def child(kind: str, using: str, session_id: str) -> None:
     t1 = time.perf_counter()
     ctx = provider.build_context(session_id)
     t2 = time.perf_counter()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     print(
         json.dumps(
             {"openMs": (t1 - t0) * 1e3, "contextMs": (t2 - t1) * 1e3, "totalMs": (t2 - t0) * 1e3, "messages": len(ctx.messages), "maxRssMb": rss}

@@ -169,6 +169,7 @@ class SessionIndex:
     _context: SessionContext | None = None
     _context_tokens: int | None = None  # Pi's estimateContextTokens of ``_context``
     _remembered_path: list[Record] | None = None  # see remember_path
+    _stats: tuple | None = None  # (leaf, model, thinking level, tokens), see context_stats
 
     def add(self, record: Record) -> None:
         self.records.append(record)
@@ -243,31 +244,68 @@ class SessionIndex:
             return context_from_path([])
         with self.lock:
             cached_leaf, cached = self._context_leaf, self._context
-            if cached is not None and cached_leaf is not None and cached_leaf in self.by_id:
-                new: list[dict] = []
-                cursor: str | None = leaf_id
-                # Walk back a bounded number of steps looking for the cached leaf.
-                for _ in range(256):
-                    if cursor is None or cursor == cached_leaf:
-                        break
-                    record = self.by_id.get(cursor)
-                    if record is None:
-                        break
-                    new.append(record.entry)
-                    cursor = record.parent_id
-                if cursor == cached_leaf and cursor is not None:
-                    new.reverse()
-                    extended = extend_context(cached, new) if new else cached
-                    if extended is not None:
-                        if extended is not cached and self._context_tokens is not None:
-                            self._context_tokens = _tokens_after(
-                                self._context_tokens, extended.messages[len(cached.messages) :]
-                            )
-                        self._context_leaf, self._context = leaf_id, extended
-                        return extended
+            new = self._entries_since(cached_leaf, leaf_id) if cached is not None else None
+            extended = (extend_context(cached, new) if new else cached) if new is not None else None
+            if extended is not None:  # None: unrelated leaf, or a compaction among the new entries
+                if extended is not cached and self._context_tokens is not None:
+                    self._context_tokens = _tokens_after(self._context_tokens, extended.messages[len(cached.messages) :])
+                self._context_leaf, self._context = leaf_id, extended
+                return extended
             result = context_from_path(self.path_entries(leaf_id))
             self._context_leaf, self._context, self._context_tokens = leaf_id, result, None
             return result
+
+    def _entries_since(self, ancestor: str | None, leaf_id: str) -> list[dict] | None:
+        """The entries after ``ancestor`` down to ``leaf_id`` (root first), if ``ancestor``
+        is at most 256 steps above the leaf; None otherwise."""
+        if ancestor is None or ancestor not in self.by_id:
+            return None
+        new: list[dict] = []
+        cursor: str | None = leaf_id
+        for _ in range(256):
+            if cursor is None or cursor == ancestor:
+                break
+            record = self.by_id.get(cursor)
+            if record is None:
+                break
+            new.append(record.entry)
+            cursor = record.parent_id
+        if cursor != ancestor:
+            return None
+        new.reverse()
+        return new
+
+    def context_stats(self, leaf_id: str | None, then: list[dict] | None = None) -> tuple[dict | None, object, int]:
+        """(model, thinking level, Pi's token estimate) of the context at ``leaf_id``
+        (followed by ``then``, entries not in the index, e.g. the one in flight).
+
+        What every change reports; kept up to date from the entries that are new
+        since the last call, without building (or copying) the whole message list.
+        """
+        if then:
+            model, thinking, tokens = self.context_stats(leaf_id)
+            part = extend_context(SessionContext([], thinking, model, []), then)
+            if part is not None:
+                return part.model, part.thinking_level, _tokens_after(tokens, part.messages)
+            path = self.path_entries(leaf_id) if leaf_id is not None else []
+            ctx = context_from_path([*path, *then])
+            return ctx.model, ctx.thinking_level, estimate_context_tokens(ctx.messages)
+        if leaf_id is None:
+            empty = context_from_path([])
+            return empty.model, empty.thinking_level, 0
+        with self.lock:
+            if self._stats is not None:
+                stats_leaf, model, thinking, tokens = self._stats
+                if stats_leaf == leaf_id:
+                    return model, thinking, tokens
+                new = self._entries_since(stats_leaf, leaf_id)
+                part = extend_context(SessionContext([], thinking, model, []), new) if new is not None else None
+                if part is not None:  # None: unrelated leaf, or a compaction among the new entries
+                    self._stats = (leaf_id, part.model, part.thinking_level, _tokens_after(tokens, part.messages))
+                    return self._stats[1:]
+            ctx, tokens = self.context_tokens(leaf_id)
+            self._stats = (leaf_id, ctx.model, ctx.thinking_level, tokens)
+            return self._stats[1:]
 
     def context_tokens(self, leaf_id: str | None) -> tuple[SessionContext, int]:
         """The context at ``leaf_id`` and Pi's token estimate of it, kept up to date

@@ -839,11 +839,14 @@ def _context_stats(provider: SessionTreeProvider, meta: AgentSession, index: Ses
     """What the client shows about the context at the new leaf (model, thinking, tokens)."""
     try:
         leaf = provider._leaf(meta, index)
-        if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id:
-            ctx = context_from_path(provider._path_entries(meta, index, leaf))
-            tokens = estimate_context_tokens(ctx.messages)
+        if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id and meta.in_flight_payload:
+            in_flight = jsonl.loads(meta.in_flight_payload)
+            parent = in_flight.get("parentId")
+            if parent is not None and parent not in index.by_id:
+                raise EntryNotFound(f"entry {parent!r} not found")
+            model, thinking_level, tokens = index.context_stats(parent, then=[in_flight])
         else:
-            ctx, tokens = index.context_tokens(leaf)
+            model, thinking_level, tokens = index.context_stats(leaf)
     except (PathError, EntryNotFound, KeyError):
         return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
-    return {"model": ctx.model, "thinkingLevel": ctx.thinking_level, "tokenEstimate": tokens}
+    return {"model": model, "thinkingLevel": thinking_level, "tokenEstimate": tokens}
