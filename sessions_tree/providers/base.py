@@ -69,6 +69,10 @@ class SessionTreeProvider:
     def _store_lock(self, meta: AgentSession, *, shared: bool = False) -> contextlib.AbstractContextManager:
         raise NotImplementedError
 
+    def _write_lock(self, session_id: str) -> contextlib.AbstractContextManager:
+        """The store's write lock for ``session_id`` (``_change`` locks the meta row inside it)."""
+        return self._store_lock(self.get_session(session_id))
+
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         """The session's index, brought up to date with the store."""
         raise NotImplementedError
@@ -187,8 +191,7 @@ class SessionTreeProvider:
             raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
         from sessions_tree.snapshot import session_summary
 
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 before = session_summary(meta)
                 for key, value in changes.items():
@@ -468,8 +471,7 @@ class SessionTreeProvider:
         The leaf moves to it; no other entry can be appended until it is finalized.
         """
         _check_message(message)
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
                 entry = E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
@@ -483,8 +485,7 @@ class SessionTreeProvider:
 
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
         _check_message(message)
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 entry = {**current, "message": message}
@@ -504,8 +505,7 @@ class SessionTreeProvider:
             raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
         if message is not None:
             _check_message(message)
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 final_message = dict(message if message is not None else current["message"])
@@ -534,8 +534,7 @@ class SessionTreeProvider:
     # ------------------------------------------------------------------ leaf
 
     def switch_leaf(self, session_id: str, entry_id: str) -> AgentSession:
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 if entry_id not in index.by_id:
                     raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
@@ -550,8 +549,7 @@ class SessionTreeProvider:
 
     def reset_leaf(self, session_id: str) -> AgentSession:
         """Leaf before the first entry: the next append starts a new root."""
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = None
@@ -703,8 +701,7 @@ class SessionTreeProvider:
         parent_override: str | None | object = MISSING,
         wants_index: bool = False,
     ) -> dict:
-        meta0 = self.get_session(session_id)
-        with self._store_lock(meta0):
+        with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 if meta.in_flight_entry_id:
                     raise SessionBusy(

@@ -79,6 +79,9 @@ class MysqlProvider(SessionTreeProvider):
         # The session row's FOR UPDATE lock (taken in _change) serializes writers.
         return contextlib.nullcontext()
 
+    def _write_lock(self, session_id: str):
+        return contextlib.nullcontext()  # no query: _change's SELECT ... FOR UPDATE finds (or misses) the row
+
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         key = self._key(meta)
         with _indexes_lock:
@@ -86,6 +89,8 @@ class MysqlProvider(SessionTreeProvider):
             if index is None or index.source_key != meta.pk:
                 index = _indexes[key] = SessionIndex(source_key=meta.pk)
         with index.lock:
+            if index.position >= meta.last_seq:
+                return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
             rows = self._rows_after(meta, index.position).iterator(chunk_size=2000)
             with gc_paused():
                 for seq, entry_id, parent_id, kind, payload, status, shadowed in rows:
