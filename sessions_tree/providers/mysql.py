@@ -91,7 +91,7 @@ class MysqlProvider(SessionTreeProvider):
         with index.lock:
             if index.position >= meta.last_seq:
                 return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
-            rows = self._rows_after(meta, index.position).iterator(chunk_size=2000)
+            rows = self._rows_after(meta, index.position)
             with gc_paused():
                 for seq, entry_id, parent_id, kind, payload, status, shadowed in rows:
                     if status == EntryStatus.IN_FLIGHT:
@@ -107,18 +107,27 @@ class MysqlProvider(SessionTreeProvider):
                     index.position = seq
         return index
 
-    def _rows_after(self, meta: AgentSession, position: int):
-        """The rows after ``position`` in ``seq`` order, the payload as UTF-8 bytes.
+    def _rows_after(self, meta: AgentSession, position: int) -> list[tuple]:
+        """(seq, entry_id, parent_entry_id, type, payload, status, shadowed) of the rows
+        after ``position``, in ``seq`` order, the payload as UTF-8 bytes.
 
-        Bytes, not text: the driver does not decode megabytes of JSON only for
-        the parser to encode them again, and a record keeps the compact form.
+        The ORM writes the query; the rows come straight from the cursor, without
+        the ORM's per-row value converters (the columns need none: ``shadowed``
+        is only tested for truth). Bytes, not text: the driver does not decode
+        megabytes of JSON only for the parser to encode them again.
         """
-        cast = _BINARY_CAST.get(connections[self.using].vendor)
+        connection = connections[self.using]
+        cast = _BINARY_CAST.get(connection.vendor)
         rows = SessionEntry.objects.using(self.using).filter(session_id=meta.pk, seq__gt=position).order_by("seq")
         if cast is None:
-            return rows.values_list(*_FIELDS)
-        rows = rows.annotate(payload_bytes=Func(F("payload"), template=cast, output_field=BinaryField()))
-        return rows.values_list("seq", "entry_id", "parent_entry_id", "type", "payload_bytes", "status", "shadowed")
+            rows = rows.values_list(*_FIELDS)
+        else:
+            rows = rows.annotate(payload_bytes=Func(F("payload"), template=cast, output_field=BinaryField()))
+            rows = rows.values_list("seq", "entry_id", "parent_entry_id", "type", "payload_bytes", "status", "shadowed")
+        sql, params = rows.query.get_compiler(using=self.using).as_sql()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
