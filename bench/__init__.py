@@ -1,8 +1,9 @@
 """Neta's benchmarks (not tests): they print figures and ratios, never assert timings.
 
-    python -m bench [cold_open] [warm_append] [mysql_provider] [snapshot]
-    python -m bench.<name>
+    python -m bench              # the session-tree kernel's benchmarks
+    python -m bench NAME ...     # any benchmark module of this package; "all" for every one
+    python -m bench.<name>       # one, with its own options
 
-Everything runs on throw-away storage under ``var/bench/`` (see
-``bench/environment.py``); results are described in ``bench/README.md``.
+The kernel's benchmarks run on throw-away storage under ``var/bench/`` (see
+``bench/environment.py``); their figures are in ``bench/README.md``.
 """

@@ -27,7 +27,7 @@ from django.db import transaction
 from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
-from sessions_tree.context import SessionContext, context_from_path, estimate_context_tokens
+from sessions_tree.context import SessionContext, context_from_path
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import Record, SessionIndex

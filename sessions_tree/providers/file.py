@@ -14,6 +14,17 @@ locks — closing another descriptor of the same file does not drop them.
 A torn last line (a writer killed mid-line) is repaired under the lock before
 the next append: a fragment that is a whole JSON object gets its newline, any
 other fragment is cut off and kept in the session's diagnostics.
+
+The meta row records what was acknowledged: ``last_seq`` is the file size after
+the last acknowledged write, ``entry_count`` the entries it holds. Reads show
+those entries. A writer killed after ``fdatasync`` but before its commit leaves
+a complete line nobody acknowledged; Pi reads it, so the next write adopts it
+(counted, logged as an event, in its own transaction). A file found shorter than
+acknowledged is reported (``fileShrank``) and counted again.
+
+Every line is parsed when it is first read (a damaged line is skipped, like Pi's
+``JSON.parse`` skips it, and counted in the read diagnostics); the parsed value
+is kept only for the entries on the path to the persisted leaf.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import close_old_connections, connections
 
 from sessions_tree.events import apply_events
