@@ -48,6 +48,9 @@ def gc_paused():
     try:
         yield
     finally:
+        # What was just loaded lives as long as the index: move it (and everything
+        # older) out of the collector's generations instead of walking it again.
+        gc.freeze()
         gc.enable()
 
 

@@ -57,7 +57,7 @@ class AgentSession(models.Model):
     # until it is finalized and appended as one line).
     in_flight_entry_id = IdField(max_length=64, null=True, blank=True)
     in_flight_payload = models.TextField(blank=True)
-    # mysql provider: next sequence number.
+    # mysql: the last row's seq; file: the file size after the last acknowledged write.
     last_seq = models.BigIntegerField(default=0)
     # Counters (kept in the same transaction as the change).
     entry_count = models.IntegerField(default=0)
