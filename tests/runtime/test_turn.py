@@ -311,3 +311,75 @@ def test_runtime_snapshot_has_the_context_window_and_run_state(driver_for):
     assert snapshot["runtimeContext"]["model"] == {"provider": "scripted", "modelId": "scripted-test"}
     outcome = session_prompt(session_id=driver.session_id, text="queued", dispatch=False)
     assert session_snapshot(driver.session_id)["runtimeContext"]["runState"] == {"state": "queued", "runId": str(outcome.run.run_id)}
+
+
+@pytest.mark.oracle
+def test_pi_reads_back_every_turn_scenario(driver_for, oracle, tmp_path):
+    """Tool rounds, blocked tools, abort (text and tool), max rounds, follow-up,
+    steer, model error, overflow → compact → retry, continue-from: each tree,
+    exported, gives Pi the context Neta holds (one batched oracle run)."""
+    import json
+    import subprocess
+
+    from sessions_tree.pi_view import session_view
+
+    scenarios = []
+
+    def keep(driver):
+        provider = get_provider(driver.agent.session_provider)
+        path = tmp_path / f"{len(scenarios)}.jsonl"
+        path.write_text("".join(provider.export_lines(driver.session_id)))
+        scenarios.append((path, provider.session_source(driver.session_id)))
+
+    loop = {"match": {"contains": "loop"}, "reply": [{"tool_call": {"name": "ls", "arguments": {"path": "."}}}]}
+    slow = {"match": {"contains": "slow"}, "reply": [{"text": "word " * 300, "delay_ms": 3, "chunk_size": 4}]}
+    sleeper = {
+        "match": {"contains": "sleeper"},
+        "replies": [[{"tool_call": {"name": "bash", "arguments": {"command": "sleep 20"}}}], [{"text": "never"}]],
+    }
+    overflow = {"match": {"contains": "big request"}, "reply": {"steps": [{"text": "Let me"}], "error": "prompt is too long: 5 tokens > 4 maximum"}}
+    compacted = {"match": {"contains": "was compacted into"}, "reply": [{"text": "after compaction"}]}
+    broken = {"match": {"contains": "explode"}, "reply": {"steps": [{"text": "par"}], "error": "upstream exploded"}}
+    script = rules(summary_rule(), WRITE_THEN_READ, loop, slow, sleeper, overflow, compacted, broken)
+
+    driver = driver_for(script, name="many", max_tool_rounds=2, compaction_keep_recent_tokens=1)
+    driver.prompt("please make a file")
+    driver.prompt("loop forever")  # stops at max rounds
+    driver.prompt("explode now")
+    first_user = get_provider("file").get_active_path(driver.session_id)[2]
+    driver.prompt("edited start", from_entry_id=first_user["id"])
+    keep(driver)
+
+    driver = driver_for(script, name="aborts")
+    for text, wait_kind in (("slow talk", "assistant_stream_delta"), ("sleeper please", "tool_call_completed")):
+        seen = len(driver.sink.of_type(wait_kind))
+        thread, holder, _ = driver.start(text)
+        wait_for(lambda: len(driver.sink.of_type(wait_kind)) > seen)
+        time.sleep(0.2)
+        run_abort(session_id=driver.session_id)
+        thread.join(timeout=30)
+        assert holder[0].status == RunStatus.ABORTED
+    keep(driver)
+
+    driver = driver_for(script, name="queues")
+    thread, holder, _ = driver.start("slow talk")
+    wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
+    session_prompt(session_id=driver.session_id, text="a follow-up")
+    thread.join(timeout=30)
+    keep(driver)
+
+    driver = driver_for(script, name="overflows", compaction_keep_recent_tokens=1)
+    driver.prompt("hello")
+    driver.prompt("big request")
+    keep(driver)
+
+    jobs = [{"file": str(path), "out": str(path) + ".pi.json"} for path, _ in scenarios]
+    jobs_file = tmp_path / "jobs.json"
+    jobs_file.write_text(json.dumps(jobs))
+    done = subprocess.run([str(oracle), "context-batch", str(jobs_file)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for (path, (header, entries, leaf)), job in zip(scenarios, jobs):
+        pi = json.loads(open(job["out"]).read())
+        assert "error" not in pi, pi
+        assert pi["leafId"] == leaf
+        assert session_view(header, entries, leaf, file_version=3) == pi, path.name
