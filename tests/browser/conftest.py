@@ -185,7 +185,9 @@ def server(tmp_path_factory):
     stop_daphne(proc)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread
+# until it stops, which breaks later tests that call asyncio.run().
+@pytest.fixture(scope="module")
 def browser():
     require_browser()
     from playwright.sync_api import sync_playwright
