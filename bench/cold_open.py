@@ -14,7 +14,6 @@ for both.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench import environment
-from bench.report import Report, machine, median
+from bench.report import Report, machine, median, sized_bench_main
 
 SHAPES = ("linear", "branchy")
 SIZES = (1_000, 10_000, 100_000)
@@ -126,14 +125,7 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--child"]:
         child(*argv[1:4])
         return
-    parser = argparse.ArgumentParser(prog="python -m bench.cold_open")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--repeat", type=int, default=REPEAT)
-    args = parser.parse_args(argv)
-    report = Report()
-    run(report, sizes=[int(s) for s in args.sizes.split(",")], repeat=args.repeat)
-    print()
-    print(report.table())
+    sized_bench_main("cold_open", run, argv, sizes=SIZES, repeat=REPEAT)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ count must not grow with the session. Appends are in ``bench.warm_append``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from bench import environment
-from bench.report import Report, machine, median
+from bench.report import Report, machine, median, sized_bench_main
 
 SIZES = (1_000, 10_000, 100_000)
 REPEAT = 5
@@ -61,14 +60,7 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.mysql_provider")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--repeat", type=int, default=REPEAT)
-    args = parser.parse_args(argv)
-    report = Report()
-    run(report, sizes=[int(s) for s in args.sizes.split(",")], repeat=args.repeat)
-    print()
-    print(report.table())
+    sized_bench_main("mysql_provider", run, argv, sizes=SIZES, repeat=REPEAT)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -56,3 +58,15 @@ def machine() -> str:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def sized_bench_main(name: str, run: Callable, argv: list[str], *, sizes, repeat: int) -> None:
+    """The command line the size-driven benchmarks share: ``--sizes`` and ``--repeat``, then the table."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}")
+    parser.add_argument("--sizes", default=",".join(map(str, sizes)))
+    parser.add_argument("--repeat", type=int, default=repeat)
+    args = parser.parse_args(argv)
+    report = Report()
+    run(report, sizes=[int(s) for s in args.sizes.split(",")], repeat=args.repeat)
+    print()
+    print(report.table())

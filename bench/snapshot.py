@@ -9,14 +9,13 @@ without (caches cleared), its JSON size, and what its ``page`` says was left out
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import orjson
 
 from bench import environment
-from bench.report import Report, machine, median
+from bench.report import Report, machine, median, sized_bench_main
 
 SIZES = (100_000,)
 REPEAT = 5
@@ -62,14 +61,7 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.snapshot")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--repeat", type=int, default=REPEAT)
-    args = parser.parse_args(argv)
-    report = Report()
-    run(report, sizes=[int(s) for s in args.sizes.split(",")], repeat=args.repeat)
-    print()
-    print(report.table())
+    sized_bench_main("snapshot", run, argv, sizes=SIZES, repeat=REPEAT)
 
 
 if __name__ == "__main__":
