@@ -9,7 +9,7 @@ import pytest
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.anthropic_messages import build_params
 
-from .wire_servers import Reply, Status, WireServer, anthropic_events, comparable, terminal_events
+from .wire_servers import Reply, Status, WireServer, anthropic_events, comparable, ask, terminal_events, user
 
 PRICES = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}
 FAST_RETRY = {"retry_base_delay": 0.01, "timeout": 10}
@@ -44,14 +44,6 @@ def spec(server, **overrides) -> ModelSpec:
         **overrides,
     }
     return ModelSpec(**values)
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def ask(text: str = "hello", **kwargs) -> LlmRequest:
-    return LlmRequest(system_prompt="You are terse.", messages=[user(text)], tools=kwargs.pop("tools", []), **kwargs)
 
 
 THINKING = {"type": "thinking", "thinking": "The user greets me; answer briefly.", "thinkingSignature": "EqQBsig=="}

@@ -10,7 +10,7 @@ import pytest
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_completions import build_params
 
-from .wire_servers import Reply, Status, WireServer, comparable, openai_chunks, terminal_events
+from .wire_servers import Reply, Status, WireServer, comparable, openai_chunks, ask, terminal_events, user
 
 PRICES = {"input": 2, "output": 8, "cacheRead": 0.5}
 FAST_RETRY = {"retry_base_delay": 0.01, "timeout": 10}
@@ -67,14 +67,6 @@ def deepseek_spec(server, **overrides) -> ModelSpec:
         **overrides,
     }
     return ModelSpec(**values)
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
-
-
-def ask(text: str = "hello", **kwargs) -> LlmRequest:
-    return LlmRequest(system_prompt="You are terse.", messages=[user(text)], tools=kwargs.pop("tools", []), **kwargs)
 
 
 TEXT = {"type": "text", "text": "Sure, here is the plan."}

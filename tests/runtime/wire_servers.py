@@ -464,3 +464,16 @@ def comparable(message: dict) -> dict:
 
 def terminal_events(events) -> list:
     return [e for e in events if e.type in ("done", "error")]
+
+
+# --- requests the wire tests send ------------------------------------------------------
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+
+
+def ask(text: str = "hello", **kwargs):
+    from runtime.llm import LlmRequest
+
+    return LlmRequest(system_prompt="You are terse.", messages=[user(text)], tools=kwargs.pop("tools", []), **kwargs)
