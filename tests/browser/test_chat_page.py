@@ -225,6 +225,20 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
     expect(chat.locator(".tree-row.selected")).to_contain_text("one")
     tree.press("l")
     chat.get_by_placeholder("Label (empty clears it)").fill("start here")
+    # A patch arriving while the label is typed re-renders the sidebar; the text must survive it.
+    chat.evaluate(
+        """async () => {
+          const token = decodeURIComponent(document.cookie.match(/csrftoken=([^;]+)/)[1]);
+          const r = await fetch(`/api/sessions/${window.neta.data.sessionId}/`, {
+            method: 'PATCH', credentials: 'same-origin',
+            headers: {'Content-Type': 'application/json', 'X-CSRFToken': token},
+            body: JSON.stringify({title: 'Renamed mid-edit'}),
+          });
+          if (!r.ok) throw new Error(`rename failed: ${r.status}`);
+        }"""
+    )
+    expect(chat.get_by_role("heading", level=1)).to_have_text("Renamed mid-edit")
+    expect(chat.get_by_placeholder("Label (empty clears it)")).to_have_value("start here")
     chat.get_by_placeholder("Label (empty clears it)").press("Enter")
     expect(chat.locator(".tree-row .row-label")).to_have_text("start here")
     expect(chat.locator(".msg-user .entry-label")).to_contain_text("start here")

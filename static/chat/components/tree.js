@@ -199,16 +199,19 @@ export function TreeSidebar({ store, actions, open, onClose }) {
 }
 
 function LabelEditor({ initial, onDone }) {
+  // The text lives in state: the sidebar re-renders whenever a patch arrives, and an
+  // input bound to `initial` would be reset to it under the user's fingers.
+  const [text, setText] = useState(initial);
   const input = useRef(null);
   useEffect(() => input.current?.focus(), []);
   const submit = (event) => {
     event.preventDefault();
-    onDone(input.current.value.trim());
+    onDone(text.trim());
   };
   return html`
     <form class="label-editor" onSubmit=${submit}>
       <label for="label-input" class="visually-hidden">Label</label>
-      <input id="label-input" ref=${input} maxlength="200" value=${initial} placeholder="Label (empty clears it)" onKeyDown=${(e) => e.key === "Escape" && onDone(null)} />
+      <input id="label-input" ref=${input} maxlength="200" value=${text} onInput=${(e) => setText(e.currentTarget.value)} placeholder="Label (empty clears it)" onKeyDown=${(e) => e.key === "Escape" && onDone(null)} />
       <button type="submit" class="primary small">Save</button>
       <button type="button" class="small" onClick=${() => onDone(null)}>Cancel</button>
     </form>
