@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
 
 from django.db import connections
 from django.db.models import BinaryField, F, Func
@@ -25,6 +26,42 @@ _indexes: dict[tuple[str, str], SessionIndex] = {}
 _indexes_lock = threading.Lock()
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
 _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
+_FETCH_BATCH = 1000
+
+
+def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed, *, parse: bool = False) -> Record:
+    """The index record of one row (``parse``: with its entry parsed now)."""
+    if shadowed:  # the row's entry_id is "<id>~<seq>": the entry knows its own id
+        record = record_from_entry(jsonl.loads(payload), payload)
+        assert record is not None, "stored rows are entries"
+    else:
+        record = Record(entry_id, parent_id, kind, payload, jsonl.loads(payload) if parse else None)
+    record.seq = seq
+    return record
+
+
+@contextlib.contextmanager
+def _cursor(connection):
+    """A cursor that streams the result on MySQL (``SSCursor``), a plain one elsewhere.
+
+    Either way it goes through Django's wrappers, so errors are translated and
+    the query is logged and counted like any other.
+    """
+    if connection.vendor != "mysql":
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    from django.db.backends.mysql.base import CursorWrapper
+    from MySQLdb.cursors import SSCursor
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection.cursor(SSCursor)
+    cursor = connection._prepare_cursor(CursorWrapper(raw))
+    try:
+        yield cursor
+    finally:
+        cursor.close()  # reads what is left of the result, freeing the connection
 
 
 def entry_row(meta: AgentSession, seq: int, pending: PendingEntry, *, status: str = EntryStatus.COMPLETED) -> SessionEntry:
@@ -91,43 +128,78 @@ class MysqlProvider(SessionTreeProvider):
         with index.lock:
             if index.position >= meta.last_seq:
                 return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
-            rows = self._rows_after(meta, index.position)
             with gc_paused():
-                for seq, entry_id, parent_id, kind, payload, status, shadowed in rows:
-                    if status == EntryStatus.IN_FLIGHT:
-                        break  # finalized later; nothing is appended after it meanwhile
-                    if shadowed:
-                        record = record_from_entry(jsonl.loads(payload), payload)
-                        if record is None:  # pragma: no cover - stored rows are entries
-                            continue
-                    else:
-                        record = Record(entry_id, parent_id, kind, payload)
-                    record.seq = seq
-                    index.add(record)
-                    index.position = seq
+                if index.position == 0:
+                    self._load_newest_first(meta, index)
+                else:
+                    self._top_up(meta, index)
         return index
 
-    def _rows_after(self, meta: AgentSession, position: int) -> list[tuple]:
+    def _top_up(self, meta: AgentSession, index: SessionIndex) -> None:
+        """Add the rows committed since the index last looked, oldest first."""
+        for seq, entry_id, parent_id, kind, payload, status, shadowed in self._fetch(meta, after=index.position):
+            if status == EntryStatus.IN_FLIGHT:
+                break  # finalized later; nothing is appended after it meanwhile
+            index.add(_record(seq, entry_id, parent_id, kind, payload, shadowed))
+            index.position = seq
+
+    def _load_newest_first(self, meta: AgentSession, index: SessionIndex) -> None:
+        """Read a whole session into an empty index, newest row first.
+
+        Going backwards from the persisted leaf, each row that is the parent the
+        walk waits for is on the active path: its payload is parsed as it arrives
+        (the context needs it next), while the server is still sending the rest
+        (a streaming cursor on MySQL). The other rows keep their JSON text.
+        """
+        records: list[Record] = []
+        path: list[Record] = []
+        wanted = meta.leaf_entry_id
+        for seq, entry_id, parent_id, kind, payload, status, shadowed in self._fetch(meta, newest_first=True):
+            if status == EntryStatus.IN_FLIGHT:
+                # The newest row; it joins the index once finalized (as _top_up stops at it).
+                records.clear()
+                path.clear()
+                wanted = parent_id if entry_id == meta.leaf_entry_id else meta.leaf_entry_id
+                continue
+            on_path = entry_id == wanted
+            record = _record(seq, entry_id, parent_id, kind, payload, shadowed, parse=on_path)
+            if on_path:
+                path.append(record)
+                wanted = parent_id
+            records.append(record)
+        records.reverse()
+        for record in records:
+            index.add(record)
+        index.position = records[-1].seq if records else 0
+        if path and wanted is None:  # the walk reached the root: the index's own walk would find the same path
+            path.reverse()
+            index.remember_path(path)
+
+    def _fetch(self, meta: AgentSession, *, after: int = 0, newest_first: bool = False) -> Iterator[tuple]:
         """(seq, entry_id, parent_entry_id, type, payload, status, shadowed) of the rows
-        after ``position``, in ``seq`` order, the payload as UTF-8 bytes.
+        after ``after`` up to ``meta.last_seq``, in ``seq`` order (or newest first), the
+        payload as UTF-8 bytes, in one query.
 
         The ORM writes the query; the rows come straight from the cursor, without
         the ORM's per-row value converters (the columns need none: ``shadowed``
         is only tested for truth). Bytes, not text: the driver does not decode
-        megabytes of JSON only for the parser to encode them again.
+        megabytes of JSON only for the parser to encode them again. On MySQL the
+        cursor streams (``SSCursor``): rows are handled while the server sends.
         """
         connection = connections[self.using]
         cast = _BINARY_CAST.get(connection.vendor)
-        rows = SessionEntry.objects.using(self.using).filter(session_id=meta.pk, seq__gt=position).order_by("seq")
+        rows = SessionEntry.objects.using(self.using).filter(session_id=meta.pk, seq__gt=after, seq__lte=meta.last_seq)
+        rows = rows.order_by("-seq" if newest_first else "seq")
         if cast is None:
             rows = rows.values_list(*_FIELDS)
         else:
             rows = rows.annotate(payload_bytes=Func(F("payload"), template=cast, output_field=BinaryField()))
             rows = rows.values_list("seq", "entry_id", "parent_entry_id", "type", "payload_bytes", "status", "shadowed")
         sql, params = rows.query.get_compiler(using=self.using).as_sql()
-        with connection.cursor() as cursor:
+        with _cursor(connection) as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall()
+            while batch := cursor.fetchmany(_FETCH_BATCH):
+                yield from batch
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records

@@ -295,6 +295,29 @@ def test_crashed_in_flight_entry_is_finalized_as_aborted_later(provider):
         provider.finalize_in_flight(sid, entry["id"], status="weird")
 
 
+def test_a_process_that_starts_while_an_entry_is_in_flight_reads_the_same_session(provider):
+    sid = provider.create_session(cwd="/w").session_id
+    u1 = provider.append_message(sid, user_message("first"))
+    a1 = provider.append_message(sid, assistant_message("one"))
+    provider.append_message(sid, user_message("abandoned branch"))
+    provider.switch_leaf(sid, a1["id"])
+    u2 = provider.append_message(sid, user_message("second"))
+    entry = provider.begin_in_flight(sid, assistant_message(""))
+    provider.update_in_flight_entry(sid, entry["id"], assistant_message("partial"))
+    forget_process_caches()  # a new process: nothing of this session in memory
+    assert roles(provider.build_context(sid)) == ["user", "assistant", "user", "assistant"]
+    assert provider.build_context(sid).messages[-1]["content"][0]["text"] == "partial"
+    assert ids(provider.get_active_path(sid)) == [u1["id"], a1["id"], u2["id"], entry["id"]]
+    assert ids(provider.list_entries(sid))[-1] == u2["id"]  # not stored until finalized
+    provider.finalize_in_flight(sid, entry["id"], assistant_message("complete"))
+    assert provider.build_context(sid).messages[-1]["content"][0]["text"] == "complete"  # the same index, topped up
+    assert ids(provider.list_entries(sid))[-1] == entry["id"]
+    assert provider.build_context(sid, u1["id"]).messages == [u1["message"]]
+    forget_process_caches()
+    assert provider.build_context(sid).messages[-1]["content"][0]["text"] == "complete"
+    assert len(provider.list_entries(sid)) == 5
+
+
 def test_create_branched_session(provider):
     sid = provider.create_session(cwd="/home/u/proj").session_id
     u1 = provider.append_message(sid, user_message("one"))
