@@ -15,8 +15,11 @@ loops forever.
 from __future__ import annotations
 
 import math
+import threading
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from sessions_tree.ids import iso_to_ms
 from sessions_tree.jsonl import UNDEFINED, dumps, js_to_string
@@ -29,6 +32,7 @@ __all__ = [
     "COMPACTION_SUMMARY_SUFFIX",
     "LAST",
     "ContextTokens",
+    "Prefix",
     "SessionContext",
     "bash_execution_to_text",
     "build_session_context",
@@ -58,6 +62,65 @@ class _Last:
 LAST = _Last()  # build_session_context's default leaf: the last entry, as Pi
 
 
+class Prefix(Sequence):
+    """A read-only list: the first ``n`` items of a list that only ever grows at its end.
+
+    Contexts of successive leaves share one such list: extending the newest context
+    appends to it in place (O(new messages)) and every older context still sees
+    exactly its own prefix. Extending an older context copies its prefix first.
+    Compares equal to any list or tuple with the same items; slicing returns a list.
+    """
+
+    __slots__ = ("_items", "_n")
+    _grow_lock = threading.Lock()
+
+    def __init__(self, items: list, n: int | None = None):
+        self._items = items
+        self._n = len(items) if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._n)
+            if step == 1:
+                return self._items[start:stop] if start < stop else []
+            return [self._items[k] for k in range(start, stop, step)]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("Prefix index out of range")
+        return self._items[i]
+
+    def __iter__(self):
+        return islice(self._items, self._n)
+
+    def __reversed__(self):
+        items = self._items
+        return (items[i] for i in range(self._n - 1, -1, -1))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Prefix, list, tuple)):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # mutable underneath, like a list
+
+    def __repr__(self) -> str:
+        return f"Prefix({list(self)!r})"
+
+    def extended(self, new: list) -> Prefix:
+        """This prefix followed by ``new``."""
+        if not new:
+            return self
+        with Prefix._grow_lock:
+            if len(self._items) == self._n:  # the newest view: grow the shared list
+                self._items.extend(new)
+                return Prefix(self._items, self._n + len(new))
+        return Prefix([*self, *new])
+
+
 @dataclass(frozen=True)
 class SessionContext:
     """What the model sees at a leaf (before :func:`convert_to_llm`).
@@ -65,13 +128,14 @@ class SessionContext:
     ``thinking_level`` is ``"off"`` unless the path sets it (None if the deciding
     entry has no ``thinkingLevel``); ``model`` is None or ``{"provider", "modelId"}``
     (keys missing when the deciding entry lacks them, as Pi's ``{}``).
-    Treat the lists as read-only: messages are the stored dicts.
+    ``messages`` and ``source_entry_ids`` are read-only sequences (a :class:`Prefix`
+    when built here; plain lists are accepted); messages are the stored dicts.
     """
 
-    messages: list
+    messages: Sequence
     thinking_level: object
     model: dict | None
-    source_entry_ids: list
+    source_entry_ids: Sequence
 
 
 def _empty() -> SessionContext:
@@ -210,10 +274,10 @@ def context_from_path(path_entries: list[dict]) -> SessionContext:
         messages = [_compaction_summary_message(compaction), *messages[cut:]]
         sources = [compaction.get("id"), *sources[cut:]]
     return SessionContext(
-        messages=messages,
+        messages=Prefix(messages),
         thinking_level=_thinking_level(thinking_entry, "off"),
         model=_model(model_source, None),
-        source_entry_ids=sources,
+        source_entry_ids=Prefix(sources),
     )
 
 
@@ -250,12 +314,24 @@ def extend_context(ctx: SessionContext, new_path_entries: list[dict]) -> Session
     for entry in new_path_entries:
         if entry.get("type") == "compaction":
             return None
-    messages = list(ctx.messages)
-    sources = list(ctx.source_entry_ids)
+    messages: list = []
+    sources: list = []
     thinking_entry, model_source, _ = _scan(new_path_entries, messages, sources, None, None, None)
     thinking_level = _thinking_level(thinking_entry, ctx.thinking_level)
     model = _model(model_source, ctx.model)
-    return SessionContext(messages=messages, thinking_level=thinking_level, model=model, source_entry_ids=sources)
+    return SessionContext(
+        messages=_followed_by(ctx.messages, messages),
+        thinking_level=thinking_level,
+        model=model,
+        source_entry_ids=_followed_by(ctx.source_entry_ids, sources),
+    )
+
+
+def _followed_by(items: Sequence, new: list) -> Prefix:
+    """``items`` then ``new``: in place when ``items`` is the newest view of its list."""
+    if type(items) is Prefix:
+        return items.extended(new)
+    return Prefix([*items, *new])
 
 
 # --------------------------------------------------------------------------- convertToLlm

@@ -78,7 +78,7 @@ def session_view(header: dict, entries: list[dict], leaf=DEFAULT, *, file_versio
         start = index.get(leaf_id if type(leaf_id) is str else id_key(leaf_id)) if js_truthy(leaf_id) else None
         path = walk_from_entry(index, start if start is not None else entries[-1])
     ctx = context_from_path(path) if path else SessionContext([], "off", None, [])
-    messages = ctx.messages
+    messages = list(ctx.messages)
     if canonical_ids:
         messages = [
             {**m, "fromId": cid(m["fromId"])} if type(m) is dict and m.get("role") == "branchSummary" and "fromId" in m else m

@@ -199,7 +199,7 @@ def read_back(session_id: str) -> dict:
         "entryIds": [e["id"] for e in provider.list_entries(session_id)],
         "leaf": meta.leaf_entry_id,
         "inFlight": meta.in_flight_entry_id,
-        "contextIds": ctx.source_entry_ids,
+        "contextIds": list(ctx.source_entry_ids),
         "messageCount": len(ctx.messages),
     }
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sessions_tree import entries as E
 from sessions_tree.context import (
     LAST,
+    Prefix,
     build_session_context,
     context_from_path,
     convert_to_llm,
@@ -313,3 +314,31 @@ def test_token_estimates_match_pi(oracle, tmp_path):
         messages = build_session_context(entries).messages
         assert estimate_context_tokens(messages) == pi
         assert (estimate_context_usage(messages).last_usage_index is None) == (name == "estimated")
+
+
+def test_prefix_is_a_read_only_list_of_its_own_items():
+    shared = Prefix([1, 2, 3])
+    longer = shared.extended([4, 5])
+    assert list(shared) == [1, 2, 3] and list(longer) == [1, 2, 3, 4, 5]  # the older view keeps its prefix
+    assert shared == [1, 2, 3] and [1, 2, 3] == shared and shared == (1, 2, 3) and shared != [1, 2]
+    assert len(shared) == 3 and shared[-1] == 3 and shared[0] == 1
+    with pytest.raises(IndexError):
+        shared[3]  # there is a 4 underneath, but not in this view
+    assert shared[1:] == [2, 3] and shared[-2:] == [2, 3] and shared[:10] == [1, 2, 3] and shared[::-1] == [3, 2, 1]
+    assert longer[3:] == [4, 5] and shared[5:] == [] and list(reversed(shared)) == [3, 2, 1]
+    # Extending an older view copies it: the newer one is not disturbed.
+    fork = shared.extended(["x"])
+    assert list(fork) == [1, 2, 3, "x"] and list(longer) == [1, 2, 3, 4, 5]
+    assert longer.extended([]) is longer
+
+
+def test_extending_a_context_touches_only_the_new_messages():
+    c = Chain()
+    entries = [c.msg(user("one")), c.msg(assistant("two"))]
+    ctx = context_from_path(entries)
+    more = [c.msg(user("three")), c.msg(assistant("four"))]
+    grown = extend_context(ctx, more)
+    assert [m["content"][0]["text"] for m in ctx.messages] == ["one", "two"]
+    assert [m["content"][0]["text"] for m in grown.messages] == ["one", "two", "three", "four"]
+    assert grown.messages._items is ctx.messages._items  # shared, not copied
+    assert grown == context_from_path(entries + more)

@@ -414,7 +414,7 @@ def _run_in_new_process(provider, session_id: str) -> dict:
         "from sessions_tree.providers import get_provider;"
         f"p = get_provider({provider.kind!r});"
         f"m = p.get_session({session_id!r}); c = p.build_context({session_id!r});"
-        "print(json.dumps({'leaf': m.leaf_entry_id, 'ids': c.source_entry_ids, 'messages': c.messages}))"
+        "print(json.dumps({'leaf': m.leaf_entry_id, 'ids': list(c.source_entry_ids), 'messages': list(c.messages)}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
