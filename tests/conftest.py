@@ -63,3 +63,15 @@ def outsider(django_user_model):
 @pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True, is_superuser=True)
+
+
+def pytest_unconfigure(config):
+    """Remove what SQLite leaves beside the test database once Django has dropped it
+    (``-wal``/``-shm``, kept when a child process still had it open)."""
+    name = settings.DATABASES.get("default", {}).get("TEST", {}).get("NAME") if settings.configured else None
+    if not name or settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    base = Path(name)
+    if not base.exists():
+        for suffix in ("-wal", "-shm"):
+            base.with_name(base.name + suffix).unlink(missing_ok=True)

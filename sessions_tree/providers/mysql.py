@@ -11,6 +11,7 @@ tops up with ``seq > last seen``.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterator
 
@@ -29,15 +30,14 @@ _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(ex
 _FETCH_BATCH = 1000
 
 
-def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed, *, parse: bool = False) -> Record:
-    """The index record of one row (``parse``: with its entry parsed now)."""
+def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed) -> Record:
+    """The index record of one row."""
     if shadowed:  # the row's entry_id is "<id>~<seq>": the entry knows its own id
         record = record_from_entry(jsonl.loads(payload), payload)
         assert record is not None, "stored rows are entries"
-    else:
-        record = Record(entry_id, parent_id, kind, payload, jsonl.loads(payload) if parse else None)
-    record.seq = seq
-    return record
+        record.seq = seq
+        return record
+    return Record(entry_id, parent_id, kind, payload, None, seq)
 
 
 @contextlib.contextmanager
@@ -137,7 +137,7 @@ class MysqlProvider(SessionTreeProvider):
 
     def _top_up(self, meta: AgentSession, index: SessionIndex) -> None:
         """Add the rows committed since the index last looked, oldest first."""
-        for seq, entry_id, parent_id, kind, payload, status, shadowed in self._fetch(meta, after=index.position):
+        for seq, entry_id, parent_id, kind, payload, status, shadowed in itertools.chain.from_iterable(self._fetch(meta, after=index.position)):
             if status == EntryStatus.IN_FLIGHT:
                 break  # finalized later; nothing is appended after it meanwhile
             index.add(_record(seq, entry_id, parent_id, kind, payload, shadowed))
@@ -154,31 +154,39 @@ class MysqlProvider(SessionTreeProvider):
         records: list[Record] = []
         path: list[Record] = []
         wanted = meta.leaf_entry_id
-        for seq, entry_id, parent_id, kind, payload, status, shadowed in self._fetch(meta, newest_first=True):
-            if status == EntryStatus.IN_FLIGHT:
-                # The newest row; it joins the index once finalized (as _top_up stops at it).
-                records.clear()
-                path.clear()
-                wanted = parent_id if entry_id == meta.leaf_entry_id else meta.leaf_entry_id
-                continue
-            on_path = entry_id == wanted
-            record = _record(seq, entry_id, parent_id, kind, payload, shadowed, parse=on_path)
-            if on_path:
-                path.append(record)
-                wanted = parent_id
-            records.append(record)
+        in_flight, loads = EntryStatus.IN_FLIGHT.value, jsonl.loads
+        for batch in self._fetch(meta, newest_first=True):
+            for seq, entry_id, parent_id, kind, payload, status, shadowed in batch:
+                if status == in_flight:
+                    # The newest row; it joins the index once finalized (as _top_up stops at it).
+                    records.clear()
+                    path.clear()
+                    wanted = parent_id if entry_id == meta.leaf_entry_id else meta.leaf_entry_id
+                    continue
+                if shadowed:
+                    record = _record(seq, entry_id, parent_id, kind, payload, shadowed)
+                elif entry_id == wanted:
+                    record = Record(entry_id, parent_id, kind, payload, loads(payload), seq)
+                    path.append(record)
+                    wanted = parent_id
+                else:
+                    record = Record(entry_id, parent_id, kind, payload, None, seq)
+                records.append(record)
         records.reverse()
-        for record in records:
-            index.add(record)
+        stored, by_id, first_child = index.records, index.by_id, index.first_child
+        stored.extend(records)
+        for record in records:  # SessionIndex.add, inlined
+            by_id[record.id] = record
+            first_child.setdefault(record.parent_id, record.id)
         index.position = records[-1].seq if records else 0
         if path and wanted is None:  # the walk reached the root: the index's own walk would find the same path
             path.reverse()
             index.remember_path(path)
 
-    def _fetch(self, meta: AgentSession, *, after: int = 0, newest_first: bool = False) -> Iterator[tuple]:
-        """(seq, entry_id, parent_entry_id, type, payload, status, shadowed) of the rows
-        after ``after`` up to ``meta.last_seq``, in ``seq`` order (or newest first), the
-        payload as UTF-8 bytes, in one query.
+    def _fetch(self, meta: AgentSession, *, after: int = 0, newest_first: bool = False) -> Iterator[list[tuple]]:
+        """Batches of (seq, entry_id, parent_entry_id, type, payload, status, shadowed):
+        the rows after ``after`` up to ``meta.last_seq``, in ``seq`` order (or newest
+        first), the payload as UTF-8 bytes, in one query.
 
         The ORM writes the query; the rows come straight from the cursor, without
         the ORM's per-row value converters (the columns need none: ``shadowed``
@@ -199,7 +207,7 @@ class MysqlProvider(SessionTreeProvider):
         with _cursor(connection) as cursor:
             cursor.execute(sql, params)
             while batch := cursor.fetchmany(_FETCH_BATCH):
-                yield from batch
+                yield batch
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
