@@ -117,6 +117,8 @@ NETA_SESSIONS_DIR = env_path("NETA_SESSIONS_DIR", VAR_DIR / "sessions", base=BAS
 NETA_EVENT_LOG_SIZE = env_int("NETA_EVENT_LOG_SIZE", 1000, minimum=10)
 # Snapshots carry at most this many full entries; the rest is paged (DESIGN §2).
 NETA_SNAPSHOT_ENTRY_LIMIT = env_int("NETA_SNAPSHOT_ENTRY_LIMIT", 2000, minimum=10)
+# Entries the in-process session indexes may hold in all (least recently used sessions are dropped first).
+NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=1000)
 
 # --- Realtime and tasks -------------------------------------------------------
 NETA_REDIS_URL = env_str("NETA_REDIS_URL")

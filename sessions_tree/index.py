@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -336,3 +337,97 @@ def _tokens_after(tokens: int, new_messages: list) -> int:
     if usage.last_usage_index is not None:
         return usage.tokens
     return tokens + usage.trailing_tokens
+
+
+class IndexCache:
+    """The session indexes one process keeps, bounded, least recently used out first.
+
+    Both providers keep theirs here (keys carry the provider), so one budget,
+    ``NETA_INDEX_CACHE_ENTRIES`` entries across all cached sessions, bounds the
+    memory a long-running process spends on them. An index that is dropped is
+    only forgotten: whoever holds it keeps using it, and the next read of its
+    session loads it again from the store. The index used last is never dropped,
+    however large it is.
+    """
+
+    def __init__(self, limit: Callable[[], int]):
+        self._limit = limit
+        self._items: OrderedDict[Hashable, SessionIndex] = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}
+        self._total = 0
+        self.lock = threading.Lock()
+        self.evictions = 0
+
+    def get(self, key: Hashable) -> SessionIndex | None:
+        with self.lock:
+            index = self._items.get(key)
+            if index is not None:
+                self._items.move_to_end(key)
+            return index
+
+    def get_or_add(self, key: Hashable, make: Callable[[], SessionIndex], keep: Callable[[SessionIndex], bool]) -> SessionIndex:
+        """The index under ``key`` if ``keep`` accepts it, else a new one from ``make``."""
+        with self.lock:
+            index = self._items.get(key)
+            if index is not None and keep(index):
+                self._items.move_to_end(key)
+                return index
+            self._set(key, make())
+            return self._items[key]
+
+    def replace(self, key: Hashable, index: SessionIndex) -> None:
+        with self.lock:
+            self._set(key, index)
+
+    def pop(self, key: Hashable) -> None:
+        with self.lock:
+            self._items.pop(key, None)
+            self._total -= self._sizes.pop(key, 0)
+
+    def clear(self) -> None:
+        with self.lock:
+            self._items.clear()
+            self._sizes.clear()
+            self._total = 0
+
+    def grew(self, key: Hashable, index: SessionIndex) -> None:
+        """``index`` (under ``key``) has read more entries: count them, then drop the
+        least recently used indexes while the cache is over its budget."""
+        with self.lock:
+            if self._items.get(key) is not index:
+                return  # replaced or dropped meanwhile
+            size = len(index.records)
+            self._total += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
+            limit = self._limit()
+            while self._total > limit and len(self._items) > 1:
+                oldest = next(iter(self._items))
+                if oldest == key:  # pragma: no cover - ``key`` was just used, so it is never first
+                    break
+                del self._items[oldest]
+                self._total -= self._sizes.pop(oldest, 0)
+                self.evictions += 1
+
+    def stats(self) -> dict:
+        with self.lock:
+            return {"sessions": len(self._items), "entries": self._total, "limit": self._limit(), "evictions": self.evictions}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def _set(self, key: Hashable, index: SessionIndex) -> None:
+        self._items[key] = index
+        self._items.move_to_end(key)
+        self._total -= self._sizes.pop(key, 0)
+
+
+def _cache_limit() -> int:
+    from django.conf import settings
+
+    return settings.NETA_INDEX_CACHE_ENTRIES
+
+
+INDEXES = IndexCache(_cache_limit)

@@ -30,7 +30,7 @@ from sessions_tree import jsonl
 from sessions_tree.context import SessionContext, context_from_path
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
-from sessions_tree.index import Record, SessionIndex
+from sessions_tree.index import INDEXES, Record, SessionIndex
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
 from sessions_tree.tree import label_state
@@ -102,8 +102,13 @@ class SessionTreeProvider:
         """The records that belong to ``meta``'s revision (stored order)."""
         return index.records
 
+    def _cache_key(self, meta: AgentSession) -> tuple:
+        """The key of this session's index in the process-wide ``INDEXES`` cache."""
+        raise NotImplementedError
+
     def _forget_index(self, meta: AgentSession) -> None:
         """Drop the cached index (after a failed write)."""
+        INDEXES.pop(self._cache_key(meta))
 
     # ------------------------------------------------------------------ sessions
 
@@ -639,6 +644,7 @@ class SessionTreeProvider:
                     index = self._store_index(meta)
                     yield meta, index, self._emitter(session_id, meta.revision, events)
                     self._commit(meta, index, events)
+                INDEXES.grew(self._cache_key(meta), index)  # what the change appended counts against the budget
                 return
             except _RecoverFirst:
                 self._recover(session_id)

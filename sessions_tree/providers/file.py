@@ -42,13 +42,12 @@ from django.conf import settings
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_entry, record_from_line
+from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry, record_from_line
 from sessions_tree.models import AgentSession, ProviderKind
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed, recount
 
-# One index per file per process.
-_indexes: dict[str, SessionIndex] = {}
-_indexes_lock = threading.Lock()
+# One index per file per process, in the process-wide cache shared with the mysql provider.
+_indexes = INDEXES
 MAX_KEPT_FRAGMENT = 64 * 1024
 
 
@@ -126,8 +125,7 @@ class FileProvider(SessionTreeProvider):
     def _store_delete(self, meta: AgentSession) -> None:
         path = Path(meta.session_file)
         path.unlink(missing_ok=True)
-        with _indexes_lock:
-            _indexes.pop(meta.session_file, None)
+        _indexes.pop(self._cache_key(meta))
 
     # ------------------------------------------------------------------ locking and reading
 
@@ -148,10 +146,9 @@ class FileProvider(SessionTreeProvider):
 
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         path = meta.session_file
-        with _indexes_lock:
-            index = _indexes.get(path)
-            if index is None:
-                index = _indexes[path] = SessionIndex()
+        cache_key = self._cache_key(meta)
+        index = _indexes.get_or_add(cache_key, SessionIndex, lambda ix: True)
+        grew = False
         with index.lock:
             fd = _locks.fds.get(path)
             own = fd is None
@@ -162,19 +159,20 @@ class FileProvider(SessionTreeProvider):
                 key = (st.st_dev, st.st_ino)
                 if index.source_key != key or st.st_size < index.position:
                     fresh = SessionIndex(source_key=key)
-                    with _indexes_lock:
-                        _indexes[path] = fresh
+                    _indexes.replace(cache_key, fresh)
                     index = fresh
                 if st.st_size > index.position:
                     _read_new_lines(fd, index, st.st_size, meta)
+                    grew = True
             finally:
                 if own:
                     os.close(fd)
+        if grew:
+            _indexes.grew(cache_key, index)
         return index
 
-    def _forget_index(self, meta: AgentSession) -> None:
-        with _indexes_lock:
-            _indexes.pop(meta.session_file, None)
+    def _cache_key(self, meta: AgentSession) -> tuple[str, str]:
+        return ("file", meta.session_file)
 
     # ------------------------------------------------------------------ writing
 

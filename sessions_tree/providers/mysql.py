@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
 from collections.abc import Iterator
 
 from django.db import connections
 from django.db.models import BinaryField, F, Func
 
 from sessions_tree import jsonl
-from sessions_tree.index import Record, SessionIndex, gc_paused, record_from_entry
+from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry
 from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
-_indexes: dict[tuple[str, str], SessionIndex] = {}
-_indexes_lock = threading.Lock()
+_indexes = INDEXES  # shared with the file provider: one budget for the process
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
 _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
 _FETCH_BATCH = 1000
@@ -88,8 +86,8 @@ def entry_row(meta: AgentSession, seq: int, pending: PendingEntry, *, status: st
 class MysqlProvider(SessionTreeProvider):
     kind = ProviderKind.MYSQL.value
 
-    def _key(self, meta: AgentSession) -> tuple[str, str]:
-        return (self.using, meta.session_id)
+    def _cache_key(self, meta: AgentSession) -> tuple[str, str, str]:
+        return ("mysql", self.using, meta.session_id)
 
     def _store_create(self, meta: AgentSession, header_raw: str, records: list[PendingEntry]) -> None:
         rows = []
@@ -120,11 +118,8 @@ class MysqlProvider(SessionTreeProvider):
         return contextlib.nullcontext()  # no query: _change's SELECT ... FOR UPDATE finds (or misses) the row
 
     def _store_index(self, meta: AgentSession) -> SessionIndex:
-        key = self._key(meta)
-        with _indexes_lock:
-            index = _indexes.get(key)
-            if index is None or index.source_key != meta.pk:
-                index = _indexes[key] = SessionIndex(source_key=meta.pk)
+        key = self._cache_key(meta)
+        index = _indexes.get_or_add(key, lambda: SessionIndex(source_key=meta.pk), lambda ix: ix.source_key == meta.pk)
         with index.lock:
             if index.position >= meta.last_seq:
                 return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
@@ -133,6 +128,7 @@ class MysqlProvider(SessionTreeProvider):
                     self._load_newest_first(meta, index)
                 else:
                     self._top_up(meta, index)
+        _indexes.grew(key, index)
         return index
 
     def _top_up(self, meta: AgentSession, index: SessionIndex) -> None:
@@ -215,10 +211,6 @@ class MysqlProvider(SessionTreeProvider):
             # Rows committed after ``meta`` was read belong to a later revision.
             return [r for r in records if r.seq <= meta.last_seq]
         return records
-
-    def _forget_index(self, meta: AgentSession) -> None:
-        with _indexes_lock:
-            _indexes.pop(self._key(meta), None)
 
     def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
         rows = []

@@ -155,7 +155,10 @@ def test_double_fork_and_setsid_leave_no_survivor(workspace, cgroups_ok, mode, e
     if ending == "exit":
         result = bash(ctx, f"{daemon}; sleep 0.3; echo launched")
         assert not result.is_error and result.text_output() == "launched\n"
-        assert result.details["stoppedBackgroundProcesses"] >= 1
+        if mode == "none":
+            assert result.details["stoppedBackgroundProcesses"] >= 1
+        # Under bwrap the kernel may take them down with the PID namespace before
+        # Neta counts them; either way none may survive (checked below).
     elif ending == "timeout":
         result = bash(ctx, f"{daemon}; sleep {m}", timeout=1)
         assert result.details["timedOut"] is True

@@ -1,0 +1,85 @@
+"""The process-wide cache of session indexes: bounded, least recently used out first."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions_tree.index import INDEXES, IndexCache, Record, SessionIndex
+from tests.sessions_tree.conftest import assistant_message, user_message
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+
+def index_of(n: int) -> SessionIndex:
+    index = SessionIndex()
+    for i in range(n):
+        index.add(Record(f"e{i}", f"e{i - 1}" if i else None, "message", b"{}"))
+    return index
+
+
+def test_least_recently_used_indexes_go_first_when_over_budget():
+    cache = IndexCache(lambda: 10)
+    a = cache.get_or_add("a", lambda: index_of(4), lambda ix: True)
+    cache.grew("a", a)
+    b = cache.get_or_add("b", lambda: index_of(4), lambda ix: True)
+    cache.grew("b", b)
+    assert cache.get("a") is a  # used: b is now the oldest
+    c = cache.get_or_add("c", lambda: index_of(4), lambda ix: True)
+    cache.grew("c", c)
+    assert "b" not in cache and "a" in cache and "c" in cache
+    assert cache.stats() == {"sessions": 2, "entries": 8, "limit": 10, "evictions": 1}
+
+
+def test_the_index_used_last_stays_however_large():
+    cache = IndexCache(lambda: 10)
+    small = cache.get_or_add("small", lambda: index_of(3), lambda ix: True)
+    cache.grew("small", small)
+    big = cache.get_or_add("big", lambda: index_of(50), lambda ix: True)
+    cache.grew("big", big)
+    assert "small" not in cache and cache.get("big") is big
+    assert cache.stats()["entries"] == 50
+
+
+def test_growth_of_a_cached_index_is_counted_once():
+    cache = IndexCache(lambda: 100)
+    index = cache.get_or_add("s", lambda: index_of(10), lambda ix: True)
+    cache.grew("s", index)
+    cache.grew("s", index)
+    index.add(Record("x", None, "message", b"{}"))
+    cache.grew("s", index)
+    assert cache.stats()["entries"] == 11
+    cache.replace("s", index_of(2))
+    assert cache.stats()["entries"] == 0  # counted again when it reads
+    cache.pop("s")
+    assert len(cache) == 0 and cache.stats()["entries"] == 0
+
+
+def test_an_index_rejected_by_keep_is_replaced():
+    cache = IndexCache(lambda: 100)
+    first = cache.get_or_add("s", lambda: SessionIndex(source_key=1), lambda ix: ix.source_key == 1)
+    assert cache.get_or_add("s", lambda: SessionIndex(source_key=2), lambda ix: ix.source_key == 1) is first
+    second = cache.get_or_add("s", lambda: SessionIndex(source_key=2), lambda ix: ix.source_key == 2)
+    assert second is not first and cache.get("s") is second
+
+
+def test_sessions_dropped_from_the_cache_read_back_whole(provider, settings):
+    settings.NETA_INDEX_CACHE_ENTRIES = 5
+    INDEXES.clear()
+    sessions = []
+    for s in range(4):
+        sid = provider.create_session(cwd="/w").session_id
+        for i in range(3):
+            provider.append_message(sid, user_message(f"s{s} q{i}"))
+            provider.append_message(sid, assistant_message(f"s{s} a{i}"))
+        sessions.append(sid)
+        provider.build_context(sid)
+    stats = INDEXES.stats()
+    assert stats["sessions"] == 1 and stats["evictions"] >= 3  # six entries each: only the last one fits
+    for s, sid in enumerate(sessions):
+        texts = [m["content"][0]["text"] for m in provider.build_context(sid).messages]
+        assert texts == [f"s{s} {kind}{i}" for i in range(3) for kind in ("q", "a")]
+    # A session dropped between two writes takes the second one where the first left off.
+    provider.append_message(sessions[0], user_message("after"))
+    provider.build_context(sessions[1])
+    provider.append_message(sessions[0], user_message("again"))
+    assert [m["content"][0]["text"] for m in provider.build_context(sessions[0]).messages][-2:] == ["after", "again"]
