@@ -25,7 +25,7 @@ from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 _indexes = INDEXES  # shared with the file provider: one budget for the process
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
 _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
-_FETCH_BATCH = 1000
+_FETCH_BATCH = 250  # small enough that parsing starts while the server still sends (1k rows: 6.6 -> 5 ms)
 
 
 def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed) -> Record:
