@@ -5,7 +5,7 @@ Every command runs
 * in its own session and process group (``start_new_session``), with stdin from
   ``/dev/null`` and stdout+stderr on one pipe;
 * with resource limits: file size (``RLIMIT_FSIZE``, so ``yes > file`` stops),
-  open files, no core dumps, set by a small ``/bin/sh`` launcher (and
+  open files, memory per process (``RLIMIT_DATA``), no core dumps, set by a small ``/bin/sh`` launcher (and
   ``setpriv --pdeathsig KILL`` when util-linux has it, so the shell dies with
   the thread that started it);
 * in a per-run cgroup when the host lets this process create one (cgroup v2
@@ -67,6 +67,7 @@ _POLL = 0.05
 DEFAULT_MAX_PROCESSES = 256
 DEFAULT_MAX_FILE_MB = 1024
 DEFAULT_MAX_OPEN_FILES = 4096
+DEFAULT_MAX_MEMORY_MB = 4096
 DEFAULT_MAX_TIMEOUT = 3600.0
 
 
@@ -77,6 +78,7 @@ class ProcessLimits:
     max_processes: int = DEFAULT_MAX_PROCESSES
     max_file_bytes: int = DEFAULT_MAX_FILE_MB * 1024 * 1024
     max_open_files: int = DEFAULT_MAX_OPEN_FILES
+    max_memory_bytes: int = DEFAULT_MAX_MEMORY_MB * 1024 * 1024
     max_timeout: float = DEFAULT_MAX_TIMEOUT
 
     @classmethod
@@ -89,6 +91,7 @@ class ProcessLimits:
             max_processes=int(getattr(settings, "NETA_BASH_MAX_PROCESSES", DEFAULT_MAX_PROCESSES)),
             max_file_bytes=int(getattr(settings, "NETA_BASH_MAX_FILE_MB", DEFAULT_MAX_FILE_MB)) * 1024 * 1024,
             max_open_files=int(getattr(settings, "NETA_BASH_MAX_OPEN_FILES", DEFAULT_MAX_OPEN_FILES)),
+            max_memory_bytes=int(getattr(settings, "NETA_BASH_MAX_MEMORY_MB", DEFAULT_MAX_MEMORY_MB)) * 1024 * 1024,
             max_timeout=float(getattr(settings, "NETA_BASH_MAX_TIMEOUT", DEFAULT_MAX_TIMEOUT)),
         )
 
@@ -433,7 +436,7 @@ class CommandOutcome:
 LAUNCHER = (
     'n=$1; shift; '
     'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; shift; n=$((n-1)); done; '
-    'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 2; '
+    'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -d "$3" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 3; '
     'exec "$@"'
 )
 SETPRIV_BINARIES = ("/usr/bin/setpriv", "/bin/setpriv")
@@ -456,7 +459,7 @@ def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCa
     return [
         "/bin/sh", "-c", LAUNCHER, "neta-launch",
         str(len(cage.procs_paths)), *cage.procs_paths,
-        str(blocks), str(limits.max_open_files),
+        str(blocks), str(limits.max_open_files), str(max(1, limits.max_memory_bytes // 1024)),
         *_pdeathsig_prefix(), *argv,
     ]
 

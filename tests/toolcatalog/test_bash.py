@@ -196,6 +196,20 @@ def test_yes_into_a_file_is_stopped_by_the_file_size_limit(ctx, workspace, setti
     assert (workspace / "big.txt").stat().st_size <= 8 * 1024 * 1024
 
 
+@pytest.mark.parametrize("mode", ["none", "bwrap"])
+def test_a_runaway_allocation_fails_in_the_command_at_the_memory_limit(workspace, settings, mode):
+    if mode == "bwrap":
+        require(sandbox.bwrap_status().available, sandbox.bwrap_status().reason)
+    settings.NETA_BASH_MAX_MEMORY_MB = 256
+    ctx = ToolContext(roots=(workspace,), sandbox=mode)
+    python = "python3 -c \"import sys; b = bytearray(int(sys.argv[1]) * 2**20); print('allocated', len(b) >> 20)\""
+    result = bash(ctx, f"{python} 600", timeout=60)
+    assert result.is_error and result.details["exitCode"] == 1
+    assert "MemoryError" in result.text_output()
+    small = bash(ctx, f"{python} 64", timeout=60)
+    assert not small.is_error and small.text_output() == "allocated 64\n"
+
+
 def test_a_hundred_sleeps_all_end_at_their_timeout(workspace):
     m = marker()
     ctx = ToolContext(roots=(workspace,), sandbox="none")
