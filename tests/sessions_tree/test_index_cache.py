@@ -17,33 +17,34 @@ def index_of(n: int) -> SessionIndex:
     return index
 
 
+def load(cache: IndexCache, key: str, n: int) -> SessionIndex:
+    """What a provider does: add an index for ``key``, read ``n`` entries into it, report."""
+    index = cache.get_or_add(key, lambda: index_of(n), lambda ix: True)
+    cache.grew(key, index)
+    return index
+
+
 def test_least_recently_used_indexes_go_first_when_over_budget():
     cache = IndexCache(lambda: 10)
-    a = cache.get_or_add("a", lambda: index_of(4), lambda ix: True)
-    cache.grew("a", a)
-    b = cache.get_or_add("b", lambda: index_of(4), lambda ix: True)
-    cache.grew("b", b)
+    a = load(cache, "a", 4)
+    load(cache, "b", 4)
     assert cache.get("a") is a  # used: b is now the oldest
-    c = cache.get_or_add("c", lambda: index_of(4), lambda ix: True)
-    cache.grew("c", c)
+    load(cache, "c", 4)
     assert "b" not in cache and "a" in cache and "c" in cache
     assert cache.stats() == {"sessions": 2, "entries": 8, "limit": 10, "evictions": 1}
 
 
 def test_the_index_used_last_stays_however_large():
     cache = IndexCache(lambda: 10)
-    small = cache.get_or_add("small", lambda: index_of(3), lambda ix: True)
-    cache.grew("small", small)
-    big = cache.get_or_add("big", lambda: index_of(50), lambda ix: True)
-    cache.grew("big", big)
+    load(cache, "small", 3)
+    big = load(cache, "big", 50)
     assert "small" not in cache and cache.get("big") is big
     assert cache.stats()["entries"] == 50
 
 
 def test_growth_of_a_cached_index_is_counted_once():
     cache = IndexCache(lambda: 100)
-    index = cache.get_or_add("s", lambda: index_of(10), lambda ix: True)
-    cache.grew("s", index)
+    index = load(cache, "s", 10)
     cache.grew("s", index)
     index.add(Record("x", None, "message", b"{}"))
     cache.grew("s", index)

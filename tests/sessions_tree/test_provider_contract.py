@@ -34,6 +34,17 @@ def roles(ctx):
     return [m["role"] for m in ctx.messages]
 
 
+def session_with_an_abandoned_branch(provider, question: str, answer: str):
+    """A session whose leaf is back on ``answer`` after a user message that went nowhere:
+    (session id, the question's entry, the answer's entry)."""
+    sid = provider.create_session(cwd="/w").session_id
+    u1 = provider.append_message(sid, user_message(question))
+    a1 = provider.append_message(sid, assistant_message(answer))
+    provider.append_message(sid, user_message("abandoned"))
+    provider.switch_leaf(sid, a1["id"])
+    return sid, u1, a1
+
+
 def test_create_append_and_leaf(provider):
     meta = provider.create_session(cwd="/home/u/proj")
     assert meta.session_id and meta.leaf_entry_id is None
@@ -296,11 +307,7 @@ def test_crashed_in_flight_entry_is_finalized_as_aborted_later(provider):
 
 
 def test_a_process_that_starts_while_an_entry_is_in_flight_reads_the_same_session(provider):
-    sid = provider.create_session(cwd="/w").session_id
-    u1 = provider.append_message(sid, user_message("first"))
-    a1 = provider.append_message(sid, assistant_message("one"))
-    provider.append_message(sid, user_message("abandoned branch"))
-    provider.switch_leaf(sid, a1["id"])
+    sid, u1, a1 = session_with_an_abandoned_branch(provider, "first", "one")
     u2 = provider.append_message(sid, user_message("second"))
     entry = provider.begin_in_flight(sid, assistant_message(""))
     provider.update_in_flight_entry(sid, entry["id"], assistant_message("partial"))
@@ -423,11 +430,7 @@ def _run_in_new_process(provider, session_id: str) -> dict:
 
 @pytest.mark.django_db(databases="__all__", transaction=True)
 def test_leaf_and_contents_survive_a_new_process(provider):
-    sid = provider.create_session(cwd="/w").session_id
-    u1 = provider.append_message(sid, user_message("persist me ✓"))
-    a1 = provider.append_message(sid, assistant_message("done"))
-    provider.append_message(sid, user_message("abandoned"))
-    provider.switch_leaf(sid, a1["id"])
+    sid, u1, a1 = session_with_an_abandoned_branch(provider, "persist me ✓", "done")
     seen = _run_in_new_process(provider, sid)
     assert seen["leaf"] == a1["id"]
     assert seen["ids"] == [u1["id"], a1["id"]]
