@@ -133,11 +133,13 @@ class MysqlProvider(SessionTreeProvider):
 
     def _top_up(self, meta: AgentSession, index: SessionIndex) -> None:
         """Add the rows committed since the index last looked, oldest first."""
-        for seq, entry_id, parent_id, kind, payload, status, shadowed in itertools.chain.from_iterable(self._fetch(meta, after=index.position)):
-            if status == EntryStatus.IN_FLIGHT:
-                break  # finalized later; nothing is appended after it meanwhile
-            index.add(_record(seq, entry_id, parent_id, kind, payload, shadowed))
-            index.position = seq
+        # Closed explicitly: stopping early must still finish the (streaming) result.
+        with contextlib.closing(self._fetch(meta, after=index.position)) as batches:
+            for seq, entry_id, parent_id, kind, payload, status, shadowed in itertools.chain.from_iterable(batches):
+                if status == EntryStatus.IN_FLIGHT:
+                    break  # finalized later; nothing is appended after it meanwhile
+                index.add(_record(seq, entry_id, parent_id, kind, payload, shadowed))
+                index.position = seq
 
     def _load_newest_first(self, meta: AgentSession, index: SessionIndex) -> None:
         """Read a whole session into an empty index, newest row first.
