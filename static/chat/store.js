@@ -12,6 +12,7 @@
 // "connection", "session".
 
 import { applyEvent, RevisionGap, ROOT_KEY, TREE_EVENT_TYPES } from "./tree_events.js";
+import { withOlder } from "./tree_model.js";
 import { createLive, liveApplyCheckpoint, liveApplyStream } from "./streaming.js";
 
 export const STREAM_EVENT_TYPES = new Set([
@@ -37,6 +38,7 @@ export class SessionStore {
     this.sessionId = sessionId;
     this.snapshot = null; // exactly what the server's snapshot + events give (compared in tests)
     this.byId = new Map(); // entries of the snapshot (and the in-flight one) by id
+    this.older = emptyOlder(null); // entries older than a truncated snapshot's window, paged in on demand
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.run = { runId: null, state: "idle", error: null };
@@ -199,6 +201,7 @@ export class SessionStore {
     this.byId = new Map();
     for (const entry of snapshot.entries) this.byId.set(entry.id, entry);
     if (snapshot.inFlight) this.byId.set(snapshot.inFlight.id, snapshot.inFlight);
+    this.older = emptyOlder(snapshot);
     this._syncLive(changes, { reloaded: true });
     this._forgetFinishedToolOutputs(snapshot.entries);
     changes.add("tree").add("leaf").add("context").add("session");
@@ -335,7 +338,45 @@ export class SessionStore {
   // ---------------------------------------------------------------- reads
 
   entry(id) {
-    return this.byId.get(id);
+    return this.byId.get(id) ?? this.older.byId.get(id);
+  }
+
+  /**
+   * Page in the entries just older than what is loaded (`pageSize` positions),
+   * through `fetchPage(cursor, limit)` → entries in stored order from position
+   * `cursor` (the REST entries endpoint). Positions never move: sessions only grow
+   * at their end. Resolves to the number of entries added; notifies "tree".
+   */
+  async loadOlder(fetchPage, pageSize = 500) {
+    const older = this.older;
+    if (older.loading || older.below <= 0) return 0;
+    const start = Math.max(0, older.below - pageSize);
+    this.older = { ...older, loading: true, error: null };
+    this._notify(new Set(["tree"]));
+    try {
+      const page = await fetchPage(start, older.below - start);
+      if (this.older.snapshot !== older.snapshot) return 0; // a new snapshot came meanwhile
+      if (!Array.isArray(page) || page.length !== older.below - start) throw new Error("the session's older entries did not come back whole");
+      const byId = new Map(older.byId);
+      for (const entry of page) byId.set(entry.id, entry);
+      this.older = { ...older, entries: [...page, ...older.entries], below: start, byId, loading: false, error: null };
+      this._notify(new Set(["tree"]));
+      return page.length;
+    } catch (error) {
+      if (this.older.snapshot === older.snapshot) this.older = { ...older, loading: false, error: error.message ?? String(error) };
+      this._notify(new Set(["tree"]));
+      throw error;
+    }
+  }
+
+  /** The snapshot with the older entries loaded so far (what the tree shows). */
+  treeSnapshot() {
+    const { snapshot, older } = this;
+    if (older.entries.length === 0) return snapshot;
+    if (older.view?.entries !== snapshot.entries || older.view?.older !== older.entries || older.view?.snapshot !== snapshot) {
+      older.view = { snapshot, entries: snapshot.entries, older: older.entries, merged: withOlder(snapshot, older, (id) => this.entry(id)) };
+    }
+    return older.view.merged;
   }
 
   children(id) {
@@ -361,4 +402,20 @@ export class CommandError extends Error {
     this.code = code;
     this.fields = fields;
   }
+}
+
+/** Nothing older loaded yet: `below` is the position where the snapshot's window starts. */
+function emptyOlder(snapshot) {
+  const page = snapshot?.page;
+  const truncated = Boolean(page?.truncated);
+  return {
+    snapshot,
+    entries: [],
+    byId: new Map(),
+    below: truncated ? Math.max(0, page.totalEntries - page.limit) : 0,
+    pathOnly: truncated ? Math.max(0, page.includedEntries - page.limit) : 0,
+    loading: false,
+    error: null,
+    view: null,
+  };
 }

@@ -133,6 +133,46 @@ function visibleFor(filter, labels) {
 }
 
 /**
+ * The snapshot as the tree sees it once older entries have been paged in
+ * (`older`: {entries, pathOnly, below}, see SessionStore.loadOlder).
+ *
+ * A truncated snapshot holds the entries on its active path that are older than
+ * its window (`pathOnly` of them, first, in stored order), then the window. The
+ * pages loaded so far cover the positions from `below` up to the window, so in
+ * stored order the whole is: path entries older than `below`, the loaded pages,
+ * the window. Children lists are rebuilt from that order; the active path is
+ * extended towards the root through what is now known.
+ */
+export function withOlder(snapshot, older, lookup) {
+  if (!snapshot || !older || older.entries.length === 0) return snapshot;
+  const loaded = new Set(older.entries.map((e) => e.id));
+  const before = snapshot.entries.slice(0, older.pathOnly).filter((e) => !loaded.has(e.id));
+  const entries = [...before, ...older.entries, ...snapshot.entries.slice(older.pathOnly)];
+  const childrenByParentId = {};
+  for (const entry of entries) {
+    const key = typeof entry.parentId === "string" ? entry.parentId : ROOT_KEY;
+    const list = (childrenByParentId[key] ??= []);
+    if (!list.includes(entry.id)) list.push(entry.id);
+  }
+  let activePath = snapshot.activePath;
+  if (snapshot.page?.activePathTruncated && activePath.length) {
+    const earlier = [];
+    for (let id = lookup(activePath[0])?.parentId; typeof id === "string"; id = lookup(id)?.parentId) {
+      if (lookup(id) === undefined) break;
+      earlier.push(id);
+    }
+    activePath = [...earlier.reverse(), ...activePath];
+  }
+  return {
+    ...snapshot,
+    entries,
+    childrenByParentId,
+    activePath,
+    page: { ...snapshot.page, truncated: older.below > 0, includedEntries: entries.length },
+  };
+}
+
+/**
  * Rows for the sidebar. `lookup(id)` gives entries; `collapsed` is a Set of ids
  * whose subtrees are hidden. Returns {rows, indexById, total, shown}.
  */

@@ -178,6 +178,13 @@ export function App({ data, store, connection }) {
           say(`Could not label: ${e.message}`);
         }
       },
+      async loadOlder() {
+        try {
+          await store.loadOlder(async (cursor, limit) => (await api.entries(cursor, limit)).results);
+        } catch (e) {
+          say(`Could not load older entries: ${e.message}`);
+        }
+      },
       async fork(entryId) {
         try {
           const fork = await api.fork(entryId);

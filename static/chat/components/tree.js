@@ -50,7 +50,8 @@ export function TreeSidebar({ store, actions, open, onClose }) {
     const timer = setTimeout(() => requestAnimationFrame(() => setTimeout(() => setReady(true))), 0);
     return () => clearTimeout(timer);
   }, [ready, store.snapshot !== null]);
-  const snapshot = ready ? store.snapshot : null;
+  const snapshot = ready ? store.treeSnapshot() : null; // with any older entries paged in
+  const older = store.older;
   const [filter, setFilter] = useState("all");
   const [collapsed, setCollapsed] = useState(() => new Set());
   const [selected, setSelected] = useState(null);
@@ -160,6 +161,12 @@ export function TreeSidebar({ store, actions, open, onClose }) {
         <span class="muted tree-count">${model.shown}${model.shown !== model.total ? ` of ${model.total}` : ""} entries${snapshot?.page?.truncated ? ` (${snapshot.page.totalEntries} stored)` : ""}</span>
         <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label="Close the tree">✕</button>
       </div>
+      ${snapshot && older.below > 0
+        ? html`<div class="tree-older">
+            <button type="button" class="small" disabled=${older.loading} onClick=${() => actions.loadOlder()}>${older.loading ? "Loading…" : "Load older entries"}</button>
+            <span class="muted">${snapshot.page.totalEntries - snapshot.entries.length} older not shown</span>
+          </div>`
+        : null}
       <div class="tree-filters" role="radiogroup" aria-label="Show">
         ${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}
       </div>

@@ -1,0 +1,87 @@
+"""A session longer than the snapshot: older entries are paged into the tree on demand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Console, login, prepare, require_browser, server_env, start_daphne, stop_daphne, store_eval
+
+pytestmark = pytest.mark.slow
+
+# 40 entries: a 30-message conversation with a 10-message branch off its second answer,
+# then the leaf moved back to the end of the main line. The snapshot ships 10.
+BUILD = """
+import json
+from django.contrib.auth import get_user_model
+from runtime.services import session_create
+from sessions_tree.providers import get_provider
+meta = session_create(user=get_user_model().objects.get(username="alice"), agent_name="browser", title="long")
+provider = get_provider(meta.provider)
+sid = meta.session_id
+def say(role, text, parent=None):
+    message = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1700000000000}
+    if role == "assistant":
+        message.update(api="x", provider="scripted", model="browser-scripted", stopReason="stop",
+                       usage={"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2})
+    return provider.append_message(sid, message, parent_id=parent) if parent else provider.append_message(sid, message)
+ids = []
+for i in range(15):
+    ids.append(say("user", f"main question {i}")["id"])
+    ids.append(say("assistant", f"main answer {i}")["id"])
+provider.switch_leaf(sid, ids[3])
+for i in range(5):
+    say("user", f"side question {i}")
+    say("assistant", f"side answer {i}")
+provider.switch_leaf(sid, ids[-1])
+print(json.dumps({"sid": sid, "total": len(provider.list_entries(sid))}))
+"""
+
+
+@pytest.fixture(scope="module")
+def long_session(tmp_path_factory):
+    require_browser()
+    var_dir = tmp_path_factory.mktemp("neta-browser-paged")
+    server = prepare(var_dir, server_env(var_dir, NETA_SNAPSHOT_ENTRY_LIMIT="10"))
+    made = json.loads(server.python(BUILD).strip().splitlines()[-1])
+    proc, server.base_url = start_daphne(server.env, var_dir / "daphne.log")
+    yield server, made
+    stop_daphne(proc)
+
+
+def test_older_entries_are_paged_into_the_tree(browser, long_session, artifacts):
+    server, made = long_session
+    context = browser.new_context(viewport={"width": 1360, "height": 880})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    console = Console(page)
+    login(page, server.base_url, path=f"/sessions/{made['sid']}/")
+    page.wait_for_selector("html[data-tree-ready]")
+    total = made["total"]
+    sent = store_eval(page, "s.snapshot.page")
+    assert sent["totalEntries"] == total and sent["truncated"] and sent["activePathTruncated"] and sent["limit"] == 10
+    shown = sent["includedEntries"]  # the newest ten, and the newest ten of the active path
+    older = page.locator(".tree-older")
+    expect(older).to_contain_text(f"{total - shown} older not shown")
+    # The side branch is the newest ten entries; where it starts, and the start of the
+    # main line, are older than the snapshot.
+    expect(page.locator(".tree-row", has_text="main question 0")).to_have_count(0)
+    expect(page.locator(".tree-row", has_text="side question 0")).to_have_count(1)
+    expect(page.locator(".tree-row .branch-badge")).to_have_count(0)
+    page.get_by_role("button", name="Load older entries").click()  # the whole rest fits one page of 500
+    expect(older).to_have_count(0)
+    expect(page.locator(".tree-count")).to_have_text(f"{total} entries")
+    expect(page.locator(".tree-row", has_text="main question 0")).to_have_count(1)
+    # The side branch hangs off "main answer 1": a branch point with two children.
+    branch = page.locator(".tree-row", has_text="main answer 1").first
+    expect(branch.locator(".branch-badge")).to_have_text("⎇ 2")
+    # The whole active path is marked again, down from the first question.
+    expect(page.locator(".tree-row.on-path", has_text="main question 0")).to_have_count(1)
+    expect(page.locator(".tree-row.on-path", has_text="side question")).to_have_count(0)
+    # What the server sent is untouched by the paging.
+    assert store_eval(page, "s.snapshot.entries.length") == shown
+    page.screenshot(path=str(artifacts / "tree-older-loaded.png"))
+    context.close()
+    assert console.errors == [], console.errors
