@@ -42,6 +42,7 @@ export async function api(path, { method = "GET", body = undefined } = {}) {
 export const sessionApi = (sessionId) => {
   const base = `sessions/${encodeURIComponent(sessionId)}/`;
   return {
+    rename: (title) => api(base, { method: "PATCH", body: { title } }),
     label: (entryId, label) => api(`${base}labels/`, { method: "POST", body: { entryId, label } }),
     fork: (entryId) => api(`${base}fork/`, { method: "POST", body: { entryId } }),
     prompt: (payload) => api(`${base}prompt/`, { method: "POST", body: payload }),

@@ -262,6 +262,33 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
     expect(chat.locator(".stable-list .msg-assistant")).to_have_count(0)
 
 
+def test_rename_the_session_from_the_top_bar(chat, artifacts):
+    heading = chat.get_by_role("heading", level=1)
+    expect(heading).to_have_text("Untitled session")
+    chat.get_by_role("button", name="Rename the session").click()
+    editor = chat.get_by_label("Session title")
+    editor.fill("Trees, branches and leaves")
+    editor.press("Escape")  # gives up
+    expect(heading).to_have_text("Untitled session")
+    chat.get_by_role("button", name="Rename the session").click()
+    editor.fill("  Trees, branches and leaves  ")
+    shot(chat, artifacts, "rename")
+    editor.press("Enter")
+    expect(heading).to_have_text("Trees, branches and leaves")
+    expect(chat).to_have_title("Trees, branches and leaves · Neta")
+    tree = chat.get_by_role("tree", name="Entries of this session")
+    expect(tree.get_by_role("treeitem", name=re.compile("Trees, branches and leaves"))).to_have_count(1)  # Pi's session_info entry
+    chat.reload()
+    chat.wait_for_selector("html[data-conversation-ready]")
+    expect(heading).to_have_text("Trees, branches and leaves")
+    expect(chat.get_by_role("navigation", name="Sessions")).to_contain_text("Trees, branches and leaves")
+    # An empty title is not sent.
+    chat.get_by_role("button", name="Rename the session").click()
+    editor.fill("   ")
+    editor.press("Enter")
+    expect(heading).to_have_text("Trees, branches and leaves")
+
+
 def test_image_upload_is_sent_with_the_prompt(chat, artifacts, tmp_path):
     png = bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

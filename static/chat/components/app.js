@@ -9,6 +9,7 @@ import { StatusBar } from "./status.js";
 import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
 import { SummarizeDialog } from "./dialogs.js";
+import { InlineEditor } from "./inline_editor.js";
 import { sessionApi, sessionsApi } from "../api.js";
 import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
 import { retryTarget } from "../conversation_model.js";
@@ -56,8 +57,9 @@ function clampWidth(value) {
   return Math.round(Math.max(200, Math.min(Math.min(900, window.innerWidth * 0.6), value)));
 }
 
-function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions }) {
+function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
   useStore(store, ["session"]);
+  const [renaming, setRenaming] = useState(false);
   const title = store.snapshot?.session?.title || data.session.title || "Untitled session";
   useEffect(() => {
     document.title = `${title} · Neta`;
@@ -67,7 +69,15 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
     <header class="topbar">
       <button type="button" class="icon-button" aria-label="Sessions" aria-pressed=${sessionsOpen} aria-controls="sessions" onClick=${toggleSessions}>☰</button>
       <a class="brand" href=${data.urls.home}>Neta</a>
-      <h1 class="session-title" title=${title}>${title}</h1>
+      ${renaming
+        ? html`<${InlineEditor} id="title-input" label="Session title" className="title-editor" maxLength="500" placeholder="Session title"
+            initial=${store.snapshot?.session?.title || data.session.title || ""}
+            onDone=${async (value) => {
+              setRenaming(false);
+              if (value) await onRename(value);
+            }} />`
+        : html`<h1 class="session-title" title=${title}>${title}</h1>
+            <button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
       <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
@@ -178,6 +188,13 @@ export function App({ data, store, connection }) {
           say(`Could not label: ${e.message}`);
         }
       },
+      async rename(title) {
+        try {
+          await api.rename(title);
+        } catch (e) {
+          say(`Could not rename: ${e.message}`);
+        }
+      },
       async loadOlder() {
         try {
           await store.loadOlder(async (cursor, limit) => (await api.entries(cursor, limit)).results);
@@ -270,7 +287,7 @@ export function App({ data, store, connection }) {
   const layout = ["layout", sessionsOpen ? "with-sessions" : "", treeOpen ? "with-tree" : "", isNarrow ? "narrow" : ""].join(" ");
   return html`
     <div class="app">
-      <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} />
+      <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} onRename=${actions.rename} />
       <div class=${layout} style=${`--tree-width:${treeWidth}px`}>
         ${sessionsOpen ? html`<${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} />` : null}
         <main class="chat" id="main">

@@ -3,6 +3,7 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { frameThrottle, useStore } from "./hooks.js";
+import { InlineEditor } from "./inline_editor.js";
 import { buildRows, FILTERS, kindIcon, rowText } from "../tree_model.js";
 
 const ROW = 28;
@@ -186,7 +187,7 @@ export function TreeSidebar({ store, actions, open, onClose }) {
       ${selectedRow
         ? html`<div class="tree-actions" aria-label="Selected entry">
             ${editing === selectedRow.id
-              ? html`<${LabelEditor} initial=${selectedRow.label ?? ""} onDone=${async (value) => {
+              ? html`<${InlineEditor} id="label-input" label="Label" className="label-editor" maxLength="200" placeholder="Label (empty clears it)" initial=${selectedRow.label ?? ""} onDone=${async (value) => {
                   setEditing(null);
                   if (value !== null) await actions.label(selectedRow.id, value);
                   viewport.current?.focus();
@@ -202,25 +203,5 @@ export function TreeSidebar({ store, actions, open, onClose }) {
           </div>`
         : null}
     </aside>
-  `;
-}
-
-function LabelEditor({ initial, onDone }) {
-  // The text lives in state: the sidebar re-renders whenever a patch arrives, and an
-  // input bound to `initial` would be reset to it under the user's fingers.
-  const [text, setText] = useState(initial);
-  const input = useRef(null);
-  useEffect(() => input.current?.focus(), []);
-  const submit = (event) => {
-    event.preventDefault();
-    onDone(text.trim());
-  };
-  return html`
-    <form class="label-editor" onSubmit=${submit}>
-      <label for="label-input" class="visually-hidden">Label</label>
-      <input id="label-input" ref=${input} maxlength="200" value=${text} onInput=${(e) => setText(e.currentTarget.value)} placeholder="Label (empty clears it)" onKeyDown=${(e) => e.key === "Escape" && onDone(null)} />
-      <button type="submit" class="primary small">Save</button>
-      <button type="button" class="small" onClick=${() => onDone(null)}>Cancel</button>
-    </form>
   `;
 }

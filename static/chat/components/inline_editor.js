@@ -1,0 +1,36 @@
+// A one-line editor in place of a text (a label, the session title): Enter or Save
+// submits, Escape or Cancel gives up. The text lives in state: the page re-renders
+// whenever a patch arrives, and an input bound to `initial` would be reset under
+// the user's fingers.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+
+export function InlineEditor({ id, label, initial, placeholder, maxLength, className = "", onDone }) {
+  const [text, setText] = useState(initial);
+  const input = useRef(null);
+  useEffect(() => {
+    input.current?.focus();
+    input.current?.select();
+  }, []);
+  const submit = (event) => {
+    event.preventDefault();
+    onDone(text.trim());
+  };
+  return html`
+    <form class=${`inline-editor ${className}`} onSubmit=${submit}>
+      <label for=${id} class="visually-hidden">${label}</label>
+      <input
+        id=${id}
+        ref=${input}
+        maxlength=${maxLength}
+        value=${text}
+        onInput=${(e) => setText(e.currentTarget.value)}
+        placeholder=${placeholder}
+        onKeyDown=${(e) => e.key === "Escape" && onDone(null)}
+      />
+      <button type="submit" class="primary small">Save</button>
+      <button type="button" class="small" onClick=${() => onDone(null)}>Cancel</button>
+    </form>
+  `;
+}
