@@ -168,7 +168,12 @@ export function withOlder(snapshot, older, lookup) {
     entries,
     childrenByParentId,
     activePath,
-    page: { ...snapshot.page, truncated: older.below > 0, includedEntries: entries.length },
+    page: {
+      ...snapshot.page,
+      truncated: older.below > 0,
+      includedEntries: entries.length,
+      activePathTruncated: Boolean(snapshot.page?.activePathTruncated) && activePath.length < snapshot.page.activePathLength,
+    },
   };
 }
 

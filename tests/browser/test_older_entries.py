@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -63,6 +64,9 @@ def test_older_entries_are_paged_into_the_tree(browser, long_session, artifacts)
     sent = store_eval(page, "s.snapshot.page")
     assert sent["totalEntries"] == total and sent["truncated"] and sent["activePathTruncated"] and sent["limit"] == 10
     shown = sent["includedEntries"]  # the newest ten, and the newest ten of the active path
+    earlier = page.locator(".stable-list .earlier")
+    expect(earlier).to_contain_text(f"Older entries of this path are not loaded ({sent['activePathLength']} in all)")
+    expect(page.locator(".stable-list .msg-user", has_text="main question 0")).to_have_count(0)
     older = page.locator(".tree-older")
     expect(older).to_contain_text(f"{total - shown} older not shown")
     # The side branch is the newest ten entries; where it starts, and the start of the
@@ -80,8 +84,29 @@ def test_older_entries_are_paged_into_the_tree(browser, long_session, artifacts)
     # The whole active path is marked again, down from the first question.
     expect(page.locator(".tree-row.on-path", has_text="main question 0")).to_have_count(1)
     expect(page.locator(".tree-row.on-path", has_text="side question")).to_have_count(0)
+    # The conversation now reaches the first question too.
+    expect(earlier).to_have_count(0)
+    expect(page.locator(".stable-list .msg-user").first).to_have_text(re.compile("main question 0"))
+    expect(page.locator(".stable-list .msg-user")).to_have_count(15)
     # What the server sent is untouched by the paging.
     assert store_eval(page, "s.snapshot.entries.length") == shown
     page.screenshot(path=str(artifacts / "tree-older-loaded.png"))
+    context.close()
+    assert console.errors == [], console.errors
+
+
+def test_the_conversation_loads_its_older_messages_itself(browser, long_session, artifacts):
+    server, made = long_session
+    context = browser.new_context(viewport={"width": 1360, "height": 880})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    console = Console(page)
+    login(page, server.base_url, path=f"/sessions/{made['sid']}/")
+    first_shown = page.locator(".stable-list .msg-user").first.inner_text()
+    assert "main question 0" not in first_shown
+    page.get_by_role("button", name="Load older messages").click()
+    expect(page.locator(".stable-list .msg-user").first).to_have_text(re.compile("main question 0"))
+    expect(page.get_by_role("button", name="Load older messages")).to_have_count(0)
+    page.screenshot(path=str(artifacts / "conversation-older-loaded.png"))
     context.close()
     assert console.errors == [], console.errors

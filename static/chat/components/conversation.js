@@ -12,7 +12,7 @@ const PAGE = 60;
 
 function StableList({ store, actions, onItems }) {
   useStore(store, ["leaf", "tree"]);
-  const snapshot = store.snapshot;
+  const snapshot = store.snapshot ? store.treeSnapshot() : null; // with any older entries paged in
   const [limit, setLimit] = useState(PAGE);
   const items = useMemo(
     () => (snapshot ? conversationItems(snapshot, (id) => store.entry(id)) : []),
@@ -28,7 +28,12 @@ function StableList({ store, actions, onItems }) {
       ${hidden > 0 || truncated
         ? html`<div class="earlier">
             ${hidden > 0 ? html`<button type="button" class="link-button" onClick=${() => setLimit(limit + PAGE * 2)}>Show ${Math.min(hidden, PAGE * 2)} earlier of ${hidden} hidden</button>` : null}
-            ${truncated && hidden === 0 ? html`<span class="muted">Older entries of this path are not loaded (${snapshot.page.activePathLength} in all).</span>` : null}
+            ${truncated && hidden === 0
+              ? html`<span class="muted">Older entries of this path are not loaded (${snapshot.page.activePathLength} in all).</span>
+                  ${store.older.below > 0
+                    ? html`<button type="button" class="link-button" disabled=${store.older.loading} onClick=${() => actions.loadOlder()}>${store.older.loading ? "Loading…" : "Load older messages"}</button>`
+                    : null}`
+              : null}
           </div>`
         : null}
       ${items.length === 0 ? html`<p class="empty-state">No messages yet. Ask something below.</p>` : null}
