@@ -52,13 +52,23 @@ def long_session(tmp_path_factory):
     stop_daphne(proc)
 
 
-def test_older_entries_are_paged_into_the_tree(browser, long_session, artifacts):
+@pytest.fixture
+def long_page(browser, long_session, artifacts, request):
+    """Alice's page on the long session; the console must stay clean."""
     server, made = long_session
     context = browser.new_context(viewport={"width": 1360, "height": 880})
     page = context.new_page()
     page.set_default_timeout(20_000)
     console = Console(page)
     login(page, server.base_url, path=f"/sessions/{made['sid']}/")
+    yield page, made
+    page.screenshot(path=str(artifacts / f"{request.node.name}-end.png"))
+    context.close()
+    assert console.errors == [], console.errors
+
+
+def test_older_entries_are_paged_into_the_tree(long_page, artifacts):
+    page, made = long_page
     page.wait_for_selector("html[data-tree-ready]")
     total = made["total"]
     sent = store_eval(page, "s.snapshot.page")
@@ -91,22 +101,12 @@ def test_older_entries_are_paged_into_the_tree(browser, long_session, artifacts)
     # What the server sent is untouched by the paging.
     assert store_eval(page, "s.snapshot.entries.length") == shown
     page.screenshot(path=str(artifacts / "tree-older-loaded.png"))
-    context.close()
-    assert console.errors == [], console.errors
 
 
-def test_the_conversation_loads_its_older_messages_itself(browser, long_session, artifacts):
-    server, made = long_session
-    context = browser.new_context(viewport={"width": 1360, "height": 880})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    console = Console(page)
-    login(page, server.base_url, path=f"/sessions/{made['sid']}/")
+def test_the_conversation_loads_its_older_messages_itself(long_page):
+    page, _ = long_page
     first_shown = page.locator(".stable-list .msg-user").first.inner_text()
     assert "main question 0" not in first_shown
     page.get_by_role("button", name="Load older messages").click()
     expect(page.locator(".stable-list .msg-user").first).to_have_text(re.compile("main question 0"))
     expect(page.get_by_role("button", name="Load older messages")).to_have_count(0)
-    page.screenshot(path=str(artifacts / "conversation-older-loaded.png"))
-    context.close()
-    assert console.errors == [], console.errors
