@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, PASSWORD, login, prepare, server_env, start_daphne, stop_daphne
+from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, login, prepare, server_env, start_daphne, stop_daphne
 
 STREAM_DELTAS = 500  # 10 s at 50 deltas/s
 BENCH_RULE = {"match": {"contains": "bench stream"}, "reply": [{"text": "word " * (STREAM_DELTAS * 4 // 5), "chunk_size": 4, "delay_ms": 20}]}

@@ -19,7 +19,7 @@ from runtime.reaper import reap_stale_runs
 from runtime.services import runtime_bootstrap, session_compact, session_prompt, session_switch_leaf
 from sessions_tree.pi_view import session_view
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import SUMMARY_SYSTEM, rules, summary_rule
+from tests.runtime.conftest import rules, summary_rule
 from tests.runtime.test_turn import WRITE_THEN_READ
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,7 +21,7 @@ from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, Sessi
 from sessions_tree.models import AgentSession, SessionEntry
 from sessions_tree.providers.base import ROOT
 from tests.conftest import REPO
-from tests.sessions_tree.conftest import assistant_message, forget_process_caches, tool_result, user_message
+from tests.sessions_tree.conftest import assistant_message, forget_process_caches, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
