@@ -1,7 +1,10 @@
 """Sessions in the staff console: meta, counters, diagnostics, and entries read-only.
 
 Entries are never rendered as a whole tree inline: the change page shows the
-newest part of the active path as pretty JSON, and mysql-provider rows have
+newest part of the active path as pretty JSON and links to two pages of their
+own: the **tree** (every entry, paged, the leaf and the active path marked) and
+the **context at** any entry (what the model is sent from there, with token
+estimates: a replay of the conversation at that point). mysql-provider rows have
 their own read-only, paginated list.
 """
 
@@ -10,14 +13,20 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from sessions_tree.errors import SessionTreeError
+from sessions_tree.context import estimate_context_tokens, estimate_tokens
+from sessions_tree.errors import EntryNotFound, SessionTreeError
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
 from sessions_tree.providers import get_provider
-from sessions_tree.tree_text import entry_preview
+from sessions_tree.tree_text import content_text, entry_preview, tree_rows
 
 ACTIVE_PATH_SHOWN = 50
+TREE_ROWS_PER_PAGE = 1000
 
 
 def pretty_json(value) -> str:
@@ -75,6 +84,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "in_flight_entry_id",
         "created_at",
         "updated_at",
+        "console_links",
         "header_pretty",
         "diagnostics_pretty",
         "active_path",
@@ -83,6 +93,83 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # sessions are created through the runtime, the API or session_import
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/tree/", wrap(self.tree_view), name="sessions_tree_agentsession_tree"),
+            path("<path:object_id>/context/", wrap(self.context_view), name="sessions_tree_agentsession_context"),
+            *super().get_urls(),
+        ]
+
+    def _session(self, request, object_id: str) -> AgentSession:
+        meta = self.get_object(request, object_id)
+        if meta is None or not self.has_view_permission(request, meta):
+            raise Http404("no such session")
+        return meta
+
+    def _page(self, request, meta: AgentSession, title: str, template: str, **context) -> TemplateResponse:
+        return TemplateResponse(
+            request,
+            f"admin/sessions_tree/agentsession/{template}",
+            {**self.admin_site.each_context(request), "opts": self.model._meta, "original": meta, "title": title, **context},
+        )
+
+    def tree_view(self, request, object_id: str):
+        """Every entry of the session as a tree, a page of rows at a time."""
+        meta = self._session(request, object_id)
+        provider = get_provider(meta.provider, using=meta._state.db or "default")
+        try:
+            _header, entries, leaf = provider.session_source(meta.session_id)
+            active = [e["id"] for e in provider.get_active_path(meta.session_id)]
+        except (SessionTreeError, OSError) as exc:
+            return self._page(request, meta, f"Tree of {meta}", "tree.html", error=str(exc), page=None)
+        rows = list(tree_rows(entries, leaf_id=leaf, active_path=active, width=140))
+        page = Paginator(rows, TREE_ROWS_PER_PAGE).get_page(request.GET.get("page"))
+        return self._page(request, meta, f"Tree of {meta}", "tree.html", page=page, total=len(rows), leaf=leaf, error=None)
+
+    def context_view(self, request, object_id: str):
+        """What the model is sent with the leaf at an entry (default: the session's leaf)."""
+        meta = self._session(request, object_id)
+        at = request.GET.get("at") or None
+        provider = get_provider(meta.provider, using=meta._state.db or "default")
+        try:
+            ctx = provider.build_context(meta.session_id, at)
+        except EntryNotFound:
+            raise Http404(f"no entry {at!r} in this session") from None
+        except (SessionTreeError, OSError) as exc:
+            return self._page(request, meta, f"Context of {meta}", "context.html", error=str(exc), rows=[])
+        rows = [
+            {
+                "position": i + 1,
+                "entry_id": source,
+                "role": m.get("role", "?") if isinstance(m, dict) else "?",
+                "text": _message_text(m),
+                "tokens": estimate_tokens(m),
+            }
+            for i, (m, source) in enumerate(zip(ctx.messages, ctx.source_entry_ids, strict=True))
+        ]
+        return self._page(
+            request,
+            meta,
+            f"Context of {meta}",
+            "context.html",
+            at=at or meta.leaf_entry_id,
+            rows=rows,
+            total_tokens=estimate_context_tokens(ctx.messages),
+            thinking_level=ctx.thinking_level,
+            model=ctx.model,
+            error=None,
+        )
+
+    @admin.display(description="console")
+    def console_links(self, obj):
+        return format_html(
+            '<a href="{}">Tree</a> · <a href="{}">Context at the leaf</a> · <a href="{}">Open in chat</a>',
+            reverse("admin:sessions_tree_agentsession_tree", args=[obj.pk]),
+            reverse("admin:sessions_tree_agentsession_context", args=[obj.pk]),
+            reverse("pages:session", args=[obj.session_id]),
+        )
 
     @admin.display(description="branches", ordering="tip_count")
     def branches(self, obj):
@@ -159,3 +246,21 @@ class SessionEventAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("payload")
+
+
+def _message_text(message) -> str:
+    """A message's text for the context page (tool calls and results named, cut at 400 characters)."""
+    if not isinstance(message, dict):
+        return ""
+    role = message.get("role")
+    if role in ("compactionSummary", "branchSummary"):
+        text = message.get("summary", "")
+    elif role == "bashExecution":
+        text = f"$ {message.get('command', '')}"
+    else:
+        text = content_text(message.get("content"))
+        calls = [b.get("name", "?") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+        if calls:
+            text = (text + " " if text else "") + "→ " + ", ".join(calls)
+    text = " ".join(str(text).split())
+    return text if len(text) <= 400 else text[:399] + "…"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from sessions_tree.ids import iso_to_ms
 from sessions_tree.tree import labels as compute_labels
@@ -13,7 +14,7 @@ def entry_preview(entry: dict, width: int = 100) -> str:
     if kind == "message":
         message = entry.get("message") or {}
         role = message.get("role", "?")
-        text = _content_text(message.get("content"))
+        text = content_text(message.get("content"))
         if role == "assistant":
             calls = [b.get("name", "?") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
             if calls:
@@ -38,14 +39,14 @@ def entry_preview(entry: dict, width: int = 100) -> str:
     elif kind == "session_info":
         summary = f"name: {entry.get('name', '')}"
     elif kind in ("custom", "custom_message"):
-        summary = f"{kind} {entry.get('customType')}: {_content_text(entry.get('content'))}"
+        summary = f"{kind} {entry.get('customType')}: {content_text(entry.get('content'))}"
     else:
         summary = str(kind)
     summary = " ".join(summary.split())
     return summary if len(summary) <= width else summary[: width - 1] + "…"
 
 
-def _content_text(content) -> str:
+def content_text(content) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -61,7 +62,27 @@ def _content_text(content) -> str:
 
 
 def render_tree(entries: list[dict], *, leaf_id: str | None, active_path: list[str], width: int = 100) -> Iterator[str]:
-    """Lines of the tree. A chain stays at one indent; each branch point indents its children.
+    """Lines of the tree. A chain stays at one indent; each branch point indents its children."""
+    for row in tree_rows(entries, leaf_id=leaf_id, active_path=active_path, width=width):
+        mark = "●" if row.on_path else "○"
+        label = f" [{row.label}]" if row.label is not None else ""
+        leaf = "  ◀ leaf" if row.is_leaf else ""
+        yield f"{'  ' * row.depth}{mark} {row.entry_id}{label} {row.preview}{leaf}"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    depth: int
+    entry_id: str
+    entry_type: str
+    preview: str
+    label: str | None
+    on_path: bool
+    is_leaf: bool
+
+
+def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str], width: int = 100) -> Iterator[TreeRow]:
+    """The tree in display order (Pi's: siblings by timestamp), one row per entry.
 
     Iterative, so a 100k-entry chain renders without recursion limits.
     """
@@ -88,21 +109,26 @@ def render_tree(entries: list[dict], *, leaf_id: str | None, active_path: list[s
     labels = compute_labels(entries)
     on_path = set(active_path)
 
-    stack: list[tuple[str, str]] = [(r, "") for r in reversed(roots)]
+    stack: list[tuple[str, int]] = [(r, 0) for r in reversed(roots)]
     visited: set[str] = set()
     while stack:
-        entry_id, indent = stack.pop()
+        entry_id, depth = stack.pop()
         if entry_id in visited:  # a cycle: show once
             continue
         visited.add(entry_id)
         entry = by_id[entry_id]
-        mark = "●" if entry_id in on_path else "○"
-        label = f" [{labels[entry_id]}]" if entry_id in labels else ""
-        leaf = "  ◀ leaf" if entry_id == leaf_id else ""
-        yield f"{indent}{mark} {entry_id}{label} {entry_preview(entry, width)}{leaf}"
+        yield TreeRow(
+            depth=depth,
+            entry_id=entry_id,
+            entry_type=str(entry.get("type")),
+            preview=entry_preview(entry, width),
+            label=labels.get(entry_id),
+            on_path=entry_id in on_path,
+            is_leaf=entry_id == leaf_id,
+        )
         kids = children.get(entry_id, [])
         if len(kids) == 1:
-            stack.append((kids[0], indent))
+            stack.append((kids[0], depth))
         else:
             for kid in reversed(kids):
-                stack.append((kid, indent + "  "))
+                stack.append((kid, depth + 1))

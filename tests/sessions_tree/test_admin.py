@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sessions_tree.pi_files import import_session_file
@@ -22,6 +24,74 @@ def test_staff_see_sessions_with_counts_and_the_active_path(client, staff, sessi
     assert page.status_code == 200
     assert f"{len(get_provider('file').get_active_path(meta.session_id))} entries on the active path" in html
     assert "<details>" in html and meta.leaf_entry_id in html
+
+
+def branched_session(kind: str = "file"):
+    """u1 → a1 → u2 → a2, and a second answer to u1 (the leaf; u1 labeled "start"); returns (meta, ids)."""
+    from tests.sessions_tree.conftest import assistant_message, user_message
+
+    provider = get_provider(kind)
+    sid = provider.create_session(cwd="/w").session_id
+    u1 = provider.append_message(sid, user_message("first question"))
+    a1 = provider.append_message(sid, assistant_message("first answer"))
+    u2 = provider.append_message(sid, user_message("second question"))
+    a2 = provider.append_message(sid, assistant_message("second answer"))
+    provider.switch_leaf(sid, u1["id"])
+    b1 = provider.append_message(sid, assistant_message("another answer"))
+    provider.append_label_change(sid, target_id=u1["id"], label="start")
+    provider.switch_leaf(sid, b1["id"])
+    return provider.get_session(sid), {"u1": u1["id"], "a1": a1["id"], "u2": u2["id"], "a2": a2["id"], "b1": b1["id"]}
+
+
+@pytest.mark.parametrize("kind", ["file", "mysql"])
+def test_the_tree_page_shows_every_entry_with_the_path_and_the_leaf(client, staff, sessions_dir, kind):
+    meta, ids = branched_session(kind)
+    client.force_login(staff)
+    change = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/change/").content.decode()
+    assert f"/admin/sessions_tree/agentsession/{meta.pk}/tree/" in change and f"/sessions/{meta.session_id}/" in change
+    page = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/tree/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "6 entries" in html  # five messages and the label
+    for entry_id in ids.values():
+        assert f"?at={entry_id}" in html
+    assert html.count('class="on-path') == 2  # u1 and b1
+    assert '<span class="label">start</span>' in html
+    rows = re.findall(r"<li .*?</li>", html, re.S)
+    assert len(rows) == 6
+    leaf_rows = [r for r in rows if "◀ leaf" in r]
+    assert len(leaf_rows) == 1 and ids["b1"] in leaf_rows[0]  # the label entry came after, but the leaf was moved back
+    assert "second question" in html and "another answer" in html
+
+
+def test_the_tree_page_is_paged(client, staff, sessions_dir, monkeypatch):
+    from sessions_tree import admin as session_admin
+
+    meta, _ = branched_session()
+    monkeypatch.setattr(session_admin, "TREE_ROWS_PER_PAGE", 3)
+    client.force_login(staff)
+    html = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/tree/?page=2").content.decode()
+    assert "rows 4–6 of 6 (page 2 of 2)" in html
+    assert html.count("<li ") == 3
+
+
+def test_the_context_page_replays_what_the_model_is_sent_at_any_entry(client, staff, sessions_dir):
+    meta, ids = branched_session()
+    client.force_login(staff)
+    at_leaf = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/context/").content.decode()
+    assert "the model is sent 2 messages" in at_leaf and "another answer" in at_leaf and "second question" not in at_leaf
+    earlier = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/context/?at={ids['a2']}").content.decode()
+    assert "the model is sent 4 messages" in earlier and "second answer" in earlier and "another answer" not in earlier
+    assert client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/context/?at=ffffffff").status_code == 404
+    assert client.get("/admin/sessions_tree/agentsession/999999/tree/").status_code == 404
+
+
+def test_the_tree_and_context_pages_are_for_staff_only(client, owner, sessions_dir):
+    meta, _ = branched_session()
+    client.force_login(owner)
+    for view in ("tree", "context"):
+        response = client.get(f"/admin/sessions_tree/agentsession/{meta.pk}/{view}/")
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
 def test_damaged_file_diagnostics_are_shown(client, staff, sessions_dir):
