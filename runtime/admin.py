@@ -49,7 +49,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ("session_provider", "enabled", "model")
     list_select_related = ("model",)
     search_fields = ("name", "description")
-    readonly_fields = ("effective_tools", "created_at", "updated_at")
+    readonly_fields = ("effective_tools", "effective_skills", "system_prompt_preview", "created_at", "updated_at")
 
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
@@ -65,6 +65,36 @@ class AgentAdmin(admin.ModelAdmin):
             for d in projection
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows))
+
+    @admin.display(description="effective skills")
+    def effective_skills(self, obj):
+        from skills_registry.policy import SkillPolicy, SkillPolicyError
+        from skills_registry.selectors import skills_visibility_report
+
+        try:
+            policy = SkillPolicy.from_dict(obj.skill_policy or {})
+        except SkillPolicyError as exc:
+            return f"invalid skill policy: {exc}"
+        rows = [
+            f"{'✓' if row.visible else '✗'} {row.skill.name} ({row.skill.scope}, {row.skill.status}) — {row.reason}"
+            for row in skills_visibility_report(policy=policy)
+        ]
+        return format_html("<pre>{}</pre>", "\n".join(rows) or "no skills registered (skills_sync)")
+
+    @admin.display(description="system prompt (as a run would build it now)")
+    def system_prompt_preview(self, obj):
+        from toolcatalog.policy import PolicyError
+        from toolcatalog.projection import resolve_tools
+
+        from runtime.system_prompt import build_system_prompt
+
+        if obj.pk is None:
+            return "shown once the agent is saved"
+        try:
+            text = build_system_prompt(obj, resolve_tools(obj.tool_policy or {}), cwd=obj.working_directory)
+        except (PolicyError, ValueError) as exc:
+            return f"cannot build it: {exc}"
+        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
 
 
 @admin.register(AgentRun)

@@ -65,6 +65,33 @@ def test_agent_admin_shows_the_effective_tools(client, staff):
     assert "✓ read" in page
 
 
+def test_agent_admin_shows_the_effective_skills_and_the_system_prompt(client, staff, settings, tmp_path):
+    from skills_registry.services import skills_sync
+    from tests.skills_registry.conftest import write_skill
+
+    workspace = tmp_path / "skills"
+    write_skill(workspace, "lint", description="Checks the code style.")
+    write_skill(workspace, "deploy", description="Ships it.")
+    settings.NETA_SKILLS_DIRS = [str(workspace)]
+    settings.NETA_SKILLS_PROJECT_DIR = str(tmp_path / "no-project")
+    settings.NETA_SKILLS_HOME = str(tmp_path / "no-home")
+    skills_sync()
+    model = ModelConfig.objects.create(name="m", provider_kind="scripted", model_id="m")
+    agent = Agent.objects.create(
+        name="a", model=model, system_prompt="You review pull requests.", skill_policy={"allowed": ["lint"]},
+        cwd=str(tmp_path / "work"),
+    )
+    client.force_login(staff)
+    page = client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode()
+    assert "✓ lint (workspace, active)" in page and "✗ deploy (workspace, active)" in page
+    prompt = page[page.index("You review pull requests."):]
+    assert "Checks the code style." in prompt and "Ships it." not in prompt  # the skill index lists only what is allowed
+    assert str(tmp_path / "work") in prompt  # the cwd line
+    Agent.objects.filter(pk=agent.pk).update(skill_policy={"allowed": 7})
+    page = client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode()
+    assert "invalid skill policy" in page
+
+
 @pytest.mark.django_db(transaction=True)
 def test_session_compact_and_switch_commands(driver_for):
     driver = driver_for(rules(summary_rule("## Goal\nCommand summary.")))
