@@ -151,6 +151,8 @@ NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
+# The queue runs are sent to and workers consume (one per deployment sharing a broker).
+CELERY_TASK_DEFAULT_QUEUE = env_str("NETA_CELERY_QUEUE", "celery")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

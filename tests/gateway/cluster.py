@@ -106,6 +106,7 @@ class Cluster:
             **{k: v for k, v in os.environ.items() if not k.startswith("NETA_")},
             "DJANGO_SETTINGS_MODULE": "neta.settings",
             "NETA_CHANNELS_PREFIX": self.name,
+            "NETA_CELERY_QUEUE": self.name,  # clusters sharing a Redis db never take each other's runs
             "NETA_TASK_BACKEND": self.backend,
             "NETA_VAR_DIR": str(self.workdir / "var"),
             "NETA_SESSIONS_DIR": str(self.workdir / "sessions"),

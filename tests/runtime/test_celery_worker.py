@@ -56,15 +56,15 @@ class Deployment:
         self.conn = _mysql()
         self.conn.cursor().execute(f"CREATE DATABASE `{self.db}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         redis_db = 13
-        import redis
-
-        redis.Redis.from_url(f"redis://127.0.0.1:6379/{redis_db}").flushdb()
+        # A queue of its own: runs on one machine (CI and a developer's) never take each other's tasks.
+        self.queue = f"neta-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.env = {
             **os.environ,
             "NETA_DATABASE_URL": f"mysql://root@127.0.0.1:3306/{self.db}",
             "NETA_REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}",
             "NETA_CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{redis_db}",
             "NETA_TASK_BACKEND": "celery",
+            "NETA_CELERY_QUEUE": self.queue,
             "NETA_VAR_DIR": str(tmp / "var"),
             "NETA_SESSIONS_DIR": str(tmp / "sessions"),
             "NETA_WORKSPACE_DIR": str(tmp / "workspace"),
@@ -155,6 +155,11 @@ class Deployment:
             self.worker.wait(timeout=10)
         self.conn.cursor().execute(f"DROP DATABASE IF EXISTS `{self.db}`")
         self.conn.close()
+        import redis
+
+        broker = redis.Redis.from_url(self.env["NETA_CELERY_BROKER_URL"])
+        for key in broker.scan_iter(match=f"{self.queue}*"):  # what the killed worker left queued
+            broker.delete(key)
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +184,7 @@ def test_a_turn_runs_on_a_real_celery_worker(deployment):
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"))
     assert row["status"] == "completed", row
     assert row["worker"]  # claimed by the worker process
+    assert f".> {deployment.queue} " in (deployment.tmp / "worker.log").read_text()  # NETA_CELERY_QUEUE, both sides
     lines = deployment.export(session_id)
     assert lines[0]["type"] == "session"
     messages = [line["message"] for line in lines if line["type"] == "message"]
