@@ -110,3 +110,24 @@ def test_the_conversation_loads_its_older_messages_itself(long_page):
     page.get_by_role("button", name="Load older messages").click()
     expect(page.locator(".stable-list .msg-user").first).to_have_text(re.compile("main question 0"))
     expect(page.get_by_role("button", name="Load older messages")).to_have_count(0)
+
+
+def test_going_to_a_paged_in_entry_moves_the_leaf_there(long_page, artifacts):
+    page, _ = long_page
+    page.wait_for_selector("html[data-tree-ready]")
+    page.get_by_role("button", name="Load older entries").click()
+    tree = page.get_by_role("tree", name="Entries of this session")
+    tree.focus()
+    tree.press("Home")  # model, thinking level, name, then the conversation from its first question
+    for _ in range(6):
+        tree.press("ArrowDown")
+    expect(page.locator(".tree-row.selected .row-text")).to_have_text("main answer 1")
+    page.get_by_role("button", name="Go here").click()
+    dialog = page.get_by_role("dialog", name="Summarize the branch you are leaving?")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Switch without summary").click()
+    # The leaf is outside the old snapshot's window: the page takes a fresh snapshot.
+    expect(page.locator(".stable-list .msg-assistant").last).to_have_text(re.compile(r"main answer 1\b"))
+    expect(page.locator(".stable-list .msg-user")).to_have_count(2)
+    expect(page.locator(".tree-row.is-leaf .row-text")).to_have_text("main answer 1")
+    page.screenshot(path=str(artifacts / "older-go-here.png"))
