@@ -18,6 +18,7 @@ ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable 
 class ProviderKind(models.TextChoices):
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
+    OPENAI_RESPONSES = "openai-responses"
     OPENAI_COMPATIBLE = "openai-compatible"
     SCRIPTED = "scripted"
 
@@ -60,7 +61,7 @@ class ModelConfig(models.Model):
         errors = {}
         if self.provider_kind in (ProviderKind.OPENAI_COMPATIBLE,) and not self.base_url:
             errors["base_url"] = "an OpenAI-compatible endpoint needs a base URL"
-        if self.provider_kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
+        if self.provider_kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.OPENAI_RESPONSES, ProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
             errors["api_key_env"] = "name the environment variable that holds the API key"
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             errors["max_output_tokens"] = "must be smaller than the context window"

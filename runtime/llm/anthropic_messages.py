@@ -15,7 +15,7 @@ import json
 from .assistant import AssistantBuilder
 from .clients import anthropic_client, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
-from .spec import LlmRequest, ModelSpec, StreamEvent
+from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
 from .transcript import anthropic_tool_call_id, prepare_transcript
 
 API = "anthropic-messages"
@@ -373,25 +373,18 @@ def describe_error(exc: BaseException) -> Failure:
 # -- the provider ---------------------------------------------------------------------------
 
 
-class AnthropicProvider:
+class AnthropicProvider(WireProvider):
     api = API
+    decoder_class = Decoder
+    describe_error = staticmethod(describe_error)
 
     def open(self, model: ModelSpec, request: LlmRequest):
-        """A zero-argument callable that starts the HTTP request (run on the pump thread)."""
-        if not model.api_key:
-            raise ProviderError(Failure(f"No API key for provider: {model.provider_name}"))
+        client = anthropic_client(base_url=model.base_url, api_key=self.api_key(model))
         params = build_params(model, request)
         timeout = request_timeout(model.options)
-        client = anthropic_client(base_url=model.base_url, api_key=model.api_key)
         headers = beta_headers(model, params)
 
         def start():
             return client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None)
 
         return start
-
-    def decoder(self, builder: AssistantBuilder) -> Decoder:
-        return Decoder(builder)
-
-    def describe(self, exc: BaseException) -> Failure:
-        return describe_error(exc)

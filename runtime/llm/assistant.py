@@ -103,6 +103,21 @@ class AssistantBuilder:
     def is_open(self, index: int) -> bool:
         return index in self._open
 
+    def end_open_blocks(self) -> list[StreamEvent]:
+        """End every block still open, in order (for streams that end blocks only at the end)."""
+        events = []
+        for index, block in enumerate(self.content):
+            if index not in self._open:
+                continue
+            kind = block["type"]
+            if kind == "text":
+                events.append(self.end_text(index))
+            elif kind == "thinking":
+                events.append(self.end_thinking(index))
+            else:
+                events.append(self.end_tool_call(index))
+        return events
+
     def begin_text(self, text: str = "") -> tuple[int, StreamEvent]:
         index = len(self.content)
         self.content.append({"type": "text", "text": text})

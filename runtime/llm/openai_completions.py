@@ -22,8 +22,8 @@ import json
 from .assistant import AssistantBuilder
 from .clients import openai_client, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
-from .spec import LlmRequest, ModelSpec, StreamEvent
-from .transcript import openai_tool_call_id, prepare_transcript
+from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
+from .transcript import content_parts, openai_tool_call_id, prepare_transcript, result_images, result_text
 
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
@@ -74,12 +74,7 @@ def convert_messages(model: ModelSpec, request: LlmRequest) -> list[dict]:
             if isinstance(content, str):
                 out.append({"role": "user", "content": content})
             elif isinstance(content, list):
-                parts = []
-                for block in content:
-                    if block.get("type") == "text":
-                        parts.append({"type": "text", "text": block.get("text") or ""})
-                    elif block.get("type") == "image":
-                        parts.append(_image_part(block))
+                parts = content_parts(content, lambda text: {"type": "text", "text": text}, _image_part)
                 if parts:
                     out.append({"role": "user", "content": parts})
         elif role == "assistant":
@@ -113,11 +108,10 @@ def convert_messages(model: ModelSpec, request: LlmRequest) -> list[dict]:
             images = []
             while i < len(transcript) and transcript[i].get("role") == "toolResult":
                 result = transcript[i]
-                content = result.get("content") or []
-                text = "\n".join(b.get("text") or "" for b in content if b.get("type") == "text")
+                text = result_text(result)
                 out.append({"role": "tool", "content": text or "(see attached image)", "tool_call_id": result.get("toolCallId")})
                 if model.supports_images:
-                    images.extend(_image_part(b) for b in content if b.get("type") == "image")
+                    images.extend(_image_part(b) for b in result_images(result))
                 i += 1
             if images:
                 out.append({"role": "user", "content": [{"type": "text", "text": "Attached image(s) from tool result:"}, *images]})
@@ -248,19 +242,7 @@ class Decoder:
         return events
 
     def close_blocks(self) -> list[StreamEvent]:
-        b = self.b
-        events = []
-        for index, block in enumerate(b.content):
-            if not b.is_open(index):
-                continue
-            kind = block["type"]
-            if kind == "text":
-                events.append(b.end_text(index))
-            elif kind == "thinking":
-                events.append(b.end_thinking(index))
-            else:
-                events.append(b.end_tool_call(index))
-        return events
+        return self.b.end_open_blocks()
 
     def finish(self) -> str:
         reason = self.finish_reason
@@ -298,8 +280,10 @@ def describe_error(exc: BaseException) -> Failure:
     return Failure(f"{type(exc).__name__}: {exc}")
 
 
-class OpenAIProvider:
+class OpenAIProvider(WireProvider):
     api = API
+    decoder_class = Decoder
+    describe_error = staticmethod(describe_error)
 
     def open(self, model: ModelSpec, request: LlmRequest):
         api_key = model.api_key
@@ -317,9 +301,3 @@ class OpenAIProvider:
             return client.chat.completions.create(**params, extra_body=extra or None, timeout=timeout)
 
         return start
-
-    def decoder(self, builder: AssistantBuilder) -> Decoder:
-        return Decoder(builder)
-
-    def describe(self, exc: BaseException) -> Failure:
-        return describe_error(exc)

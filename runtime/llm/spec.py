@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PROVIDER_KINDS = ("anthropic", "openai", "openai-compatible", "scripted")
+PROVIDER_KINDS = ("anthropic", "openai", "openai-responses", "openai-compatible", "scripted")
 
 # Pi's thinking levels, in increasing order.
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
@@ -35,6 +35,7 @@ EVENT_TYPES = (
 API_BY_KIND = {
     "anthropic": "anthropic-messages",
     "openai": "openai-completions",
+    "openai-responses": "openai-responses",
     "openai-compatible": "openai-completions",
     "scripted": "scripted",
 }
@@ -90,3 +91,32 @@ class StreamEvent:
     delta: str = ""
     partial: dict | None = None
     message: dict | None = None
+
+
+class WireProvider:
+    """What `streaming.py` needs from a provider behind an HTTP API: `api` (Pi's name
+    for it), `open(model, request)` → a zero-argument callable that starts the request
+    (run on the pump thread), `decoder(builder)` and `describe(exc)` → a `Failure`.
+    Subclasses set `decoder_class` and `describe_error`."""
+
+    api: str
+    decoder_class: type
+
+    @staticmethod
+    def describe_error(exc: BaseException):  # pragma: no cover - every subclass sets its own
+        raise NotImplementedError
+
+    def decoder(self, builder):
+        return self.decoder_class(builder)
+
+    def describe(self, exc: BaseException):
+        return type(self).describe_error(exc)
+
+    @staticmethod
+    def api_key(model: ModelSpec) -> str:
+        """The model's key, or the request fails before it is made."""
+        from .retry import Failure, ProviderError
+
+        if not model.api_key:
+            raise ProviderError(Failure(f"No API key for provider: {model.provider_name}"))
+        return model.api_key

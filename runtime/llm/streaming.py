@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from .anthropic_messages import AnthropicProvider
 from .assistant import AssistantBuilder
 from .openai_completions import OpenAIProvider
+from .openai_responses import OpenAIResponsesProvider
 from .pump import OPENED, Cancelled, Pump
 from .retry import ProviderError, RetryPolicy
 from .scripted import ScriptedProvider
@@ -27,7 +28,12 @@ from .spec import PROVIDER_KINDS, LlmRequest, ModelSpec, StreamEvent
 
 log = logging.getLogger("neta.llm")
 
-_WIRE = {"anthropic": AnthropicProvider(), "openai": OpenAIProvider(), "openai-compatible": OpenAIProvider()}
+_WIRE = {
+    "anthropic": AnthropicProvider(),
+    "openai": OpenAIProvider(),
+    "openai-responses": OpenAIResponsesProvider(),
+    "openai-compatible": OpenAIProvider(),
+}
 _SCRIPTED = ScriptedProvider()
 
 

@@ -183,3 +183,23 @@ def openai_tool_call_id(tool_call_id: str) -> str:
     if "|" in tool_call_id:
         return _ID_UNSAFE.sub("_", tool_call_id.split("|", 1)[0])[:40]
     return tool_call_id[:40]
+
+
+def content_parts(content: list, text_part: Callable[[str], dict], image_part: Callable[[dict], dict]) -> list[dict]:
+    """A user message's text and image blocks in a wire format (the others are dropped)."""
+    parts = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(text_part(block.get("text") or ""))
+        elif block.get("type") == "image":
+            parts.append(image_part(block))
+    return parts
+
+
+def result_text(result: dict) -> str:
+    """A tool result's text blocks, one per line."""
+    return "\n".join(b.get("text") or "" for b in result.get("content") or [] if b.get("type") == "text")
+
+
+def result_images(result: dict) -> list[dict]:
+    return [b for b in result.get("content") or [] if b.get("type") == "image"]

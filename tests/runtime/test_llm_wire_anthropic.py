@@ -9,41 +9,24 @@ import pytest
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.anthropic_messages import build_params
 
-from .wire_servers import Reply, Status, WireServer, anthropic_events, comparable, ask, terminal_events, user
+from .wire_servers import Reply, Status, anthropic_events, ask, comparable, serve, terminal_events, user, wire_spec
 
 PRICES = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}
-FAST_RETRY = {"retry_base_delay": 0.01, "timeout": 10}
-
-
-@pytest.fixture(scope="module")
-def server():
-    with WireServer("anthropic") as wire:
-        yield wire
-
-
-@pytest.fixture(autouse=True)
-def clean(server):
-    server.reset()
-    yield
-    server.reset()
+server, clean = serve("anthropic")
+ANTHROPIC = {
+    "provider_kind": "anthropic",
+    "model_id": "claude-test-1",
+    "provider_name": "anthropic",
+    "api_key": "sk-ant-test",
+    "supports_thinking": True,
+    "supports_images": True,
+    "max_output_tokens": 64000,
+    "prices": PRICES,
+}
 
 
 def spec(server, **overrides) -> ModelSpec:
-    options = {**FAST_RETRY, **overrides.pop("options", {})}
-    values = {
-        "provider_kind": "anthropic",
-        "model_id": "claude-test-1",
-        "provider_name": "anthropic",
-        "base_url": server.base_url,
-        "api_key": "sk-ant-test",
-        "supports_thinking": True,
-        "supports_images": True,
-        "max_output_tokens": 64000,
-        "prices": PRICES,
-        "options": options,
-        **overrides,
-    }
-    return ModelSpec(**values)
+    return wire_spec(server, ANTHROPIC, overrides)
 
 
 THINKING = {"type": "thinking", "thinking": "The user greets me; answer briefly.", "thinkingSignature": "EqQBsig=="}

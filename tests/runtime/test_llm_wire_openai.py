@@ -5,68 +5,38 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_completions import build_params
 
-from .wire_servers import Reply, Status, WireServer, comparable, openai_chunks, ask, terminal_events, user
+from .wire_servers import Reply, Status, ask, comparable, openai_chunks, serve, terminal_events, user, wire_spec
 
 PRICES = {"input": 2, "output": 8, "cacheRead": 0.5}
-FAST_RETRY = {"retry_base_delay": 0.01, "timeout": 10}
-
-
-@pytest.fixture(scope="module")
-def openai_server():
-    with WireServer("openai") as wire:
-        yield wire
-
-
-@pytest.fixture(scope="module")
-def deepseek_server():
-    with WireServer("deepseek") as wire:
-        yield wire
-
-
-@pytest.fixture(autouse=True)
-def clean(openai_server, deepseek_server):
-    for wire in (openai_server, deepseek_server):
-        wire.reset()
-    yield
-    for wire in (openai_server, deepseek_server):
-        wire.reset()
+openai_server, _clean_openai = serve("openai", "openai_server")
+deepseek_server, _clean_deepseek = serve("deepseek", "deepseek_server")
+OPENAI = {
+    "provider_kind": "openai",
+    "model_id": "gpt-test",
+    "provider_name": "openai",
+    "api_key": "sk-openai-test",
+    "supports_images": True,
+    "prices": PRICES,
+}
+DEEPSEEK = {
+    "provider_kind": "openai-compatible",
+    "model_id": "deepseek-reasoner",
+    "provider_name": "deepseek",
+    "api_key": "sk-deepseek-test",
+    "supports_thinking": True,
+    "prices": PRICES,
+}
 
 
 def openai_spec(server, **overrides) -> ModelSpec:
-    options = {**FAST_RETRY, **overrides.pop("options", {})}
-    values = {
-        "provider_kind": "openai",
-        "model_id": "gpt-test",
-        "provider_name": "openai",
-        "base_url": server.base_url,
-        "api_key": "sk-openai-test",
-        "supports_images": True,
-        "prices": PRICES,
-        "options": options,
-        **overrides,
-    }
-    return ModelSpec(**values)
+    return wire_spec(server, OPENAI, overrides)
 
 
 def deepseek_spec(server, **overrides) -> ModelSpec:
-    options = {**FAST_RETRY, **overrides.pop("options", {})}
-    values = {
-        "provider_kind": "openai-compatible",
-        "model_id": "deepseek-reasoner",
-        "provider_name": "deepseek",
-        "base_url": server.base_url,
-        "api_key": "sk-deepseek-test",
-        "supports_thinking": True,
-        "prices": PRICES,
-        "options": options,
-        **overrides,
-    }
-    return ModelSpec(**values)
+    return wire_spec(server, DEEPSEEK, overrides)
 
 
 TEXT = {"type": "text", "text": "Sure, here is the plan."}

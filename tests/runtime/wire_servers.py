@@ -286,6 +286,81 @@ def openai_chunks(reply: Reply, model: str, *, deepseek: bool = False) -> list[d
     return chunks
 
 
+# -- OpenAI Responses SSE ------------------------------------------------------------------------
+
+
+def responses_events(reply: Reply, model: str) -> list[dict]:
+    """The events a Responses stream sends (each as `event: <type>` + data).
+
+    Thinking blocks are reasoning items (summary text streamed, the item with
+    ``encrypted_content`` at the end); a tool call's id ``call|item`` gives the call
+    id and the item id.
+    """
+    events: list[dict] = []
+
+    def emit(kind: str, **data) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **data})
+
+    response = {"id": reply.message_id, "object": "response", "created_at": 1_700_000_000, "model": model, "output": []}
+    emit("response.created", response={**response, "status": "in_progress"})
+    emit("response.in_progress", response={**response, "status": "in_progress"})
+    done_items = []
+    for index, block in enumerate(reply.content):
+        kind = block["type"]
+        if kind == "thinking":
+            item_id = f"rs_{index:04d}"
+            emit("response.output_item.added", output_index=index, item={"type": "reasoning", "id": item_id, "summary": []})
+            parts = block["thinking"].split("\n\n")
+            for number, part in enumerate(parts):
+                emit("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=number, part={"type": "summary_text", "text": ""})
+                for piece in _pieces(part, reply.chunk):
+                    emit("response.reasoning_summary_text.delta", item_id=item_id, output_index=index, summary_index=number, delta=piece)
+                emit("response.reasoning_summary_text.done", item_id=item_id, output_index=index, summary_index=number, text=part)
+                emit("response.reasoning_summary_part.done", item_id=item_id, output_index=index, summary_index=number, part={"type": "summary_text", "text": part})
+            item = {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": p} for p in parts], "encrypted_content": f"enc-{index}"}
+        elif kind == "text":
+            item_id = f"msg_{index:04d}"
+            emit("response.output_item.added", output_index=index, item={"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []})
+            emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+            for piece in _pieces(block["text"], reply.chunk):
+                emit("response.output_text.delta", item_id=item_id, output_index=index, content_index=0, delta=piece, logprobs=[])
+            emit("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=block["text"], logprobs=[])
+            part = {"type": "output_text", "text": block["text"], "annotations": []}
+            emit("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
+            item = {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": [part]}
+        elif kind == "toolCall":
+            call_id, _, item_id = block["id"].partition("|")
+            item_id = item_id or f"fc_{index:04d}"
+            arguments = _json(block["arguments"])
+            emit("response.output_item.added", output_index=index, item={"type": "function_call", "id": item_id, "call_id": call_id, "name": block["name"], "arguments": "", "status": "in_progress"})
+            for piece in _pieces(arguments, reply.chunk):
+                emit("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
+            emit("response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=arguments)
+            item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": block["name"], "arguments": arguments, "status": "completed"}
+        else:
+            raise ValueError(f"cannot render block type {kind!r}")
+        emit("response.output_item.done", output_index=index, item=item)
+        done_items.append(item)
+    usage = reply.usage
+    prompt = usage["input"] + usage["cacheRead"]
+    final = {
+        **response,
+        "output": done_items,
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": usage["cacheRead"]},
+            "output_tokens": usage["output"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + usage["output"],
+        },
+    }
+    if reply.stop_reason == "length":
+        emit("response.incomplete", response={**final, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}})
+    else:
+        emit("response.completed", response={**final, "status": "completed", "incomplete_details": None})
+    return events
+
+
 # -- the server -------------------------------------------------------------------------------
 
 
@@ -307,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
         wire.requests.append(
             Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
         )
-        expected = "/v1/messages" if wire.protocol == "anthropic" else "/v1/chat/completions"
+        expected = {"anthropic": "/v1/messages", "openai-responses": "/v1/responses"}.get(wire.protocol, "/v1/chat/completions")
         if self.path.split("?")[0] != expected:
             self._status(Status(404, f"unknown path {self.path}"))
             return
@@ -352,6 +427,10 @@ class _Handler(BaseHTTPRequestHandler):
             frames = [f"event: {name}\ndata: {_json(data)}\n\n" for name, data in anthropic_events(reply, model)]
             name, data = anthropic_error_event(*reply.error)
             error_frame = f"event: {name}\ndata: {_json(data)}\n\n"
+        elif wire.protocol == "openai-responses":
+            frames = [f"event: {e['type']}\ndata: {_json(e)}\n\n" for e in responses_events(reply, model)]
+            kind, message = reply.error
+            error_frame = f"event: error\ndata: {_json({'type': 'error', 'code': kind, 'message': message, 'param': None, 'sequence_number': 0})}\n\n"
         else:
             chunks = openai_chunks(reply, model, deepseek=wire.protocol == "deepseek")
             frames = [f"data: {_json(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
@@ -400,7 +479,7 @@ class _Server(ThreadingHTTPServer):
 
 class WireServer:
     def __init__(self, protocol: str) -> None:
-        if protocol not in ("anthropic", "openai", "deepseek"):
+        if protocol not in ("anthropic", "openai", "openai-responses", "deepseek"):
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
         self.requests: list[Recorded] = []
@@ -477,3 +556,38 @@ def ask(text: str = "hello", **kwargs):
     from runtime.llm import LlmRequest
 
     return LlmRequest(system_prompt="You are terse.", messages=[user(text)], tools=kwargs.pop("tools", []), **kwargs)
+
+
+# --- scaffolding the wire test modules share ---------------------------------------------------
+
+FAST_RETRY = {"retry_base_delay": 0.01, "timeout": 10}
+
+
+def serve(protocol: str, name: str = "server"):
+    """(server, clean): a module-scoped WireServer fixture called ``name`` and an autouse
+    one that resets it around each test. In a test module:
+    ``server, clean = serve("anthropic")``."""
+    import pytest
+
+    @pytest.fixture(scope="module", name=name)
+    def server():
+        with WireServer(protocol) as wire:
+            yield wire
+
+    @pytest.fixture(autouse=True, name=f"_reset_{name}")
+    def clean(request):
+        wire = request.getfixturevalue(name)
+        wire.reset()
+        yield
+        wire.reset()
+
+    return server, clean
+
+
+def wire_spec(server, defaults: dict, overrides: dict):
+    """A ModelSpec for ``server``: ``defaults`` (kind, model, key…), then ``overrides``;
+    options start from FAST_RETRY."""
+    from runtime.llm import ModelSpec
+
+    options = {**FAST_RETRY, **overrides.pop("options", {})}
+    return ModelSpec(**{"base_url": server.base_url, **defaults, "options": options, **overrides})
