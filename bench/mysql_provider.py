@@ -30,8 +30,7 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
 
     from bench.stored_sessions import stored_session
     from sessions_tree.providers import get_provider
-    from sessions_tree.providers import file as file_provider
-    from sessions_tree.providers import mysql as mysql_provider
+    from sessions_tree.index import INDEXES
 
     provider = get_provider("mysql", using="mysql")
     connection = connections["mysql"]
@@ -40,8 +39,7 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
         session_id = stored_session("mysql", "linear", n, using="mysql")
         cold, warm = [], []
         for _ in range(repeat):
-            mysql_provider._indexes.clear()
-            file_provider._indexes.clear()
+            INDEXES.clear()
             with CaptureQueriesContext(connection) as cold_q:
                 t0 = time.perf_counter()
                 ctx = provider.build_context(session_id)

@@ -26,9 +26,8 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
     from django.conf import settings
 
     from bench.stored_sessions import stored_session
-    from sessions_tree.providers import file as file_provider
+    from sessions_tree.index import INDEXES
     from sessions_tree.providers import get_provider
-    from sessions_tree.providers import mysql as mysql_provider
 
     kinds = [("file", "default")] + ([("mysql", "mysql")] if environment.has_mysql() else [])
     print(f"snapshot ({machine()}; median of {repeat}; entry limit {settings.NETA_SNAPSHOT_ENTRY_LIMIT})", flush=True)
@@ -39,8 +38,7 @@ def run(report: Report, *, sizes=SIZES, repeat: int = REPEAT) -> None:
                 session_id = stored_session(kind, shape, n, using=using)
                 cold, warm = [], []
                 for _ in range(repeat):
-                    file_provider._indexes.clear()
-                    mysql_provider._indexes.clear()
+                    INDEXES.clear()
                     t0 = time.perf_counter()
                     provider.get_snapshot(session_id)
                     t1 = time.perf_counter()

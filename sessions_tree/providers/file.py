@@ -46,8 +46,6 @@ from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record
 from sessions_tree.models import AgentSession, ProviderKind
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed, recount
 
-# One index per file per process, in the process-wide cache shared with the mysql provider.
-_indexes = INDEXES
 MAX_KEPT_FRAGMENT = 64 * 1024
 
 
@@ -125,7 +123,7 @@ class FileProvider(SessionTreeProvider):
     def _store_delete(self, meta: AgentSession) -> None:
         path = Path(meta.session_file)
         path.unlink(missing_ok=True)
-        _indexes.pop(self._cache_key(meta))
+        INDEXES.pop(self._cache_key(meta))
 
     # ------------------------------------------------------------------ locking and reading
 
@@ -147,7 +145,7 @@ class FileProvider(SessionTreeProvider):
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         path = meta.session_file
         cache_key = self._cache_key(meta)
-        index = _indexes.get_or_add(cache_key, SessionIndex, lambda ix: True)
+        index = INDEXES.get_or_add(cache_key, SessionIndex, lambda ix: True)
         grew = False
         with index.lock:
             fd = _locks.fds.get(path)
@@ -159,7 +157,7 @@ class FileProvider(SessionTreeProvider):
                 key = (st.st_dev, st.st_ino)
                 if index.source_key != key or st.st_size < index.position:
                     fresh = SessionIndex(source_key=key)
-                    _indexes.replace(cache_key, fresh)
+                    INDEXES.replace(cache_key, fresh)
                     index = fresh
                 if st.st_size > index.position:
                     _read_new_lines(fd, index, st.st_size, meta)
@@ -168,7 +166,7 @@ class FileProvider(SessionTreeProvider):
                 if own:
                     os.close(fd)
         if grew:
-            _indexes.grew(cache_key, index)
+            INDEXES.grew(cache_key, index)
         return index
 
     def _cache_key(self, meta: AgentSession) -> tuple[str, str]:

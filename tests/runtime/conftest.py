@@ -10,8 +10,7 @@ from runtime.models import Agent, ModelConfig
 from runtime.services import session_prompt, session_start
 from runtime.streaming import InMemorySink
 from runtime.turn import execute_run
-from sessions_tree.providers import file as file_provider
-from sessions_tree.providers import mysql as mysql_provider
+from sessions_tree.index import INDEXES
 
 SUMMARY_SYSTEM = "context summarization assistant"
 
@@ -36,8 +35,7 @@ def workspace(tmp_path, settings):
     path.mkdir()
     settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
     settings.NETA_WORKSPACE_DIR = path
-    file_provider._indexes.clear()
-    mysql_provider._indexes.clear()
+    INDEXES.clear()
     return path
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from sessions_tree.index import INDEXES
 from sessions_tree.providers import get_provider
-from sessions_tree.providers import file as file_provider
-from sessions_tree.providers import mysql as mysql_provider
 from tests.conftest import require
 
 PROVIDERS = ["file", "mysql-sqlite", "mysql-mariadb"]
@@ -15,8 +14,7 @@ PROVIDERS = ["file", "mysql-sqlite", "mysql-mariadb"]
 
 def forget_process_caches() -> None:
     """What a new process would start from: no in-memory indexes."""
-    file_provider._indexes.clear()
-    mysql_provider._indexes.clear()
+    INDEXES.clear()
 
 
 @pytest.fixture(params=PROVIDERS)
