@@ -3,6 +3,8 @@ provider on SQLite, and the mysql provider on the real MariaDB server."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from sessions_tree.index import INDEXES
@@ -10,6 +12,21 @@ from sessions_tree.providers import get_provider
 from tests.conftest import require
 
 PROVIDERS = ["file", "mysql-sqlite", "mysql-mariadb"]
+
+
+def appender_env(settings) -> dict:
+    """The environment of an ``appender.py`` child: this test's SQLite database and sessions folder."""
+    db = settings.DATABASES["default"]
+    assert db["ENGINE"].endswith("sqlite3"), "appender children share the SQLite test database"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "neta.settings",
+        "NETA_DATABASE_URL": f"sqlite:///{db['NAME']}",
+        "NETA_SESSIONS_DIR": str(settings.NETA_SESSIONS_DIR),
+        "NETA_EVENT_LOG_SIZE": "100000",
+    }
+    env.pop("NETA_TEST_MYSQL_URL", None)
+    return env
 
 
 def forget_process_caches() -> None:

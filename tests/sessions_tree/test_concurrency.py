@@ -15,7 +15,6 @@ final snapshot.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from sessions_tree.events import apply_events
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.providers import get_provider
 from tests.conftest import REPO
-from tests.sessions_tree.conftest import forget_process_caches
+from tests.sessions_tree.conftest import appender_env, forget_process_caches
 
 APPENDER = Path(__file__).with_name("appender.py")
 
@@ -72,15 +71,7 @@ def test_eight_processes_append_to_one_file_session(sessions_dir, settings):
     provider = get_provider("file")
     meta = provider.create_session(cwd="/concurrency")
     first = provider.get_snapshot(meta.session_id)
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "neta.settings",
-        "NETA_DATABASE_URL": f"sqlite:///{db['NAME']}",
-        "NETA_SESSIONS_DIR": str(settings.NETA_SESSIONS_DIR),
-        "NETA_EVENT_LOG_SIZE": "100000",
-    }
-    env.pop("NETA_TEST_MYSQL_URL", None)
+    env = appender_env(settings)
     procs = {}
     for n in range(writers):
         tag = f"p{n}"

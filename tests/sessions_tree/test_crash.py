@@ -42,7 +42,7 @@ from sessions_tree.events import apply_events
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.providers import get_provider
 from tests.conftest import REPO
-from tests.sessions_tree.conftest import forget_process_caches, user_message
+from tests.sessions_tree.conftest import appender_env, forget_process_caches, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,16 +55,7 @@ class ForkServer:
     """``appender.py serve``: forks one fresh child per command."""
 
     def __init__(self, workdir: Path):
-        db = settings.DATABASES["default"]
-        assert db["ENGINE"].endswith("sqlite3"), "the crash test runs on the SQLite test database"
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "neta.settings",
-            "NETA_DATABASE_URL": f"sqlite:///{db['NAME']}",
-            "NETA_SESSIONS_DIR": str(settings.NETA_SESSIONS_DIR),
-            "NETA_EVENT_LOG_SIZE": "100000",
-        }
-        env.pop("NETA_TEST_MYSQL_URL", None)
+        env = appender_env(settings)
         self.workdir = workdir
         self.stderr_path = workdir / "appender.stderr"
         self._stderr = self.stderr_path.open("wb")
