@@ -98,12 +98,17 @@ def _clean_images(images) -> list[dict]:
     return out
 
 
+def _non_empty(field: str, value, max_chars: int) -> str:
+    """``value`` if it is a string with something in it and at most ``max_chars`` long."""
+    if not isinstance(value, str) or not value.strip():
+        raise RuntimeInputError(field, "must be a non-empty string")
+    if len(value) > max_chars:
+        raise RuntimeInputError(field, f"is longer than {max_chars} characters")
+    return value
+
+
 def _clean_text(text) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise RuntimeInputError("text", "must be a non-empty string")
-    if len(text) > MAX_PROMPT_CHARS:
-        raise RuntimeInputError("text", f"is longer than {MAX_PROMPT_CHARS} characters")
-    return text
+    return _non_empty("text", text, MAX_PROMPT_CHARS)
 
 
 def active_run(session_id: str, *, lock: bool = False) -> AgentRun | None:
@@ -380,11 +385,7 @@ def agent_by_name(name: str | None) -> Agent:
 
 
 def _clean_title(title) -> str:
-    if not isinstance(title, str) or not title.strip():
-        raise RuntimeInputError("title", "must be a non-empty string")
-    if len(title) > MAX_TITLE:
-        raise RuntimeInputError("title", f"is longer than {MAX_TITLE} characters")
-    return title.strip()
+    return _non_empty("title", title, MAX_TITLE).strip()
 
 
 def session_create(*, user, agent_name: str | None = None, title: str | None = None) -> AgentSession:
