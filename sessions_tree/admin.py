@@ -124,9 +124,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
             active = [e["id"] for e in provider.get_active_path(meta.session_id)]
         except (SessionTreeError, OSError) as exc:
             return self._page(request, meta, f"Tree of {meta}", "tree.html", error=str(exc), page=None)
-        rows = list(tree_rows(entries, leaf_id=leaf, active_path=active, width=140))
+        rows = list(tree_rows(entries, leaf_id=leaf, active_path=active))
         page = Paginator(rows, TREE_ROWS_PER_PAGE).get_page(request.GET.get("page"))
-        return self._page(request, meta, f"Tree of {meta}", "tree.html", page=page, total=len(rows), leaf=leaf, error=None)
+        shown = [(row, row.preview(140)) for row in page.object_list]  # previews for this page only
+        return self._page(request, meta, f"Tree of {meta}", "tree.html", page=page, shown=shown, total=len(rows), leaf=leaf, error=None)
 
     def context_view(self, request, object_id: str):
         """What the model is sent with the leaf at an entry (default: the session's leaf)."""

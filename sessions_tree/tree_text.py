@@ -63,25 +63,31 @@ def content_text(content) -> str:
 
 def render_tree(entries: list[dict], *, leaf_id: str | None, active_path: list[str], width: int = 100) -> Iterator[str]:
     """Lines of the tree. A chain stays at one indent; each branch point indents its children."""
-    for row in tree_rows(entries, leaf_id=leaf_id, active_path=active_path, width=width):
+    for row in tree_rows(entries, leaf_id=leaf_id, active_path=active_path):
         mark = "●" if row.on_path else "○"
         label = f" [{row.label}]" if row.label is not None else ""
         leaf = "  ◀ leaf" if row.is_leaf else ""
-        yield f"{'  ' * row.depth}{mark} {row.entry_id}{label} {row.preview}{leaf}"
+        yield f"{'  ' * row.depth}{mark} {row.entry_id}{label} {row.preview(width)}{leaf}"
 
 
 @dataclass(frozen=True, slots=True)
 class TreeRow:
     depth: int
-    entry_id: str
-    entry_type: str
-    preview: str
+    entry: dict
     label: str | None
     on_path: bool
     is_leaf: bool
 
+    @property
+    def entry_id(self) -> str:
+        return self.entry["id"]
 
-def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str], width: int = 100) -> Iterator[TreeRow]:
+    def preview(self, width: int = 100) -> str:
+        """The entry in one line (computed when asked: a page shows a few of many rows)."""
+        return entry_preview(self.entry, width)
+
+
+def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str]) -> Iterator[TreeRow]:
     """The tree in display order (Pi's: siblings by timestamp), one row per entry.
 
     Iterative, so a 100k-entry chain renders without recursion limits.
@@ -117,15 +123,7 @@ def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str
             continue
         visited.add(entry_id)
         entry = by_id[entry_id]
-        yield TreeRow(
-            depth=depth,
-            entry_id=entry_id,
-            entry_type=str(entry.get("type")),
-            preview=entry_preview(entry, width),
-            label=labels.get(entry_id),
-            on_path=entry_id in on_path,
-            is_leaf=entry_id == leaf_id,
-        )
+        yield TreeRow(depth=depth, entry=entry, label=labels.get(entry_id), on_path=entry_id in on_path, is_leaf=entry_id == leaf_id)
         kids = children.get(entry_id, [])
         if len(kids) == 1:
             stack.append((kids[0], depth))
