@@ -32,6 +32,7 @@ run: deps
 
 test: deps-test
 	bin/setup-system --services
+	$(VENV)/bin/lint-imports --no-cache
 	node --test tests/js/
 	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
