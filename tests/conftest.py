@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,21 @@ SHARED = REPO.parent / "shared"
 ORACLE = SHARED / "pi-oracle" / "oracle"
 FIXTURES = SHARED / "pi-oracle" / "fixtures"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker runs the Pi oracle from a folder of its own: the
+    oracle script refreshes its cache folder on every call, so two concurrent calls on
+    one folder race. The worker's folder starts as hard links of the shared install."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or "PI_ORACLE_HOME" in os.environ:
+        return
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    shared, home = cache / "neta-pi-oracle", cache / f"neta-pi-oracle-{worker}"
+    if (shared / "node_modules").is_dir() and not (home / "node_modules").exists():
+        home.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(shared / "node_modules"), str(home / "node_modules")], check=False)
+    os.environ["PI_ORACLE_HOME"] = str(home)
 
 
 def require(condition: bool, reason: str) -> None:
