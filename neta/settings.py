@@ -209,8 +209,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",  # browsers, with CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["runtime.api.permissions.ApiAccess"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Renders whatever a session holds (lone surrogates, NaN, deep nesting) instead of a 500.
+    "DEFAULT_RENDERER_CLASSES": ["runtime.api.renderers.SafeJSONRenderer"],
+    # Bounded nesting, finite numbers, lone surrogates replaced: see runtime/api/parsers.py.
+    "DEFAULT_PARSER_CLASSES": ["runtime.api.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "runtime.api.errors.api_exception_handler",
     # Fair-use limits, not security.

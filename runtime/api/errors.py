@@ -159,6 +159,10 @@ def classify(exc: BaseException) -> ErrorInfo | None:
     summary = _summary_error(exc)
     if summary is not None:
         return summary
+    if isinstance(exc, RecursionError):
+        # The parser bounds request nesting; anything else nested past Python's
+        # recursion limit is still the input's shape, not a server fault.
+        return ErrorInfo(400, "too_deep", "the input is nested too deeply to process")
     if isinstance(exc, exceptions.APIException):
         headers = {}
         if getattr(exc, "auth_header", None):
@@ -181,6 +185,8 @@ def api_exception_handler(exc, context):
     """DRF's ``EXCEPTION_HANDLER``: everything becomes the one error shape."""
     info = classify(exc)
     set_rollback()
+    if isinstance(exc, RecursionError):
+        logger.warning("RecursionError answered 400", exc_info=exc)
     if info is None:
         logger.error("unhandled API error", exc_info=exc)
         info = ErrorInfo(500, "server_error", "internal error (logged on the server)")
