@@ -14,3 +14,5 @@ urlpatterns = [
     path("api/", include("runtime.api.urls")),
     path("", include("runtime.urls_pages")),
 ]
+
+handler500 = "runtime.api.errors.server_error"

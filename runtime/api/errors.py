@@ -196,3 +196,13 @@ def api_exception_handler(exc, context):
 def api_not_found(request, *args, **kwargs):
     """Unknown paths under /api/: the same shape as every other error."""
     return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
+
+
+def server_error(request, *args, **kwargs):
+    """``handler500``: what escapes every other handler (middleware, a renderer) still
+    answers in the one shape under /api/; pages keep Django's HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "internal error (logged on the server)"), status=500)
+    from django.views.defaults import server_error as html_server_error
+
+    return html_server_error(request, *args, **kwargs)

@@ -282,13 +282,26 @@ def test_no_route_method_actor_or_body_answers_5xx(owner, staff, agent, tmp_path
         for method in METHODS:
             for url in urls:
                 for body_name, body in BODIES.items():
-                    for content_type in ("application/json", "multipart/form-data; boundary=x", "text/plain"):
+                    for content_type in ("application/json", "multipart/form-data; boundary=x"):
                         response = c.generic(method.upper(), url, data=body, content_type=content_type)
                         count += 1
                         if response.status_code >= 500:
                             failures.append((actor, method, url, body_name, content_type, response.status_code, response.content[:200]))
+        for url in urls:  # every query parameter any list takes, with values no one should send
+            for query in GARBAGE_QUERIES:
+                response = c.get(url + "?" + query)
+                count += 1
+                if response.status_code >= 500:
+                    failures.append((actor, "get", url, query, response.status_code, response.content[:200]))
     assert count > 1000
     assert not failures, failures[:10]
+
+
+_PARAMS = ["cursor", "limit", "status", "user", "agent", "session", "sinceRevision", "format"]
+GARBAGE_QUERIES = [
+    "&".join(f"{name}={value}" for name in _PARAMS)
+    for value in ["%00", "%ED%A0%80", "%FF%FE", "-1", "9" * 40, "1e400", "NaN", "x" * 5000, "%5B%5D", ""]
+]
 
 
 def test_a_recursion_error_anywhere_is_a_400_not_a_500():
@@ -296,3 +309,12 @@ def test_a_recursion_error_anywhere_is_a_400_not_a_500():
 
     response = api_exception_handler(RecursionError("maximum recursion depth exceeded"), {})
     assert response.status_code == 400 and response.data["error"]["code"] == "too_deep"
+
+
+def test_what_escapes_every_handler_is_still_json_under_the_api(rf):
+    from runtime.api.errors import server_error
+
+    response = server_error(rf.get("/api/sessions/"))
+    assert response.status_code == 500 and json.loads(response.content)["error"]["code"] == "server_error"
+    page = server_error(rf.get("/"))
+    assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
