@@ -115,24 +115,41 @@ def test_a_lone_surrogate_in_text_is_replaced_and_the_request_goes_on(tree, owne
 
 
 def append_behind_the_providers_back(session_id: str, lines: list[str]) -> None:
-    """Append raw JSONL lines to a file session as another writer (Pi) would, and
-    make the meta row acknowledge them (size, count, leaf = the last line's id)."""
+    """Append raw JSONL lines to a session as another writer would (Pi to a file; a
+    hand-made row for the mysql provider), and make the meta row acknowledge them
+    (size or sequence, count, leaf = the last line's id)."""
     from pathlib import Path
 
+    from sessions_tree.models import SessionEntry
+
     meta = AgentSession.objects.get(session_id=session_id)
-    path = Path(meta.session_file)
-    with path.open("a", encoding="utf-8", errors="surrogatepass") as fh:
-        for line in lines:
-            fh.write(line.rstrip("\n") + "\n")
     last_id = json.loads(lines[-1])["id"]
-    AgentSession.objects.filter(pk=meta.pk).update(
-        last_seq=path.stat().st_size, entry_count=meta.entry_count + len(lines), leaf_entry_id=last_id
-    )
+    if meta.provider == "file":
+        path = Path(meta.session_file)
+        with path.open("a", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line.rstrip("\n") + "\n")
+        last_seq = path.stat().st_size
+    else:
+        last_seq = meta.last_seq
+        for line in lines:
+            entry = json.loads(line)
+            last_seq += 1
+            SessionEntry.objects.create(
+                session=meta, entry_id=entry["id"], parent_entry_id=entry.get("parentId"), seq=last_seq, type=entry["type"],
+                role=(entry.get("message") or {}).get("role", ""), timestamp=entry.get("timestamp", ""), payload=line,
+            )
+    AgentSession.objects.filter(pk=meta.pk).update(last_seq=last_seq, entry_count=meta.entry_count + len(lines), leaf_entry_id=last_id)
 
 
-def test_stored_content_json_cannot_carry_still_renders(tree, owner):
-    """A file session's line holding a lone surrogate and a number that overflows to
-    Infinity (both accepted by JSON.parse), written behind the provider's back."""
+@pytest.mark.parametrize("provider", ["file", "mysql"])
+def test_stored_content_json_cannot_carry_still_renders(owner, agent, provider):
+    """A line holding a lone surrogate and a number that overflows to Infinity (both
+    accepted by JSON.parse), written behind the provider's back, on both stores."""
+    agent.session_provider = provider
+    agent.save()
+    tree = build_tree(owner, agent)
+    assert AgentSession.objects.get(session_id=tree.session_id).provider == provider
     leaf = AgentSession.objects.get(session_id=tree.session_id).leaf_entry_id
     line = (
         '{"type":"message","id":"bad00001","parentId":"%s","timestamp":"2026-01-01T00:00:00.000Z",'
@@ -144,16 +161,20 @@ def test_stored_content_json_cannot_carry_still_renders(tree, owner):
     for url in (
         f"/api/sessions/{tree.session_id}/entries/?limit=500",
         f"/api/sessions/{tree.session_id}/snapshot/",
+        f"/api/sessions/{tree.session_id}/",
+        "/api/sessions/",
     ):
         response = c.get(url)
         assert response.status_code == 200, (url, response.content[:300])
-        text = response.content.decode("utf-8")  # valid UTF-8
-        assert "half \ufffd a pair" in text, url
+        response.content.decode("utf-8")  # valid UTF-8
     entries = c.get(f"/api/sessions/{tree.session_id}/entries/?limit=500").json()["results"]
     bad = next(e for e in entries if e["id"] == "bad00001")
+    assert bad["message"]["content"][0]["text"] == "half \ufffd a pair"
     assert bad["message"]["usage"]["output"] is None  # Infinity has no JSON form
+    snapshot = c.get(f"/api/sessions/{tree.session_id}/snapshot/").json()
+    assert snapshot["activePath"][-1] == "bad00001"
     export = c.get(f"/api/sessions/{tree.session_id}/export/")
-    assert export.status_code == 200
+    assert export.status_code == 200 and b"bad00001" in export.content
 
 
 def test_the_renderer_survives_any_value():
