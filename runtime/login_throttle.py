@@ -65,8 +65,8 @@ def record_failure(request, username: str) -> None:
     cache = caches["login"]
     window = settings.NETA_LOGIN_WINDOW_SECONDS
     for key, _limit in _keys(request, username):
-        if cache.add(key + ":since", time.time(), timeout=window):
-            cache.set(key, 0, timeout=window)
+        cache.add(key + ":since", time.time(), timeout=window)
+        cache.add(key, 0, timeout=window)  # add, not set: a concurrent first failure keeps its count
         try:
             cache.incr(key)
         except ValueError:  # expired between the two calls: a new window
