@@ -209,8 +209,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",  # browsers, with CSRF
     ],
     "DEFAULT_PERMISSION_CLASSES": ["runtime.api.permissions.ApiAccess"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Renders whatever a session holds (lone surrogates, NaN, deep nesting) instead of a 500.
+    "DEFAULT_RENDERER_CLASSES": ["runtime.api.renderers.SafeJSONRenderer"],
+    # Bounded nesting, finite numbers, lone surrogates replaced: see runtime/api/parsers.py.
+    "DEFAULT_PARSER_CLASSES": ["runtime.api.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "runtime.api.errors.api_exception_handler",
     # Fair-use limits, not security.
@@ -221,6 +223,23 @@ REST_FRAMEWORK = {
     },
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# --- Sign-in limits (runtime/login_throttle.py) --------------------------------
+# Failed sign-ins on /login/ and /admin/login/ per username and per client address
+# within the window (from the first failure); past either, the form answers 429.
+NETA_LOGIN_MAX_FAILURES = env_int("NETA_LOGIN_MAX_FAILURES", 5, minimum=1)
+NETA_LOGIN_MAX_FAILURES_PER_IP = env_int("NETA_LOGIN_MAX_FAILURES_PER_IP", 20, minimum=1)
+NETA_LOGIN_WINDOW_SECONDS = env_int("NETA_LOGIN_WINDOW_SECONDS", 900, minimum=1)
+# Reverse proxies in front of the server whose X-Forwarded-For is trusted (0: use REMOTE_ADDR).
+NETA_TRUSTED_PROXIES = env_int("NETA_TRUSTED_PROXIES", 0, minimum=0)
+# The counts must be shared by every web process: Redis when configured, else this process's memory.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "neta-default"},
+    "login": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": NETA_REDIS_URL, "KEY_PREFIX": env_str("NETA_CHANNELS_PREFIX", "neta")}
+        if NETA_REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "neta-login"}
+    ),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Neta API",

@@ -225,9 +225,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
         limit = settings.NETA_WS_MAX_FRAME_BYTES
         if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
             raise FrameError("frame_too_large", f"frames are limited to {limit} bytes (send large uploads through the REST API)")
+        # The REST parser's rules (runtime/api/parsers.py): nesting bounded, lone
+        # surrogate escapes replaced by U+FFFD (orjson refuses them, JSON.parse
+        # takes them), non-finite numbers refused. orjson stops at depth 1024 itself.
+        from runtime.api.parsers import JsonTooDeep, check_json
+        from runtime.api.parsers import loads as strict_loads
+
         try:
-            frame = orjson.loads(text_data)
-        except orjson.JSONDecodeError as exc:
+            try:
+                frame = check_json(orjson.loads(text_data))
+            except orjson.JSONDecodeError:
+                frame = strict_loads(text_data)
+        except JsonTooDeep as exc:
+            raise FrameError("invalid_json", str(exc)) from None
+        except ValueError as exc:
             raise FrameError("invalid_json", f"not JSON: {exc}") from None
         if not isinstance(frame, dict):
             raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")

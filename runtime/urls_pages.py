@@ -3,12 +3,13 @@
 from django.urls import path
 
 from runtime import views
+from runtime.login_throttle import throttled_login
 
 app_name = "pages"
 urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("sessions/<str:session_id>/", views.chat_page, name="session"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("login/", throttled_login(views.LoginView.as_view()), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -159,6 +159,10 @@ def classify(exc: BaseException) -> ErrorInfo | None:
     summary = _summary_error(exc)
     if summary is not None:
         return summary
+    if isinstance(exc, RecursionError):
+        # The parser bounds request nesting; anything else nested past Python's
+        # recursion limit is still the input's shape, not a server fault.
+        return ErrorInfo(400, "too_deep", "the input is nested too deeply to process")
     if isinstance(exc, exceptions.APIException):
         headers = {}
         if getattr(exc, "auth_header", None):
@@ -181,6 +185,8 @@ def api_exception_handler(exc, context):
     """DRF's ``EXCEPTION_HANDLER``: everything becomes the one error shape."""
     info = classify(exc)
     set_rollback()
+    if isinstance(exc, RecursionError):
+        logger.warning("RecursionError answered 400", exc_info=exc)
     if info is None:
         logger.error("unhandled API error", exc_info=exc)
         info = ErrorInfo(500, "server_error", "internal error (logged on the server)")
@@ -190,3 +196,13 @@ def api_exception_handler(exc, context):
 def api_not_found(request, *args, **kwargs):
     """Unknown paths under /api/: the same shape as every other error."""
     return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
+
+
+def server_error(request, *args, **kwargs):
+    """``handler500``: what escapes every other handler (middleware, a renderer) still
+    answers in the one shape under /api/; pages keep Django's HTML page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("server_error", "internal error (logged on the server)"), status=500)
+    from django.views.defaults import server_error as html_server_error
+
+    return html_server_error(request, *args, **kwargs)

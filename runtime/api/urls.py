@@ -1,6 +1,7 @@
 """``/api/`` routes (included by ``neta.urls``)."""
 
 from django.urls import path, re_path
+from django.views import View
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
@@ -15,6 +16,16 @@ router.register("skills", views.SkillViewSet, basename="skill")
 router.register("runs", views.RunViewSet, basename="run")
 
 SESSION = "sessions/<str:session_id>/"
+
+
+class DocsPage(SpectacularSwaggerView):
+    """The Swagger page. Its renderer is an HTML template, which DRF's OPTIONS
+    metadata cannot fill (TemplateDoesNotExist, a 500): OPTIONS answers as
+    Django's plain views do, with ``Allow`` and no body."""
+
+    def options(self, request, *args, **kwargs):
+        return View.options(self, request, *args, **kwargs)
+
 
 app_name = "api"
 urlpatterns = [
@@ -33,7 +44,7 @@ urlpatterns = [
     path("me/", views.MeApi.as_view(), name="me"),
     path("csrf/", views.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("docs/", DocsPage.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
     re_path(r"^.*$", api_not_found),
 ]

@@ -6,49 +6,69 @@
 // them); model and thinking-level changes become small notes.
 
 import { entryKind } from "./tree_model.js";
+import { entryProblem, entryTypeName, num } from "./entry_check.js";
 
 const HIDDEN = new Set(["label", "session_info", "custom"]);
 
+/**
+ * The active path as conversation items. An entry the page cannot draw
+ * (entry_check.js) becomes an item of kind "unrenderable" with its reason, in its
+ * place; nothing about one entry stops the others from being listed.
+ */
 export function conversationItems(snapshot, lookup) {
   const inFlightId = snapshot.inFlight?.id ?? null;
   const items = [];
   const callOwner = new Map(); // toolCallId -> item
   let turn = null; // totals since the last user message
-  for (const id of snapshot.activePath) {
+  const path = Array.isArray(snapshot.activePath) ? snapshot.activePath : [];
+  for (const id of path) {
     if (id === inFlightId) continue;
     const entry = lookup(id);
     if (entry === undefined) continue;
-    const kind = entryKind(entry);
-    if (HIDDEN.has(kind)) continue;
-    if (kind === "custom_message" && entry.display === false) continue;
-    if (kind === "tool") {
-      const owner = callOwner.get(entry.message.toolCallId);
-      if (owner) {
-        owner.results = { ...owner.results, [entry.message.toolCallId]: entry };
-        owner.resultsKey += `${entry.id};`;
+    try {
+      const problem = entryProblem(entry);
+      if (problem) {
+        items.push(unrenderable(id, entry, problem));
         continue;
       }
-    }
-    const item = { id, entry, kind, results: {}, resultsKey: "", turnUsage: null };
-    if (kind === "user") turn = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, messages: 0, lastItem: null };
-    if (kind === "assistant") {
-      for (const block of entry.message.content ?? []) if (block?.type === "toolCall" && block.id) callOwner.set(block.id, item);
-      const usage = entry.message.usage;
-      if (usage && turn) {
-        turn.input += usage.input ?? 0;
-        turn.output += usage.output ?? 0;
-        turn.cacheRead += usage.cacheRead ?? 0;
-        turn.cacheWrite += usage.cacheWrite ?? 0;
-        turn.cost += usage.cost?.total ?? 0;
-        turn.messages += 1;
-        if (turn.lastItem) turn.lastItem.turnUsage = null;
-        turn.lastItem = item;
-        item.turnUsage = turn.messages > 1 ? { ...turn, lastItem: undefined } : null;
+      const kind = entryKind(entry);
+      if (HIDDEN.has(kind)) continue;
+      if (kind === "custom_message" && entry.display === false) continue;
+      if (kind === "tool") {
+        const owner = callOwner.get(entry.message.toolCallId);
+        if (owner) {
+          owner.results = { ...owner.results, [entry.message.toolCallId]: entry };
+          owner.resultsKey += `${entry.id};`;
+          continue;
+        }
       }
+      const item = { id, entry, kind, results: {}, resultsKey: "", turnUsage: null };
+      if (kind === "user") turn = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, messages: 0, lastItem: null };
+      if (kind === "assistant") {
+        for (const block of entry.message.content ?? []) if (block?.type === "toolCall" && typeof block.id === "string") callOwner.set(block.id, item);
+        const usage = entry.message.usage;
+        if (usage && turn) {
+          turn.input += num(usage.input) ?? 0;
+          turn.output += num(usage.output) ?? 0;
+          turn.cacheRead += num(usage.cacheRead) ?? 0;
+          turn.cacheWrite += num(usage.cacheWrite) ?? 0;
+          turn.cost += num(usage.cost?.total) ?? 0;
+          turn.messages += 1;
+          if (turn.lastItem) turn.lastItem.turnUsage = null;
+          turn.lastItem = item;
+          item.turnUsage = turn.messages > 1 ? { ...turn, lastItem: undefined } : null;
+        }
+      }
+      items.push(item);
+    } catch (error) {
+      items.push(unrenderable(id, entry, error?.message ?? String(error)));
     }
-    items.push(item);
   }
   return items;
+}
+
+function unrenderable(id, entry, problem) {
+  return { id, entry, kind: "unrenderable", problem, typeName: entryTypeName(entry), results: {}, resultsKey: "", turnUsage: null };
 }
 
 /** The user message a failed or aborted assistant message answered (for "retry"). */
@@ -66,13 +86,14 @@ export function retryTarget(snapshot, lookup, entryId) {
 }
 
 export function formatTokens(n) {
-  if (!Number.isFinite(n)) return "?";
+  if (typeof n !== "number" || !Number.isFinite(n)) return "?";
   if (n >= 1_000_000) return `${(n / 1_000_000).toFixed(n >= 10_000_000 ? 0 : 1)}M`;
   if (n >= 1000) return `${(n / 1000).toFixed(n >= 10_000 ? 0 : 1)}k`;
   return String(n);
 }
 
 export function formatCost(dollars) {
+  if (typeof dollars !== "number" || !Number.isFinite(dollars)) return dollars === undefined || dollars === null ? "$0" : "$?";
   if (!dollars) return "$0";
   if (dollars < 0.01) return `$${dollars.toFixed(4)}`;
   return `$${dollars.toFixed(2)}`;

@@ -76,7 +76,13 @@ export function contentText(content, { withThinking = false } = {}) {
 
 /** One line that says what an entry is, for the tree and for banners. */
 export function firstLine(entry, max = 140) {
-  let line = describe(entry);
+  let line;
+  try {
+    line = describe(entry);
+    if (typeof line !== "string") line = String(line);
+  } catch {
+    line = `(could not be shown: ${entry?.type ?? "?"})`; // a shape this page does not know
+  }
   if (entryKind(entry) === "assistant") line = line.replace(/^#+\s+|[*_`]+/gm, ""); // markdown marks read badly in one line
   line = line.replace(/\s+/g, " ").trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;

@@ -1,8 +1,11 @@
 """The OpenAPI schema: valid without warnings, served with a docs page, and
-fuzzed (schemathesis, bounded examples) without a single 5xx."""
+fuzzed (schemathesis, bounded examples) without a single 5xx — with what the
+schema does not describe as well: JSON bodies nested far too deep and lone
+surrogates in every string (issue 10, defect 10)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -11,6 +14,7 @@ import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
 from runtime.models import AgentRun
@@ -82,19 +86,61 @@ FUZZ_SETTINGS = hypothesis_settings(
 )
 
 
+SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff"]
+
+
+def with_surrogates(value, surrogate: str, where: str):
+    """``value`` with a lone surrogate in every string (keys too)."""
+
+    def lace(text: str) -> str:
+        return {"whole": surrogate, "prefix": surrogate + text, "suffix": text + surrogate}[where]
+
+    if isinstance(value, str):
+        return lace(value)
+    if isinstance(value, list):
+        return [with_surrogates(item, surrogate, where) for item in value]
+    if isinstance(value, dict):
+        return {lace(k) if isinstance(k, str) else k: with_surrogates(v, surrogate, where) for k, v in value.items()}
+    return value
+
+
+def deeply_nested(body, depth: int, inside: bool) -> bytes:
+    """The body's JSON text nested ``depth`` levels deep: wrapped in arrays, or
+    (``inside``) one of its fields replaced by a deep array. Raw bytes: the
+    client's own encoder would recurse too."""
+    if inside and isinstance(body, dict) and body:
+        key = next(iter(body))
+        head = json.dumps({k: v for k, v in body.items() if k != key})[:-1]
+        field = json.dumps(key) + ": " + "[" * depth + "]" * depth
+        return (head + (", " if len(head) > 1 else "") + field + "}").encode()
+    return ("[" * depth + json.dumps(body) + "]" * depth).encode()
+
+
+TWISTS = st.one_of(
+    st.just(("as generated",)),
+    st.tuples(st.just("surrogates"), st.sampled_from(SURROGATES), st.sampled_from(["whole", "prefix", "suffix"])),
+    st.tuples(st.just("deep"), st.sampled_from([65, 1025, 10_000]), st.booleans()),
+)
+
+
 def test_no_input_makes_the_api_fail(api_schema, fuzz_world):
     """Every operation, a bounded number of generated requests each: never a 5xx.
+
+    Each JSON body is sent as generated, with a lone surrogate in every string,
+    or nested past the parser's bound (wrapped, or inside one field). A deep
+    body is never accepted (no 2xx).
 
     (Schemathesis' pytest plugin does not run under pytest 9, so the operations
     are driven directly through hypothesis.)
     """
     headers = {"Authorization": f"Token {fuzz_world['token']}"}
     checked = []
+    twisted = {"surrogates": 0, "deep": 0}
     for operation in operations(api_schema):
 
-        @given(case=operation.as_strategy())
+        @given(case=operation.as_strategy(), twist=TWISTS)
         @FUZZ_SETTINGS
-        def fuzz(case):
+        def fuzz(case, twist):
             params = case.path_parameters or {}
             if "session_id" in params and case.method.upper() != "DELETE":
                 params["session_id"] = fuzz_world["session_id"]
@@ -102,8 +148,19 @@ def test_no_input_makes_the_api_fail(api_schema, fuzz_world):
                 params["run_id"] = fuzz_world["run_id"]
             if "name" in params:
                 params["name"] = "scripted-demo" if case.path.startswith("/api/models/") else "default"
-            case.call_and_validate(headers=headers, checks=[not_a_server_error])
+            is_json = (case.media_type or "").startswith("application/json") and not isinstance(case.body, bytes)
+            if is_json and twist[0] == "surrogates":
+                # json.dumps escapes them (\ud800): valid JSON text, as a JavaScript client sends it.
+                case.body = json.dumps(with_surrogates(case.body, twist[1], twist[2])).encode()
+                twisted["surrogates"] += 1
+            elif is_json and twist[0] == "deep":
+                case.body = deeply_nested(case.body, twist[1], twist[2])
+                twisted["deep"] += 1
+            response = case.call_and_validate(headers=headers, checks=[not_a_server_error])
+            if is_json and twist[0] == "deep":
+                assert not 200 <= response.status_code < 300, (case.method, case.path, response.status_code)
 
         fuzz()
         checked.append(f"{operation.method.upper()} {operation.path}")
     assert len(checked) >= 25, checked
+    assert twisted["surrogates"] >= 10 and twisted["deep"] >= 10, twisted

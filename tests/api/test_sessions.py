@@ -64,7 +64,7 @@ def test_session_lists_are_bounded_and_cursor_paginated(client_for, agent, owner
         seen += [s["sessionId"] for s in page["results"]]
         url, pages = page["next"], pages + 1
     assert sorted(seen) == sorted(made) and pages == 3
-    assert_error(client.get("/api/sessions/?cursor=garbage"), 404, "not_found")
+    assert_error(client.get("/api/sessions/?cursor=garbage"), 400, "invalid_cursor", "cursor")
 
 
 def test_another_users_session_is_not_found_everywhere(client_for, tree):

@@ -2,6 +2,7 @@
 
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
+import { Boundary } from "./boundary.js";
 import { useStore } from "./hooks.js";
 import { Conversation } from "./conversation.js";
 import { Composer } from "./composer.js";
@@ -289,11 +290,11 @@ export function App({ data, store, connection }) {
     <div class="app">
       <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} onRename=${actions.rename} />
       <div class=${layout} style=${`--tree-width:${treeWidth}px`}>
-        ${sessionsOpen ? html`<${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} />` : null}
+        ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
-          <${Conversation} store=${store} actions=${actions} />
-          <${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} />
+          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} /><//>
+          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} /><//>
           <${Composer}
             store=${store}
             draft=${draft}
@@ -306,7 +307,7 @@ export function App({ data, store, connection }) {
           />
         </main>
         ${treeOpen && !isNarrow ? html`<${Resizer} width=${treeWidth} setWidth=${setTreeWidth} />` : null}
-        ${treeOpen ? html`<${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} />` : null}
+        ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} /><//>` : null}
       </div>
       <${SummarizeDialog}
         request=${ask}

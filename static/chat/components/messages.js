@@ -7,6 +7,7 @@ import { ToolCard } from "./tool_renderers.js";
 import { highlightWithin, renderMarkdown } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
+import { blockProblem, entryTypeName, num, text as shown } from "../entry_check.js";
 
 export function Markdown({ text, streaming = false }) {
   const ref = useRef(null);
@@ -47,17 +48,38 @@ function CopyButton({ text, label = "Copy" }) {
 }
 
 function Usage({ usage, turnUsage }) {
-  if (!usage) return null;
+  if (!usage || typeof usage !== "object") return null;
+  // Numbers another writer got wrong (a string, NaN) show as "?", not as a broken page.
   const parts = [`↑${formatTokens(usage.input ?? 0)}`, `↓${formatTokens(usage.output ?? 0)}`];
   if (usage.cacheRead) parts.push(`cache ${formatTokens(usage.cacheRead)}`);
-  const cost = usage.cost?.total ?? 0;
+  const cost = usage.cost && typeof usage.cost === "object" ? usage.cost.total ?? 0 : usage.cost === undefined ? 0 : null;
   return html`<span class="usage" title="tokens in / out, cost of this message">${parts.join(" ")} · ${formatCost(cost)}${
     turnUsage ? html`<span class="turn-usage" title="the whole turn"> · turn ${formatTokens(turnUsage.input)}/${formatTokens(turnUsage.output)} · ${formatCost(turnUsage.cost)}</span>` : null
   }</span>`;
 }
 
 function Label({ label }) {
-  return label ? html`<span class="entry-label" title="label"># ${label}</span>` : null;
+  return label ? html`<span class="entry-label" title="label"># ${shown(label)}</span>` : null;
+}
+
+/** A content block this page cannot draw, marked in place (the rest of the message is drawn). */
+export function UnknownBlock({ problem }) {
+  return html`<div class="block-unrenderable" data-unrenderable-block="true" role="note">This part of the message could not be shown: ${problem}.</div>`;
+}
+
+function badBlocks(content, role) {
+  if (!Array.isArray(content)) return [];
+  return content.map((block) => blockProblem(block, role)).filter(Boolean);
+}
+
+/** What an entry that cannot be drawn shows instead: that it is there, its id and type, and why. */
+export function UnrenderableEntry({ id, typeName, problem }) {
+  return html`
+    <article class="msg msg-unrenderable" data-entry-id=${shown(id)} data-unrenderable="true" role="note" aria-label="An entry that could not be shown">
+      <div class="unrenderable-title">This entry could not be shown</div>
+      <div class="unrenderable-detail">id <code>${shown(id)}</code> · type <code>${shown(typeName)}</code>${problem ? html` · <span>${shown(problem)}</span>` : null}</div>
+    </article>
+  `;
 }
 
 function images(content) {
@@ -71,6 +93,7 @@ export function UserMessage({ entry, label, actions }) {
       <div class="msg-body">
         <div class="user-text">${text}</div>
         ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt="attached image" src=${`data:${b.mimeType};base64,${b.data}`} />`)}
+        ${badBlocks(entry.message.content, "user").map((problem, i) => html`<${UnknownBlock} key=${`bad${i}`} problem=${problem} />`)}
       </div>
       <footer class="msg-actions">
         <${Label} label=${label} />
@@ -85,6 +108,8 @@ export function UserMessage({ entry, label, actions }) {
 export function AssistantBlocks({ message, results = {}, store = null, streaming = false }) {
   const blocks = Array.isArray(message.content) ? message.content : [];
   return blocks.map((block, i) => {
+    const problem = streaming ? null : blockProblem(block, "assistant");
+    if (problem) return html`<${UnknownBlock} key=${i} problem=${problem} />`;
     if (block?.type === "thinking") return block.thinking ? html`<${Thinking} key=${i} text=${block.thinking} streaming=${streaming} />` : null;
     if (block?.type === "text") return block.text ? html`<${Markdown} key=${i} text=${block.text} streaming=${streaming} />` : null;
     if (block?.type === "toolCall") {
@@ -103,12 +128,12 @@ export function AssistantMessage({ entry, results, label, actions, store, turnUs
     <article class=${`msg msg-assistant${failed ? ` msg-${stop}` : ""}`} data-entry-id=${entry.id} aria-label="Assistant message">
       <div class="msg-body">
         <${AssistantBlocks} message=${message} results=${results} store=${store} />
-        ${stop === "error" ? html`<div class="msg-error" role="alert"><strong>Error.</strong> ${message.errorMessage ?? "the model returned an error"}</div>` : null}
-        ${stop === "aborted" ? html`<div class="msg-aborted">Aborted${message.errorMessage ? `: ${message.errorMessage}` : ""}.</div>` : null}
+        ${stop === "error" ? html`<div class="msg-error" role="alert"><strong>Error.</strong> ${shown(message.errorMessage) || "the model returned an error"}</div>` : null}
+        ${stop === "aborted" ? html`<div class="msg-aborted">Aborted${message.errorMessage ? `: ${shown(message.errorMessage)}` : ""}.</div>` : null}
         ${stop === "length" ? html`<div class="msg-aborted">Stopped at the output limit.</div>` : null}
       </div>
       <footer class="msg-actions">
-        <span class="model-name" title="model">${message.model ?? ""}</span>
+        <span class="model-name" title="model">${shown(message.model)}</span>
         <${Usage} usage=${message.usage} turnUsage=${turnUsage} />
         <${Label} label=${label} />
         ${text ? html`<${CopyButton} text=${text} label="Copy answer" />` : null}
@@ -135,8 +160,8 @@ function SummaryNode({ entry, title, detail, label, actions, className }) {
 }
 
 export function CompactionNode(props) {
-  const tokens = props.entry.tokensBefore;
-  return html`<${SummaryNode} ...${props} title="Context compacted" detail=${Number.isFinite(tokens) ? `${formatTokens(tokens)} tokens before` : null} className="msg-compaction" />`;
+  const tokens = num(props.entry.tokensBefore);
+  return html`<${SummaryNode} ...${props} title="Context compacted" detail=${tokens !== null ? `${formatTokens(tokens)} tokens before` : null} className="msg-compaction" />`;
 }
 
 export function BranchSummaryNode(props) {
@@ -145,7 +170,7 @@ export function BranchSummaryNode(props) {
 
 export function CustomMessageNode({ entry, label, actions }) {
   const content = entry.content ?? entry.message?.content;
-  const kind = entry.customType ?? entry.message?.customType ?? "custom";
+  const kind = shown(entry.customType ?? entry.message?.customType ?? "custom");
   return html`
     <article class="msg msg-node msg-custom" data-entry-id=${entry.id} aria-label=${`Custom message: ${kind}`}>
       <div class="node-title">✉ ${kind}</div>
@@ -159,14 +184,14 @@ export function BashNode({ entry, label }) {
   const m = entry.message;
   return html`
     <article class="msg msg-node msg-bash" data-entry-id=${entry.id} aria-label="Shell command">
-      <pre class="tool-output terminal"><code>$ ${m.command ?? ""}${"\n"}${m.output ?? ""}</code></pre>
-      <footer class="msg-actions"><${Label} label=${label} /><span class="muted">exit ${m.exitCode ?? "?"}${m.cancelled ? " · cancelled" : ""}</span></footer>
+      <pre class="tool-output terminal"><code>$ ${shown(m.command)}${"\n"}${shown(m.output)}</code></pre>
+      <footer class="msg-actions"><${Label} label=${label} /><span class="muted">exit ${m.exitCode === undefined || m.exitCode === null ? "?" : shown(m.exitCode)}${m.cancelled ? " · cancelled" : ""}</span></footer>
     </article>
   `;
 }
 
 export function NoteLine({ entry, kind }) {
-  const text = kind === "model_change" ? `Model: ${entry.provider ?? ""}/${entry.modelId ?? ""}` : kind === "thinking_level_change" ? `Thinking level: ${entry.thinkingLevel ?? ""}` : entry.type;
+  const text = kind === "model_change" ? `Model: ${shown(entry.provider)}/${shown(entry.modelId)}` : kind === "thinking_level_change" ? `Thinking level: ${shown(entry.thinkingLevel)}` : shown(entry.type);
   return html`<div class="note-line" data-entry-id=${entry.id}>${text}</div>`;
 }
 
@@ -179,15 +204,30 @@ const VIEWS = {
   bash: BashNode,
 };
 
-/** One stable conversation item: re-renders only when its entry, results or label change. */
+/**
+ * One stable conversation item: re-renders only when its entry, results or label
+ * change. It is also the item's error boundary: whatever its view throws while
+ * drawing this entry, the item shows "this entry could not be shown" with the
+ * entry's id, type and the error, and the rest of the conversation is drawn.
+ */
 export class EntryItem extends Component {
-  shouldComponentUpdate(next) {
+  componentDidCatch(error) {
+    console.warn(`neta: entry ${this.props.item?.id} could not be shown`, error);
+    this.setState({ error, errorEntry: this.props.item?.entry });
+  }
+
+  shouldComponentUpdate(next, nextState) {
     const a = this.props.item;
     const b = next.item;
+    if (nextState.error !== this.state.error) return true;
     return a.entry !== b.entry || a.resultsKey !== b.resultsKey || this.props.label !== next.label || (a.turnUsage?.cost ?? null) !== (b.turnUsage?.cost ?? null);
   }
 
-  render({ item, label, actions, store }) {
+  render({ item, label, actions, store }, { error, errorEntry }) {
+    if (item.kind === "unrenderable") return html`<${UnrenderableEntry} id=${item.id} typeName=${item.typeName} problem=${item.problem} />`;
+    if (error && errorEntry === item.entry) {
+      return html`<${UnrenderableEntry} id=${item.id} typeName=${entryTypeName(item.entry)} problem=${`drawing it failed (${shown(error?.message ?? error)})`} />`;
+    }
     const View = VIEWS[item.kind];
     if (!View) return html`<${NoteLine} entry=${item.entry} kind=${item.kind} />`;
     return html`<${View} entry=${item.entry} results=${item.results} label=${label} actions=${actions} store=${store} turnUsage=${item.turnUsage} />`;

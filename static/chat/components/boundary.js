@@ -1,0 +1,26 @@
+// A part of the page that fails while drawing shows that it failed, not a blank page.
+//
+// Preact unmounts the whole tree when a component throws and nothing catches it:
+// one bad entry used to blank the chat. Each panel (conversation, tree, session
+// list, status bar) sits in a Boundary; each conversation item is its own
+// boundary too (EntryItem), so a failure there is marked on that entry only.
+
+import { Component } from "preact";
+import { html } from "./html.js";
+
+export class Boundary extends Component {
+  componentDidCatch(error) {
+    console.error(`neta: the ${this.props.name} could not be drawn`, error);
+    this.setState({ error });
+  }
+
+  render({ name, children }, { error }) {
+    if (!error) return children;
+    return html`
+      <div class="panel-failed" role="alert" data-panel-failed=${name}>
+        <p>The ${name} could not be shown: ${String(error?.message ?? error)}</p>
+        <button type="button" class="link-button" onClick=${() => this.setState({ error: null })}>Try again</button>
+      </div>
+    `;
+  }
+}
