@@ -411,25 +411,38 @@ def agent_by_name(name: str | None) -> Agent:
     return agent
 
 
-def _clean_title(title) -> str:
+def clean_title(title) -> str:
+    """A session title as the services take it (forms validate with this too)."""
     return _non_empty("title", title, MAX_TITLE).strip()
 
 
 def session_create(*, user, agent_name: str | None = None, title: str | None = None) -> AgentSession:
     """A new session for the agent (its provider, model and thinking level), owned by ``user``."""
     agent = agent_by_name(agent_name)
-    clean_title = _clean_title(title) if title is not None else None
+    name = clean_title(title) if title is not None else None
     meta = session_start(agent=agent, user=user)
-    if clean_title is not None:
+    if name is not None:
         # Pi's way to name a session: a session_info entry (the title mirrors it).
-        get_provider(meta.provider).append_session_info(meta.session_id, name=clean_title)
+        get_provider(meta.provider).append_session_info(meta.session_id, name=name)
     return AgentSession.objects.get(pk=meta.pk)
 
 
 def session_rename(*, session_id: str, title: str) -> dict:
     """Append a ``session_info`` entry (Pi's /name); returns the entry."""
-    clean = _clean_title(title)
+    clean = clean_title(title)
     return provider_for_session(session_id).append_session_info(session_id, name=clean)
+
+
+def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
+    """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
+
+    Its next run uses that agent's model, tools and prompt; a run already active keeps its
+    agent, and the session keeps its provider (chosen when it was created).
+    """
+    if not isinstance(agent_name, str) or not agent_name.strip():
+        raise RuntimeInputError("agent", "must be the name of an agent")
+    agent = agent_by_name(agent_name)
+    return provider_for_session(session_id).update_session(session_id, agent=agent.name)
 
 
 def session_set_status(*, session_id: str, status: str) -> AgentSession:
@@ -467,6 +480,7 @@ def session_deletion_summary(*, session_id: str) -> dict:
         "session": meta,
         "entries": meta.entry_count,
         "file": meta.session_file if meta.provider == "file" else "",
+        "events": meta.events.count(),
         "runs": runs.count(),
         "queued_inputs": RunInput.objects.filter(run__session_id=session_id).count(),
         "active_run": active_run(session_id),
