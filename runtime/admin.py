@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, TokenScope
 from runtime.services import (
     RuntimeInputError,
+    agent_for_session_change,
     clean_title,
     run_abort,
     session_delete,
@@ -290,8 +291,11 @@ class SessionChangeForm(forms.ModelForm):
 
     def clean_agent(self):
         name = self.cleaned_data["agent"]
-        if name != self.instance.agent and not Agent.objects.filter(name=name, enabled=True).exists():
-            raise forms.ValidationError(f"no enabled agent named {name!r}")
+        if name != self.instance.agent:
+            try:
+                agent_for_session_change(meta=self.instance, agent_name=name)
+            except RuntimeInputError as exc:
+                raise forms.ValidationError(str(exc)) from None
         return name
 
 

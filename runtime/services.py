@@ -433,16 +433,31 @@ def session_rename(*, session_id: str, title: str) -> dict:
     return provider_for_session(session_id).append_session_info(session_id, name=clean)
 
 
-def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
-    """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
+def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
+    """The enabled agent ``agent_name``, if it may take ``meta`` over (forms validate with this).
 
-    Its next run uses that agent's model, tools and prompt; a run already active keeps its
-    agent, and the session keeps its provider (chosen when it was created).
+    The session keeps its store, so the agent must use the same session provider (runs and
+    summaries open the session through their agent's provider).
     """
     if not isinstance(agent_name, str) or not agent_name.strip():
         raise RuntimeInputError("agent", "must be the name of an agent")
     agent = agent_by_name(agent_name)
-    return provider_for_session(session_id).update_session(session_id, agent=agent.name)
+    kind = resolve_session_provider_kind(agent)
+    if kind != meta.provider:
+        raise RuntimeInputError(
+            "agent", f"agent {agent.name!r} keeps its sessions with the {kind} provider; this one is stored by {meta.provider}"
+        )
+    return agent
+
+
+def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
+    """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
+
+    Its next run uses that agent's model, tools and prompt; a run already active keeps its agent.
+    """
+    meta = _session_or_not_found(session_id)
+    agent = agent_for_session_change(meta=meta, agent_name=agent_name)
+    return get_provider(meta.provider).update_session(session_id, agent=agent.name)
 
 
 def session_set_status(*, session_id: str, status: str) -> AgentSession:

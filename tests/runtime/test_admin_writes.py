@@ -236,12 +236,13 @@ def test_the_agent_is_chosen_from_the_agents_and_changed_through_the_service(sup
     assert event.type == "session_updated" and json.loads(event.payload)["session"] == {"agent": "reviewer"}
 
 
-def test_session_set_agent_refuses_unknown_agents():
+def test_session_set_agent_refuses_unknown_agents(agent):
     from runtime.services import RuntimeInputError, session_set_agent
 
+    meta = conversation(agent)
     for name in ("no-such-agent", "", None):
         with pytest.raises(RuntimeInputError):
-            session_set_agent(session_id="whatever", agent_name=name)
+            session_set_agent(session_id=meta.session_id, agent_name=name)
 
 
 def test_every_other_column_is_read_only(superuser_client, agent, outsider, owner):
@@ -325,3 +326,12 @@ def test_tool_governance_changes_only_through_its_service_and_only_by_who_may(su
     disabled = ToolConfig.objects.get(pk=row.pk)
     assert not disabled.enabled and disabled.updated_by is not None  # the service records who
 
+
+
+def test_the_new_agent_must_keep_the_sessions_store(superuser_client, agent):
+    """A file session cannot go to an agent whose sessions live in the database (its runs would not find it)."""
+    Agent.objects.create(name="db-agent", model=agent.model, session_provider="mysql")
+    meta = conversation(agent, "file")
+    refused = superuser_client.post(f"{SESSIONS}{meta.pk}/change/", change_form(meta, agent="db-agent"))
+    assert refused.status_code == 200 and "keeps its sessions with the mysql provider" in refused.content.decode()
+    assert AgentSession.objects.get(pk=meta.pk).agent == agent.name
