@@ -384,28 +384,27 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         }
         return TemplateResponse(request, self.delete_template, context)
 
-    def _delete(self, request, sessions) -> tuple[list, list]:
-        deleted, refused = [], []
+    def _delete(self, request, sessions) -> list:
+        """``session_delete`` each session; report what went and what was refused, and why."""
+        deleted, busy = [], []
         for meta in sessions:
             try:
                 session_delete(session_id=meta.session_id)
             except SessionBusy:
-                refused.append(meta)
+                busy.append(meta)
             except SessionNotFound:
                 continue  # gone meanwhile
+            except (SessionTreeError, OSError) as exc:  # e.g. its file was removed by hand
+                self.message_user(request, f"Not deleted: {meta}: {exc}", messages.ERROR)
             else:
                 deleted.append(meta)
         if deleted:
             self.log_deletions(request, deleted)
-            self.message_user(
-                request, f"Deleted {len(deleted)} session(s) with their entries and runs.", messages.SUCCESS
-            )
-        if refused:
-            names = ", ".join(str(m) for m in refused)
-            self.message_user(
-                request, f"Not deleted, a run is active (abort it first): {names}.", messages.ERROR
-            )
-        return deleted, refused
+            self.message_user(request, f"Deleted {len(deleted)} session(s) with their entries and runs.", messages.SUCCESS)
+        if busy:
+            names = ", ".join(str(m) for m in busy)
+            self.message_user(request, f"Not deleted, a run is active (abort it first): {names}.", messages.ERROR)
+        return deleted
 
     @csrf_protect_m
     def delete_view(self, request, object_id, extra_context=None):
@@ -415,8 +414,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         if not self.has_delete_permission(request, meta):
             raise PermissionDenied
         if request.method == "POST" and request.POST.get("post") == "yes":
-            deleted, _ = self._delete(request, [meta])
-            if deleted:
+            if self._delete(request, [meta]):
                 return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_changelist"))
             return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.pk]))
         return self._confirm_delete(request, [meta], action=False)

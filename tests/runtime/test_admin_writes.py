@@ -156,6 +156,15 @@ def test_delete_selected_goes_through_the_service_and_skips_busy_sessions(superu
     assert AgentSession.objects.filter(pk=busy.pk).exists() and Path(busy.session_file).exists()
 
 
+def test_a_session_whose_file_is_gone_is_reported_not_a_server_error(superuser_client, agent):
+    meta = conversation(agent, "file")
+    Path(meta.session_file).unlink()
+    assert superuser_client.get(f"{SESSIONS}{meta.pk}/delete/").status_code == 200
+    response = superuser_client.post(f"{SESSIONS}{meta.pk}/delete/", {"post": "yes"}, follow=True)
+    assert response.status_code == 200
+    assert any(m.startswith("Not deleted:") and "missing" in m for m in messages_of(response)), messages_of(response)
+
+
 def test_the_generic_delete_never_removes_the_row_alone(superuser_client, agent):
     """The model admin's own delete hooks (used by any other Django path) are the service too."""
     from django.contrib import admin
