@@ -475,7 +475,10 @@ def session_delete(*, session_id: str) -> None:
     with ``session_prompt`` on the session row, so an accepted prompt is never deleted
     before its run has finished.
     """
+    from runtime.reaper import reap_session
+
     meta = _session_or_not_found(session_id)
+    reap_session(session_id)  # a run whose worker died is not active: it does not hold the session
     provider = get_provider(meta.provider)
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider._write_lock(session_id), transaction.atomic():

@@ -264,3 +264,24 @@ def test_prompt_to_a_deleted_session_is_not_found_and_leaves_no_run(make_agent):
     with pytest.raises(SessionNotFound):
         session_delete(session_id=meta.session_id)
     assert not AgentRun.objects.filter(session_id=meta.session_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(make_agent, settings):
+    """Like a prompt, a delete reaps the session's stale run first (it is lost, not active)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from runtime.services import session_delete, session_prompt
+    from tests.runtime.conftest import rules
+
+    meta = session_start(agent=make_agent(rules()))
+    run = session_prompt(session_id=meta.session_id, text="hello", dispatch=False).run
+    long_ago = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS + 60)
+    AgentRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=long_ago, started_at=long_ago)
+
+    session_delete(session_id=meta.session_id)
+
+    assert not AgentSession.objects.filter(session_id=meta.session_id).exists()
+    assert not AgentRun.objects.filter(pk=run.pk).exists()
