@@ -122,7 +122,7 @@ def _session_or_not_found(session_id: str) -> AgentSession:
 def _lock_session(meta: AgentSession) -> AgentSession:
     """Lock ``meta``'s row (by primary key) for the rest of the transaction and read it again.
 
-    The one lock that serializes a session's prompts, deletion and agent changes. On
+    The lock that serializes a session's prompts with its deletion. On
     MySQL/MariaDB it is the row's ``SELECT … FOR UPDATE``. SQLite has no row locks, but
     every transaction there begins ``IMMEDIATE`` (``neta/env.py``), holding the database's
     write lock from its first statement, so this read already excludes every other writer.
