@@ -1,4 +1,9 @@
-"""Agents, models, runs and integration tokens in the staff console."""
+"""Agents, models, runs, integration tokens and sessions in the staff console.
+
+Every write to a session, a run or a token goes through the service the API
+uses (docs/console.md); what has no service is not offered. The session admin
+is the kernel's read-only one (sessions_tree/admin.py) plus those writes.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,30 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import csrf_protect_m
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, TokenScope
-from runtime.services import run_abort
+from runtime.services import (
+    RuntimeInputError,
+    agent_for_session_change,
+    clean_title,
+    run_abort,
+    session_delete,
+    session_deletion_summary,
+    session_rename,
+    session_set_agent,
+    session_set_status,
+)
 from runtime.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
+from sessions_tree.admin import AgentSessionAdmin
+from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
+from sessions_tree.models import AgentSession
 
 
 def _pretty(value) -> str:
@@ -36,11 +59,22 @@ class ModelConfigAdmin(admin.ModelAdmin):
 
 
 class RunInputInline(admin.TabularInline):
+    """A run's queued follow-ups and steers, as the runtime stored them (prompts add them)."""
+
     model = RunInput
     extra = 0
     can_delete = False
     readonly_fields = ("kind", "text", "consumed", "created_at")
     fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Agent)
@@ -50,6 +84,10 @@ class AgentAdmin(admin.ModelAdmin):
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = ("effective_tools", "effective_skills", "system_prompt_preview", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # Sessions and runs name their agent: a rename would hand them to the default agent.
+        return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
 
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
@@ -108,10 +146,21 @@ class AgentRunAdmin(admin.ModelAdmin):
     inlines = [RunInputInline]
     actions = ["abort_runs"]
 
+    # Runs are the runtime's records: no add or edit, and no delete (they go with their
+    # session, through session_delete). Staff who may change runs may abort them.
     def has_add_permission(self, request):
         return False
 
-    @admin.action(description="Abort the selected runs")
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_abort_permission(self, request):
+        return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
+
+    @admin.action(description="Abort the selected runs", permissions=["abort"])
     def abort_runs(self, request, queryset):
         count = 0
         for run in queryset:
@@ -162,6 +211,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # a token is revoked (api_token_revoke), and kept for the record
+
     @admin.display(description="token", ordering="prefix")
     def prefix_display(self, obj):
         return format_html("<code>{}…</code>", obj.prefix) if obj.prefix else "—"
@@ -176,7 +228,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            super().save_model(request, obj, form, change)
+            obj.save(update_fields=["name"])  # the one field offered: never write back the rest (a revoke meanwhile)
             return
         issued = api_token_create(
             user=form.cleaned_data["user"],
@@ -198,10 +250,179 @@ class ApiTokenAdmin(admin.ModelAdmin):
             messages.WARNING,
         )
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):
             api_token_revoke(token=token)
             count += 1
         self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class SessionChangeForm(forms.ModelForm):
+    """Title, agent and status: each change goes through its service in ``save_model``."""
+
+    agent = forms.ChoiceField(help_text="Its next run uses this agent's model, tools and prompt.")
+
+    class Meta:
+        model = AgentSession
+        fields = ("title", "agent", "status")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        agents = list(Agent.objects.order_by("name").values_list("name", "enabled"))
+        choices = [(name, name if enabled else f"{name} (disabled)") for name, enabled in agents]
+        current = self.instance.agent
+        if current not in {name for name, _ in agents}:
+            choices.insert(0, (current, f"{current or '(none)'} — no such agent: the default agent answers"))
+        self.fields["agent"].choices = choices
+
+    def clean_title(self):
+        title = self.cleaned_data.get("title") or ""
+        if title == self.instance.title:
+            return title
+        try:
+            return clean_title(title)
+        except RuntimeInputError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_agent(self):
+        name = self.cleaned_data["agent"]
+        if name != self.instance.agent:
+            try:
+                agent_for_session_change(meta=self.instance, agent_name=name)
+            except RuntimeInputError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return name
+
+
+@admin.register(AgentSession)
+class ConsoleSessionAdmin(AgentSessionAdmin):
+    """The kernel's session pages plus the console's writes, each through a runtime service:
+    title → ``session_rename`` (a Pi ``session_info`` entry), agent → ``session_set_agent``,
+    status → ``session_set_status``, delete → ``session_delete`` (file, rows, runs; refused
+    while a run is active). Nothing here saves the row itself."""
+
+    form = SessionChangeForm
+    readonly_fields = (*AgentSessionAdmin.readonly_fields, "user", "metadata")
+    fields = ("title", "agent", "status", *readonly_fields)
+    actions = ["delete_selected"]
+    delete_template = "admin/sessions_tree/agentsession/delete_sessions.html"
+
+    def has_change_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_change_permission(self, request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+    # --- change ------------------------------------------------------------------
+
+    @csrf_protect_m
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Not inside Django's request-wide transaction: each service runs its own, taking the
+        # store's lock before the row's (on SQLite an outer transaction would hold the
+        # database's write lock while waiting for the file's).
+        return self._changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request, obj, form, change):
+        sid = obj.session_id
+        writes = {
+            "title": lambda value: session_rename(session_id=sid, title=value),
+            "agent": lambda value: session_set_agent(session_id=sid, agent_name=value),
+            "status": lambda value: session_set_status(session_id=sid, status=value),
+        }
+        try:
+            for field in form.changed_data:
+                writes[field](form.cleaned_data[field])
+        except (SessionTreeError, RuntimeInputError) as exc:
+            request._console_refused = True
+            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
+        try:
+            obj.refresh_from_db()  # what the services stored (the title as the session_info entry set it)
+        except AgentSession.DoesNotExist:
+            request._console_refused = True
+
+    def log_change(self, request, obj, message):
+        if not getattr(request, "_console_refused", False):
+            return super().log_change(request, obj, message)
+
+    def save_related(self, request, form, formsets, change):
+        pass  # no relations are edited here
+
+    def response_change(self, request, obj):
+        if getattr(request, "_console_refused", False):
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+    # --- delete ------------------------------------------------------------------
+
+    def delete_model(self, request, obj):
+        session_delete(session_id=obj.session_id)
+
+    def delete_queryset(self, request, queryset):
+        for meta in queryset:
+            session_delete(session_id=meta.session_id)
+
+    def _confirm_delete(self, request, sessions, *, action: bool):
+        summaries = []
+        for meta in sessions:
+            try:
+                summaries.append(session_deletion_summary(session_id=meta.session_id))
+            except SessionNotFound:
+                continue
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Delete sessions" if len(summaries) != 1 else f"Delete {summaries[0]['session']}",
+            "summaries": summaries,
+            "deletable": [s for s in summaries if s["active_run"] is None],
+            "action": action,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, self.delete_template, context)
+
+    def _delete(self, request, sessions) -> list:
+        """``session_delete`` each session; report what went and what was refused, and why."""
+        deleted, busy = [], []
+        for meta in sessions:
+            try:
+                session_delete(session_id=meta.session_id)
+            except SessionBusy:
+                busy.append(meta)
+            except SessionNotFound:
+                continue  # gone meanwhile
+            except (SessionTreeError, OSError) as exc:  # e.g. its file was removed by hand
+                self.message_user(request, f"Not deleted: {meta}: {exc}", messages.ERROR)
+            else:
+                deleted.append(meta)
+        if deleted:
+            self.log_deletions(request, deleted)
+            self.message_user(request, f"Deleted {len(deleted)} session(s) with their entries and runs.", messages.SUCCESS)
+        if busy:
+            names = ", ".join(str(m) for m in busy)
+            self.message_user(request, f"Not deleted, a run is active (abort it first): {names}.", messages.ERROR)
+        return deleted
+
+    @csrf_protect_m
+    def delete_view(self, request, object_id, extra_context=None):
+        meta = self.get_object(request, object_id)
+        if meta is None:
+            raise Http404("no such session")
+        if not self.has_delete_permission(request, meta):
+            raise PermissionDenied
+        if request.method == "POST" and request.POST.get("post") == "yes":
+            if self._delete(request, [meta]):
+                return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_changelist"))
+            return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.pk]))
+        return self._confirm_delete(request, [meta], action=False)
+
+    @admin.action(description="Delete selected sessions (files, entries and runs)", permissions=["delete"])
+    def delete_selected(self, request, queryset):
+        sessions = list(queryset)
+        if request.POST.get("post") == "yes":
+            self._delete(request, sessions)
+            return None  # back to the list
+        return self._confirm_delete(request, sessions, action=True)

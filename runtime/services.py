@@ -5,6 +5,7 @@ Views, consumers, commands and tasks call these; they hold no business logic.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -111,6 +112,29 @@ def _clean_text(text) -> str:
     return _non_empty("text", text, MAX_PROMPT_CHARS)
 
 
+def _session_or_not_found(session_id: str) -> AgentSession:
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return meta
+
+
+def _lock_session(meta: AgentSession) -> AgentSession:
+    """Lock ``meta``'s row (by primary key) for the rest of the transaction and read it again.
+
+    The lock that serializes a session's prompts with its deletion. On
+    MySQL/MariaDB it is the row's ``SELECT … FOR UPDATE``. SQLite has no row locks, but
+    every transaction there begins ``IMMEDIATE`` (``neta/env.py``), holding the database's
+    write lock from its first statement, so this read already excludes every other writer.
+    A session deleted meanwhile (or deleted and imported again under the same id, a new
+    row) raises ``SessionNotFound``.
+    """
+    locked = AgentSession.objects.select_for_update().filter(pk=meta.pk, session_id=meta.session_id).first()
+    if locked is None:
+        raise SessionNotFound(f"no session {meta.session_id!r}")
+    return locked
+
+
 def active_run(session_id: str, *, lock: bool = False) -> AgentRun | None:
     qs = AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at")
     if lock:
@@ -142,15 +166,18 @@ def session_prompt(
     images = _clean_images(images)
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
-    meta = AgentSession.objects.filter(session_id=session_id).first()
-    if meta is None:
-        raise SessionNotFound(f"no session {session_id!r}")
+    meta = _session_or_not_found(session_id)
     agent = agent_for_session(meta)
     if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
         raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
     reap_session(session_id)
-    with transaction.atomic():
-        AgentSession.objects.select_for_update().get(pk=meta.pk)
+    # Continuing from another entry moves the leaf: that takes the store's write lock, which
+    # comes before the row lock (the providers' order), so it is taken first here.
+    store_lock = get_provider(meta.provider)._write_lock(session_id) if from_entry_id else contextlib.nullcontext()
+    with store_lock, transaction.atomic():
+        # Serialized with session_delete on the row: if the session went meanwhile this is a
+        # 404, and once the run below is committed a delete sees it and refuses.
+        _lock_session(meta)
         current = active_run(session_id, lock=True)
         if current is not None:
             if from_entry_id:
@@ -384,25 +411,53 @@ def agent_by_name(name: str | None) -> Agent:
     return agent
 
 
-def _clean_title(title) -> str:
+def clean_title(title) -> str:
+    """A session title as the services take it (forms validate with this too)."""
     return _non_empty("title", title, MAX_TITLE).strip()
 
 
 def session_create(*, user, agent_name: str | None = None, title: str | None = None) -> AgentSession:
     """A new session for the agent (its provider, model and thinking level), owned by ``user``."""
     agent = agent_by_name(agent_name)
-    clean_title = _clean_title(title) if title is not None else None
+    name = clean_title(title) if title is not None else None
     meta = session_start(agent=agent, user=user)
-    if clean_title is not None:
+    if name is not None:
         # Pi's way to name a session: a session_info entry (the title mirrors it).
-        get_provider(meta.provider).append_session_info(meta.session_id, name=clean_title)
+        get_provider(meta.provider).append_session_info(meta.session_id, name=name)
     return AgentSession.objects.get(pk=meta.pk)
 
 
 def session_rename(*, session_id: str, title: str) -> dict:
     """Append a ``session_info`` entry (Pi's /name); returns the entry."""
-    clean = _clean_title(title)
+    clean = clean_title(title)
     return provider_for_session(session_id).append_session_info(session_id, name=clean)
+
+
+def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
+    """The enabled agent ``agent_name``, if it may take ``meta`` over (forms validate with this).
+
+    The session keeps its store, so the agent must use the same session provider (runs and
+    summaries open the session through their agent's provider).
+    """
+    if not isinstance(agent_name, str) or not agent_name.strip():
+        raise RuntimeInputError("agent", "must be the name of an agent")
+    agent = agent_by_name(agent_name)
+    kind = resolve_session_provider_kind(agent)
+    if kind != meta.provider:
+        raise RuntimeInputError(
+            "agent", f"agent {agent.name!r} keeps its sessions with the {kind} provider; this one is stored by {meta.provider}"
+        )
+    return agent
+
+
+def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
+    """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
+
+    Its next run uses that agent's model, tools and prompt; a run already active keeps its agent.
+    """
+    meta = _session_or_not_found(session_id)
+    agent = agent_for_session_change(meta=meta, agent_name=agent_name)
+    return get_provider(meta.provider).update_session(session_id, agent=agent.name)
 
 
 def session_set_status(*, session_id: str, status: str) -> AgentSession:
@@ -412,11 +467,42 @@ def session_set_status(*, session_id: str, status: str) -> AgentSession:
 
 
 def session_delete(*, session_id: str) -> None:
-    """Delete the session and its stored entries (refused while a run is active)."""
-    provider = provider_for_session(session_id)
-    if active_run(session_id) is not None:
-        raise SessionBusy("a run is active: abort it before deleting the session")
-    provider.delete_session(session_id)
+    """Delete the session with everything stored for it, in one transaction.
+
+    What goes: its entries (the JSONL file, or the ``SessionEntry`` rows), its meta row and
+    event log, its runs and their queued inputs. Refused (``SessionBusy``, 409) while a run
+    is queued or running; a session that is gone raises ``SessionNotFound`` (404). Serialized
+    with ``session_prompt`` on the session row, so an accepted prompt is never deleted
+    before its run has finished.
+    """
+    from runtime.reaper import reap_session
+
+    meta = _session_or_not_found(session_id)
+    reap_session(session_id)  # a run whose worker died is not active: it does not hold the session
+    provider = get_provider(meta.provider)
+    # The providers' lock order: the store's write lock (file: flock), then the row.
+    with provider._write_lock(session_id), transaction.atomic():
+        _lock_session(meta)
+        if active_run(session_id, lock=True) is not None:
+            raise SessionBusy("a run is active: abort it before deleting the session")
+        RunInput.objects.filter(run__session_id=session_id).delete()
+        AgentRun.objects.filter(session_id=session_id).delete()
+        provider.delete_session(session_id)
+
+
+def session_deletion_summary(*, session_id: str) -> dict:
+    """What ``session_delete`` would remove (for a confirmation page), and whether it may now."""
+    meta = _session_or_not_found(session_id)
+    runs = AgentRun.objects.filter(session_id=session_id)
+    return {
+        "session": meta,
+        "entries": meta.entry_count,
+        "file": meta.session_file if meta.provider == "file" else "",
+        "events": meta.events.count(),
+        "runs": runs.count(),
+        "queued_inputs": RunInput.objects.filter(run__session_id=session_id).count(),
+        "active_run": active_run(session_id),
+    }
 
 
 def session_label(*, session_id: str, entry_id: str, label: str | None) -> dict:

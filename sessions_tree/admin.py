@@ -1,5 +1,11 @@
 """Sessions in the staff console: meta, counters, diagnostics, and entries read-only.
 
+The kernel shows; it does not write. ``AgentSessionAdmin`` here is read-only and
+is registered by ``runtime/admin.py``, which adds the writes (title, agent,
+status, delete) through the runtime's services; the entry and event tables are
+read-only for everyone (a row changed behind the provider's back would skip the
+revision, the event and the caches).
+
 Entries are never rendered as a whole tree inline: the change page shows the
 newest part of the active path as pretty JSON and links to two pages of their
 own: the **tree** (every entry, paged, the leaf and the active path marked) and
@@ -39,15 +45,27 @@ def pretty_json(value) -> str:
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewing only: no add, change or delete (whatever the user's permissions), no actions."""
+
+    actions = None
+
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False
 
-@admin.register(AgentSession)
+
 class AgentSessionAdmin(admin.ModelAdmin):
+    """Sessions, read-only: the list, the change page as a view, the tree and context pages.
+
+    Registered by ``runtime/admin.py`` with the writes added there (they need the
+    runtime's services, which this app may not import).
+    """
+
     list_display = (
         "session_id",
         "title",
@@ -93,6 +111,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # sessions are created through the runtime, the API or session_import
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

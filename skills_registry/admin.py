@@ -112,6 +112,11 @@ class SkillResourceAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        # The governance switches change through the actions (services); a skill's page is a
+        # view: saving it would write the row back behind the registry's sync.
+        return obj is None and super().has_change_permission(request)
+
     # --- columns ---------------------------------------------------------------------
 
     @admin.display(description="fingerprint")
@@ -178,41 +183,41 @@ class SkillResourceAdmin(admin.ModelAdmin):
     def _report_sync(self, request, report):
         self.message_user(request, f"Skills synced: {report.summary()}", messages.SUCCESS)
 
-    @admin.action(description="Sync now (discover all skills again)")
+    @admin.action(description="Sync now (discover all skills again)", permissions=["change"])
     def sync_now(self, request, queryset):
         self._report_sync(request, services.skills_sync(actor=request.user))
 
-    @admin.action(description="Disable selected skills")
+    @admin.action(description="Disable selected skills", permissions=["change"])
     def disable(self, request, queryset):
         n = services.skills_set_disabled(skills=queryset, disabled=True, actor=request.user)
         self.message_user(request, f"{n} skill(s) disabled.", messages.SUCCESS)
 
-    @admin.action(description="Enable selected skills")
+    @admin.action(description="Enable selected skills", permissions=["change"])
     def enable(self, request, queryset):
         n = services.skills_set_disabled(skills=queryset, disabled=False, actor=request.user)
         self.message_user(request, f"{n} skill(s) enabled.", messages.SUCCESS)
 
-    @admin.action(description="Allow in subagents")
+    @admin.action(description="Allow in subagents", permissions=["change"])
     def allow_in_subagents(self, request, queryset):
         n = services.skills_set_subagent_access(skills=queryset, allowed=True, actor=request.user)
         self.message_user(request, f"{n} skill(s) allowed in subagents (privileged ones stay hidden).")
 
-    @admin.action(description="Deny in subagents")
+    @admin.action(description="Deny in subagents", permissions=["change"])
     def deny_in_subagents(self, request, queryset):
         n = services.skills_set_subagent_access(skills=queryset, allowed=False, actor=request.user)
         self.message_user(request, f"{n} skill(s) denied in subagents.")
 
-    @admin.action(description="Mark as requiring privilege (never in subagents)")
+    @admin.action(description="Mark as requiring privilege (never in subagents)", permissions=["change"])
     def mark_privileged(self, request, queryset):
         n = services.skills_set_privilege(skills=queryset, requires_privilege=True, actor=request.user)
         self.message_user(request, f"{n} skill(s) marked privileged.")
 
-    @admin.action(description="Unmark privileged")
+    @admin.action(description="Unmark privileged", permissions=["change"])
     def unmark_privileged(self, request, queryset):
         n = services.skills_set_privilege(skills=queryset, requires_privilege=False, actor=request.user)
         self.message_user(request, f"{n} skill(s) no longer privileged.")
 
-    @admin.action(description="Remove imported skills (delete their managed folder)")
+    @admin.action(description="Remove imported skills (delete their managed folder)", permissions=["change"])
     def remove_imported(self, request, queryset):
         removed = 0
         for skill in queryset:

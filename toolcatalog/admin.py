@@ -46,6 +46,9 @@ class ToolConfigAdmin(admin.ModelAdmin):
     actions = ("enable_tools", "disable_tools")
     change_list_template = "admin/toolcatalog/toolconfig/change_list.html"
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # governance changes through tool_config_update (a row can be set back to the defaults)
+
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         return fields + ["name"] if obj is not None else fields
@@ -76,13 +79,13 @@ class ToolConfigAdmin(admin.ModelAdmin):
         saved = services.tool_config_update(actor=request.user, name=obj.name, **changes)
         obj.pk = saved.pk
 
-    @admin.action(description="Enable selected tools")
+    @admin.action(description="Enable selected tools", permissions=["change"])
     def enable_tools(self, request, queryset):
         for row in queryset:
             services.tool_config_update(actor=request.user, name=row.name, enabled=True)
         self.message_user(request, f"Enabled {queryset.count()} tool(s).", messages.SUCCESS)
 
-    @admin.action(description="Disable selected tools")
+    @admin.action(description="Disable selected tools", permissions=["change"])
     def disable_tools(self, request, queryset):
         for row in queryset:
             services.tool_config_update(actor=request.user, name=row.name, enabled=False)

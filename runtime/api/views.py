@@ -250,7 +250,8 @@ class SessionPromptApi(SessionApi):
                 mode=data["mode"],
                 model_name=data.get("model") or None,
             )
-        run = AgentRun.objects.select_related("agent").get(pk=outcome.run.pk)
+        # The run as committed: re-reading it could find it gone (finished, then deleted with its session).
+        run = outcome.run
         body = {"run": S.RunOut(run).data, "queuedAs": outcome.queued_as, "editorText": outcome.editor_text}
         return Response(body, status=status.HTTP_202_ACCEPTED)
 

@@ -130,6 +130,12 @@ class FileProvider(SessionTreeProvider):
     @contextlib.contextmanager
     def _store_lock(self, meta: AgentSession, *, shared: bool = False):
         path = meta.session_file
+        if path in _locks.exclusive:
+            # This thread holds the write lock already (a service took it before its
+            # transaction, then calls a provider method): flock belongs to the open file,
+            # so locking through a second descriptor would wait on ourselves.
+            yield _locks.fds[path]
+            return
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND if not shared else os.O_RDONLY)
         except FileNotFoundError:
@@ -137,8 +143,11 @@ class FileProvider(SessionTreeProvider):
         try:
             fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
             _locks.fds[path] = fd
+            if not shared:
+                _locks.exclusive.add(path)
             yield fd
         finally:
+            _locks.exclusive.discard(path)
             _locks.fds.pop(path, None)
             os.close(fd)  # closing the description releases the flock
 
@@ -300,6 +309,7 @@ class FileProvider(SessionTreeProvider):
 class _Locks(threading.local):
     def __init__(self):
         self.fds: dict[str, int] = {}
+        self.exclusive: set[str] = set()  # paths whose fd above holds LOCK_EX
 
 
 _locks = _Locks()

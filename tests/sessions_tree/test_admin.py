@@ -115,6 +115,47 @@ def test_entries_admin_is_read_only(client, staff, sessions_dir):
     assert client.get("/admin/sessions_tree/sessionentry/add/").status_code == 403
 
 
+@pytest.mark.parametrize("table", ["sessionentry", "sessionevent"])
+def test_entry_and_event_rows_cannot_be_changed_or_deleted_even_by_a_superuser(client, staff, sessions_dir, table):
+    """A row changed behind the provider would skip the revision, the event and the caches."""
+    from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
+
+    meta = import_session_file(FIXTURES / "01-linear.jsonl", provider_kind="mysql")
+    model = {"sessionentry": SessionEntry, "sessionevent": SessionEvent}[table]
+    get_provider("mysql").append_session_info(meta.session_id, name="an event too")
+    rows = list(model.objects.filter(session=meta).order_by("pk"))
+    assert rows
+    row = rows[0]
+    before = (model.objects.filter(session=meta).count(), AgentSession.objects.get(pk=meta.pk).revision)
+    base = f"/admin/sessions_tree/{table}/"
+    client.force_login(staff)
+    assert client.get(f"{base}{row.pk}/change/").status_code == 200  # viewing stays
+    assert client.post(f"{base}{row.pk}/change/", {"type": "custom", "_save": "Save"}).status_code == 403
+    assert client.get(f"{base}{row.pk}/delete/").status_code == 403
+    assert client.post(f"{base}{row.pk}/delete/", {"post": "yes"}).status_code == 403
+    listing = client.get(base).content.decode()
+    assert 'name="action"' not in listing  # no actions at all
+    client.post(base, {"action": "delete_selected", "_selected_action": [r.pk for r in rows], "post": "yes"})
+    assert (model.objects.filter(session=meta).count(), AgentSession.objects.get(pk=meta.pk).revision) == before
+    assert model.objects.get(pk=row.pk).type == row.type
+
+
+def test_the_kernel_session_admin_alone_is_read_only(rf, staff):
+    """The kernel's class offers no writes; runtime/admin.py registers it with the services'."""
+    from django.contrib.admin import AdminSite
+
+    from sessions_tree.admin import AgentSessionAdmin
+    from sessions_tree.models import AgentSession
+
+    kernel = AgentSessionAdmin(AgentSession, AdminSite())
+    request = rf.get("/")
+    request.user = staff
+    assert not kernel.has_add_permission(request)
+    assert not kernel.has_change_permission(request)
+    assert not kernel.has_delete_permission(request)
+    assert kernel.has_view_permission(request)
+
+
 @pytest.mark.parametrize(
     "config, expected",
     [

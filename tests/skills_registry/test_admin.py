@@ -144,3 +144,24 @@ def test_folder_import_is_for_superusers(client, skill_env, skill_staff, admin_u
     client.force_login(admin_user)
     assert client.post(url, {"scope": "workspace", "folder": str(src)}).status_code == 302
     assert SkillResource.objects.get(name="on-disk").source == "folder-import"
+
+
+def test_skill_pages_are_views_and_their_switches_need_the_change_permission(client, synced, admin_user, django_user_model):
+    """Saving a skill's page would write the row back behind the registry; the switches are actions."""
+    skill = SkillResource.objects.get(name="lint", scope="project")
+    page = reverse("admin:skills_registry_skillresource_change", args=[skill.pk])
+    client.force_login(admin_user)
+    assert client.get(page).status_code == 200
+    assert client.post(page, {"disabled": "on", "_save": "Save"}).status_code == 403
+    assert not SkillResource.objects.get(pk=skill.pk).disabled
+
+    viewer = django_user_model.objects.create_user("skill-viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_skillresource"))
+    client.force_login(viewer)
+    assert 'value="disable"' not in client.get(reverse(CHANGELIST)).content.decode()
+    client.post(reverse(CHANGELIST), {"action": "disable", "_selected_action": [skill.pk]})
+    assert not SkillResource.objects.get(pk=skill.pk).disabled
+
+    client.force_login(admin_user)
+    client.post(reverse(CHANGELIST), {"action": "disable", "_selected_action": [skill.pk]})
+    assert SkillResource.objects.get(pk=skill.pk).disabled
