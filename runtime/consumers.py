@@ -207,6 +207,7 @@ GATEWAY_MESSAGES = {
     realtime.STREAM_MESSAGE: "stream_event",
     realtime.DELETED_MESSAGE: "session_deleted",
     realtime.WITHDRAWN_MESSAGE: "access_withdrawn",
+    realtime.RECHECK_MESSAGE: "access_recheck",
     "gateway.heartbeat": "gateway_heartbeat",
 }
 COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
@@ -471,6 +472,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def access_withdrawn(self, message: dict) -> None:
         await self._withdraw(Withdrawn(CLOSE_UNAUTHENTICATED, message.get("code") or "authentication_failed", message.get("message") or "access withdrawn"))
+
+    async def access_recheck(self, message: dict) -> None:
+        """The user's roles or permissions changed: lose what they no longer allow, now."""
+        try:
+            await database_sync_to_async(_check)(self.binding, "write")
+            self.read_only = False
+        except FrameError:
+            self.read_only = True  # may still read: commands answer permission_denied
+        except Withdrawn as exc:
+            await self._withdraw(exc)
 
     @staticmethod
     def _traced(event: dict, message: dict) -> dict:

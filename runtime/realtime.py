@@ -55,6 +55,8 @@ STREAM_MESSAGE = "stream.event"
 DELETED_MESSAGE = "session.deleted"
 # A user was deactivated or a token revoked: their sockets close (4401).
 WITHDRAWN_MESSAGE = "access.withdrawn"
+# A user's roles or permissions changed: their sockets check their rights again now.
+RECHECK_MESSAGE = "access.recheck"
 SPLIT_TYPES = ("assistant_stream_delta", "tool_call_delta")
 ALWAYS_KEPT = frozenset({"type", "sessionId", "entryId", "runId", "contentIndex", "toolCallId", "kind", "name", "state", "stopReason"})
 _QUEUE_LIMIT = 10_000
@@ -353,10 +355,17 @@ class Gateway:
 
     def withdraw(self, groups: list[str], *, code: str, message: str) -> None:
         """Close every socket in ``groups`` with 4401, after the current transaction commits."""
+        self._after_commit(groups, {"type": WITHDRAWN_MESSAGE, "code": code, "message": message})
+
+    def recheck(self, groups: list[str]) -> None:
+        """Make every socket in ``groups`` check its rights, after the current transaction commits."""
+        self._after_commit(groups, {"type": RECHECK_MESSAGE})
+
+    def _after_commit(self, groups: list[str], payload: dict) -> None:
         from django.db import transaction
 
-        payload = {"type": WITHDRAWN_MESSAGE, "code": code, "message": message}
-        transaction.on_commit(lambda: self.send([(group, payload) for group in groups]))
+        if groups:
+            transaction.on_commit(lambda: self.send([(group, payload) for group in groups]))
 
 
 _bg_lock = threading.Lock()
@@ -411,9 +420,37 @@ class ChannelsStreamSink:
         gateway.publish_stream_event(session_id, event)
 
 
-def _user_saved(sender, instance, update_fields=None, **kwargs) -> None:
+def recheck_users(user_pks) -> None:
+    """These users' roles or permissions changed: their sockets re-check their rights now."""
+    gateway.recheck([user_group(pk) for pk in user_pks])
+
+
+def _user_saved(sender, instance, update_fields=None, created=False, **kwargs) -> None:
     if not instance.is_active:
         withdraw_user(instance.pk)
+    elif not created and not (update_fields and set(update_fields) <= {"last_login", "password"}):
+        recheck_users([instance.pk])  # staff or superuser may have changed
+
+
+def _permissions_changed(sender, instance, action, model, pk_set, **kwargs) -> None:
+    """``m2m_changed`` of users' permissions or groups, or of a group's permissions."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    user_model = get_user_model()
+    if isinstance(instance, user_model):
+        users = [instance.pk]
+    elif isinstance(instance, Group):
+        users = list(instance.user_set.values_list("pk", flat=True))
+    elif model is user_model:  # from the other side: permission.user_set.add(user), group.user_set…
+        users = list(pk_set or ())
+    elif model is Group and pk_set:  # permission.group_set.add(group)
+        users = list(user_model.objects.filter(groups__in=pk_set).values_list("pk", flat=True))
+    else:
+        return  # a clear from the other side names nobody: the next command or heartbeat re-checks
+    recheck_users(users)
 
 
 def _user_deleted(sender, instance, **kwargs) -> None:
@@ -436,7 +473,9 @@ def install() -> None:
     """Register both producers and the signals that close sockets whose rights went
     (``RuntimeConfig.ready``): any save that leaves a user inactive (the admin's user
     page included), deleting a user, and saving or deleting a token that no longer
-    works. ``runtime.tokens.api_token_revoke`` withdraws the token itself."""
+    works. ``runtime.tokens.api_token_revoke`` withdraws the token itself. Other saves
+    of a user and changes to user or group permissions make the user's sockets check
+    their rights again at once."""
     from django.contrib.auth import get_user_model
     from django.db.models.signals import post_delete, post_save
 
@@ -452,3 +491,9 @@ def install() -> None:
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="neta.realtime.user_deleted")
     post_save.connect(_token_saved, sender=ApiToken, dispatch_uid="neta.realtime.token_saved")
     post_delete.connect(_token_deleted, sender=ApiToken, dispatch_uid="neta.realtime.token_deleted")
+    from django.contrib.auth.models import Group
+    from django.db.models.signals import m2m_changed
+
+    through = [user_model.user_permissions.through, user_model.groups.through, Group.permissions.through]
+    for index, model in enumerate(through):
+        m2m_changed.connect(_permissions_changed, sender=model, dispatch_uid=f"neta.realtime.permissions_changed.{index}")

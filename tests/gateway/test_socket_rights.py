@@ -272,6 +272,49 @@ async def test_staff_losing_a_permission_lose_what_it_allowed_at_the_next_comman
         await socket.close()
 
 
+@pytest.mark.parametrize("change", ["permission_removed", "group_permission_removed", "group_left", "superuser_demoted", "staff_demoted"])
+async def test_a_role_change_takes_effect_on_open_sockets_at_once(change, layer, tree, settings):
+    """No command, no heartbeat: the change itself makes the user's sockets check again."""
+    from django.contrib.auth.models import Group
+
+    settings.NETA_WS_HEARTBEAT_SECONDS = 600
+
+    def make_user():
+        if change == "superuser_demoted":
+            return role_user("superuser")
+        user = role_user("plain_staff" if change.startswith("group") else "view_staff")
+        if change.startswith("group"):
+            group = Group.objects.create(name="session viewers")
+            group.permissions.set(Permission.objects.filter(codename="view_agentsession"))
+            user.groups.add(group)
+        return user
+
+    user = await sync_to_async(make_user)()
+    socket = await Socket.connect(tree.session_id, cookie=await sync_to_async(session_cookie)(user))
+    try:
+        await opened(socket)
+
+        def take_away():
+            if change == "permission_removed":
+                user.user_permissions.clear()
+            elif change == "group_permission_removed":
+                Group.objects.get(name="session viewers").permissions.clear()
+            elif change == "group_left":
+                user.groups.clear()
+            elif change == "superuser_demoted":
+                user.is_superuser = False
+                user.save()
+            else:
+                user.is_staff = False
+                user.save()
+
+        await sync_to_async(take_away)()
+        frames = await closed(socket)
+        assert frames[-1]["code"] == 4404 and frames[-2]["code"] == "session_not_found"
+    finally:
+        await socket.close()
+
+
 # --------------------------------------------------------------------------- bound to the session row
 
 
