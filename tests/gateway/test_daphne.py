@@ -203,3 +203,15 @@ def test_deleting_a_session_closes_its_sockets(server):
         assert code == 4404 and frames[-1]["code"] == "session_not_found"
 
     asyncio.run(scenario())
+
+
+def test_neta_serve_raises_daphnes_websocket_limits_and_the_command_line_wins(settings):
+    from daphne.cli import CommandLineInterface
+
+    from neta.serve import daphne_argv
+
+    parser = CommandLineInterface().parser
+    args = parser.parse_args(daphne_argv(["neta.asgi:application"]))
+    assert args.websocket_max_message_size == args.websocket_max_frame_size == 4 * settings.NETA_WS_MAX_FRAME_BYTES
+    args = parser.parse_args(daphne_argv(["--websocket-max-message-size", "2048", "neta.asgi:application"]))
+    assert args.websocket_max_message_size == 2048
