@@ -25,6 +25,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime import selectors
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError, FieldError
 from runtime.api.pagination import (
@@ -37,7 +38,6 @@ from runtime.api.pagination import (
     next_link,
 )
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig
-from runtime import selectors
 from runtime.selectors import session_snapshot
 from runtime.services import run_abort, session_compact, session_prompt, session_switch_leaf
 from runtime.services import (
