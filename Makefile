@@ -28,7 +28,7 @@ deps-test: $(VENV)/.deps-test
 run: deps
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py neta_bootstrap
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) neta.asgi:application
+	$(PY) -m neta.serve -b $(HOST) -p $(PORT) neta.asgi:application
 
 test: deps-test
 	bin/setup-system --services

@@ -1,7 +1,9 @@
 """ASGI entry point: HTTP (Django, the REST API) and websockets (the realtime gateway).
 
-Websockets: the Origin must be one of ALLOWED_HOSTS; the user comes from the
-session cookie, or from an ``Authorization: Token …`` header (integrations).
+Websockets: the Origin must be the handshake's own scheme, host and port (or one
+of CSRF_TRUSTED_ORIGINS), exactly as Django's CSRF check wants it
+(``neta.websocket_origin``); the user comes from the session cookie, or from an
+``Authorization: Token …`` header (integrations).
 """
 
 import os
@@ -15,9 +17,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from neta.websocket_origin import OriginValidator  # noqa: E402
 from runtime.api.authentication import TokenAuthMiddleware  # noqa: E402
 from runtime.routing import websocket_urlpatterns  # noqa: E402
 
@@ -30,6 +32,6 @@ if settings.NETA_SERVE_STATIC:
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+        "websocket": OriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
     }
 )

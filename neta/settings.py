@@ -264,6 +264,10 @@ NETA_IMPORT_MAX_BYTES = env_int("NETA_IMPORT_MAX_BYTES", 200 * 1024 * 1024, mini
 # which a tree event travels through the channel layer as a reference (read from the log).
 NETA_WS_HEARTBEAT_SECONDS = env_int("NETA_WS_HEARTBEAT_SECONDS", 25, minimum=1)
 NETA_WS_MAX_FRAME_BYTES = env_int("NETA_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
+# What Daphne itself lets through (``python -m neta.serve``, ``manage.py runserver``): a
+# bounded margin above the gateway's limit, so an oversized frame is answered with
+# ``frame_too_large`` instead of Daphne dropping the connection (docs/realtime.md).
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = 4 * NETA_WS_MAX_FRAME_BYTES
 NETA_REALTIME_INLINE_BYTES = env_int("NETA_REALTIME_INLINE_BYTES", 64 * 1024, minimum=1024)
 # Forward the producer's emit time (``emittedAt``) with every realtime frame (benchmarks).
 NETA_REALTIME_TRACE = env_bool("NETA_REALTIME_TRACE", False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import orjson
 from channels.db import DatabaseSyncToAsync, database_sync_to_async
@@ -23,6 +24,7 @@ from runtime import realtime
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
 from runtime.api.permissions import is_read_only_token
+from runtime.selectors import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
 
@@ -30,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404  # no such session, or not the caller's (indistinguishable on purpose)
+CLOSE_NOT_FOUND = 4404  # no such session, or one the caller may not read (indistinguishable on purpose)
 MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
 COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
@@ -50,36 +52,106 @@ class FrameError(Exception):
 # --------------------------------------------------------------------------- sync parts (run in threads)
 
 
-def _open_session(user, session_id: str) -> tuple[bool, int, str]:
-    """(allowed, revision, provider) for ``user`` on ``session_id``: owner or staff."""
-    row = AgentSession.objects.filter(session_id=session_id).values("user_id", "revision", "provider").first()
-    if row is None or not (user.is_staff or row["user_id"] == user.pk):
-        return False, 0, ""
-    return True, row["revision"], row["provider"]
+@dataclass(frozen=True)
+class Binding:
+    """What a socket was opened on: one session *row* (not just its id), by one user,
+    with one token (or a cookie). Every check is made against these."""
+
+    session_id: str
+    session_pk: int
+    user_pk: int
+    token_pk: int | None
 
 
-def _events_since(session_id: str, revision: int) -> list[dict]:
+class Withdrawn(Exception):
+    """The caller's rights on the socket are gone: send ``error`` ``code`` and close."""
+
+    def __init__(self, close_code: int, code: str, message: str):
+        super().__init__(message)
+        self.close_code, self.code, self.message = close_code, code, message
+
+
+def _open_session(user, token, session_id: str) -> tuple[AgentSession | None, Access]:
+    """The session row and what ``user`` (with ``token``) may do with it."""
+    meta = AgentSession.objects.filter(session_id=session_id).only("pk", "session_id", "user_id", "revision", "provider").first()
+    return meta, session_access(user, meta, token=token)
+
+
+def _check(binding: Binding, need: str = "read"):
+    """The caller's current user and the session row, if they may still ``need`` it.
+
+    ``Withdrawn`` when the user is inactive or gone, the token revoked, expired or
+    gone (4401), or the session row deleted or no longer readable (4404);
+    ``FrameError`` ``permission_denied`` when it may be read but not written.
+    """
+    from django.contrib.auth import get_user_model
+
+    from runtime.models import ApiToken
+    from runtime.tokens import token_problem
+
+    user = get_user_model().objects.filter(pk=binding.user_pk).first()
+    if user is None or not user.is_active:
+        raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", "user inactive")
+    token = None
+    if binding.token_pk is not None:
+        token = ApiToken.objects.select_related("user").filter(pk=binding.token_pk).first()
+        problem = "token deleted" if token is None else token_problem(token)
+        if problem is not None:
+            raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", problem)
+    meta = AgentSession.objects.filter(pk=binding.session_pk, session_id=binding.session_id).first()
+    access = session_access(user, meta, token=token)
+    if not access.read:
+        raise Withdrawn(CLOSE_NOT_FOUND, "session_not_found", f"session {binding.session_id} no longer exists")
+    if need == "write" and not access.write:
+        message = "this token is read-only" if token is not None and token.read_only else "you may read this session but not change it"
+        raise FrameError("permission_denied", message)
+    return user, meta
+
+
+def _still_bound(binding: Binding) -> None:
+    """``Withdrawn`` (4404) unless the socket's session row still holds its id."""
+    if not AgentSession.objects.filter(pk=binding.session_pk, session_id=binding.session_id).exists():
+        raise Withdrawn(CLOSE_NOT_FOUND, "session_not_found", f"session {binding.session_id} no longer exists")
+
+
+def _bound_read(binding: Binding, read):
+    """``read(session_id)`` for the socket's own session row only.
+
+    Reads go by id (the providers' interface); the row is checked before and after,
+    and row keys are never reused, so what was read belongs to this row.
+    """
+    _check(binding)
+    try:
+        result = read(binding.session_id)
+    except SessionNotFound:
+        _still_bound(binding)
+        raise
+    _still_bound(binding)
+    return result
+
+
+def _events_since(binding: Binding, revision: int) -> list[dict]:
     from sessions_tree.providers import provider_for_session
 
-    return provider_for_session(session_id).events_since(session_id, revision)
+    return _bound_read(binding, lambda sid: provider_for_session(sid).events_since(sid, revision))
 
 
-def _snapshot(session_id: str) -> dict:
+def _snapshot(binding: Binding) -> dict:
     from runtime.selectors import session_snapshot
 
-    return session_snapshot(session_id)
+    return _bound_read(binding, session_snapshot)
 
 
-def _current_revision(session_id: str) -> int | None:
-    return AgentSession.objects.filter(session_id=session_id).values_list("revision", flat=True).first()
+def _heartbeat_check(binding: Binding) -> int:
+    """The session's revision, after checking the caller's rights."""
+    _, meta = _check(binding)
+    return meta.revision
 
 
-def _logged_event(session_id: str, revision: int) -> dict | None:
+def _logged_event(binding: Binding, revision: int) -> dict | None:
     from sessions_tree import jsonl
 
-    payload = (
-        SessionEvent.objects.filter(session__session_id=session_id, revision=revision).values_list("payload", flat=True).first()
-    )
+    payload = SessionEvent.objects.filter(session_id=binding.session_pk, revision=revision).values_list("payload", flat=True).first()
     return jsonl.loads(payload) if payload is not None else None
 
 
@@ -124,7 +196,20 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
     return {"leafId": result["leafId"], "editorText": result["editorText"], "summaryEntryId": summary["id"] if summary else None}
 
 
-GATEWAY_MESSAGES = {"tree.event": "tree_event", "stream.event": "stream_event", "gateway.heartbeat": "gateway_heartbeat"}
+def _run_checked(binding: Binding, kind: str, data: dict) -> dict:
+    """A command, after checking (in the same thread, just before) that the caller may still write."""
+    user, _ = _check(binding, "write")
+    return COMMAND_CALLS[kind](binding.session_id, user, data)
+
+
+GATEWAY_MESSAGES = {
+    realtime.TREE_MESSAGE: "tree_event",
+    realtime.STREAM_MESSAGE: "stream_event",
+    realtime.DELETED_MESSAGE: "session_deleted",
+    realtime.WITHDRAWN_MESSAGE: "access_withdrawn",
+    realtime.RECHECK_MESSAGE: "access_recheck",
+    "gateway.heartbeat": "gateway_heartbeat",
+}
 COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
 COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
 
@@ -133,40 +218,58 @@ COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
-    """One browser or integration watching (and driving) one session."""
+    """One browser or integration watching (and driving) one session.
+
+    Bound at connect to the session's row (its primary key), the user and the
+    token: every command, every heartbeat and every forwarded event is checked
+    against them (docs/realtime.md, "Rights on an open socket").
+    """
 
     async def connect(self):
         realtime.gateway.bind_server_loop(asyncio.get_running_loop())
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
         self.group = realtime.group_name(self.session_id)
+        self.groups_joined: list[str] = []
         self.revision: int | None = None  # last revision sent; None: not subscribed
         self.gone = False
-        self.joined = False
+        self.closing = False
         self.heartbeat: asyncio.Task | None = None
         self.commands: set[asyncio.Task] = set()
         self.command_lock = asyncio.Lock()
         user = self.scope.get("user")
-        if self.scope.get("auth_error") or user is None or not user.is_authenticated:
+        if self.scope.get("auth_error") or user is None or not user.is_authenticated or not user.is_active:
             await self.accept()
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = getattr(user, "_wrapped", user)
-        allowed, revision, _ = await database_sync_to_async(_open_session)(self.user, self.session_id)
-        if not allowed:
+        token = self.scope.get("api_token")
+        meta, access = await database_sync_to_async(_open_session)(self.user, token, self.session_id)
+        if not access.read:
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.read_only = is_read_only_token(self.scope.get("api_token"))
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        self.joined = True
+        self.binding = Binding(self.session_id, meta.pk, self.user.pk, token.pk if token is not None else None)
+        self.read_only = not access.write
+        groups = [self.group, realtime.user_group(self.user.pk)]
+        if token is not None:
+            groups.append(realtime.token_group(token.pk))
+        for group in groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups_joined.append(group)
         await self.accept()
+        # Rights withdrawn while we joined (the message may have gone before we listened).
+        try:
+            await database_sync_to_async(_check)(self.binding)
+        except Withdrawn as exc:
+            await self._withdraw(exc)
+            return
         self.heartbeat = asyncio.create_task(self._beat())
         await self._send(
             {
                 "type": "hello",
                 "protocol": PROTOCOL_VERSION,
                 "sessionId": self.session_id,
-                "revision": revision,
+                "revision": meta.revision,
                 "readOnly": self.read_only,
                 "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
                 "commands": [c for c in COMMANDS if not (self.read_only and c in WRITE_COMMANDS)],
@@ -178,7 +281,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # the gateway's own messages reach the DB only through database_sync_to_async,
         # which does that in its thread. Skipping it here halves the cost per frame.
         if message["type"] in GATEWAY_MESSAGES:
-            await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
+            if not self.closing:
+                await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
         else:
             await super().dispatch(message)
 
@@ -186,12 +290,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.gone = True
         if self.heartbeat is not None:
             self.heartbeat.cancel()
-        if self.joined:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            self.joined = False
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.groups_joined = []
 
     async def _send(self, frame: dict) -> None:
-        if not self.gone:  # a command may finish after the client left
+        if not self.gone and not self.closing:  # a command may finish after the client left
             await self.send(text_data=_dumps(frame))
 
     async def _error(self, code: str, message: str, *, request_id=None, fields: dict | None = None) -> None:
@@ -202,15 +306,30 @@ class SessionConsumer(AsyncWebsocketConsumer):
             frame["requestId"] = request_id
         await self._send(frame)
 
+    async def _withdraw(self, exc: Withdrawn, request_id=None) -> None:
+        """The caller's rights are gone: say why, close, and forward nothing more."""
+        if self.closing:
+            return
+        await self._error(exc.code, exc.message, request_id=request_id)
+        self.closing = True
+        self.revision = None
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
+        if not self.gone:
+            await self.close(code=exc.close_code)
+
     # ------------------------------------------------------------------ client frames
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self.closing:
+            return
         request_id = None
         try:
             frame = self._parse(text_data, bytes_data)
             request_id = frame.get("requestId")
             kind = frame["type"]
             if kind == "ping":
+                await database_sync_to_async(_check)(self.binding)
                 await self._send({"type": "pong", "requestId": request_id})
             elif kind == "subscribe":
                 await self._subscribe(frame, request_id)
@@ -218,6 +337,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await self._command(kind, frame, request_id)
         except FrameError as exc:
             await self._error(exc.code, exc.message, request_id=request_id, fields=exc.fields)
+        except Withdrawn as exc:
+            await self._withdraw(exc, request_id)
 
     def _parse(self, text_data, bytes_data) -> dict:
         if text_data is None:
@@ -262,7 +383,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             raise FrameError("invalid_frame", "sinceRevision must be a non-negative integer or null", {"sinceRevision": ["invalid"]})
         if since is None:
             try:
-                snapshot = await database_sync_to_async(_snapshot)(self.session_id)
+                snapshot = await database_sync_to_async(_snapshot)(self.binding)
             except SessionNotFound as exc:
                 raise FrameError(exc.code, str(exc)) from None
             text = _dumps({"type": "snapshot", "requestId": request_id, "snapshot": snapshot})
@@ -274,13 +395,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     f"GET /api/sessions/{self.session_id}/snapshot/ and subscribe with its revision",
                 )
             self.revision = snapshot["revision"]
-            if not self.gone:
+            if not self.gone and not self.closing:
                 await self.send(text_data=text)
             await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": 0})
             return
         self.revision = None
         try:
-            events = await database_sync_to_async(_events_since)(self.session_id, since)
+            events = await database_sync_to_async(_events_since)(self.binding, since)
         except (ResyncNeeded, SessionNotFound) as exc:
             raise FrameError(exc.code, str(exc)) from None
         self.revision = since
@@ -291,7 +412,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _command(self, kind: str, frame: dict, request_id) -> None:
         if self.read_only:
-            raise FrameError("permission_denied", "this token is read-only")
+            message = "this token is read-only" if is_read_only_token(self.scope.get("api_token")) else "you may read this session but not change it"
+            raise FrameError("permission_denied", message)
         serializer_cls = COMMAND_INPUTS[kind]
         data: dict = {}
         if serializer_cls is not None:
@@ -307,11 +429,18 @@ class SessionConsumer(AsyncWebsocketConsumer):
         task.add_done_callback(self.commands.discard)
 
     async def _run_command(self, kind: str, data: dict, request_id) -> None:
-        call = COMMAND_CALLS[kind]
         async with self.command_lock:  # a socket's commands run in the order they came
+            if self.closing:
+                return
             try:
                 # Not thread-sensitive: a slow command must not hold the process's shared ORM thread.
-                result = await DatabaseSyncToAsync(call, thread_sensitive=False)(self.session_id, self.user, data)
+                result = await DatabaseSyncToAsync(_run_checked, thread_sensitive=False)(self.binding, kind, data)
+            except Withdrawn as exc:
+                await self._withdraw(exc, request_id)
+                return
+            except FrameError as exc:
+                await self._error(exc.code, exc.message, request_id=request_id, fields=exc.fields)
+                return
             except Exception as exc:
                 info = classify(exc)
                 if info is None:
@@ -324,15 +453,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     # ------------------------------------------------------------------ group messages
 
+    def _ours(self, message: dict) -> bool:
+        """Whether a session-group message is about this socket's session row (not a
+        later session that took the same id)."""
+        return message.get("sessionKey") == self.binding.session_pk
+
     async def tree_event(self, message: dict) -> None:
-        if self.revision is None:
+        if self.revision is None or not self._ours(message):
             return
         revision = message["revision"]
         if revision <= self.revision:
             return  # already sent (replayed, or filled from the log)
         event = message.get("event")
         if revision == self.revision + 1 and event is None:
-            event = await database_sync_to_async(_logged_event)(self.session_id, revision)
+            event = await database_sync_to_async(_logged_event)(self.binding, revision)
         if revision == self.revision + 1 and event is not None:
             await self._send(self._traced(event, message))
             self.revision = revision
@@ -340,8 +474,25 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self._fill_gap()
 
     async def stream_event(self, message: dict) -> None:
-        if self.revision is not None:
+        if self.revision is not None and self._ours(message):
             await self._send(self._traced(message["event"], message))
+
+    async def session_deleted(self, message: dict) -> None:
+        if self._ours(message):
+            await self._withdraw(Withdrawn(CLOSE_NOT_FOUND, "session_not_found", f"session {self.session_id} was deleted"))
+
+    async def access_withdrawn(self, message: dict) -> None:
+        await self._withdraw(Withdrawn(CLOSE_UNAUTHENTICATED, message.get("code") or "authentication_failed", message.get("message") or "access withdrawn"))
+
+    async def access_recheck(self, message: dict) -> None:
+        """The user's roles or permissions changed: lose what they no longer allow, now."""
+        try:
+            await database_sync_to_async(_check)(self.binding, "write")
+            self.read_only = False
+        except FrameError:
+            self.read_only = True  # may still read: commands answer permission_denied
+        except Withdrawn as exc:
+            await self._withdraw(exc)
 
     @staticmethod
     def _traced(event: dict, message: dict) -> dict:
@@ -350,25 +501,29 @@ class SessionConsumer(AsyncWebsocketConsumer):
         return event
 
     async def gateway_heartbeat(self, message: dict) -> None:
+        try:
+            current = await database_sync_to_async(_heartbeat_check)(self.binding)
+        except Withdrawn as exc:
+            await self._withdraw(exc)
+            return
         await self._send({"type": "heartbeat", "revision": self.revision})
-        if self.joined:
-            await self.channel_layer.group_add(self.group, self.channel_name)  # refresh group expiry
-        current = await database_sync_to_async(_current_revision)(self.session_id)
-        if current is None:  # the session was deleted
-            await self._error("session_not_found", f"session {self.session_id} no longer exists")
-            await self.close(code=CLOSE_NOT_FOUND)
-        elif self.revision is not None and current > self.revision:
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)  # refresh group expiry
+        if self.revision is not None and current > self.revision:
             await self._fill_gap()  # a doorbell message was lost: catch up from the log
 
     async def _fill_gap(self) -> None:
         try:
-            events = await database_sync_to_async(_events_since)(self.session_id, self.revision)
+            events = await database_sync_to_async(_events_since)(self.binding, self.revision)
+        except Withdrawn as exc:
+            await self._withdraw(exc)
+            return
         except (ResyncNeeded, SessionNotFound) as exc:
             self.revision = None
             await self._error(exc.code, str(exc))
             return
         for event in events:
-            if event["revision"] > self.revision:
+            if self.revision is not None and event["revision"] > self.revision:
                 await self._send(event)
                 self.revision = event["revision"]
 

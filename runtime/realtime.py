@@ -29,6 +29,7 @@ and other oversized streaming fields are left out (``omitted`` names them).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import logging
 import os
@@ -40,12 +41,22 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from sessions_tree.events import SESSION_DELETED
+
 logger = logging.getLogger(__name__)
 
 GROUP_PREFIX = "neta.session."
+USER_GROUP_PREFIX = "neta.user."
+TOKEN_GROUP_PREFIX = "neta.token."
 _GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 TREE_MESSAGE = "tree.event"
 STREAM_MESSAGE = "stream.event"
+# The session's row was deleted: its sockets send ``session_not_found`` and close (4404).
+DELETED_MESSAGE = "session.deleted"
+# A user was deactivated or a token revoked: their sockets close (4401).
+WITHDRAWN_MESSAGE = "access.withdrawn"
+# A user's roles or permissions changed: their sockets check their rights again now.
+RECHECK_MESSAGE = "access.recheck"
 SPLIT_TYPES = ("assistant_stream_delta", "tool_call_delta")
 ALWAYS_KEPT = frozenset({"type", "sessionId", "entryId", "runId", "contentIndex", "toolCallId", "kind", "name", "state", "stopReason"})
 _QUEUE_LIMIT = 10_000
@@ -62,6 +73,29 @@ def group_name(session_id: str) -> str:
     return GROUP_PREFIX + "h." + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
+def user_group(user_pk: int) -> str:
+    """Every socket a user opened (cookie or token)."""
+    return f"{USER_GROUP_PREFIX}{int(user_pk)}"
+
+
+def token_group(token_pk: int) -> str:
+    """Every socket opened with one integration token."""
+    return f"{TOKEN_GROUP_PREFIX}{int(token_pk)}"
+
+
+def session_key(session_id: str) -> int | None:
+    """The primary key of the session row that holds ``session_id`` now (None: none does).
+
+    Every message for a session's group carries it as ``sessionKey``; a socket
+    forwards only messages of the row it was opened on, so a session deleted and
+    replaced by another one under the same id (an import) never reaches the
+    first one's sockets.
+    """
+    from sessions_tree.models import AgentSession
+
+    return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
+
+
 def inline_limit() -> int:
     return int(getattr(settings, "NETA_REALTIME_INLINE_BYTES", 64 * 1024))
 
@@ -73,7 +107,7 @@ def encoded_size(value: Any) -> int:
 # --------------------------------------------------------------------------- message shapes
 
 
-def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> dict:
+def tree_message(session_id: str, event: dict, *, key: int | None = None, limit: int | None = None) -> dict:
     """The layer message for one tree event: inline when small, else a reference.
 
     ``emittedAt`` (epoch seconds) is when the producer handed it over; consumers
@@ -83,6 +117,7 @@ def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> d
     message = {
         "type": TREE_MESSAGE,
         "sessionId": session_id,
+        "sessionKey": key,
         "revision": event["revision"],
         "event": event,
         "emittedAt": time.time(),
@@ -93,18 +128,18 @@ def tree_message(session_id: str, event: dict, *, limit: int | None = None) -> d
     return message
 
 
-def stream_messages(session_id: str, event: dict, *, limit: int | None = None) -> list[dict]:
+def stream_messages(session_id: str, event: dict, *, key: int | None = None, limit: int | None = None) -> list[dict]:
     """The layer messages for one streaming event (several when a delta is split)."""
     limit = inline_limit() if limit is None else limit
     now = time.time()
     if encoded_size(event) <= limit:
-        return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": event, "emittedAt": now}]
+        return [{"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": event, "emittedAt": now}]
     if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
         # Deltas concatenate, so a large one is sent as consecutive smaller ones.
         step = max(1, limit // 8)  # a char is at most 6 bytes JSON-escaped; keep room for the rest
         text = event["delta"]
         return [
-            {"type": STREAM_MESSAGE, "sessionId": session_id, "event": {**event, "delta": text[i : i + step]}, "emittedAt": now}
+            {"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": {**event, "delta": text[i : i + step]}, "emittedAt": now}
             for i in range(0, len(text), step)
         ]
     small: dict = {}
@@ -119,7 +154,7 @@ def stream_messages(session_id: str, event: dict, *, limit: int | None = None) -
         else:
             omitted.append(key)
     small["omitted"] = omitted
-    return [{"type": STREAM_MESSAGE, "sessionId": session_id, "event": small, "emittedAt": now}]
+    return [{"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": small, "emittedAt": now}]
 
 
 # --------------------------------------------------------------------------- the in-process layer
@@ -223,6 +258,23 @@ class _Sender:
             except Exception:
                 self.dropped += 1
                 logger.exception("could not publish to %s", group)
+            finally:
+                self.queue.task_done()
+
+    async def _drained(self) -> None:
+        await self.queue.join()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (from another thread) until everything submitted so far has left."""
+        if self.loop.is_closed():
+            return False
+        future = asyncio.run_coroutine_threadsafe(self._drained(), self.loop)
+        try:
+            future.result(timeout)
+            return True
+        except Exception:
+            future.cancel()
+            return False
 
 
 class Gateway:
@@ -256,13 +308,13 @@ class Gateway:
 
     def _current_sender(self) -> _Sender | None:
         sender = self._sender
-        if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed():
+        layer = self._layer()
+        if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed() and sender.layer is layer:
             return sender
         with self._lock:
             sender = self._sender
-            if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed():
+            if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed() and sender.layer is layer:
                 return sender
-            layer = self._layer()
             if layer is None:
                 return None
             if self._in_process_layer(layer):
@@ -280,12 +332,40 @@ class Gateway:
         if sender is not None:
             sender.submit(items)
 
+    def listening(self) -> bool:
+        """Whether anyone could receive what this process sends (else skip the work)."""
+        return self._current_sender() is not None
+
     def publish_tree_event(self, session_id: str, event: dict) -> None:
-        self.send([(group_name(session_id), tree_message(session_id, event))])
+        if not self.listening():
+            return
+        if event.get("type") == SESSION_DELETED:
+            message = {"type": DELETED_MESSAGE, "sessionId": session_id, "sessionKey": event.get("sessionPk")}
+            self.send([(group_name(session_id), message)])
+            return
+        key = session_key(session_id)
+        self.send([(group_name(session_id), tree_message(session_id, event, key=key))])
 
     def publish_stream_event(self, session_id: str, event: dict) -> None:
+        if not self.listening():
+            return
         group = group_name(session_id)
-        self.send([(group, m) for m in stream_messages(session_id, event)])
+        key = session_key(session_id)
+        self.send([(group, m) for m in stream_messages(session_id, event, key=key)])
+
+    def withdraw(self, groups: list[str], *, code: str, message: str) -> None:
+        """Close every socket in ``groups`` with 4401, after the current transaction commits."""
+        self._after_commit(groups, {"type": WITHDRAWN_MESSAGE, "code": code, "message": message})
+
+    def recheck(self, groups: list[str]) -> None:
+        """Make every socket in ``groups`` check its rights, after the current transaction commits."""
+        self._after_commit(groups, {"type": RECHECK_MESSAGE})
+
+    def _after_commit(self, groups: list[str], payload: dict) -> None:
+        from django.db import transaction
+
+        if groups:
+            transaction.on_commit(lambda: self.send([(group, payload) for group in groups]))
 
 
 _bg_lock = threading.Lock()
@@ -301,16 +381,36 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="neta-realtime-publisher", daemon=True)
         thread.start()
+        if _bg is None:
+            # A short-lived process (a management command revoking a token) still rings its doorbells.
+            atexit.register(_flush_at_exit)
         _bg = (os.getpid(), loop)
         return loop
+
+
+def _flush_at_exit() -> None:
+    sender = gateway._sender
+    if sender is not None and sender.pid == os.getpid() and _bg is not None and sender.loop is _bg[1]:
+        sender.flush(timeout=2.0)
 
 
 gateway = Gateway()
 
 
 def publish_tree_event(session_id: str, event: dict) -> None:
-    """The kernel's publisher (``sessions_tree.events.add_publisher``)."""
+    """The kernel's publisher (``sessions_tree.events.add_publisher``): tree events and
+    the ``session_deleted`` notice."""
     gateway.publish_tree_event(session_id, event)
+
+
+def withdraw_user(user_pk: int, reason: str = "user inactive") -> None:
+    """The user was deactivated (or deleted): close their sockets (4401)."""
+    gateway.withdraw([user_group(user_pk)], code="authentication_failed", message=reason)
+
+
+def withdraw_token(token_pk: int, reason: str = "token revoked") -> None:
+    """The token was revoked (or deleted): close the sockets opened with it (4401)."""
+    gateway.withdraw([token_group(token_pk)], code="authentication_failed", message=reason)
 
 
 class ChannelsStreamSink:
@@ -320,11 +420,80 @@ class ChannelsStreamSink:
         gateway.publish_stream_event(session_id, event)
 
 
+def recheck_users(user_pks) -> None:
+    """These users' roles or permissions changed: their sockets re-check their rights now."""
+    gateway.recheck([user_group(pk) for pk in user_pks])
+
+
+def _user_saved(sender, instance, update_fields=None, created=False, **kwargs) -> None:
+    if not instance.is_active:
+        withdraw_user(instance.pk)
+    elif not created and not (update_fields and set(update_fields) <= {"last_login", "password"}):
+        recheck_users([instance.pk])  # staff or superuser may have changed
+
+
+def _permissions_changed(sender, instance, action, model, pk_set, **kwargs) -> None:
+    """``m2m_changed`` of users' permissions or groups, or of a group's permissions."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    user_model = get_user_model()
+    if isinstance(instance, user_model):
+        users = [instance.pk]
+    elif isinstance(instance, Group):
+        users = list(instance.user_set.values_list("pk", flat=True))
+    elif model is user_model:  # from the other side: permission.user_set.add(user), group.user_set…
+        users = list(pk_set or ())
+    elif model is Group and pk_set:  # permission.group_set.add(group)
+        users = list(user_model.objects.filter(groups__in=pk_set).values_list("pk", flat=True))
+    else:
+        return  # a clear from the other side names nobody: the next command or heartbeat re-checks
+    recheck_users(users)
+
+
+def _user_deleted(sender, instance, **kwargs) -> None:
+    withdraw_user(instance.pk, "user deleted")
+
+
+def _token_saved(sender, instance, **kwargs) -> None:
+    from runtime.tokens import token_problem
+
+    problem = token_problem(instance)
+    if problem is not None:
+        withdraw_token(instance.pk, problem)
+
+
+def _token_deleted(sender, instance, **kwargs) -> None:
+    withdraw_token(instance.pk, "token deleted")
+
+
 def install() -> None:
-    """Register both producers (``RuntimeConfig.ready``)."""
+    """Register both producers and the signals that close sockets whose rights went
+    (``RuntimeConfig.ready``): any save that leaves a user inactive (the admin's user
+    page included), deleting a user, and saving or deleting a token that no longer
+    works. ``runtime.tokens.api_token_revoke`` withdraws the token itself. Other saves
+    of a user and changes to user or group permissions make the user's sockets check
+    their rights again at once."""
+    from django.contrib.auth import get_user_model
+    from django.db.models.signals import post_delete, post_save
+
+    from runtime.models import ApiToken
     from runtime.streaming import default_sink, set_default_sink
     from sessions_tree.events import add_publisher
 
     add_publisher(publish_tree_event)
     if not isinstance(default_sink(), ChannelsStreamSink):
         set_default_sink(ChannelsStreamSink())
+    user_model = get_user_model()
+    post_save.connect(_user_saved, sender=user_model, dispatch_uid="neta.realtime.user_saved")
+    post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="neta.realtime.user_deleted")
+    post_save.connect(_token_saved, sender=ApiToken, dispatch_uid="neta.realtime.token_saved")
+    post_delete.connect(_token_deleted, sender=ApiToken, dispatch_uid="neta.realtime.token_deleted")
+    from django.contrib.auth.models import Group
+    from django.db.models.signals import m2m_changed
+
+    through = [user_model.user_permissions.through, user_model.groups.through, Group.permissions.through]
+    for index, model in enumerate(through):
+        m2m_changed.connect(_permissions_changed, sender=model, dispatch_uid=f"neta.realtime.permissions_changed.{index}")

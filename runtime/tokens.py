@@ -61,10 +61,26 @@ def api_token_create(*, user, read_only: bool = False, days: int | None = None, 
 
 
 def api_token_revoke(*, token: ApiToken) -> ApiToken:
-    """Revoke ``token`` (idempotent: the first revocation time is kept)."""
+    """Revoke ``token`` (idempotent: the first revocation time is kept); the sockets
+    opened with it close (4401) once this commits."""
+    from runtime.realtime import withdraw_token
+
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     token.refresh_from_db()
+    withdraw_token(token.pk, "token revoked")
     return token
+
+
+def token_problem(token: ApiToken, *, now: dt.datetime | None = None) -> str | None:
+    """Why ``token`` (with its user) may not be used now, or None when it may."""
+    now = now or timezone.now()
+    if token.revoked_at is not None:
+        return "token revoked"
+    if token.expires_at is not None and token.expires_at <= now:
+        return "token expired"
+    if not token.user.is_active:
+        return "user inactive"
+    return None
 
 
 def api_token_authenticate(raw: str) -> ApiToken:
@@ -75,12 +91,9 @@ def api_token_authenticate(raw: str) -> ApiToken:
     if token is None:
         raise TokenInvalid("unknown token")
     now = timezone.now()
-    if token.revoked_at is not None:
-        raise TokenInvalid("token revoked")
-    if token.expires_at is not None and token.expires_at <= now:
-        raise TokenInvalid("token expired")
-    if not token.user.is_active:
-        raise TokenInvalid("user inactive")
+    problem = token_problem(token, now=now)
+    if problem is not None:
+        raise TokenInvalid(problem)
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now

@@ -17,6 +17,7 @@ from django.urls import reverse, reverse_lazy
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from runtime.models import Agent
+from runtime.selectors import Access, session_access
 from runtime.services import agent_for_session, default_agent, session_for_agent
 from sessions_tree.models import AgentSession
 
@@ -54,11 +55,13 @@ def session_row(meta: AgentSession) -> dict:
     }
 
 
-def visible_session(user, session_id: str) -> AgentSession:
+def visible_session(user, session_id: str) -> tuple[AgentSession, Access]:
+    """The session and what ``user`` may do with it (``runtime.selectors.session_access``)."""
     meta = AgentSession.objects.filter(session_id=session_id).first()
-    if meta is None or not (user.is_staff or meta.user_id == user.pk):
+    access = session_access(user, meta)
+    if not access.read:
         raise Http404("no such session")  # another user's session looks like a missing one
-    return meta
+    return meta, access
 
 
 @login_required(login_url=LOGIN_URL)
@@ -73,8 +76,9 @@ def chat_page(request, session_id: str | None = None):
             raise Http404("no such agent")
         agent = agent or default_agent()
         meta = session_for_agent(agent=agent, user=request.user)
+        access = session_access(request.user, meta)
     else:
-        meta = visible_session(request.user, session_id)
+        meta, access = visible_session(request.user, session_id)
         agent = agent_for_session(meta)
     recent = AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")
     agents = Agent.objects.select_related("model").filter(enabled=True).order_by("name")
@@ -82,6 +86,8 @@ def chat_page(request, session_id: str | None = None):
         "user": {"username": request.user.get_username(), "isStaff": request.user.is_staff},
         "sessionId": meta.session_id,
         "session": session_row(meta),
+        # Another user's session the viewer may read but not change (the socket says so too).
+        "readOnly": not access.write,
         "agent": agent_data(agent),
         "agents": [{"name": a.name, "description": a.description} for a in agents],
         "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],

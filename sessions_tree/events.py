@@ -29,6 +29,10 @@ SESSION_UPDATED = "session_updated"
 TREE_EVENT_TYPES = frozenset(
     {ENTRY_ADDED, ENTRY_UPDATED, LEAF_CHANGED, BRANCH_SUMMARY_ADDED, COMPACTION_ADDED, SESSION_UPDATED}
 )
+# Not a tree event (no revision, not logged, not applied to snapshots): a notice to the
+# publishers that the session's row is gone, ``{type, sessionId, sessionPk}``. The
+# realtime gateway closes the session's sockets with it.
+SESSION_DELETED = "session_deleted"
 
 ROOT_KEY = "root"  # childrenByParentId key for entries whose parentId is null
 
@@ -48,12 +52,19 @@ def remove_publisher(publisher: Publisher) -> None:
 
 
 def publish(session_id: str, events: list[dict]) -> None:
+    """Hand ``events`` to every publisher (called after commit)."""
     for event in events:
         for publisher in list(_publishers):
             try:
                 publisher(session_id, event)
             except Exception:  # a broken doorbell never breaks a write
                 logger.exception("event publisher %r failed for %s", publisher, session_id)
+
+
+def publish_session_deleted(session_id: str, session_pk: int) -> None:
+    """Tell the publishers that the row ``session_pk`` holding ``session_id`` was deleted
+    (called after commit). A publisher that only wants tree events skips it by type."""
+    publish(session_id, [{"type": SESSION_DELETED, "sessionId": session_id, "sessionPk": session_pk}])
 
 
 def event_type_for_entry(entry: dict) -> str:

@@ -25,6 +25,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime import selectors
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError, FieldError
 from runtime.api.pagination import (
@@ -72,16 +73,32 @@ SESSION_ID = OpenApiParameter("session_id", OpenApiTypes.STR, OpenApiParameter.P
 
 
 def visible_sessions(user):
-    """Sessions ``user`` may see: their own; staff see all."""
-    qs = AgentSession.objects.all()
-    return qs if user.is_staff else qs.filter(user=user)
+    """Sessions ``user`` may read (``runtime.selectors.visible_sessions``: the one rule)."""
+    return selectors.visible_sessions(user)
 
 
-def session_or_404(request, session_id: str) -> AgentSession:
-    meta = visible_sessions(request.user).filter(session_id=session_id).first()
-    if meta is None:
-        # Another user's session looks exactly like a missing one.
+def required_access(request) -> str:
+    """What a request needs of its session: reads read, DELETE deletes, every other write writes."""
+    if request.method in permissions.SAFE_METHODS:
+        return "read"
+    return "delete" if request.method == "DELETE" else "write"
+
+
+def session_or_404(request, session_id: str, need: str | None = None) -> AgentSession:
+    """The session, if the caller may do ``need`` (default: what the method needs) with it.
+
+    A session the caller may not read answers 404 exactly like a missing one; one
+    they may read but not write (or delete) answers 403.
+    """
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    access = selectors.session_access(request.user, meta, token=token)
+    if not access.read:
         raise ApiError("session_not_found", f"no session {session_id!r}", status_code=404)
+    need = need or required_access(request)
+    if not access.allows(need):
+        verb = "delete" if need == "delete" else "change"
+        raise ApiError("permission_denied", f"you may read this session but not {verb} it", status_code=403)
     return meta
 
 
@@ -108,7 +125,7 @@ def current_revision(session_id: str) -> int:
 
 
 @extend_schema_view(
-    list=extend_schema(summary="List sessions (yours; staff: all)", parameters=[S.SessionListQuery], responses={200: S.SessionOut(many=True), **READ_ERRORS}),
+    list=extend_schema(summary="List sessions (yours; staff who may view sessions: all)", parameters=[S.SessionListQuery], responses={200: S.SessionOut(many=True), **READ_ERRORS}),
     retrieve=extend_schema(summary="A session's meta", parameters=[SESSION_ID], responses={200: S.SessionOut, **READ_ERRORS}),
 )
 class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -448,7 +465,7 @@ class SkillViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Runs on your sessions (staff: all)", parameters=[S.RunListQuery], responses={200: S.RunOut(many=True), **READ_ERRORS}),
+    list=extend_schema(summary="Runs on the sessions you may read", parameters=[S.RunListQuery], responses={200: S.RunOut(many=True), **READ_ERRORS}),
     retrieve=extend_schema(summary="One run", responses={200: S.RunOut, **READ_ERRORS}),
 )
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
@@ -460,7 +477,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         qs = AgentRun.objects.select_related("agent")
         user = self.request.user
-        if not user.is_staff:
+        if not selectors.reads_all_sessions(user):
             qs = qs.filter(session_id__in=visible_sessions(user).values("session_id"))
         if self.action == "list":
             query = parse(S.RunListQuery, self.request.query_params)

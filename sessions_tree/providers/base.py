@@ -240,12 +240,15 @@ class SessionTreeProvider:
         return meta
 
     def delete_session(self, session_id: str) -> None:
+        """Delete the session; after commit the publishers get a ``session_deleted`` notice."""
         meta = self.get_session(session_id)
         with self._store_lock(meta):
             with transaction.atomic(using=self.using):
                 meta = self._meta_for_update(session_id)
+                pk = meta.pk
                 self._store_delete(meta)
                 meta.delete(using=self.using)
+                transaction.on_commit(lambda: ev.publish_session_deleted(session_id, pk), using=self.using)
         self._forget_index(meta)
 
     # ------------------------------------------------------------------ reads

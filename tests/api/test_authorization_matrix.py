@@ -1,8 +1,10 @@
-"""Who gets in: every endpoint × anonymous, owner, another user, staff, read-only
-token, revoked token (and an expired one) → the expected status.
+"""Who gets in: every endpoint × anonymous, owner, another user, staff roles
+(a superuser; staff holding view, change, view+delete or no session permission),
+read-only token, revoked token and an expired one → the expected status.
 
 Each actor acts on a fresh session owned by ``owner``, so a write that should
-have been refused would show up as a changed session.
+have been refused would show up as a changed session. The rule itself:
+runtime/selectors.py (docs/api.md, "Access").
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import pytest
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
 from tests.api.builders import build_tree
+from tests.api.roles import ROLE_PERMS, role_user
 from tests.conftest import FIXTURES
 
-ACTORS = ("anonymous", "owner", "outsider", "staff", "read_only", "revoked", "expired")
+ROLES = ("superuser", *ROLE_PERMS)
+ACTORS = ("anonymous", "owner", "outsider", *ROLES, "read_only", "revoked", "expired")
 
 
 @dataclass
@@ -37,8 +41,16 @@ class Endpoint:
             return 401
         if actor == "read_only" and self.write:
             return 403
-        if actor == "outsider" and self.session_scoped:
+        if not self.session_scoped or actor in ("owner", "superuser", "read_only"):
+            return self.ok
+        # Another user's session: 404 unless they may read it, 403 unless they may do this.
+        perms = {"outsider": (), **ROLE_PERMS}[actor]
+        if not {"view_agentsession", "change_agentsession"} & set(perms):
             return 404
+        if self.method == "delete":
+            return self.ok if "delete_agentsession" in perms else 403
+        if self.write:
+            return self.ok if "change_agentsession" in perms else 403
         return self.ok
 
     def __str__(self):
@@ -106,8 +118,28 @@ def _compactable_tree(owner, agent):
     return build_tree(owner, agent)
 
 
+@pytest.fixture
+def client_as(client_for, db):
+    """``client_for`` plus the staff roles."""
+    from rest_framework.test import APIClient
+
+    users = {}
+
+    def make(actor: str):
+        if actor not in ROLES:
+            return client_for(actor)
+        if actor not in users:
+            users[actor] = role_user(actor)
+        client = APIClient()
+        client.force_login(users[actor])
+        return client
+
+    return make
+
+
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
-def test_every_endpoint_for_every_actor(endpoint, client_for, owner, agent):
+def test_every_endpoint_for_every_actor(endpoint, client_as, owner, agent):
+    client_for = client_as
     shared = None
     for actor in ACTORS:
         if endpoint.write or shared is None:  # reads share one session; writes get a fresh one each
@@ -132,3 +164,47 @@ def test_every_endpoint_for_every_actor(endpoint, client_for, owner, agent):
                 assert AgentSession.objects.get(session_id=tree.session_id).revision == revision
         if response.status_code == 401:
             assert response["WWW-Authenticate"] == "Token"
+
+
+def test_lists_show_other_users_sessions_and_runs_only_to_who_may_read_them(client_as, owner, agent):
+    tree = build_tree(owner, agent)
+    run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
+    for actor in ("outsider", *ROLES):
+        client = client_as(actor)
+        sees = actor == "superuser" or bool({"view_agentsession", "change_agentsession"} & set(ROLE_PERMS.get(actor, ())))
+        sessions = [s["sessionId"] for s in client.get("/api/sessions/").json()["results"]]
+        runs = [r["runId"] for r in client.get("/api/runs/").json()["results"]]
+        filtered = [r["runId"] for r in client.get(f"/api/runs/?session={tree.session_id}").json()["results"]]
+        assert (tree.session_id in sessions) is sees, actor
+        assert (str(run.run_id) in runs) is sees, actor
+        assert (str(run.run_id) in filtered) is sees, actor
+
+
+def test_an_inactive_user_is_refused_everywhere(client_as, owner, agent):
+    tree = build_tree(owner, agent)
+    client = client_as("owner")
+    owner.is_active = False
+    owner.save()
+    assert client.get(f"/api/sessions/{tree.session_id}/").status_code in (401, 403)
+
+
+@pytest.mark.parametrize("actor", ["owner", "outsider", *ROLES])
+def test_the_chat_page_follows_the_same_rule(actor, client_as, owner, agent):
+    """The page of another user's session: 404 unless the viewer may read it; read-only
+    (the page data says so) unless they may change it."""
+    import json
+    import re
+
+    tree = build_tree(owner, agent)
+    client = client_as(actor)
+    response = client.get(f"/sessions/{tree.session_id}/")
+    perms = set(ROLE_PERMS.get(actor, ()))
+    reads = actor in ("owner", "superuser") or bool({"view_agentsession", "change_agentsession"} & perms)
+    writes = actor in ("owner", "superuser") or "change_agentsession" in perms
+    if not reads:
+        assert response.status_code == 404
+        return
+    assert response.status_code == 200
+    match = re.search(r'<script id="neta-chat-data" type="application/json">(.*?)</script>', response.content.decode(), re.S)
+    assert match, "the page embeds its data"
+    assert json.loads(match.group(1))["readOnly"] is (not writes)

@@ -161,9 +161,11 @@ class Cluster:
         for i in range(self.servers):
             port = free_port()
             self.ports.append(port)
-            command = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "neta.asgi:application"]
+            # Served the way `make run` serves: Daphne with Neta's websocket limits (neta/serve.py).
+            command = ["-m", "neta.serve", "-b", "127.0.0.1", "-p", str(port), "neta.asgi:application"]
             if os.environ.get("NETA_CLUSTER_PROFILE"):  # benchmarks: profile the servers (cProfile output per server)
-                command = [sys.executable, "-m", "cProfile", "-o", str(self.workdir / f"daphne{i}.prof"), *command]
+                command = ["-m", "cProfile", "-o", str(self.workdir / f"daphne{i}.prof"), *command]
+            command = [sys.executable, *command]
             self._spawn(f"daphne{i}", command)
         for port in self.ports:
             self._wait_http(port)

@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from sessions_tree.events import TREE_EVENT_TYPES
 from tests.api.builders import build_tree, default_agent, owner_tokens
 
+HOST = b"testserver"  # the handshake's Host header (what a browser sends)
 ORIGIN = b"http://testserver"
 TERMINAL_RUN_STATES = ("completed", "aborted", "failed", "lost")
 
@@ -84,8 +85,19 @@ class Socket:
         self.closed_with: int | None = None
 
     @classmethod
-    async def connect(cls, session_id: str, *, token: str | None = None, cookie: bytes | None = None, origin: bytes | None = ORIGIN, path: str | None = None):
+    async def connect(
+        cls,
+        session_id: str,
+        *,
+        token: str | None = None,
+        cookie: bytes | None = None,
+        origin: bytes | None = ORIGIN,
+        host: bytes | None = HOST,
+        path: str | None = None,
+    ):
         headers = []
+        if host is not None:
+            headers.append((b"host", host))
         if origin is not None:
             headers.append((b"origin", origin))
         if token is not None:

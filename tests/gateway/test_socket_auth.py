@@ -1,8 +1,11 @@
 """Who may open a session's socket, and what a read-only token may do there.
 
 The socket half of the authorization matrix (the REST half is
-tests/api/test_authorization_matrix.py): anonymous, owner, another user,
-staff, read-only token, revoked token — plus origin checks.
+tests/api/test_authorization_matrix.py): anonymous, owner, another user, staff
+roles (superuser; staff with view, change, view+delete or no session
+permission), read-only, revoked and expired tokens — plus the Origin check
+(scheme, host and port, as Django's CSRF check). Rights withdrawn on an open
+socket: test_socket_rights.py; real Daphne handshakes: test_daphne.py.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
-from tests.gateway.conftest import Socket, command
+from tests.api.roles import role_user
+from tests.gateway.conftest import Socket, command, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -22,6 +26,9 @@ async def open_as(actor: str, session_id: str, tokens, cookie_for) -> Socket:
         return await Socket.connect(session_id)
     if actor in ("owner", "outsider", "staff"):
         return await Socket.connect(session_id, cookie=await sync_to_async(cookie_for)(actor))
+    if actor in ("superuser", "plain_staff", "view_staff", "change_staff", "delete_staff"):
+        user = await sync_to_async(role_user)(actor)
+        return await Socket.connect(session_id, cookie=await sync_to_async(session_cookie)(user))
     return await Socket.connect(session_id, token=getattr(tokens, actor))
 
 
@@ -29,7 +36,12 @@ EXPECTED = {
     "anonymous": 4401,
     "owner": "open",
     "outsider": 4404,
-    "staff": "open",
+    "staff": "open",  # the fixture is a superuser
+    "superuser": "open",
+    "plain_staff": 4404,  # staff without a session permission: another user's session is not there
+    "view_staff": "read-only",
+    "change_staff": "open",
+    "delete_staff": "read-only",
     "read_only": "read-only",
     "revoked": 4401,
     "expired": 4401,
@@ -82,8 +94,61 @@ async def test_foreign_or_missing_origins_are_refused_before_anything_else(origi
     await socket.close()
 
 
-async def test_allowed_origins_with_ports_and_schemes_are_accepted(tree, tokens, fresh_layer):
-    for origin in (b"https://localhost", b"http://127.0.0.1:8000", b"http://testserver"):
-        socket = await Socket.connect(tree.session_id, token=tokens.read_write, origin=origin)
-        assert (await socket.recv())["type"] == "hello", origin
+@pytest.mark.parametrize(
+    "host, origin, accepted",
+    [
+        (b"testserver", b"http://testserver", True),
+        (b"127.0.0.1:8000", b"http://127.0.0.1:8000", True),
+        (b"localhost:8000", b"http://localhost:8000", True),
+        # Another port of the same host is another origin (the defect: it was let in).
+        (b"127.0.0.1:8000", b"http://127.0.0.1:8001", False),
+        (b"127.0.0.1:8000", b"http://127.0.0.1", False),
+        (b"testserver", b"http://testserver:8000", False),
+        # Another scheme, another host.
+        (b"testserver", b"https://testserver", False),
+        (b"127.0.0.1:8000", b"http://localhost:8000", False),
+        (b"testserver", b"http://localhost", False),
+        # A Host outside ALLOWED_HOSTS (DNS rebinding) has no good origin at all.
+        (b"evil.example", b"http://evil.example", False),
+        (None, b"http://testserver", False),
+    ],
+)
+async def test_the_origin_must_be_the_handshakes_own_scheme_host_and_port(host, origin, accepted, tree, tokens, fresh_layer):
+    socket = await Socket.connect(tree.session_id, token=tokens.read_write, origin=origin, host=host)
+    try:
+        if accepted:
+            assert (await socket.recv())["type"] == "hello"
+        else:
+            assert socket.closed_with is not None, "the handshake was refused"
+    finally:
         await socket.close()
+
+
+async def test_trusted_origins_and_a_proxys_https_follow_djangos_csrf_settings(tree, tokens, fresh_layer, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://neta.example", "https://*.corp.example"]
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    cases = [
+        (b"https://neta.example", [], True),
+        (b"https://chat.corp.example", [], True),
+        (b"https://neta.example:8443", [], False),
+        (b"http://neta.example", [], False),
+        (b"http://chat.corp.example", [], False),
+        # Behind a TLS proxy the handshake is https: the http origin is no longer its own.
+        (b"https://testserver", [(b"x-forwarded-proto", b"https")], True),
+        (b"http://testserver", [(b"x-forwarded-proto", b"https")], False),
+    ]
+    from channels.testing import WebsocketCommunicator
+
+    from tests.gateway.conftest import application
+
+    for origin, extra, accepted in cases:
+        headers = [(b"host", b"testserver"), (b"origin", origin), (b"authorization", f"Token {tokens.read_write}".encode()), *extra]
+        communicator = WebsocketCommunicator(application(), f"/ws/sessions/{tree.session_id}/", headers=headers)
+        connected, _ = await communicator.connect(timeout=10)
+        try:
+            if accepted:
+                assert connected and (await communicator.receive_json_from(10))["type"] == "hello", origin
+            else:
+                assert not connected, origin
+        finally:
+            await communicator.disconnect()
