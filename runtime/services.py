@@ -14,9 +14,9 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound, SessionTreeError
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
-from sessions_tree.pi_files import import_session_file, read_session_file
+from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import PROVIDER_KINDS, get_provider, provider_for_session, resolve_session_provider_kind
 
 logger = logging.getLogger(__name__)
@@ -367,13 +367,6 @@ MAX_TITLE = 500
 MAX_LABEL = 200
 
 
-class SessionExists(SessionTreeError):
-    """An import names a session id that is already stored."""
-
-    code = "session_exists"
-    http_status = 409
-
-
 def agent_by_name(name: str | None) -> Agent:
     """The enabled agent called ``name`` (default: the default agent)."""
     if not name:
@@ -436,13 +429,17 @@ def session_fork(*, session_id: str, entry_id: str, user) -> AgentSession:
     return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=user)
 
 
-def session_import(*, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None) -> AgentSession:
-    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole."""
+def session_import(
+    *, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None, source_name: str | None = None
+) -> AgentSession:
+    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole.
+
+    A header id that is already stored (whoever owns it) is replaced by a fresh one,
+    so an import never tells whether an id exists; ``diagnostics["import"]`` (the
+    import report: ``idChanged``, skipped and repaired lines, cycles) says what happened.
+    """
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
     if kind not in PROVIDER_KINDS:
         raise RuntimeInputError("provider", f"must be one of {', '.join(PROVIDER_KINDS)}")
-    header, *_ = read_session_file(path)
-    if AgentSession.objects.filter(session_id=header["id"]).exists():
-        raise SessionExists(f"a session with id {header['id']} already exists")
-    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name)
+    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name, source_name=source_name)

@@ -23,15 +23,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 
 from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.context import SessionContext, context_from_path
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.clean import clean_value
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionIdTaken, SessionNotFound
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import INDEXES, Record, SessionIndex
+from sessions_tree.limits import MAX_TITLE_CHARS, check_entry_ids, check_entry_size, check_header
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
 from sessions_tree.tree import label_state
@@ -49,6 +51,18 @@ _LATE_ID_TYPES = {"custom", "custom_message"}
 class PendingEntry:
     entry: dict
     raw: str
+
+
+def pending_entry(entry: dict) -> PendingEntry:
+    """An entry made ready to store: cleaned (``clean.clean_value``), serialized, size-checked.
+
+    Every append path goes through here, so no lone surrogate or non-finite
+    number is ever stored, and no entry is larger than ``NETA_MAX_ENTRY_BYTES``.
+    """
+    entry = clean_value(entry)
+    raw = jsonl.dumps(entry)
+    check_entry_size(raw)
+    return PendingEntry(entry, raw)
 
 
 def _column(field: str) -> str:
@@ -178,9 +192,16 @@ class SessionTreeProvider:
         parent_session_id: str | None = None,
         diagnostics: dict | None = None,
     ) -> AgentSession:
+        check_header(header)
+        if clean_value(header) is not header:  # a lone surrogate in cwd or parentSession
+            header = clean_value(header)
+            header_raw = jsonl.dumps(header)
+        for p in pending:
+            check_entry_ids(p.entry)
+            check_entry_size(p.raw)
         session_id = header["id"]
         if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
-            raise InvalidEntry(f"a session with id {session_id} already exists")
+            raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id")
         meta = AgentSession(
             session_id=session_id,
             provider=self.kind,
@@ -199,9 +220,16 @@ class SessionTreeProvider:
         if not title:
             name = _last_session_name(p.entry for p in pending)
             meta.title = name or ""
-        with transaction.atomic(using=self.using):
-            meta.save(using=self.using)
-            self._store_create(meta, header_raw, pending)
+        meta.title = meta.title[:MAX_TITLE_CHARS]
+        try:
+            with transaction.atomic(using=self.using):
+                meta.save(using=self.using)
+                self._store_create(meta, header_raw, pending)
+        except IntegrityError:
+            if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
+                # Another writer created the same id between the check and the insert.
+                raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id") from None
+            raise
         return meta
 
     def get_session(self, session_id: str) -> AgentSession:
@@ -223,6 +251,11 @@ class SessionTreeProvider:
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+        title = changes.get("title")
+        if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE_CHARS):
+            raise InvalidEntry(f"title: must be a string of at most {MAX_TITLE_CHARS} characters", field="title")
+        if "title" in changes:
+            changes["title"] = clean_value(changes["title"])
         from sessions_tree.snapshot import session_summary
 
         with self._write_lock(session_id):
@@ -388,7 +421,9 @@ class SessionTreeProvider:
             raise InvalidEntry("'session' is the header type, not an entry type")
 
         def build(parent_id, new_id):
-            return _with_tree_keys(entry, new_id, parent_id)
+            built = _with_tree_keys(entry, new_id, parent_id)
+            check_entry_ids(built)
+            return built
 
         return self._append_one(session_id, build)
 
@@ -457,6 +492,10 @@ class SessionTreeProvider:
         return self._append_one(session_id, build, wants_index=True)
 
     def append_session_info(self, session_id: str, *, name: str) -> dict:
+        if not isinstance(name, str):
+            raise InvalidEntry("name: must be a string", field="name")
+        if len(name.strip()) > MAX_TITLE_CHARS:
+            raise InvalidEntry(f"name: longer than {MAX_TITLE_CHARS} characters", field="name")
         return self._append_built(session_id, E.session_info_entry, name=name.strip())
 
     def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
@@ -508,8 +547,10 @@ class SessionTreeProvider:
         with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
-                entry = E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry(
+                    E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
+                )
+                entry = pending.entry
                 meta.in_flight_entry_id = new_id
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
@@ -522,8 +563,9 @@ class SessionTreeProvider:
         with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
-                entry = {**current, "message": message}
-                meta.in_flight_payload = jsonl.dumps(entry)
+                pending = pending_entry({**current, "message": message})
+                entry = pending.entry
+                meta.in_flight_payload = pending.raw
                 emit(ev.ENTRY_UPDATED, entry=entry, inFlight=True)
         return entry
 
@@ -547,8 +589,8 @@ class SessionTreeProvider:
                     stop = "aborted" if status == "aborted" else "error"
                     if final_message.get("stopReason") not in ("aborted", "error"):
                         final_message["stopReason"] = stop
-                entry = {**current, "message": final_message}
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry({**current, "message": final_message})
+                entry = pending.entry
                 _count(meta, index, entry)
                 self._store_in_flight_end(meta, index, pending, status)
                 meta.in_flight_entry_id = None
@@ -746,8 +788,8 @@ class SessionTreeProvider:
                     if parent is not None and parent not in index.by_id:
                         raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
                 new_id = new_entry_id(_TakenIds(index, meta))
-                entry = build(parent, new_id, index) if wants_index else build(parent, new_id)
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
+                entry = pending.entry
                 _count(meta, index, entry)
                 self._store_append(meta, index, [pending])
                 meta.leaf_entry_id = entry["id"]
@@ -821,7 +863,7 @@ def _count_kind(meta: AgentSession, entry: dict) -> None:
         meta.label_count += 1
     elif kind == "session_info":
         name = entry.get("name")
-        meta.title = name.strip() if isinstance(name, str) else ""
+        meta.title = name.strip()[:MAX_TITLE_CHARS] if isinstance(name, str) else ""
 
 
 def _count_all(meta: AgentSession, entries: list[dict]) -> None:
@@ -852,7 +894,7 @@ def recount(meta: AgentSession, records: list[Record]) -> None:
     infos = [r for r in records if r.type == "session_info"]
     if infos:
         name = infos[-1].entry.get("name")
-        meta.title = name.strip() if isinstance(name, str) else ""
+        meta.title = clean_value(name.strip()[:MAX_TITLE_CHARS]) if isinstance(name, str) else ""
 
 
 def _last_session_name(entries) -> str | None:
