@@ -305,6 +305,9 @@ class SnapshotOut(serializers.Serializer):
     labelsByEntryId = serializers.DictField(child=serializers.CharField())
     inFlight = EntryField(allow_null=True)
     runtimeContext = serializers.DictField()
+    pathError = serializers.DictField(
+        allow_null=True, help_text="Set when the parent links above the leaf loop: `kind` (cycle), `ids`, `message`."
+    )
     page = serializers.DictField()
 
 

@@ -301,18 +301,24 @@ class SessionTreeProvider:
         meta = self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
-        return self._path_entries(meta, index, leaf)
+        try:
+            return self._path_entries(meta, index, leaf)
+        except PathError as exc:  # a parent cycle: a stored session Neta did not write
+            raise InvalidEntry(str(exc), field="leafId") from None
 
     def build_context(self, session_id: str, leaf_id: str | None = None) -> SessionContext:
         """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root)."""
         meta = self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
-        if leaf is not None and leaf == meta.in_flight_entry_id:
-            return context_from_path(self._path_entries(meta, index, leaf))
-        if leaf is not None and leaf not in index.by_id:
-            raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
-        return index.context(leaf)
+        try:
+            if leaf is not None and leaf == meta.in_flight_entry_id:
+                return context_from_path(self._path_entries(meta, index, leaf))
+            if leaf is not None and leaf not in index.by_id:
+                raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
+            return index.context(leaf)
+        except PathError as exc:  # a parent cycle: a stored session Neta did not write
+            raise InvalidEntry(str(exc), field="leafId") from None
 
     def _chosen_leaf(self, meta: AgentSession, index: SessionIndex, leaf_id: str | None) -> str | None:
         if leaf_id is None:
@@ -644,7 +650,10 @@ class SessionTreeProvider:
         index = self._store_index(meta)
         if leaf_id not in index.by_id:
             raise EntryNotFound(f"entry {leaf_id!r} not found in session {session_id}")
-        path = index.path_entries(leaf_id)
+        try:
+            path = index.path_entries(leaf_id)
+        except PathError as exc:
+            raise InvalidEntry(str(exc), field="entryId") from None
         pending: list[PendingEntry] = []
         parent_of_skipped: dict[str, str | None] = {}
         for entry in path:

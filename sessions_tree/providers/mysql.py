@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from django.db import connections
 from django.db.models import BinaryField, F, Func
 
-from sessions_tree import jsonl
-from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry
+from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, parse_stored, record_from_entry
 from sessions_tree.limits import MAX_ID_CHARS, max_entry_bytes
 from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
@@ -31,7 +30,7 @@ _FETCH_BATCH = 250  # small enough that parsing starts while the server still se
 def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed) -> Record:
     """The index record of one row."""
     if shadowed:  # the row's entry_id is "<id>~<seq>": the entry knows its own id
-        record = record_from_entry(jsonl.loads(payload), payload)
+        record = record_from_entry(parse_stored(payload), payload)
         assert record is not None, "stored rows are entries"
         record.seq = seq
         return record
@@ -176,7 +175,7 @@ class MysqlProvider(SessionTreeProvider):
         records: list[Record] = []
         path: list[Record] = []
         wanted = meta.leaf_entry_id
-        in_flight, loads = EntryStatus.IN_FLIGHT.value, jsonl.loads
+        in_flight, loads = EntryStatus.IN_FLIGHT.value, parse_stored
         for batch in self._fetch(meta, newest_first=True):
             for seq, entry_id, parent_id, kind, payload, status, shadowed in batch:
                 if status == in_flight:
