@@ -23,8 +23,14 @@ logger = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 200_000
 MAX_IMAGES = 8
-MAX_IMAGE_BASE64 = 10 * 1024 * 1024
+MAX_IMAGE_BASE64 = 10 * 1024 * 1024  # one image; all of them and the text must also fit one entry:
+PROMPT_ENTRY_RESERVE = 64 * 1024  # what the user entry adds around text and images (ids, keys, timestamps)
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def max_prompt_bytes() -> int:
+    """Text and images of one prompt together: they become one entry of at most NETA_MAX_ENTRY_BYTES."""
+    return settings.NETA_MAX_ENTRY_BYTES - PROMPT_ENTRY_RESERVE
 
 
 class RuntimeInputError(ValueError):
@@ -83,17 +89,27 @@ def default_agent() -> Agent:
 # --------------------------------------------------------------------------- prompts and runs
 
 
-def _clean_images(images) -> list[dict]:
+def _clean_images(images, *, text: str = "") -> list[dict]:
+    """The prompt's images, checked: at most 8, each at most 10 MB of base64, and all of
+    them with the text at most ``max_prompt_bytes()`` (they are stored as one entry)."""
     if images in (None, []):
         return []
     if not isinstance(images, list) or len(images) > MAX_IMAGES:
         raise RuntimeInputError("images", f"must be a list of at most {MAX_IMAGES} images")
     out = []
+    total = len(text.encode("utf-8", "surrogatepass"))
+    limit = max_prompt_bytes()
     for i, image in enumerate(images):
         if not isinstance(image, dict) or not isinstance(image.get("data"), str) or image.get("mimeType") not in IMAGE_TYPES:
             raise RuntimeInputError(f"images[{i}]", f"needs base64 'data' and a 'mimeType' of {', '.join(IMAGE_TYPES)}")
         if len(image["data"]) > MAX_IMAGE_BASE64:
             raise RuntimeInputError(f"images[{i}]", "is larger than 10 MB")
+        total += len(image["data"])  # base64 is ASCII: one byte a character
+        if total > limit:
+            raise RuntimeInputError(
+                "images",
+                f"text and images together are over {limit} bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)",
+            )
         out.append({"data": image["data"], "mimeType": image["mimeType"]})
     return out
 
@@ -139,7 +155,7 @@ def session_prompt(
     from runtime.reaper import reap_session
 
     text = _clean_text(text)
-    images = _clean_images(images)
+    images = _clean_images(images, text=text)
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     meta = AgentSession.objects.filter(session_id=session_id).first()

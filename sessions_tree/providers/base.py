@@ -306,6 +306,24 @@ class SessionTreeProvider:
         except PathError as exc:  # a parent cycle: a stored session Neta did not write
             raise InvalidEntry(str(exc), field="leafId") from None
 
+    def active_path_reported(self, session_id: str) -> tuple[list[str], dict | None]:
+        """Ids root→persisted leaf, and what is wrong with the path (a parent cycle), if anything.
+
+        Unlike ``get_active_path`` this never refuses: a loop gives the path up to
+        the entry whose parent would repeat it, and the problem (the snapshot's
+        ``pathError``).
+        """
+        meta = self.get_session(session_id)
+        index = self._store_index(meta)
+        leaf = self._leaf(meta, index)
+        if leaf is None:
+            return [], None
+        if leaf == meta.in_flight_entry_id and meta.in_flight_payload:
+            parent = jsonl.loads(meta.in_flight_payload).get("parentId")
+            above, problem = index.path_ids_reported(parent) if parent in index.by_id else ([], None)
+            return [*above, leaf], problem
+        return index.path_ids_reported(leaf)
+
     def build_context(self, session_id: str, leaf_id: str | None = None) -> SessionContext:
         """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root)."""
         meta = self.get_session(session_id)
