@@ -235,6 +235,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SessionStatusEnum": "sessions_tree.models.SessionStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
+        "SessionProviderEnum": "sessions_tree.models.ProviderKind",
     },
 }
 # Request bodies up to this size (prompts may carry up to 8 base64 images of 10 MB).

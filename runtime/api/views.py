@@ -366,6 +366,12 @@ class _ImportLimitHandler(FileUploadHandler):
 class SessionImportApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (authentication's CSRF check may): stop
+        # reading as soon as the upload is larger than the limit.
+        request.upload_handlers.insert(0, _ImportLimitHandler(request, settings.NETA_IMPORT_MAX_BYTES))
+        return super().initialize_request(request, *args, **kwargs)
+
     @extend_schema(
         summary="Import a Pi session file (multipart upload)",
         description=(
@@ -376,12 +382,6 @@ class SessionImportApi(APIView):
         request={"multipart/form-data": S.ImportInput},
         responses={201: S.ImportOut, **WRITE_ERRORS, 413: ERROR},
     )
-    def initialize_request(self, request, *args, **kwargs):
-        # Before anything reads the body (authentication's CSRF check may): stop
-        # reading as soon as the upload is larger than the limit.
-        request.upload_handlers.insert(0, _ImportLimitHandler(request, settings.NETA_IMPORT_MAX_BYTES))
-        return super().initialize_request(request, *args, **kwargs)
-
     def post(self, request):
         limit = settings.NETA_IMPORT_MAX_BYTES
         try:
