@@ -372,3 +372,29 @@ def test_ids_that_differ_only_by_trailing_spaces_are_different_ids(provider, tmp
     with pytest.raises(SessionNotFound):
         provider.get_session(meta.session_id + " ")
     assert AgentSession.objects.using(provider.using).filter(session_id=meta.session_id + " ").count() == 0
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_the_migration_makes_pad_space_id_columns_of_older_tables_exact(mysql_alias):
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db import connections
+
+    migration = import_module("sessions_tree.migrations.0002_id_columns_nopad_collation")
+    connection = connections[mysql_alias]
+
+    def collation() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                "AND TABLE_NAME = 'sessions_tree_sessionentry' AND COLUMN_NAME = 'entry_id'"
+            )
+            return cursor.fetchone()[0]
+
+    with connection.cursor() as cursor:  # the column as 0001 made it before
+        cursor.execute("ALTER TABLE sessions_tree_sessionentry MODIFY entry_id varchar(80) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
+    assert collation() == "utf8mb4_bin"
+    with connection.schema_editor(atomic=False) as editor:
+        migration.forwards(apps, editor)
+    assert collation() in ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
