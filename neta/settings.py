@@ -238,7 +238,7 @@ SPECTACULAR_SETTINGS = {
         "SessionProviderEnum": "sessions_tree.models.ProviderKind",
     },
 }
-# Request bodies up to this size (prompts may carry up to 8 base64 images of 10 MB).
+# Request bodies up to this size (a prompt's images: 8 of 10 MB base64 at most, all together within NETA_MAX_ENTRY_BYTES).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("NETA_API_MAX_BODY_BYTES", 96 * 1024 * 1024, minimum=1024 * 1024)
 # Largest Pi file the import endpoint accepts.
 NETA_IMPORT_MAX_BYTES = env_int("NETA_IMPORT_MAX_BYTES", 200 * 1024 * 1024, minimum=1024)
