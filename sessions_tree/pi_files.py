@@ -98,7 +98,7 @@ def read_session_file(path: Path) -> tuple[dict, str, list[PendingEntry], dict]:
         report["repairedHeader"] = sorted(header_repairs)
     cycles = find_cycles(p.entry for p in pending)
     if cycles:
-        report["cycles"] = cycles[:20]
+        report["cycles"] = [cycle[:50] for cycle in cycles[:20]]  # bounded: the first 50 ids of the first 20
     return header, header_raw, pending, {"import": report}
 
 
