@@ -323,6 +323,9 @@ def test_a_long_session_name_is_refused_on_append_and_cut_for_the_title_on_impor
     with pytest.raises(InvalidEntry) as refused:
         provider.append_session_info(sid, name="n" * 501)
     assert refused.value.field == "name"
+    with pytest.raises(InvalidEntry) as refused:
+        provider.update_session(sid, title="t" * 501)
+    assert refused.value.field == "title"
     provider.append_entry(sid, {"type": "session_info", "name": "m" * 600})
     assert provider.get_session(sid).title == "m" * 500
     source = tmp_path / "named.jsonl"
