@@ -254,12 +254,17 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SessionStatusEnum": "sessions_tree.models.SessionStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
+        "SessionProviderEnum": "sessions_tree.models.ProviderKind",
     },
 }
-# Request bodies up to this size (prompts may carry up to 8 base64 images of 10 MB).
+# Request bodies up to this size (a prompt's images: 8 of 10 MB base64 at most, all together within NETA_MAX_ENTRY_BYTES).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("NETA_API_MAX_BODY_BYTES", 96 * 1024 * 1024, minimum=1024 * 1024)
 # Largest Pi file the import endpoint accepts.
 NETA_IMPORT_MAX_BYTES = env_int("NETA_IMPORT_MAX_BYTES", 200 * 1024 * 1024, minimum=1024)
+# Largest entry (its JSON text, UTF-8) any append or import stores; a prompt's text and
+# images together must fit in it. The default keeps one row, even with every quote
+# escaped (twice the bytes), under MariaDB's default max_allowed_packet of 16 MiB.
+NETA_MAX_ENTRY_BYTES = env_int("NETA_MAX_ENTRY_BYTES", 7 * 1024 * 1024, minimum=64 * 1024)
 # Websocket gateway: heartbeat interval, largest accepted client frame, and the size above
 # which a tree event travels through the channel layer as a reference (read from the log).
 NETA_WS_HEARTBEAT_SECONDS = env_int("NETA_WS_HEARTBEAT_SECONDS", 25, minimum=1)

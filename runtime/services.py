@@ -15,17 +15,23 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound, SessionTreeError
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
-from sessions_tree.pi_files import import_session_file, read_session_file
+from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import PROVIDER_KINDS, get_provider, provider_for_session, resolve_session_provider_kind
 
 logger = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 200_000
 MAX_IMAGES = 8
-MAX_IMAGE_BASE64 = 10 * 1024 * 1024
+MAX_IMAGE_BASE64 = 10 * 1024 * 1024  # one image; all of them and the text must also fit one entry:
+PROMPT_ENTRY_RESERVE = 64 * 1024  # what the user entry adds around text and images (ids, keys, timestamps)
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def max_prompt_bytes() -> int:
+    """Text and images of one prompt together: they become one entry of at most NETA_MAX_ENTRY_BYTES."""
+    return settings.NETA_MAX_ENTRY_BYTES - PROMPT_ENTRY_RESERVE
 
 
 class RuntimeInputError(ValueError):
@@ -84,17 +90,27 @@ def default_agent() -> Agent:
 # --------------------------------------------------------------------------- prompts and runs
 
 
-def _clean_images(images) -> list[dict]:
+def _clean_images(images, *, text: str = "") -> list[dict]:
+    """The prompt's images, checked: at most 8, each at most 10 MB of base64, and all of
+    them with the text at most ``max_prompt_bytes()`` (they are stored as one entry)."""
     if images in (None, []):
         return []
     if not isinstance(images, list) or len(images) > MAX_IMAGES:
         raise RuntimeInputError("images", f"must be a list of at most {MAX_IMAGES} images")
     out = []
+    total = len(text.encode("utf-8", "surrogatepass"))
+    limit = max_prompt_bytes()
     for i, image in enumerate(images):
         if not isinstance(image, dict) or not isinstance(image.get("data"), str) or image.get("mimeType") not in IMAGE_TYPES:
             raise RuntimeInputError(f"images[{i}]", f"needs base64 'data' and a 'mimeType' of {', '.join(IMAGE_TYPES)}")
         if len(image["data"]) > MAX_IMAGE_BASE64:
             raise RuntimeInputError(f"images[{i}]", "is larger than 10 MB")
+        total += len(image["data"])  # base64 is ASCII: one byte a character
+        if total > limit:
+            raise RuntimeInputError(
+                "images",
+                f"text and images together are over {limit} bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)",
+            )
         out.append({"data": image["data"], "mimeType": image["mimeType"]})
     return out
 
@@ -163,7 +179,7 @@ def session_prompt(
     from runtime.reaper import reap_session
 
     text = _clean_text(text)
-    images = _clean_images(images)
+    images = _clean_images(images, text=text)
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     meta = _session_or_not_found(session_id)
@@ -394,13 +410,6 @@ MAX_TITLE = 500
 MAX_LABEL = 200
 
 
-class SessionExists(SessionTreeError):
-    """An import names a session id that is already stored."""
-
-    code = "session_exists"
-    http_status = 409
-
-
 def agent_by_name(name: str | None) -> Agent:
     """The enabled agent called ``name`` (default: the default agent)."""
     if not name:
@@ -522,13 +531,17 @@ def session_fork(*, session_id: str, entry_id: str, user) -> AgentSession:
     return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=user)
 
 
-def session_import(*, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None) -> AgentSession:
-    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole."""
+def session_import(
+    *, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None, source_name: str | None = None
+) -> AgentSession:
+    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole.
+
+    A header id that is already stored (whoever owns it) is replaced by a fresh one,
+    so an import never tells whether an id exists; ``diagnostics["import"]`` (the
+    import report: ``idChanged``, skipped and repaired lines, cycles) says what happened.
+    """
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
     if kind not in PROVIDER_KINDS:
         raise RuntimeInputError("provider", f"must be one of {', '.join(PROVIDER_KINDS)}")
-    header, *_ = read_session_file(path)
-    if AgentSession.objects.filter(session_id=header["id"]).exists():
-        raise SessionExists(f"a session with id {header['id']} already exists")
-    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name)
+    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name, source_name=source_name)

@@ -16,7 +16,7 @@ their own read-only, paginated list.
 
 from __future__ import annotations
 
-import json
+from sessions_tree import jsonl
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -36,12 +36,13 @@ TREE_ROWS_PER_PAGE = 1000
 
 
 def pretty_json(value) -> str:
+    """Stored JSON for people: indented; whatever it holds (lone surrogates, any depth) shows."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = jsonl.loads(value)
         except ValueError:
             return value
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return jsonl.dumps_pretty(value)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -145,13 +146,16 @@ class AgentSessionAdmin(admin.ModelAdmin):
         provider = get_provider(meta.provider, using=meta._state.db or "default")
         try:
             _header, entries, leaf = provider.session_source(meta.session_id)
-            active = [e["id"] for e in provider.get_active_path(meta.session_id)]
+            active, path_error = provider.active_path_reported(meta.session_id)
         except (SessionTreeError, OSError) as exc:
             return self._page(request, meta, f"Tree of {meta}", "tree.html", error=str(exc), page=None)
         rows = list(tree_rows(entries, leaf_id=leaf, active_path=active))
         page = Paginator(rows, TREE_ROWS_PER_PAGE).get_page(request.GET.get("page"))
         shown = [(row, row.preview(140)) for row in page.object_list]  # previews for this page only
-        return self._page(request, meta, f"Tree of {meta}", "tree.html", page=page, shown=shown, total=len(rows), leaf=leaf, error=None)
+        return self._page(
+            request, meta, f"Tree of {meta}", "tree.html",
+            page=page, shown=shown, total=len(rows), leaf=leaf, error=None, path_error=path_error,
+        )  # fmt: skip
 
     def context_view(self, request, object_id: str):
         """What the model is sent with the leaf at an entry (default: the session's leaf)."""
@@ -283,8 +287,10 @@ def _message_text(message) -> str:
     elif role == "bashExecution":
         text = f"$ {message.get('command', '')}"
     else:
-        text = content_text(message.get("content"))
-        calls = [b.get("name", "?") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+        content = message.get("content")
+        text = content_text(content)
+        blocks = content if isinstance(content, list) else []
+        calls = [str(b.get("name", "?")) for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"]
         if calls:
             text = (text + " " if text else "") + "→ " + ", ".join(calls)
     text = " ".join(str(text).split())

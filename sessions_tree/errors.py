@@ -6,6 +6,11 @@ class SessionTreeError(Exception):
 
     code = "session_error"
 
+    def __init__(self, message: str = "", *, field: str | None = None):
+        super().__init__(message)
+        # The input field the error is about (``header.id``, ``entry`` …), if any.
+        self.field = field
+
 
 class SessionNotFound(SessionTreeError):
     code = "session_not_found"
@@ -27,6 +32,10 @@ class InvalidEntry(SessionTreeError):
 
 class InvalidSessionFile(SessionTreeError):
     code = "invalid_session_file"
+
+
+class SessionIdTaken(InvalidSessionFile):
+    """A new session names an id that is already stored (an import then takes a fresh one)."""
 
 
 class ResyncNeeded(SessionTreeError):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from sessions_tree import jsonl
+from sessions_tree.clean import clean_value
 from sessions_tree.context import (
     SessionContext,
     context_from_path,
@@ -30,7 +31,21 @@ from sessions_tree.context import (
     estimate_context_usage,
     extend_context,
 )
-from sessions_tree.path import walk_path
+from sessions_tree.path import CycleError, PathError, walk_path
+
+
+def parse_stored(raw: bytes | str):
+    """A stored entry's JSON text, parsed as ``JSON.parse`` does, made safe to show.
+
+    orjson refuses what the store must never hand out (lone-surrogate escapes,
+    numbers that overflow to Infinity); what only the tolerant parser reads is
+    cleaned (``clean.clean_value``). The stored bytes stay as they are: exports
+    give them back exactly.
+    """
+    try:
+        return _orjson_loads(raw)
+    except _JSONDecodeError:
+        return clean_value(jsonl.loads(raw))
 
 
 @contextlib.contextmanager
@@ -73,7 +88,17 @@ class Record:
     @property
     def entry(self) -> dict:
         if self._entry is None:
-            self._entry = jsonl.loads(self.raw)
+            try:
+                self._entry = parse_stored(self.raw)
+            except ValueError as exc:
+                # A row changed behind the store's back (the file provider never indexes
+                # a line that does not parse): shown as what its columns say, marked.
+                self._entry = {
+                    "type": self.type,
+                    "id": self.id,
+                    "parentId": self.parent_id,
+                    "netaUnreadable": f"the stored JSON does not parse ({exc})"[:300],
+                }
         return self._entry
 
     def drop_parsed(self) -> None:
@@ -99,7 +124,7 @@ def record_from_line(raw: bytes, *, keep: bool = False) -> Record | None:
         obj = _orjson_loads(raw)
     except _JSONDecodeError:
         try:
-            obj = jsonl.loads(raw)
+            obj = clean_value(jsonl.loads(raw))
         except ValueError:
             try:
                 raw.decode("utf-8")
@@ -107,7 +132,7 @@ def record_from_line(raw: bytes, *, keep: bool = False) -> Record | None:
             except UnicodeDecodeError:
                 text = raw.decode("utf-8", errors="replace")
             try:
-                obj = jsonl.loads(text)
+                obj = clean_value(jsonl.loads(text))
             except ValueError:
                 return None
             raw = text.encode("utf-8")
@@ -230,6 +255,24 @@ class SessionIndex:
 
     def path_ids(self, leaf_id: str, *, strict: bool = False) -> list[str]:
         return [r.id for r in self.path_records(leaf_id, strict=strict)]
+
+    def path_ids_reported(self, leaf_id: str) -> tuple[list[str], dict | None]:
+        """``path_ids(leaf_id)``, or, when the parent links loop, the path up to the entry
+        whose parent would repeat it, with ``{"kind": "cycle", "ids", "message"}``."""
+        try:
+            return self.path_ids(leaf_id), None
+        except CycleError as exc:
+            seen: set[str] = set()
+            ids: list[str] = []
+            cursor: str | None = leaf_id
+            while cursor is not None and cursor in self.by_id and cursor not in seen:
+                seen.add(cursor)
+                ids.append(cursor)
+                cursor = self.by_id[cursor].parent_id
+            ids.reverse()
+            return ids, {"kind": "cycle", "ids": [str(i) for i in exc.ids[:50]], "message": str(exc)}
+        except PathError as exc:
+            return [], {"kind": "path", "message": str(exc)}
 
     def path_entries(self, leaf_id: str) -> list[dict]:
         records = self.path_records(leaf_id)

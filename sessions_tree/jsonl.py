@@ -363,10 +363,105 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_scanstring = json.decoder.scanstring
+
+
+def _loads_deep(text: str):
+    """``JSON.parse`` without a nesting limit (iterative), for what the C parsers refuse as too deep.
+
+    Slow (pure Python) but only used for the rare value nested deeper than
+    orjson's 1024 levels / Python's recursion limit: JavaScript's parser has no
+    such limit, and Pi keeps those lines.
+    """
+    n = len(text)
+    pos = _WS.match(text, 0).end()
+    stack: list = []  # containers being filled; for a dict, (dict, pending key)
+    keys: list = []
+    value = None
+    while True:
+        if pos >= n:
+            raise ValueError("unexpected end of JSON input")
+        c = text[pos]
+        # ---- a value starts at pos
+        if c == "{" or c == "[":
+            pos = _WS.match(text, pos + 1).end()
+            if c == "{":
+                if pos < n and text[pos] == "}":
+                    value, pos = {}, pos + 1
+                else:
+                    if pos >= n or text[pos] != '"':
+                        raise ValueError(f"expected a key at {pos}")
+                    key, pos = _scanstring(text, pos + 1, True)
+                    pos = _WS.match(text, pos).end()
+                    if pos >= n or text[pos] != ":":
+                        raise ValueError(f"expected ':' at {pos}")
+                    pos = _WS.match(text, pos + 1).end()
+                    stack.append({})
+                    keys.append(key)
+                    continue
+            else:
+                if pos < n and text[pos] == "]":
+                    value, pos = [], pos + 1
+                else:
+                    stack.append([])
+                    keys.append(None)
+                    continue
+        elif c == '"':
+            value, pos = _scanstring(text, pos + 1, True)
+        elif text.startswith("true", pos):
+            value, pos = True, pos + 4
+        elif text.startswith("false", pos):
+            value, pos = False, pos + 5
+        elif text.startswith("null", pos):
+            value, pos = None, pos + 4
+        else:
+            m = _NUMBER.match(text, pos)
+            if m is None:
+                raise ValueError(f"unexpected character at {pos}")
+            value = float(m.group()) if m.group(1) or m.group(2) else int(m.group())
+            pos = m.end()
+        # ---- a value is complete: put it into its container, closing what ends here
+        while True:
+            pos = _WS.match(text, pos).end()
+            if not stack:
+                if pos != n:
+                    raise ValueError(f"extra data at {pos}")
+                return value
+            container = stack[-1]
+            if type(container) is dict:
+                container[keys[-1]] = value
+            else:
+                container.append(value)
+            if pos >= n:
+                raise ValueError("unexpected end of JSON input")
+            c = text[pos]
+            if c == ",":
+                pos = _WS.match(text, pos + 1).end()
+                if type(container) is dict:
+                    if pos >= n or text[pos] != '"':
+                        raise ValueError(f"expected a key at {pos}")
+                    key, pos = _scanstring(text, pos + 1, True)
+                    pos = _WS.match(text, pos).end()
+                    if pos >= n or text[pos] != ":":
+                        raise ValueError(f"expected ':' at {pos}")
+                    pos = _WS.match(text, pos + 1).end()
+                    keys[-1] = key
+                break  # the next value
+            if c == ("}" if type(container) is dict else "]"):
+                value = stack.pop()
+                keys.pop()
+                pos += 1
+                continue
+            raise ValueError(f"expected ',' or a closing bracket at {pos}")
+
+
 def loads(data: str | bytes):
     """``JSON.parse(data)``: orjson, falling back to the stdlib decoder for what orjson
     refuses but JavaScript accepts (lone-surrogate escapes, numbers that overflow to
-    Infinity). Raises ValueError for text that is not JSON.
+    Infinity), and to an iterative parser for values nested too deeply for either.
+    Raises ValueError for text that is not JSON.
     """
     try:
         return orjson.loads(data)
@@ -380,8 +475,12 @@ def loads(data: str | bytes):
     try:
         return json.loads(data, parse_constant=_reject_constant)
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        pass
     except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        return _loads_deep(data)
+    except (ValueError, json.JSONDecodeError) as exc:
         raise ValueError(str(exc)) from None
 
 
@@ -439,7 +538,6 @@ def parse_session_text(text: str) -> ParsedSession:
 
     Differences from Pi: a line whose JSON is not an object (``42``, ``null``) is
     skipped and reported; Pi keeps it as an "entry" and then misbehaves or throws.
-    Values nested deeper than ~1000 levels count as malformed.
     """
     stripped = js_trim(text)  # returns ``text`` itself when there is nothing to strip
     first_line = 1

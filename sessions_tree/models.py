@@ -6,8 +6,22 @@ from django.conf import settings
 from django.db import models
 
 
+def id_collation(connection) -> str | None:
+    """The collation that compares ids exactly on ``connection`` (None: the default does).
+
+    Binary, and NO PAD: under a PAD SPACE collation (MariaDB's ``utf8mb4_bin``)
+    ``"a1"`` and ``"a1 "`` are equal, so two distinct ids would collide in a
+    unique index and a lookup would find the wrong row.
+    """
+    if connection.vendor != "mysql":
+        return None  # SQLite compares bytes
+    if connection.mysql_is_mariadb:
+        return "utf8mb4_nopad_bin"  # MariaDB 10.2+
+    return "utf8mb4_0900_bin" if connection.mysql_version >= (8, 0, 17) else "utf8mb4_bin"
+
+
 class IdField(models.CharField):
-    """An identifier column: case-sensitive (binary collation) on MySQL/MariaDB.
+    """An identifier column: compared exactly (binary, NO PAD collation) on MySQL/MariaDB.
 
     The collation is chosen per connection, so one migration serves SQLite (whose
     default comparison is already binary) and MySQL.
@@ -15,8 +29,9 @@ class IdField(models.CharField):
 
     def db_parameters(self, connection):
         params = super().db_parameters(connection)
-        if connection.vendor == "mysql":
-            params["collation"] = "utf8mb4_bin"
+        collation = id_collation(connection)
+        if collation:
+            params["collation"] = collation
         return params
 
 

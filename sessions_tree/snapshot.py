@@ -40,13 +40,15 @@ def build_snapshot(
 
     in_flight = jsonl.loads(meta.in_flight_payload) if meta.in_flight_entry_id and meta.in_flight_payload else None
     leaf = provider._leaf(meta, index)  # the persisted leaf (Pi's, if a damaged file lost its line)
+    path_error = None  # a parent cycle above the leaf: the path up to it, and what loops
     if leaf is None:
         path_ids: list[str] = []
     elif in_flight is not None and leaf == in_flight["id"]:
         parent = in_flight.get("parentId")
-        path_ids = [*(index.path_ids(parent) if parent is not None else []), leaf]
+        above, path_error = index.path_ids_reported(parent) if parent in index.by_id else ([], None)
+        path_ids = [*above, leaf]
     else:
-        path_ids = index.path_ids(leaf)
+        path_ids, path_error = index.path_ids_reported(leaf)
     path_truncated = len(path_ids) > limit
     shown_path = path_ids[-limit:] if path_truncated else path_ids
 
@@ -79,6 +81,7 @@ def build_snapshot(
         "labelsByEntryId": compute_labels(label_entries),
         "inFlight": in_flight,
         "runtimeContext": _context_stats(provider, meta, index),
+        "pathError": path_error,
         "page": {
             "totalEntries": total,
             "includedEntries": len(entries),

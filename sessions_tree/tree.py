@@ -61,7 +61,16 @@ def label_state(entries) -> dict:
             keys.pop(key, None)
     if all(type(k) is str for k in state):
         return state
-    return {keys[k]: v for k, v in state.items()}
+    # Targets JavaScript keys by identity (objects, arrays) label nothing a walk can reach.
+    return {keys[k]: v for k, v in state.items() if _hashable(keys[k])}
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def labels(entries) -> dict:

@@ -12,11 +12,14 @@ from sessions_tree.tree import labels as compute_labels
 def entry_preview(entry: dict, width: int = 100) -> str:
     kind = entry.get("type")
     if kind == "message":
-        message = entry.get("message") or {}
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            message = {"role": "?", "content": message if isinstance(message, str) else ""}
         role = message.get("role", "?")
         text = content_text(message.get("content"))
         if role == "assistant":
-            calls = [b.get("name", "?") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+            blocks = message.get("content") if isinstance(message.get("content"), list) else []
+            calls = [str(b.get("name", "?")) for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"]
             if calls:
                 text = (text + " " if text else "") + "→ " + ", ".join(calls)
             if message.get("stopReason") in ("aborted", "error"):
@@ -84,7 +87,10 @@ class TreeRow:
 
     def preview(self, width: int = 100) -> str:
         """The entry in one line (computed when asked: a page shows a few of many rows)."""
-        return entry_preview(self.entry, width)
+        try:
+            return entry_preview(self.entry, width)
+        except (TypeError, AttributeError, ValueError, KeyError):  # fields of types Neta never writes
+            return f"{self.entry.get('type')!s:.40} (fields of unexpected types)"
 
 
 def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str]) -> Iterator[TreeRow]:
@@ -106,7 +112,7 @@ def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str
             continue
         seen.add(entry_id)
         parent = entry.get("parentId")
-        if parent is None or parent == entry_id or parent not in by_id:
+        if not isinstance(parent, str) or parent == entry_id or parent not in by_id:
             roots.append(entry_id)
         else:
             children.setdefault(parent, []).append(entry_id)
@@ -117,13 +123,22 @@ def tree_rows(entries: list[dict], *, leaf_id: str | None, active_path: list[str
 
     stack: list[tuple[str, int]] = [(r, 0) for r in reversed(roots)]
     visited: set[str] = set()
-    while stack:
+    # Entries on a parent cycle are reached from no root: each loop is shown from
+    # its first entry in stored order, after the rest of the tree.
+    unreached = iter(by_id)
+    while True:
+        if not stack:
+            start = next((i for i in unreached if i not in visited), None)
+            if start is None:
+                return
+            stack.append((start, 0))
         entry_id, depth = stack.pop()
         if entry_id in visited:  # a cycle: show once
             continue
         visited.add(entry_id)
         entry = by_id[entry_id]
-        yield TreeRow(depth=depth, entry=entry, label=labels.get(entry_id), on_path=entry_id in on_path, is_leaf=entry_id == leaf_id)
+        label = labels.get(entry_id)
+        yield TreeRow(depth=depth, entry=entry, label=label if isinstance(label, str) else None if label is None else str(label), on_path=entry_id in on_path, is_leaf=entry_id == leaf_id)
         kids = children.get(entry_id, [])
         if len(kids) == 1:
             stack.append((kids[0], depth))

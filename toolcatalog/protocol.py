@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypedDict
 import jsonschema
 from jsonschema import Draft202012Validator
 
+from sessions_tree.clean import clean_text  # one function: lone surrogates become U+FFFD everywhere
 from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, ToolManifest, WorkerRoute
 
 # --- results ------------------------------------------------------------------
@@ -43,19 +44,6 @@ class ImageContent(TypedDict):
 
 
 ContentBlock = TextContent | ImageContent
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (from ``surrogateescape`` or bad JSON) replaced by U+FFFD.
-
-    Such code points cannot be encoded as UTF-8, so they would crash whoever
-    writes the result to a session file; they never leave a tool.
-    """
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _clean(value: Any) -> Any:

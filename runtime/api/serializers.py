@@ -138,6 +138,40 @@ class SessionOut(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class ImportLineOut(serializers.Serializer):
+    line = serializers.IntegerField(allow_null=True, help_text="1-based line number in the uploaded file.")
+    kind = serializers.CharField(required=False, help_text="Skipped: malformed, torn_tail, not_an_object, extra_header, not_an_entry.")
+    kinds = serializers.ListField(child=serializers.CharField(), required=False, help_text="Repaired: lone_surrogate, non_finite_number.")
+    message = serializers.CharField(required=False)
+
+
+class IdChangedOut(serializers.Serializer):
+    locals()["from"] = serializers.CharField()  # "from" is a keyword
+    to = serializers.CharField()
+
+
+class ImportReportOut(serializers.Serializer):
+    source = serializers.CharField()
+    fileVersion = serializers.JSONField(allow_null=True)
+    migrated = serializers.BooleanField()
+    skippedLines = ImportLineOut(many=True, help_text="Lines left out (first 100), as Pi leaves them out.")
+    skippedLineCount = serializers.IntegerField()
+    skippedEntries = serializers.IntegerField()
+    repairedLines = ImportLineOut(many=True, help_text="Lines stored re-serialized (first 100): a lone surrogate became U+FFFD, a non-finite number null.")
+    repairedLineCount = serializers.IntegerField()
+    repairedHeader = serializers.ListField(child=serializers.CharField(), required=False)
+    cycles = serializers.ListField(child=serializers.ListField(child=serializers.CharField()), required=False, help_text="Parent cycles (entry ids, child first), kept as they are.")
+    idChanged = IdChangedOut(required=False, help_text="The header id was taken: the session was stored under a fresh id.")
+
+
+class ImportOut(SessionOut):
+    locals()["import"] = ImportReportOut(source="diagnostics.import", help_text="What the import skipped, repaired or changed.")
+
+    class Meta(SessionOut.Meta):
+        fields = [*SessionOut.Meta.fields, "import"]
+        read_only_fields = fields
+
+
 class RunOut(serializers.ModelSerializer):
     runId = serializers.UUIDField(source="run_id")
     sessionId = serializers.CharField(source="session_id")
@@ -271,6 +305,9 @@ class SnapshotOut(serializers.Serializer):
     labelsByEntryId = serializers.DictField(child=serializers.CharField())
     inFlight = EntryField(allow_null=True)
     runtimeContext = serializers.DictField()
+    pathError = serializers.DictField(
+        allow_null=True, help_text="Set when the parent links above the leaf loop: `kind` (cycle), `ids`, `message`."
+    )
     page = serializers.DictField()
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import RequestDataTooBig
+from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -49,7 +51,7 @@ from runtime.services import (
     session_rename,
     session_set_status,
 )
-from sessions_tree.errors import EntryNotFound
+from sessions_tree.errors import EntryNotFound, InvalidSessionFile
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
 from skills_registry.models import SkillResource
@@ -353,32 +355,76 @@ def _safe_name(value: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in value)[:80] or "session"
 
 
+class _ImportTooLarge(RequestDataTooBig):
+    pass
+
+
+class _ImportLimitHandler(FileUploadHandler):
+    """Counts the upload as it arrives and stops reading past ``NETA_IMPORT_MAX_BYTES`` (413)."""
+
+    def __init__(self, request=None, limit: int = 0):
+        super().__init__(request)
+        self.limit, self.seen = limit, 0
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        if content_length and content_length > self.limit + 64 * 1024:  # the form's own bytes aside
+            raise _ImportTooLarge(f"the upload is larger than {self.limit} bytes")
+        return None
+
+    def receive_data_chunk(self, raw_data, start):
+        self.seen += len(raw_data)
+        if self.seen > self.limit:
+            raise _ImportTooLarge(f"the file is larger than {self.limit} bytes")
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
 class SessionImportApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (authentication's CSRF check may): stop
+        # reading as soon as the upload is larger than the limit.
+        request.upload_handlers.insert(0, _ImportLimitHandler(request, settings.NETA_IMPORT_MAX_BYTES))
+        return super().initialize_request(request, *args, **kwargs)
+
     @extend_schema(
         summary="Import a Pi session file (multipart upload)",
+        description=(
+            "A header id that is already stored is replaced by a fresh one (`import.idChanged`); "
+            "`import` lists the lines skipped or repaired. A header field that is unsafe (id, timestamp, "
+            "cwd, parentSession) or an entry the store cannot hold refuses the file (400, `invalid_session_file`)."
+        ),
         request={"multipart/form-data": S.ImportInput},
-        responses={201: S.SessionOut, **WRITE_ERRORS, 413: ERROR},
+        responses={201: S.ImportOut, **WRITE_ERRORS, 413: ERROR},
     )
     def post(self, request):
-        data = parse(S.ImportInput, request.data)
-        upload = data["file"]
         limit = settings.NETA_IMPORT_MAX_BYTES
+        try:
+            data = parse(S.ImportInput, request.data)
+        except _ImportTooLarge as exc:
+            raise ApiError("too_large", str(exc), status_code=413, field="file") from None
+        upload = data["file"]
         if upload.size > limit:
             raise ApiError("too_large", f"the file is larger than {limit} bytes", status_code=413, field="file")
+        name = upload.name or "file"
         with _upload_on_disk(upload) as path:
             try:
-                meta = session_import(path=path, user=request.user, agent_name=data.get("agent"), provider_kind=data.get("provider"))
-            except Exception as exc:
-                from sessions_tree.errors import InvalidSessionFile
-
-                if isinstance(exc, InvalidSessionFile):
-                    # The message names our temporary file; the client knows its upload as "file".
-                    raise ApiError(exc.code, str(exc).replace(str(path), upload.name or "file"), field="file") from exc
-                raise
+                meta = session_import(
+                    path=path,
+                    user=request.user,
+                    agent_name=data.get("agent"),
+                    provider_kind=data.get("provider"),
+                    source_name=name,
+                )
+            except InvalidSessionFile as exc:
+                # The message names our temporary file; the client knows its upload as "file".
+                field = f"file.{exc.field}" if exc.field else "file"
+                raise ApiError(exc.code, str(exc).replace(str(path), name), field=field) from exc
         meta = AgentSession.objects.select_related("user").get(pk=meta.pk)
-        return Response(S.SessionOut(meta).data, status=status.HTTP_201_CREATED)
+        return Response(S.ImportOut(meta).data, status=status.HTTP_201_CREATED)
 
 
 @contextlib.contextmanager

@@ -23,15 +23,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 
 from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.context import SessionContext, context_from_path
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.clean import clean_value
+from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionIdTaken, SessionNotFound
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import INDEXES, Record, SessionIndex
+from sessions_tree.limits import MAX_TITLE_CHARS, check_entry_ids, check_entry_size, check_header
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
 from sessions_tree.tree import label_state
@@ -49,6 +51,18 @@ _LATE_ID_TYPES = {"custom", "custom_message"}
 class PendingEntry:
     entry: dict
     raw: str
+
+
+def pending_entry(entry: dict) -> PendingEntry:
+    """An entry made ready to store: cleaned (``clean.clean_value``), serialized, size-checked.
+
+    Every append path goes through here, so no lone surrogate or non-finite
+    number is ever stored, and no entry is larger than ``NETA_MAX_ENTRY_BYTES``.
+    """
+    entry = clean_value(entry)
+    raw = jsonl.dumps(entry)
+    check_entry_size(raw)
+    return PendingEntry(entry, raw)
 
 
 def _column(field: str) -> str:
@@ -178,9 +192,16 @@ class SessionTreeProvider:
         parent_session_id: str | None = None,
         diagnostics: dict | None = None,
     ) -> AgentSession:
+        check_header(header)
+        if clean_value(header) is not header:  # a lone surrogate in cwd or parentSession
+            header = clean_value(header)
+            header_raw = jsonl.dumps(header)
+        for p in pending:
+            check_entry_ids(p.entry)
+            check_entry_size(p.raw)
         session_id = header["id"]
         if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
-            raise InvalidEntry(f"a session with id {session_id} already exists")
+            raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id")
         meta = AgentSession(
             session_id=session_id,
             provider=self.kind,
@@ -199,9 +220,16 @@ class SessionTreeProvider:
         if not title:
             name = _last_session_name(p.entry for p in pending)
             meta.title = name or ""
-        with transaction.atomic(using=self.using):
-            meta.save(using=self.using)
-            self._store_create(meta, header_raw, pending)
+        meta.title = meta.title[:MAX_TITLE_CHARS]
+        try:
+            with transaction.atomic(using=self.using):
+                meta.save(using=self.using)
+                self._store_create(meta, header_raw, pending)
+        except IntegrityError:
+            if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
+                # Another writer created the same id between the check and the insert.
+                raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id") from None
+            raise
         return meta
 
     def get_session(self, session_id: str) -> AgentSession:
@@ -223,6 +251,11 @@ class SessionTreeProvider:
         unknown = set(changes) - allowed
         if unknown:
             raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+        title = changes.get("title")
+        if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE_CHARS):
+            raise InvalidEntry(f"title: must be a string of at most {MAX_TITLE_CHARS} characters", field="title")
+        if "title" in changes:
+            changes["title"] = clean_value(changes["title"])
         from sessions_tree.snapshot import session_summary
 
         with self._write_lock(session_id):
@@ -271,18 +304,42 @@ class SessionTreeProvider:
         meta = self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
-        return self._path_entries(meta, index, leaf)
+        try:
+            return self._path_entries(meta, index, leaf)
+        except PathError as exc:  # a parent cycle: a stored session Neta did not write
+            raise InvalidEntry(str(exc), field="leafId") from None
+
+    def active_path_reported(self, session_id: str) -> tuple[list[str], dict | None]:
+        """Ids root→persisted leaf, and what is wrong with the path (a parent cycle), if anything.
+
+        Unlike ``get_active_path`` this never refuses: a loop gives the path up to
+        the entry whose parent would repeat it, and the problem (the snapshot's
+        ``pathError``).
+        """
+        meta = self.get_session(session_id)
+        index = self._store_index(meta)
+        leaf = self._leaf(meta, index)
+        if leaf is None:
+            return [], None
+        if leaf == meta.in_flight_entry_id and meta.in_flight_payload:
+            parent = jsonl.loads(meta.in_flight_payload).get("parentId")
+            above, problem = index.path_ids_reported(parent) if parent in index.by_id else ([], None)
+            return [*above, leaf], problem
+        return index.path_ids_reported(leaf)
 
     def build_context(self, session_id: str, leaf_id: str | None = None) -> SessionContext:
         """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root)."""
         meta = self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
-        if leaf is not None and leaf == meta.in_flight_entry_id:
-            return context_from_path(self._path_entries(meta, index, leaf))
-        if leaf is not None and leaf not in index.by_id:
-            raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
-        return index.context(leaf)
+        try:
+            if leaf is not None and leaf == meta.in_flight_entry_id:
+                return context_from_path(self._path_entries(meta, index, leaf))
+            if leaf is not None and leaf not in index.by_id:
+                raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
+            return index.context(leaf)
+        except PathError as exc:  # a parent cycle: a stored session Neta did not write
+            raise InvalidEntry(str(exc), field="leafId") from None
 
     def _chosen_leaf(self, meta: AgentSession, index: SessionIndex, leaf_id: str | None) -> str | None:
         if leaf_id is None:
@@ -391,7 +448,9 @@ class SessionTreeProvider:
             raise InvalidEntry("'session' is the header type, not an entry type")
 
         def build(parent_id, new_id):
-            return _with_tree_keys(entry, new_id, parent_id)
+            built = _with_tree_keys(entry, new_id, parent_id)
+            check_entry_ids(built)
+            return built
 
         return self._append_one(session_id, build)
 
@@ -460,6 +519,10 @@ class SessionTreeProvider:
         return self._append_one(session_id, build, wants_index=True)
 
     def append_session_info(self, session_id: str, *, name: str) -> dict:
+        if not isinstance(name, str):
+            raise InvalidEntry("name: must be a string", field="name")
+        if len(name.strip()) > MAX_TITLE_CHARS:
+            raise InvalidEntry(f"name: longer than {MAX_TITLE_CHARS} characters", field="name")
         return self._append_built(session_id, E.session_info_entry, name=name.strip())
 
     def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
@@ -511,8 +574,10 @@ class SessionTreeProvider:
         with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
-                entry = E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry(
+                    E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
+                )
+                entry = pending.entry
                 meta.in_flight_entry_id = new_id
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
@@ -525,8 +590,9 @@ class SessionTreeProvider:
         with self._write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
-                entry = {**current, "message": message}
-                meta.in_flight_payload = jsonl.dumps(entry)
+                pending = pending_entry({**current, "message": message})
+                entry = pending.entry
+                meta.in_flight_payload = pending.raw
                 emit(ev.ENTRY_UPDATED, entry=entry, inFlight=True)
         return entry
 
@@ -550,8 +616,8 @@ class SessionTreeProvider:
                     stop = "aborted" if status == "aborted" else "error"
                     if final_message.get("stopReason") not in ("aborted", "error"):
                         final_message["stopReason"] = stop
-                entry = {**current, "message": final_message}
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry({**current, "message": final_message})
+                entry = pending.entry
                 _count(meta, index, entry)
                 self._store_in_flight_end(meta, index, pending, status)
                 meta.in_flight_entry_id = None
@@ -605,7 +671,10 @@ class SessionTreeProvider:
         index = self._store_index(meta)
         if leaf_id not in index.by_id:
             raise EntryNotFound(f"entry {leaf_id!r} not found in session {session_id}")
-        path = index.path_entries(leaf_id)
+        try:
+            path = index.path_entries(leaf_id)
+        except PathError as exc:
+            raise InvalidEntry(str(exc), field="entryId") from None
         pending: list[PendingEntry] = []
         parent_of_skipped: dict[str, str | None] = {}
         for entry in path:
@@ -749,8 +818,8 @@ class SessionTreeProvider:
                     if parent is not None and parent not in index.by_id:
                         raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
                 new_id = new_entry_id(_TakenIds(index, meta))
-                entry = build(parent, new_id, index) if wants_index else build(parent, new_id)
-                pending = PendingEntry(entry, jsonl.dumps(entry))
+                pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
+                entry = pending.entry
                 _count(meta, index, entry)
                 self._store_append(meta, index, [pending])
                 meta.leaf_entry_id = entry["id"]
@@ -824,7 +893,7 @@ def _count_kind(meta: AgentSession, entry: dict) -> None:
         meta.label_count += 1
     elif kind == "session_info":
         name = entry.get("name")
-        meta.title = name.strip() if isinstance(name, str) else ""
+        meta.title = name.strip()[:MAX_TITLE_CHARS] if isinstance(name, str) else ""
 
 
 def _count_all(meta: AgentSession, entries: list[dict]) -> None:
@@ -855,7 +924,7 @@ def recount(meta: AgentSession, records: list[Record]) -> None:
     infos = [r for r in records if r.type == "session_info"]
     if infos:
         name = infos[-1].entry.get("name")
-        meta.title = name.strip() if isinstance(name, str) else ""
+        meta.title = clean_value(name.strip()[:MAX_TITLE_CHARS]) if isinstance(name, str) else ""
 
 
 def _last_session_name(entries) -> str | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -49,10 +50,23 @@ from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _cou
 MAX_KEPT_FRAGMENT = 64 * 1024
 
 
+MAX_NAME_BYTES = 255  # one path component on Linux and macOS
+
+
 def cwd_slug(cwd: str) -> str:
-    """Pi's folder name for a working directory: ``/home/u/proj`` → ``--home-u-proj--``."""
+    """Pi's folder name for a working directory: ``/home/u/proj`` → ``--home-u-proj--``.
+
+    A slug longer than a file name may be (Pi would fail to create it) keeps its
+    first 200 bytes and gets a hash of the whole ``cwd``: one folder per cwd still.
+    """
     trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    return "--" + trimmed.replace("/", "-").replace("\\", "-").replace(":", "-") + "--"
+    slug = "--" + trimmed.replace("/", "-").replace("\\", "-").replace(":", "-").replace("\0", "-") + "--"
+    encoded = slug.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_NAME_BYTES:
+        return slug
+    digest = hashlib.sha256(cwd.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    head = encoded[:200].decode("utf-8", "ignore")
+    return f"{head}-{digest}--"
 
 
 def session_file_name(timestamp: str, session_id: str) -> str:
@@ -105,14 +119,30 @@ class FileProvider(SessionTreeProvider):
 
     # ------------------------------------------------------------------ creation / deletion
 
+    def session_path(self, cwd: str, timestamp: str, session_id: str) -> Path:
+        """Where a new session's file goes; refused unless it resolves inside the sessions folder.
+
+        The header fields were checked already (``limits.check_header``); this is
+        the second line of defence, for the folder and for the file.
+        """
+        root = Path(os.path.realpath(self.sessions_dir))
+        folder = Path(os.path.realpath(root / cwd_slug(cwd or "/")))
+        name = session_file_name(timestamp, session_id)
+        path = Path(os.path.realpath(folder / name))
+        if folder.parent != root or path.parent != folder or len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise InvalidSessionFile(
+                "header: the session file would not be a file of its own folder inside the sessions directory",
+                field="header",
+            )
+        return path
+
     def _store_create(self, meta: AgentSession, header_raw: str, records: list[PendingEntry]) -> None:
         header = jsonl.loads(header_raw)
-        folder = self.sessions_dir / cwd_slug(meta.cwd or "/")
-        path = folder / session_file_name(header.get("timestamp") or "", meta.session_id)
+        path = self.session_path(meta.cwd, header.get("timestamp") or "", meta.session_id)
         lines = [header_raw, *(p.raw for p in records)]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         if path.exists():
-            raise InvalidSessionFile(f"{path} already exists")
+            raise InvalidSessionFile(f"the session file {path.name} already exists", field="header.id")
         atomic_write(path, data)
         meta.session_file = str(path)
         meta.last_seq = len(data)

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from django.db import connections
 from django.db.models import BinaryField, F, Func
 
-from sessions_tree import jsonl
-from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry
+from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, parse_stored, record_from_entry
+from sessions_tree.limits import MAX_ID_CHARS, max_entry_bytes
 from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
@@ -30,7 +30,7 @@ _FETCH_BATCH = 250  # small enough that parsing starts while the server still se
 def _record(seq: int, entry_id: str, parent_id: str | None, kind: str, payload: bytes | str, shadowed) -> Record:
     """The index record of one row."""
     if shadowed:  # the row's entry_id is "<id>~<seq>": the entry knows its own id
-        record = record_from_entry(jsonl.loads(payload), payload)
+        record = record_from_entry(parse_stored(payload), payload)
         assert record is not None, "stored rows are entries"
         record.seq = seq
         return record
@@ -61,25 +61,48 @@ def _cursor(connection):
         cursor.close()  # reads what is left of the result, freeing the connection
 
 
+def _id_column(value) -> str | None:
+    """A derived id column: the id, or None when it is no id the column can hold."""
+    return value if isinstance(value, str) and len(value) <= MAX_ID_CHARS else None
+
+
 def entry_row(meta: AgentSession, seq: int, pending: PendingEntry, *, status: str = EntryStatus.COMPLETED) -> SessionEntry:
     entry = pending.entry
     message = entry.get("message") if entry.get("type") == "message" else None
-    parent = entry.get("parentId")
-    target = entry.get("targetId")
-    first_kept = entry.get("firstKeptEntryId")
     return SessionEntry(
         session=meta,
         entry_id=entry["id"],
-        parent_entry_id=parent if isinstance(parent, str) else None,
+        parent_entry_id=_id_column(entry.get("parentId")),
         seq=seq,
         type=str(entry.get("type"))[:64],
         role=str(message.get("role"))[:32] if isinstance(message, dict) and message.get("role") else "",
-        target_entry_id=target if isinstance(target, str) else None,
-        first_kept_entry_id=first_kept if isinstance(first_kept, str) else None,
+        target_entry_id=_id_column(entry.get("targetId")),
+        first_kept_entry_id=_id_column(entry.get("firstKeptEntryId")),
         timestamp=str(entry.get("timestamp") or "")[:40],
         status=status,
         payload=pending.raw,
     )
+
+
+def _batches(rows: list[SessionEntry], *, most: int = 1000) -> Iterator[list[SessionEntry]]:
+    """``rows`` in INSERTs that each stay under the server's packet limit.
+
+    One statement carries a batch's payloads with quotes and backslashes escaped;
+    a batch holds at most what one largest entry could take (twice its bytes).
+    """
+    budget = 2 * max_entry_bytes()
+    batch: list[SessionEntry] = []
+    size = 0
+    for row in rows:
+        text = row.payload
+        cost = len(text.encode("utf-8")) + text.count('"') + text.count("\\") + text.count("'") + 512
+        if batch and (size + cost > budget or len(batch) >= most):
+            yield batch
+            batch, size = [], 0
+        batch.append(row)
+        size += cost
+    if batch:
+        yield batch
 
 
 class MysqlProvider(SessionTreeProvider):
@@ -101,7 +124,8 @@ class MysqlProvider(SessionTreeProvider):
                 shadow.shadowed = True
             seen[row.entry_id] = seq
             rows.append(row)
-        SessionEntry.objects.using(self.using).bulk_create(rows, batch_size=1000)
+        for batch in _batches(rows):
+            SessionEntry.objects.using(self.using).bulk_create(batch)
         meta.last_seq = len(rows)
         AgentSession.objects.using(self.using).filter(pk=meta.pk).update(last_seq=meta.last_seq)
 
@@ -151,7 +175,7 @@ class MysqlProvider(SessionTreeProvider):
         records: list[Record] = []
         path: list[Record] = []
         wanted = meta.leaf_entry_id
-        in_flight, loads = EntryStatus.IN_FLIGHT.value, jsonl.loads
+        in_flight, loads = EntryStatus.IN_FLIGHT.value, parse_stored
         for batch in self._fetch(meta, newest_first=True):
             for seq, entry_id, parent_id, kind, payload, status, shadowed in batch:
                 if status == in_flight:

@@ -3,6 +3,8 @@ entries and events pages, export and import — and the one error shape."""
 
 from __future__ import annotations
 
+import json
+
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
 from tests.conftest import FIXTURES
@@ -153,11 +155,19 @@ def test_export_is_the_pi_file_and_import_reads_it_back(client_for, tree, tmp_pa
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert response.content == "".join(get_provider("file").export_lines(tree.session_id)).encode()
-    # The same file again: the session id is taken.
+    # The same file again: the session id is taken, so the copy gets a fresh one
+    # (an import never tells whether an id exists) and keeps every entry line.
     path = tmp_path / "again.jsonl"
     path.write_bytes(response.content)
     with path.open("rb") as fh:
-        assert_error(client.post("/api/sessions/import/", {"file": fh}, format="multipart"), 409, "session_exists")
+        again = client.post("/api/sessions/import/", {"file": fh}, format="multipart")
+    assert again.status_code == 201, again.content
+    body = again.json()
+    assert body["import"]["idChanged"] == {"from": tree.session_id, "to": body["sessionId"]}
+    assert body["sessionId"] != tree.session_id
+    copy = client.get(f"/api/sessions/{body['sessionId']}/export/").content.split(b"\n")
+    assert copy[1:] == response.content.split(b"\n")[1:]
+    assert json.loads(copy[0])["id"] == body["sessionId"]
 
 
 def test_import_a_pi_file_keeps_every_line(client_for, agent):

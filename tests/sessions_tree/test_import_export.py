@@ -114,9 +114,12 @@ def test_session_import_command(sessions_dir, tmp_path):
     assert "not a Pi session file" in err.getvalue()
     assert not_a_session.read_bytes() == before  # a bad header never wipes a file
     assert AgentSession.objects.count() == 1  # nothing imported from the bad file
-    # Importing the same session twice is refused, not duplicated.
-    with pytest.raises(CommandError):
-        call_command("session_import", str(FIXTURES / "01-linear.jsonl"), stdout=io.StringIO(), stderr=io.StringIO())
+    # The same session again gets a fresh id (the original is left alone), and says so.
+    out, err = io.StringIO(), io.StringIO()
+    call_command("session_import", str(FIXTURES / "01-linear.jsonl"), stdout=out, stderr=err)
+    second = out.getvalue().split("\t")[0]
+    assert second != session_id and AgentSession.objects.count() == 2
+    assert f"{session_id} is taken; imported as {second}" in err.getvalue()
 
 
 def test_import_refuses_files_that_are_not_sessions(sessions_dir, tmp_path):

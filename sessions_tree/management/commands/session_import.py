@@ -26,6 +26,14 @@ class Command(BaseCommand):
                 failed += 1
                 self.stderr.write(f"session_import: {exc}")
                 continue
+            report = meta.diagnostics.get("import", {})
+            changed = report.get("idChanged")
+            if changed:
+                self.stderr.write(f"session_import: {path}: id {changed['from']} is taken; imported as {changed['to']}")
+            for what in ("skipped", "repaired"):
+                if report.get(f"{what}LineCount"):
+                    lines = ", ".join(str(d["line"]) for d in report[f"{what}Lines"])
+                    self.stderr.write(f"session_import: {path}: {report[f'{what}LineCount']} line(s) {what}: {lines}")
             self.stdout.write(f"{meta.session_id}\t{meta.entry_count}\t{path}")
         if failed:
             raise CommandError(f"{failed} of {len(paths)} file(s) not imported", returncode=1)
