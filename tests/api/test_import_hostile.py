@@ -152,18 +152,8 @@ def _get_all(client, sid: str, pk: int, entry_ids: list[str]) -> None:
     assert not failures, "\n".join(failures)
 
 
-RENDERER_RECURSES = pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="DRF's JSONRenderer (json.dumps) recurses: an entry nested 1500 deep, which Pi keeps, cannot be "
-    "rendered as JSON (the kernel reads it: tests/sessions_tree/test_import_hostile.py); the renderer is another change",
-)
-
-
 @pytest.mark.parametrize("provider", ["file", "mysql"])
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=RENDERER_RECURSES) if c == "deep-nesting" else c for c in bad_content()]
-)
+@pytest.mark.parametrize("case", list(bad_content()))
 def test_every_read_of_a_stored_bad_session_answers_below_500(client_for, agent, staff, owner, tmp_path, provider, case):
     kernel = get_provider(provider)
     sid = store_behind_back(kernel, tmp_path, bad_content()[case])
