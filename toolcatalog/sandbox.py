@@ -31,7 +31,9 @@ import errno
 import functools
 import glob
 import os
+import logging
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -42,7 +44,7 @@ from pathlib import Path
 
 from toolcatalog.protocol import CancelSignal
 
-BWRAP_BINARIES = ("/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap")
+logger = logging.getLogger(__name__)
 SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh")
 
 # /etc entries a command plausibly needs; everything else in /etc (shadow,
@@ -116,6 +118,15 @@ class CgroupSupport:
         if self.v1_pids_base:
             parts.append("cgroup1-pids")
         return "+".join(parts) or "process-group"
+
+
+def _is_watcher(pid: int) -> bool:
+    """Whether ``pid`` is a launcher's death-pipe watcher (see LAUNCHER), not a leftover."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read(len(_WATCHER_CMDLINE) + 1).startswith(_WATCHER_CMDLINE)
+    except OSError:
+        return False
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -281,7 +292,7 @@ class ProcessCage:
         """SIGKILL every process in the cage; returns how many were found (``exclude`` not counted)."""
         if not self.dirs:
             return 0
-        found = set(self.pids())
+        found = {pid for pid in self.pids() if not _is_watcher(pid)}
         if self.kill_file is not None:
             try:
                 self.kill_file.write_text("1")
@@ -292,7 +303,7 @@ class ProcessCage:
                 pids = self.pids()
                 if not pids:
                     break
-                found.update(pids)
+                found.update(pid for pid in pids if not _is_watcher(pid))
                 for pid in pids:
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -329,12 +340,34 @@ class BwrapStatus:
     reason: str
 
 
-@functools.cache
+def bwrap_binary() -> tuple[str, str | None]:
+    """(what ``NETA_SANDBOX_BWRAP`` names, the executable it resolves to or None)."""
+    configured = "bwrap"
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            configured = str(getattr(settings, "NETA_SANDBOX_BWRAP", "") or "bwrap")
+    except Exception:  # noqa: BLE001 - plain-Python use
+        pass
+    if os.sep in configured:
+        return configured, configured if os.access(configured, os.X_OK) and os.path.isfile(configured) else None
+    return configured, shutil.which(configured)
+
+
 def bwrap_status() -> BwrapStatus:
-    """Whether bubblewrap exists *and* can create its namespaces here (cached)."""
-    path = next((p for p in BWRAP_BINARIES if os.access(p, os.X_OK)), None)
+    """Whether bubblewrap exists *and* can create its namespaces here (probed once per binary)."""
+    configured, path = bwrap_binary()
     if path is None:
-        return BwrapStatus(False, None, "bwrap is not installed (Debian package 'bubblewrap')")
+        where = "on PATH" if os.sep not in configured else "there"
+        return BwrapStatus(
+            False, None, f"bwrap is not installed ({configured!r} is not an executable {where}; Debian package 'bubblewrap')"
+        )
+    return _probe_bwrap(path)
+
+
+@functools.cache
+def _probe_bwrap(path: str) -> BwrapStatus:
     argv = [path, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL", "/bin/true"]
     try:
@@ -345,6 +378,74 @@ def bwrap_status() -> BwrapStatus:
         err = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
         return BwrapStatus(False, path, f"bwrap cannot create namespaces here: {err}")
     return BwrapStatus(True, path, "ok")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxChoice:
+    """The sandbox commands get: ``configured`` (``NETA_SANDBOX``) resolved to ``mode``."""
+
+    configured: str
+    mode: str  # "bwrap" | "none"
+    reason: str
+
+    @property
+    def fell_back(self) -> bool:
+        """``auto`` found no working bubblewrap and runs commands unsandboxed."""
+        return self.configured == "auto" and self.mode == "none"
+
+    @property
+    def describe(self) -> str:
+        if self.mode == "bwrap":
+            return "bwrap" if self.configured == "bwrap" else "bwrap (auto)"
+        return f"none — {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"configured": self.configured, "mode": self.mode, "reason": self.reason}
+
+
+_warned: set[str] = set()
+
+
+def resolve_sandbox(configured: str) -> SandboxChoice:
+    """``auto`` → bwrap when the probe says it works, else none (logged once per reason)."""
+    if configured == "bwrap":
+        status = bwrap_status()
+        return SandboxChoice("bwrap", "bwrap", "configured" if status.available else status.reason)
+    if configured == "none":
+        return SandboxChoice("none", "none", "NETA_SANDBOX=none")
+    if configured != "auto":
+        raise ValueError(f"NETA_SANDBOX must be auto, none or bwrap, not {configured!r}")
+    status = bwrap_status()
+    if status.available:
+        return SandboxChoice("auto", "bwrap", "bubblewrap works here")
+    choice = SandboxChoice("auto", "none", status.reason)
+    if choice.reason not in _warned:
+        _warned.add(choice.reason)
+        logger.warning(
+            "NETA_SANDBOX=auto: bash tool commands run WITHOUT a sandbox (none), because %s. "
+            "Install bubblewrap and allow user namespaces (docs/tools.md).",
+            choice.reason,
+        )
+    return choice
+
+
+def effective_sandbox() -> SandboxChoice:
+    """This process's sandbox: ``settings.NETA_SANDBOX`` (default ``auto``) resolved."""
+    configured = "auto"
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            configured = getattr(settings, "NETA_SANDBOX", "auto")
+    except Exception:  # noqa: BLE001 - plain-Python use
+        pass
+    return resolve_sandbox(configured)
+
+
+def reset_sandbox_probe() -> None:
+    """Forget the probe results (tests that change the binary or PATH)."""
+    _probe_bwrap.cache_clear()
+    _warned.clear()
 
 
 @functools.cache
@@ -374,8 +475,22 @@ def _extra_ro_binds() -> list[str]:
     return args
 
 
+def _masks(roots: Sequence[Path], protected: Sequence[Path]) -> list[str]:
+    """Hide the protected paths that lie inside a bound root (an empty file or directory over them)."""
+    args: list[str] = []
+    for p in protected:
+        ps = os.fspath(p)
+        if not any(ps == os.fspath(r) or ps.startswith(os.fspath(r).rstrip("/") + "/") for r in roots):
+            continue
+        if os.path.isdir(ps):
+            args += ["--tmpfs", ps]
+        elif os.path.lexists(ps):
+            args += ["--ro-bind", "/dev/null", ps]
+    return args
+
+
 def bwrap_argv(
-    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str]
+    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str], protected: Sequence[Path] = ()
 ) -> list[str]:
     status = bwrap_status()
     if not status.available:
@@ -399,6 +514,7 @@ def bwrap_argv(
              "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     for root in roots:
         args += ["--bind", os.fspath(root), os.fspath(root)]
+    args += _masks(roots, protected)
     args += ["--chdir", os.fspath(cwd), "--"]
     args += list(command)
     return args
@@ -429,17 +545,33 @@ class CommandOutcome:
 
 # The command is started through a tiny /bin/sh launcher instead of a Python
 # ``preexec_fn`` (which forces a slow fork of the whole server process: ~20 ms
-# instead of ~4 ms here). The launcher joins the per-run cgroups, sets the
-# resource limits (``ulimit -f`` counts 512-byte blocks in POSIX shells) and
-# execs the command, optionally through ``setpriv --pdeathsig KILL`` so the
-# command dies with the thread that started it.
+# instead of ~4 ms here). The launcher
+#
+# 1. starts a *watcher*: a subshell blocked reading the "death pipe" (the
+#    launcher's stdin, moved to fd 3; the command gets /dev/null), whose write
+#    end only the server holds. When the server dies (even by SIGKILL)
+#    the kernel closes that end, the read returns, and the watcher kills the
+#    run's cgroups (``cgroup.kill``) and its whole process group — so nothing
+#    the command started outlives the server. The launcher joins the per-run
+#    cgroups first, so the watcher is inside them (and waited for like the
+#    rest) but is not counted as a leftover (recognised by its command line);
+# 2. sets the resource limits (``ulimit -f`` counts 512-byte blocks in POSIX
+#    shells);
+# 3. execs the command (without the pipe), through ``setpriv --pdeathsig KILL``
+#    when util-linux has it (else ``PR_SET_PDEATHSIG`` is set with prctl in a
+#    ``preexec_fn``), so the command itself also dies with the thread that
+#    started it.
 LAUNCHER = (
-    'n=$1; shift; '
-    'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; shift; n=$((n-1)); done; '
+    'exec 3<&0 </dev/null; n=$1; shift; k=""; '
+    'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; k="$k ${1%cgroup.procs}cgroup.kill"; shift; n=$((n-1)); done; '
+    '( read _ <&3; for f in $k; do echo 1 2>/dev/null > "$f"; done; kill -KILL 0 ) >/dev/null 2>&1 & '
+    'exec 3<&-; '
     'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -d "$3" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 3; '
     'exec "$@"'
 )
+_WATCHER_CMDLINE = b"/bin/sh\0-c\0" + LAUNCHER.encode() + b"\0"
 SETPRIV_BINARIES = ("/usr/bin/setpriv", "/bin/setpriv")
+PR_SET_PDEATHSIG = 1
 
 
 @functools.cache
@@ -452,6 +584,12 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return (path, "--pdeathsig", "KILL", "--") if done.returncode == 0 else ()
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child, only without setpriv
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCage) -> list[str]:
@@ -469,6 +607,17 @@ def _killpg(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def _wait_group_gone(pgid: int, wait: float = 0.5) -> None:
+    """Give the killed group (the watcher, without cgroups) a moment to be gone."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except OSError:
+            return
+        time.sleep(0.002)
 
 
 @dataclass(slots=True)
@@ -494,20 +643,25 @@ def run_command(
     cage = ProcessCage(limits)
     clock = _Clock()
     outcome = CommandOutcome(exit_code=None, containment=cage.describe)
+    death_read, death_write = os.pipe()  # the read end becomes the launcher's stdin
     try:
         proc = subprocess.Popen(
             launcher_argv(argv, limits=limits, cage=cage),
             cwd=os.fspath(cwd),
             env=env,
-            stdin=subprocess.DEVNULL,
+            stdin=death_read,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=None if _pdeathsig_prefix() else _set_pdeathsig,
         )
     except BaseException:
+        os.close(death_write)
         cage.close()
         raise
+    finally:
+        os.close(death_read)
     pgid = proc.pid
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -565,6 +719,8 @@ def run_command(
             except OSError:
                 pass
         proc.wait()
+        if not cage.dirs:
+            _wait_group_gone(pgid)
         # What is still in the pipe (written before the kill) is part of the output.
         end = time.monotonic() + 0.5
         while reading and time.monotonic() < end:
@@ -581,6 +737,7 @@ def run_command(
             on_output(chunk)
         sel.close()
         proc.stdout.close()
+        os.close(death_write)  # the watcher is gone with the group; nothing is left to wake
         cage.close()
     if not (outcome.timed_out or outcome.cancelled or outcome.limit_hit):
         outcome.exit_code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
