@@ -95,10 +95,47 @@ def refuse_hard_link(st: os.stat_result, shown: str, *, verb: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LinkScan:
-    """What :func:`outside_hard_links` found: offending paths (a few) and the entries visited."""
+    """What :func:`outside_hard_links` found: offending paths (a few), entries and directories read."""
 
     offenders: tuple[str, ...]
     visited: int
+    rescanned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _DirRecord:
+    path: str
+    ctime_ns: int
+    subdirs: tuple[str, ...]
+    linked: tuple[tuple[int, int, int, str], ...]  # (dev, ino, nlink, path) of files with nlink > 1
+    entries: int
+
+
+# Directory (dev, ino) → what it held at ctime_ns. Adding, removing or renaming an
+# entry changes a directory's ctime (and utime() cannot set ctime back), so an
+# unchanged ctime means the same names: the directory need not be read again.
+_DIR_CACHE: dict[tuple[int, int], _DirRecord] = {}
+MAX_CACHED_DIRS = 200_000
+
+
+def _read_dir(path: str, st: os.stat_result) -> _DirRecord:
+    subdirs, linked, entries = [], [], 0
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                entries += 1
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(est.st_mode):
+                    if est.st_dev == st.st_dev:  # other file systems are not entered
+                        subdirs.append(entry.name)
+                elif stat.S_ISREG(est.st_mode) and est.st_nlink > 1:
+                    linked.append((est.st_dev, est.st_ino, est.st_nlink, entry.path))
+    except OSError:
+        pass
+    return _DirRecord(path, st.st_ctime_ns, tuple(subdirs), tuple(linked), entries)
 
 
 def outside_hard_links(roots: Sequence[Path], *, show: int = 5) -> LinkScan:
@@ -107,41 +144,47 @@ def outside_hard_links(roots: Sequence[Path], *, show: int = 5) -> LinkScan:
     Every regular file with ``st_nlink > 1`` is counted per inode; when fewer of
     its links are inside the roots than ``st_nlink``, at least one name is
     outside them, and the file is an offender. Symlinks are not followed and
-    other file systems (mount points below a root) are not entered.
+    other file systems (mount points below a root) are not entered. Each
+    directory is stat'ed on every call but read again only when its ctime
+    changed (``_DIR_CACHE``), so a large unchanged workspace costs one
+    ``stat`` per directory.
     """
+    if len(_DIR_CACHE) > MAX_CACHED_DIRS:
+        _DIR_CACHE.clear()
     seen: dict[tuple[int, int], list] = {}  # identity → [links found, st_nlink, first path]
     dirs: set[tuple[int, int]] = set()  # overlapping roots are walked once
-    visited = 0
+    visited = rescanned = 0
     for root in roots:
         try:
-            root_st = os.stat(root)
+            root_dev = os.stat(root).st_dev
         except OSError:
             continue
-        root_dev = root_st.st_dev
-        if (root_dev, root_st.st_ino) in dirs:
-            continue
-        dirs.add((root_dev, root_st.st_ino))
         stack = [os.fspath(root)]
+        first = True
         while stack:
-            current = stack.pop()
+            path = stack.pop()
             try:
-                it = os.scandir(current)
+                st = os.stat(path) if first else os.lstat(path)
             except OSError:
                 continue
-            with it:
-                for entry in it:
-                    visited += 1
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(st.st_mode):
-                        if st.st_dev == root_dev and (st.st_dev, st.st_ino) not in dirs:
-                            dirs.add((st.st_dev, st.st_ino))
-                            stack.append(entry.path)
-                    elif stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                        key = (st.st_dev, st.st_ino)
-                        record = seen.setdefault(key, [0, st.st_nlink, entry.path])
-                        record[0] += 1
+            first = False
+            key = (st.st_dev, st.st_ino)
+            if not stat.S_ISDIR(st.st_mode) or st.st_dev != root_dev or key in dirs:
+                continue
+            dirs.add(key)
+            record = _DIR_CACHE.get(key)
+            if record is None or record.ctime_ns != st.st_ctime_ns or record.path != path:
+                record = _read_dir(path, st)  # ctime taken before reading: a change meanwhile shows next time
+                _DIR_CACHE[key] = record
+                rescanned += 1
+            visited += record.entries
+            stack.extend(os.path.join(path, name) for name in record.subdirs)
+            for dev, ino, nlink, file_path in record.linked:
+                found = seen.setdefault((dev, ino), [0, nlink, file_path])
+                found[0] += 1
     offenders = sorted(path for found, nlink, path in seen.values() if found < nlink)
-    return LinkScan(offenders=tuple(offenders[:show]) + (("…",) if len(offenders) > show else ()), visited=visited)
+    return LinkScan(
+        offenders=tuple(offenders[:show]) + (("…",) if len(offenders) > show else ()),
+        visited=visited,
+        rescanned=rescanned,
+    )

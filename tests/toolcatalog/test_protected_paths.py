@@ -180,3 +180,18 @@ def test_tool_run_refuses_the_secret_key_of_a_real_installation(tmp_path):
         )
         assert out.returncode == 1 and "protected server file" in out.stdout, out.stdout + out.stderr
         assert (var / "secret_key").read_text().strip() not in out.stdout
+
+
+def test_the_scan_rereads_only_changed_directories_and_still_sees_new_links(workspace, outside):
+    for i in range(20):
+        (workspace / f"d{i}").mkdir()
+        (workspace / f"d{i}" / "f").write_text("x")
+    first = outside_hard_links((workspace,))
+    again = outside_hard_links((workspace,))
+    assert first.offenders == again.offenders == () and again.rescanned == 0 and again.visited == first.visited
+    target = workspace / "d7"
+    before = os.stat(target)
+    os.link(outside / "secret.txt", target / "evil")
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # hiding the change from mtime does not help
+    after = outside_hard_links((workspace,))
+    assert after.offenders == (str(target / "evil"),) and after.rescanned == 1
