@@ -40,7 +40,7 @@ export function StatusBar({ store, agent, onReconnect }) {
       ${agent.sandbox
         ? html`<span class=${`status-item sandbox sandbox-${agent.sandbox.mode}`} data-mode=${agent.sandbox.mode}
             title=${agent.sandbox.mode === "bwrap" ? "Tool commands run in a bubblewrap sandbox" : `Tool commands run without a sandbox: ${agent.sandbox.reason}`}>
-            ${agent.sandbox.mode === "bwrap" ? "⛨" : "⚠"} sandbox: ${agent.sandbox.mode}</span>`
+            ${agent.sandbox.mode === "bwrap" ? "" : "⚠ "}sandbox: ${agent.sandbox.mode}</span>`
         : null}
       <span class=${`status-item run-state run-${run}`} data-state=${run}>
         ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
