@@ -176,8 +176,13 @@ def preview_cwd(agent: Agent) -> str:
 
 def workspace_conflicts(agent: Agent) -> list[str]:
     """Configuration that would break isolation: problems for ``Agent.clean``."""
+    from toolcatalog.protected_paths import protected_match, protected_paths
+
     problems: list[str] = []
     base = os.path.realpath(agent.working_directory)
+    hit = protected_match(base, protected_paths())
+    if hit is not None:
+        problems.append(f"the workspace {base} lies in {hit}, which the tools never touch (a server secret or store)")
     if agent.workspace_mode != WorkspaceMode.SHARED:
         for raw in agent.workspace_roots or []:
             if isinstance(raw, str) and _overlaps(os.path.realpath(raw), base):

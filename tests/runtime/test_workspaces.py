@@ -145,6 +145,14 @@ def test_a_shared_agent_cannot_share_the_workspace_of_an_isolated_one(make_agent
     assert "'private'" in " ".join(err.value.message_dict["workspace_mode"])
 
 
+def test_a_workspace_inside_the_servers_stores_is_refused(make_agent, workspace, settings):
+    agent = make_agent(rules())
+    agent.cwd = str(settings.NETA_SESSIONS_DIR / "ws")
+    with pytest.raises(ValidationError) as err:
+        agent.full_clean()
+    assert "never touch" in " ".join(err.value.message_dict["workspace_mode"])
+
+
 def test_a_workspace_path_too_long_for_session_folders_is_refused(make_agent, workspace):
     agent = make_agent(rules())
     agent.cwd = "/" + "w" * 220
