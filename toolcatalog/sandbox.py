@@ -12,7 +12,11 @@ Every command runs
   ``cgroup.kill`` to end every descendant at once, even ones that called
   ``setsid``; a ``pids`` cgroup, v1 or v2, to cap the number of processes so a
   fork bomb is stopped at the limit and then killed);
-* under bubblewrap when the context's sandbox is ``"bwrap"``: read-only system
+* so that it dies with the server: the launcher's watcher kills the run's
+  cgroups and process group when the server's end of a pipe closes (see
+  ``LAUNCHER``);
+* under bubblewrap when the context's sandbox is ``"bwrap"`` (``NETA_SANDBOX=auto``,
+  the default, picks it when :func:`bwrap_status` shows it works): read-only system
   directories, only the workspace roots writable, a private ``/tmp``, its own PID
   namespace (when the command ends or is killed, everything it started dies
   with it), ``--die-with-parent``, all capabilities dropped, and no network
@@ -396,7 +400,9 @@ class SandboxChoice:
     @property
     def describe(self) -> str:
         if self.mode == "bwrap":
-            return "bwrap" if self.configured == "bwrap" else "bwrap (auto)"
+            if self.configured == "auto":
+                return "bwrap (auto)"
+            return "bwrap" if self.reason == "configured" else f"bwrap — not working, every bash call fails: {self.reason}"
         return f"none — {self.reason}"
 
     def to_dict(self) -> dict[str, str]:
