@@ -12,9 +12,8 @@ Every command runs
   ``cgroup.kill`` to end every descendant at once, even ones that called
   ``setsid``; a ``pids`` cgroup, v1 or v2, to cap the number of processes so a
   fork bomb is stopped at the limit and then killed);
-* so that it dies with the server: the launcher's watcher kills the run's
-  cgroups and process group when the server's end of a pipe closes (see
-  ``LAUNCHER``);
+* so that it dies with the server: a watcher kills the run's cgroups and
+  process group when the server's end of a pipe closes (see ``WATCHER``);
 * under bubblewrap when the context's sandbox is ``"bwrap"`` (``NETA_SANDBOX=auto``,
   the default, picks it when :func:`bwrap_status` shows it works): read-only system
   directories, only the workspace roots writable, a private ``/tmp``, its own PID
@@ -122,15 +121,6 @@ class CgroupSupport:
         if self.v1_pids_base:
             parts.append("cgroup1-pids")
         return "+".join(parts) or "process-group"
-
-
-def _is_watcher(pid: int) -> bool:
-    """Whether ``pid`` is a launcher's death-pipe watcher (see LAUNCHER), not a leftover."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read(len(_WATCHER_CMDLINE) + 1).startswith(_WATCHER_CMDLINE)
-    except OSError:
-        return False
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -296,7 +286,7 @@ class ProcessCage:
         """SIGKILL every process in the cage; returns how many were found (``exclude`` not counted)."""
         if not self.dirs:
             return 0
-        found = {pid for pid in self.pids() if not _is_watcher(pid)}
+        found = set(self.pids())
         if self.kill_file is not None:
             try:
                 self.kill_file.write_text("1")
@@ -307,7 +297,7 @@ class ProcessCage:
                 pids = self.pids()
                 if not pids:
                     break
-                found.update(pid for pid in pids if not _is_watcher(pid))
+                found.update(pids)
                 for pid in pids:
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -330,7 +320,7 @@ class ProcessCage:
                     if time.monotonic() > deadline:
                         break  # left for _reap_stale once this process is gone
                     self.kill_all()
-                    time.sleep(0.01)
+                    time.sleep(0.001)
         self.dirs = []
 
 
@@ -551,31 +541,26 @@ class CommandOutcome:
 
 # The command is started through a tiny /bin/sh launcher instead of a Python
 # ``preexec_fn`` (which forces a slow fork of the whole server process: ~20 ms
-# instead of ~4 ms here). The launcher
-#
-# 1. starts a *watcher*: a subshell blocked reading the "death pipe" (the
-#    launcher's stdin, moved to fd 3; the command gets /dev/null), whose write
-#    end only the server holds. When the server dies (even by SIGKILL)
-#    the kernel closes that end, the read returns, and the watcher kills the
-#    run's cgroups (``cgroup.kill``) and its whole process group — so nothing
-#    the command started outlives the server. The launcher joins the per-run
-#    cgroups first, so the watcher is inside them (and waited for like the
-#    rest) but is not counted as a leftover (recognised by its command line);
-# 2. sets the resource limits (``ulimit -f`` counts 512-byte blocks in POSIX
-#    shells);
-# 3. execs the command (without the pipe), through ``setpriv --pdeathsig KILL``
-#    when util-linux has it (else ``PR_SET_PDEATHSIG`` is set with prctl in a
-#    ``preexec_fn``), so the command itself also dies with the thread that
-#    started it.
+# instead of ~4 ms here). The launcher joins the per-run cgroups, sets the
+# resource limits (``ulimit -f`` counts 512-byte blocks in POSIX shells) and
+# execs the command through ``setpriv --pdeathsig KILL`` when util-linux has it
+# (else ``PR_SET_PDEATHSIG`` is set with prctl in a ``preexec_fn``), so the
+# command dies with the thread that started it.
 LAUNCHER = (
-    'exec 3<&0 </dev/null; n=$1; shift; k=""; '
-    'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; k="$k ${1%cgroup.procs}cgroup.kill"; shift; n=$((n-1)); done; '
-    '( read _ <&3; for f in $k; do echo 1 2>/dev/null > "$f"; done; kill -KILL 0 ) >/dev/null 2>&1 & '
-    'exec 3<&-; '
+    'n=$1; shift; '
+    'while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; shift; n=$((n-1)); done; '
     'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -d "$3" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 3; '
     'exec "$@"'
 )
-_WATCHER_CMDLINE = b"/bin/sh\0-c\0" + LAUNCHER.encode() + b"\0"
+# A parent-death signal reaches only the command itself, not what it started. So
+# every command also gets a *watcher*: a tiny shell in its own session, blocked
+# reading a pipe whose write end only the server holds. When the server dies
+# (SIGKILL included) the kernel closes that end, the read returns, and the
+# watcher kills the run's cgroups (``cgroup.kill``) and its process group, then
+# exits. When the command ends normally the server kills the watcher first.
+# (The group's id cannot be reused while the group has members, so the watcher
+# never hits a stranger.)
+WATCHER = 'pg=$1; shift; read _; for f in "$@"; do echo 1 2>/dev/null > "$f"; done; kill -9 "-$pg" 2>/dev/null'
 SETPRIV_BINARIES = ("/usr/bin/setpriv", "/bin/setpriv")
 PR_SET_PDEATHSIG = 1
 
@@ -608,22 +593,40 @@ def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCa
     ]
 
 
+def _start_watcher(pgid: int, cage: ProcessCage) -> tuple[subprocess.Popen | None, int | None]:
+    """The watcher of group ``pgid`` and the write end of its pipe (None, None if it cannot start)."""
+    read_end, write_end = os.pipe()
+    kill_files = [os.fspath(d / "cgroup.kill") for d in cage.dirs if (d / "cgroup.kill").exists()]
+    try:
+        watcher = subprocess.Popen(
+            ["/bin/sh", "-c", WATCHER, "neta-watch", str(pgid), *kill_files],
+            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except OSError:
+        os.close(write_end)
+        return None, None
+    finally:
+        os.close(read_end)
+    return watcher, write_end
+
+
+def _stop_watcher(watcher: subprocess.Popen | None, write_end: int | None) -> None:
+    if watcher is not None:
+        try:
+            watcher.kill()
+        except OSError:
+            pass
+        watcher.wait()
+    if write_end is not None:
+        os.close(write_end)
+
+
 def _killpg(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
-
-
-def _wait_group_gone(pgid: int, wait: float = 0.5) -> None:
-    """Give the killed group (the watcher, without cgroups) a moment to be gone."""
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except OSError:
-            return
-        time.sleep(0.002)
 
 
 @dataclass(slots=True)
@@ -649,13 +652,12 @@ def run_command(
     cage = ProcessCage(limits)
     clock = _Clock()
     outcome = CommandOutcome(exit_code=None, containment=cage.describe)
-    death_read, death_write = os.pipe()  # the read end becomes the launcher's stdin
     try:
         proc = subprocess.Popen(
             launcher_argv(argv, limits=limits, cage=cage),
             cwd=os.fspath(cwd),
             env=env,
-            stdin=death_read,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -663,12 +665,10 @@ def run_command(
             preexec_fn=None if _pdeathsig_prefix() else _set_pdeathsig,
         )
     except BaseException:
-        os.close(death_write)
         cage.close()
         raise
-    finally:
-        os.close(death_read)
     pgid = proc.pid
+    watcher, death_pipe = _start_watcher(pgid, cage)
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
@@ -717,6 +717,7 @@ def run_command(
                 elif time.monotonic() - exited_at > 0.2:
                     break  # something it started still holds the output pipe
     finally:
+        _stop_watcher(watcher, death_pipe)
         leftovers = cage.kill_all(exclude=proc.pid)
         _killpg(pgid)
         if proc.poll() is None:
@@ -725,8 +726,6 @@ def run_command(
             except OSError:
                 pass
         proc.wait()
-        if not cage.dirs:
-            _wait_group_gone(pgid)
         # What is still in the pipe (written before the kill) is part of the output.
         end = time.monotonic() + 0.5
         while reading and time.monotonic() < end:
@@ -743,7 +742,6 @@ def run_command(
             on_output(chunk)
         sel.close()
         proc.stdout.close()
-        os.close(death_write)  # the watcher is gone with the group; nothing is left to wake
         cage.close()
     if not (outcome.timed_out or outcome.cancelled or outcome.limit_hit):
         outcome.exit_code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
