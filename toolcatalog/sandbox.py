@@ -601,7 +601,7 @@ def _start_watcher(pgid: int, cage: ProcessCage) -> tuple[subprocess.Popen | Non
         watcher = subprocess.Popen(
             ["/bin/sh", "-c", WATCHER, "neta-watch", str(pgid), *kill_files],
             stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, env={}, cwd="/",  # builtins only; nothing of the server's
         )
     except OSError:
         os.close(write_end)
