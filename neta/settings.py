@@ -161,7 +161,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 # --- Models and sandbox ---------------------------------------------------------
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
-NETA_SANDBOX = env_choice("NETA_SANDBOX", "none", ("none", "bwrap"))
+# auto: bubblewrap when a probe shows it works here, else none with a warning (docs/tools.md).
+NETA_SANDBOX = env_choice("NETA_SANDBOX", "auto", ("auto", "none", "bwrap"))
+# The bubblewrap binary: a name looked up on PATH, or an absolute path.
+NETA_SANDBOX_BWRAP = env_str("NETA_SANDBOX_BWRAP", "bwrap")
+# Paths the tools never touch besides the built-in ones (secret key, admin password,
+# SQLite files, sessions dir); the bwrap sandbox masks them inside a workspace root too.
+NETA_TOOL_DENY_PATHS = env_list("NETA_TOOL_DENY_PATHS", [])
 NETA_BASH_MAX_PROCESSES = env_int("NETA_BASH_MAX_PROCESSES", 256, minimum=8)
 NETA_BASH_MAX_FILE_MB = env_int("NETA_BASH_MAX_FILE_MB", 1024, minimum=1)
 NETA_BASH_MAX_OPEN_FILES = env_int("NETA_BASH_MAX_OPEN_FILES", 4096, minimum=64)

@@ -77,13 +77,46 @@ class RunInputInline(admin.TabularInline):
         return False
 
 
+def sandbox_line() -> str:
+    """"sandbox: bwrap" or "sandbox: none — why" (the process's effective NETA_SANDBOX)."""
+    from toolcatalog.sandbox import effective_sandbox
+
+    return f"sandbox: {effective_sandbox().describe}"
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "model", "session_provider", "thinking_level", "max_tool_rounds", "enabled")
-    list_filter = ("session_provider", "enabled", "model")
+    list_display = ("name", "model", "session_provider", "workspace", "thinking_level", "max_tool_rounds", "enabled")
+    list_filter = ("session_provider", "workspace_mode", "enabled", "model")
     list_select_related = ("model",)
     search_fields = ("name", "description")
-    readonly_fields = ("effective_tools", "effective_skills", "system_prompt_preview", "created_at", "updated_at")
+    readonly_fields = (
+        "workspace_layout", "sandbox", "effective_tools", "effective_skills", "system_prompt_preview", "created_at",
+        "updated_at",
+    )
+
+    def _with_sandbox(self, extra_context):
+        return {**(extra_context or {}), "subtitle": sandbox_line()}
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, self._with_sandbox(extra_context))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, self._with_sandbox(extra_context))
+
+    @admin.display(description="workspace", ordering="workspace_mode")
+    def workspace(self, obj):
+        return "shared (deliberate)" if obj.workspace_mode == "shared" else obj.get_workspace_mode_display()
+
+    @admin.display(description="where tools work")
+    def workspace_layout(self, obj):
+        from runtime.workspaces import workspace_layout
+
+        return workspace_layout(obj)
+
+    @admin.display(description="sandbox")
+    def sandbox(self, obj):
+        return sandbox_line()
 
     def get_readonly_fields(self, request, obj=None):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
@@ -125,11 +158,12 @@ class AgentAdmin(admin.ModelAdmin):
         from toolcatalog.projection import resolve_tools
 
         from runtime.system_prompt import build_system_prompt
+        from runtime.workspaces import preview_cwd
 
         if obj.pk is None:
             return "shown once the agent is saved"
         try:
-            text = build_system_prompt(obj, resolve_tools(obj.tool_policy or {}), cwd=obj.working_directory)
+            text = build_system_prompt(obj, resolve_tools(obj.tool_policy or {}), cwd=preview_cwd(obj))
         except (PolicyError, ValueError) as exc:
             return f"cannot build it: {exc}"
         return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)

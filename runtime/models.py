@@ -97,6 +97,19 @@ class SummarizeOnSwitch(models.TextChoices):
     NEVER = "never"
 
 
+class WorkspaceMode(models.TextChoices):
+    """Where an agent's tools work (runtime/workspaces.py, docs/runtime.md)."""
+
+    PER_SESSION = "per_session", "a directory per session"
+    PER_USER = "per_user", "a directory per user"
+    SHARED = "shared", "one workspace shared by every user"
+
+
+# The file provider names a folder after each session's working directory (Pi's slug,
+# one path component): the agent's workspace plus "/sessions/<session id>" must fit.
+MAX_WORKSPACE_BYTES = 200
+
+
 class Agent(models.Model):
     name = models.CharField(max_length=64, unique=True, validators=[SLUG])
     description = models.TextField(blank=True)
@@ -106,6 +119,15 @@ class Agent(models.Model):
     restore_last_session = models.BooleanField(default=True)
     cwd = models.CharField(max_length=1000, blank=True, help_text="Working directory (default: NETA_WORKSPACE_DIR).")
     workspace_roots = models.JSONField(default=list, blank=True, help_text="Extra roots tools may touch (list of paths).")
+    workspace_mode = models.CharField(
+        max_length=16,
+        choices=WorkspaceMode.choices,
+        default=WorkspaceMode.PER_SESSION,
+        help_text=(
+            "Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
+            "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice)."
+        ),
+    )
     tool_policy = models.JSONField(default=dict, blank=True)
     skill_policy = models.JSONField(default=dict, blank=True)
     subagent_policy = models.JSONField(default=dict, blank=True)
@@ -145,6 +167,14 @@ class Agent(models.Model):
             errors["workspace_roots"] = ["must be a list of paths"]
         if self.cwd and not os.path.isabs(self.cwd):
             errors["cwd"] = ["must be an absolute path"]
+        elif len(os.fsencode(self.working_directory)) > MAX_WORKSPACE_BYTES:
+            errors["cwd"] = [f"must be at most {MAX_WORKSPACE_BYTES} bytes long (session folders are named after it)"]
+        if "cwd" not in errors and "workspace_roots" not in errors:
+            from runtime.workspaces import workspace_conflicts
+
+            problems = workspace_conflicts(self)
+            if problems:
+                errors["workspace_mode"] = problems
         if self.compaction_reserve_tokens and self.model_id and self.compaction_reserve_tokens >= self.model.context_window:
             errors["compaction_reserve_tokens"] = ["must be smaller than the model's context window"]
         if errors:

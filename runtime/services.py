@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
+from runtime.workspaces import new_session_workspace
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
@@ -55,7 +56,8 @@ class PromptOutcome:
 def session_start(*, agent: Agent, user=None, title: str = "") -> AgentSession:
     """A new session for ``agent``, opened like Pi's SDK: model and thinking level first."""
     provider = get_provider(resolve_session_provider_kind(agent))
-    meta = provider.create_session(cwd=agent.working_directory, user=user, agent=agent.name, title=title)
+    session_id, cwd = new_session_workspace(agent, user)  # the Pi cwd: where this session's tools work
+    meta = provider.create_session(session_id=session_id, cwd=str(cwd), user=user, agent=agent.name, title=title)
     model = agent.model
     provider.append_model_change(meta.session_id, provider=model.provider_name or model.provider_kind, model_id=model.model_id)
     provider.append_thinking_level_change(meta.session_id, agent.thinking_level)

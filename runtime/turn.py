@@ -21,7 +21,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -32,6 +31,7 @@ from runtime.model_specs import model_spec
 from runtime.models import Agent, AgentRun, ModelConfig, RunInput, RunInputKind, RunStatus
 from runtime.streaming import Coalescer, StreamSink, default_sink
 from runtime.system_prompt import build_system_prompt
+from runtime.workspaces import workspace_for
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import get_provider
@@ -174,9 +174,8 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     if run.model_name:
         model = ModelConfig.objects.get(name=run.model_name)
     provider = get_provider(agent.session_provider)
-    cwd = agent.working_directory
-    Path(cwd).mkdir(parents=True, exist_ok=True)
-    roots = [cwd, *[r for r in agent.workspace_roots or [] if os.path.isdir(r)]]
+    workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
+    cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
     projection = resolve_tools(agent.tool_policy or {})
     return Turn(
         run=run,

@@ -26,10 +26,14 @@ RECENT_SESSIONS = 50
 
 
 def agent_data(agent: Agent) -> dict:
+    from toolcatalog.sandbox import effective_sandbox
+
     model = agent.model
     return {
         "name": agent.name,
         "description": agent.description,
+        "workspaceMode": agent.workspace_mode,
+        "sandbox": effective_sandbox().to_dict(),  # the mode bash commands run in, and why
         "summarizeOnSwitch": agent.summarize_on_switch,
         "restoreLastSession": agent.restore_last_session,
         "thinkingLevel": agent.thinking_level,

@@ -1,4 +1,4 @@
-"""System checks: sandbox settings that cannot work, or could be stronger."""
+"""System checks: sandbox settings that cannot work, fell back, or could be stronger."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.core import checks
 @checks.register(checks.Tags.security)
 def check_sandbox_available(app_configs=None, **kwargs):
     """NETA_SANDBOX=bwrap must actually work here, or every bash call would fail."""
-    if getattr(settings, "NETA_SANDBOX", "none") != "bwrap":
+    if getattr(settings, "NETA_SANDBOX", "auto") != "bwrap":
         return []
     from toolcatalog.sandbox import bwrap_status
 
@@ -19,8 +19,30 @@ def check_sandbox_available(app_configs=None, **kwargs):
     return [
         checks.Error(
             f"NETA_SANDBOX=bwrap, but {status.reason}.",
-            hint="Install bubblewrap and allow user namespaces, or set NETA_SANDBOX=none.",
+            hint="Install bubblewrap and allow user namespaces, or set NETA_SANDBOX=auto or none.",
             id="toolcatalog.E001",
+        )
+    ]
+
+
+@checks.register(checks.Tags.security)
+def check_sandbox_fallback(app_configs=None, **kwargs):
+    """NETA_SANDBOX=auto found no working bubblewrap: commands run unsandboxed."""
+    if getattr(settings, "NETA_SANDBOX", "auto") != "auto":
+        return []
+    from toolcatalog.sandbox import effective_sandbox
+
+    choice = effective_sandbox()
+    if not choice.fell_back:
+        return []
+    return [
+        checks.Warning(
+            f"NETA_SANDBOX=auto: bash tool commands run without a sandbox (none), because {choice.reason}.",
+            hint=(
+                "Install bubblewrap and allow unprivileged user namespaces to confine commands to the workspace, "
+                "or set NETA_SANDBOX=none to accept running unsandboxed (docs/tools.md)."
+            ),
+            id="toolcatalog.W002",
         )
     ]
 
@@ -28,7 +50,7 @@ def check_sandbox_available(app_configs=None, **kwargs):
 @checks.register(checks.Tags.security, deploy=True)
 def check_sandbox_used(app_configs=None, **kwargs):
     """``check --deploy``: bubblewrap works here but commands run unsandboxed."""
-    if getattr(settings, "NETA_SANDBOX", "none") != "none":
+    if getattr(settings, "NETA_SANDBOX", "auto") != "none":
         return []
     from toolcatalog.sandbox import bwrap_status
 
@@ -37,7 +59,7 @@ def check_sandbox_used(app_configs=None, **kwargs):
     return [
         checks.Warning(
             "bash tool commands run unsandboxed (NETA_SANDBOX=none) although bubblewrap works here.",
-            hint="Set NETA_SANDBOX=bwrap to confine commands to the workspace (see docs/tools.md).",
+            hint="Set NETA_SANDBOX=auto or bwrap to confine commands to the workspace (see docs/tools.md).",
             id="toolcatalog.W001",
         )
     ]

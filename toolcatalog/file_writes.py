@@ -15,6 +15,7 @@ import stat
 import uuid
 
 from toolcatalog.paths import PathRefused, WorkspacePath
+from toolcatalog.protected_paths import refuse_hard_link
 from toolcatalog.protocol import ToolError
 
 
@@ -65,6 +66,7 @@ def write_atomically(
                 raise PathRefused(f"Path refused: {wp.shown!r} became a symlink during the call")
             if not stat.S_ISREG(old.st_mode):
                 raise PathRefused(f"{wp.shown} is not a regular file; refusing to overwrite it")
+            refuse_hard_link(old, wp.shown, verb="write")
         if expect is not None and (
             old is None
             or (old.st_dev, old.st_ino, old.st_size, old.st_mtime_ns)

@@ -4,8 +4,10 @@ A path given by the model is checked lexically (NUL, control characters, lone
 surrogates, ``~``, encoded traversal, over-long names) and then resolved the way
 the kernel would: relative to the context's cwd, every symlink followed, with a
 hop limit that turns loops into errors. The resolved path must lie inside one of
-the context's workspace roots (their real paths), or the call fails with a
-:class:`PathRefused` that says why.
+the context's workspace roots (their real paths) and not be a protected path (the
+server's secrets and stores, :mod:`toolcatalog.protected_paths`), or the call
+fails with a :class:`PathRefused` that says why. Regular files with more than
+one hard link are refused by the file tools when they open them.
 
 Resolution happens before the file is opened, so a concurrent process could swap
 a checked directory for a symlink in between. The open helpers therefore walk
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from toolcatalog.protected_paths import protected_match
 from toolcatalog.protocol import ToolContext, ToolError
 
 MAX_PATH_BYTES = 4096
@@ -241,6 +244,12 @@ def resolve_path(ctx: ToolContext, raw: object, *, field: str = "path") -> Works
         if real == root_s or real.startswith(root_s.rstrip("/") + "/"):
             rel = real[len(root_s):].strip("/")
             parts = tuple(p for p in rel.split("/") if p)
+            hit = protected_match(real, ctx.protected)
+            if hit is not None:
+                raise PathRefused(
+                    f"Path refused: {text!r} is a protected server file or directory ({hit.name}); "
+                    "tools never read or write it"
+                )
             wp = WorkspacePath(real=Path(real), root=root, parts=parts, shown=text)
             if text.endswith("/") and wp.exists and not os.path.isdir(real):
                 raise PathRefused(f"Path refused: {text!r} ends with '/' but is not a directory")

@@ -151,12 +151,16 @@ ProgressCallback = Callable[["ToolResult"], None]
 
 
 def _sandbox_default() -> str:
-    try:
-        from django.conf import settings
+    """The effective sandbox of this process (``NETA_SANDBOX``, with ``auto`` resolved)."""
+    from toolcatalog.sandbox import effective_sandbox
 
-        return getattr(settings, "NETA_SANDBOX", "none")
-    except Exception:  # settings not configured (plain-Python use)
-        return "none"
+    return effective_sandbox().mode
+
+
+def _protected_default() -> tuple[Path, ...]:
+    from toolcatalog.protected_paths import protected_paths
+
+    return protected_paths()
 
 
 @dataclass(slots=True)
@@ -170,7 +174,10 @@ class ToolContext:
     while a tool streams. ``env_passthrough`` names server environment
     variables the agent's policy lets ``bash`` see although they look secret;
     ``network`` allows network access under the bubblewrap sandbox.
-    ``sandbox`` is ``"none"`` or ``"bwrap"`` (default: ``settings.NETA_SANDBOX``).
+    ``sandbox`` is ``"none"`` or ``"bwrap"`` (default: ``settings.NETA_SANDBOX``,
+    ``"auto"`` resolved by the start-up probe). ``protected`` are paths no tool
+    touches even inside a root (default: the server's secrets and stores, see
+    :mod:`toolcatalog.protected_paths`).
     ``output_dir`` is where full outputs that were truncated are kept (default:
     a temp directory). ``extras`` is open for other layers (e.g. the caller's
     skill policy under ``"skill_policy"``).
@@ -184,6 +191,7 @@ class ToolContext:
     network: bool = False
     sandbox: str = field(default_factory=_sandbox_default)
     output_dir: Path | None = None
+    protected: tuple[Path, ...] = field(default_factory=_protected_default)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -206,8 +214,13 @@ class ToolContext:
                 raise ValueError(f"cwd {cwd} is outside the workspace roots")
             self.cwd = cwd
         self.env_passthrough = tuple(self.env_passthrough)
+        self.protected = tuple(Path(os.path.realpath(os.fspath(p))) for p in self.protected)
+        if self.sandbox == "auto":
+            from toolcatalog.sandbox import resolve_sandbox
+
+            self.sandbox = resolve_sandbox("auto").mode
         if self.sandbox not in ("none", "bwrap"):
-            raise ValueError(f"sandbox must be 'none' or 'bwrap', not {self.sandbox!r}")
+            raise ValueError(f"sandbox must be 'auto', 'none' or 'bwrap', not {self.sandbox!r}")
 
     @property
     def cancelled(self) -> bool:

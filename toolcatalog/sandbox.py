@@ -12,7 +12,10 @@ Every command runs
   ``cgroup.kill`` to end every descendant at once, even ones that called
   ``setsid``; a ``pids`` cgroup, v1 or v2, to cap the number of processes so a
   fork bomb is stopped at the limit and then killed);
-* under bubblewrap when the context's sandbox is ``"bwrap"``: read-only system
+* so that it dies with the server: a watcher kills the run's cgroups and
+  process group when the server's end of a pipe closes (see ``WATCHER``);
+* under bubblewrap when the context's sandbox is ``"bwrap"`` (``NETA_SANDBOX=auto``,
+  the default, picks it when :func:`bwrap_status` shows it works): read-only system
   directories, only the workspace roots writable, a private ``/tmp``, its own PID
   namespace (when the command ends or is killed, everything it started dies
   with it), ``--die-with-parent``, all capabilities dropped, and no network
@@ -31,7 +34,9 @@ import errno
 import functools
 import glob
 import os
+import logging
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -42,7 +47,7 @@ from pathlib import Path
 
 from toolcatalog.protocol import CancelSignal
 
-BWRAP_BINARIES = ("/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap")
+logger = logging.getLogger(__name__)
 SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh")
 
 # /etc entries a command plausibly needs; everything else in /etc (shadow,
@@ -315,7 +320,7 @@ class ProcessCage:
                     if time.monotonic() > deadline:
                         break  # left for _reap_stale once this process is gone
                     self.kill_all()
-                    time.sleep(0.01)
+                    time.sleep(0.001)
         self.dirs = []
 
 
@@ -329,12 +334,34 @@ class BwrapStatus:
     reason: str
 
 
-@functools.cache
+def bwrap_binary() -> tuple[str, str | None]:
+    """(what ``NETA_SANDBOX_BWRAP`` names, the executable it resolves to or None)."""
+    configured = "bwrap"
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            configured = str(getattr(settings, "NETA_SANDBOX_BWRAP", "") or "bwrap")
+    except Exception:  # noqa: BLE001 - plain-Python use
+        pass
+    if os.sep in configured:
+        return configured, configured if os.access(configured, os.X_OK) and os.path.isfile(configured) else None
+    return configured, shutil.which(configured)
+
+
 def bwrap_status() -> BwrapStatus:
-    """Whether bubblewrap exists *and* can create its namespaces here (cached)."""
-    path = next((p for p in BWRAP_BINARIES if os.access(p, os.X_OK)), None)
+    """Whether bubblewrap exists *and* can create its namespaces here (probed once per binary)."""
+    configured, path = bwrap_binary()
     if path is None:
-        return BwrapStatus(False, None, "bwrap is not installed (Debian package 'bubblewrap')")
+        where = "on PATH" if os.sep not in configured else "there"
+        return BwrapStatus(
+            False, None, f"bwrap is not installed ({configured!r} is not an executable {where}; Debian package 'bubblewrap')"
+        )
+    return _probe_bwrap(path)
+
+
+@functools.cache
+def _probe_bwrap(path: str) -> BwrapStatus:
     argv = [path, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL", "/bin/true"]
     try:
@@ -345,6 +372,76 @@ def bwrap_status() -> BwrapStatus:
         err = done.stderr.decode("utf-8", "replace").strip() or f"exit code {done.returncode}"
         return BwrapStatus(False, path, f"bwrap cannot create namespaces here: {err}")
     return BwrapStatus(True, path, "ok")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxChoice:
+    """The sandbox commands get: ``configured`` (``NETA_SANDBOX``) resolved to ``mode``."""
+
+    configured: str
+    mode: str  # "bwrap" | "none"
+    reason: str
+
+    @property
+    def fell_back(self) -> bool:
+        """``auto`` found no working bubblewrap and runs commands unsandboxed."""
+        return self.configured == "auto" and self.mode == "none"
+
+    @property
+    def describe(self) -> str:
+        if self.mode == "bwrap":
+            if self.configured == "auto":
+                return "bwrap (auto)"
+            return "bwrap" if self.reason == "configured" else f"bwrap — not working, every bash call fails: {self.reason}"
+        return f"none — {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"configured": self.configured, "mode": self.mode, "reason": self.reason}
+
+
+_warned: set[str] = set()
+
+
+def resolve_sandbox(configured: str) -> SandboxChoice:
+    """``auto`` → bwrap when the probe says it works, else none (logged once per reason)."""
+    if configured == "bwrap":
+        status = bwrap_status()
+        return SandboxChoice("bwrap", "bwrap", "configured" if status.available else status.reason)
+    if configured == "none":
+        return SandboxChoice("none", "none", "NETA_SANDBOX=none")
+    if configured != "auto":
+        raise ValueError(f"NETA_SANDBOX must be auto, none or bwrap, not {configured!r}")
+    status = bwrap_status()
+    if status.available:
+        return SandboxChoice("auto", "bwrap", "bubblewrap works here")
+    choice = SandboxChoice("auto", "none", status.reason)
+    if choice.reason not in _warned:
+        _warned.add(choice.reason)
+        logger.warning(
+            "NETA_SANDBOX=auto: bash tool commands run WITHOUT a sandbox (none), because %s. "
+            "Install bubblewrap and allow user namespaces (docs/tools.md).",
+            choice.reason,
+        )
+    return choice
+
+
+def effective_sandbox() -> SandboxChoice:
+    """This process's sandbox: ``settings.NETA_SANDBOX`` (default ``auto``) resolved."""
+    configured = "auto"
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            configured = getattr(settings, "NETA_SANDBOX", "auto")
+    except Exception:  # noqa: BLE001 - plain-Python use
+        pass
+    return resolve_sandbox(configured)
+
+
+def reset_sandbox_probe() -> None:
+    """Forget the probe results (tests that change the binary or PATH)."""
+    _probe_bwrap.cache_clear()
+    _warned.clear()
 
 
 @functools.cache
@@ -374,8 +471,22 @@ def _extra_ro_binds() -> list[str]:
     return args
 
 
+def _masks(roots: Sequence[Path], protected: Sequence[Path]) -> list[str]:
+    """Hide the protected paths that lie inside a bound root (an empty file or directory over them)."""
+    args: list[str] = []
+    for p in protected:
+        ps = os.fspath(p)
+        if not any(ps == os.fspath(r) or ps.startswith(os.fspath(r).rstrip("/") + "/") for r in roots):
+            continue
+        if os.path.isdir(ps):
+            args += ["--tmpfs", ps]
+        elif os.path.lexists(ps):
+            args += ["--ro-bind", "/dev/null", ps]
+    return args
+
+
 def bwrap_argv(
-    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str]
+    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str], protected: Sequence[Path] = ()
 ) -> list[str]:
     status = bwrap_status()
     if not status.available:
@@ -399,6 +510,7 @@ def bwrap_argv(
              "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     for root in roots:
         args += ["--bind", os.fspath(root), os.fspath(root)]
+    args += _masks(roots, protected)
     args += ["--chdir", os.fspath(cwd), "--"]
     args += list(command)
     return args
@@ -431,7 +543,8 @@ class CommandOutcome:
 # ``preexec_fn`` (which forces a slow fork of the whole server process: ~20 ms
 # instead of ~4 ms here). The launcher joins the per-run cgroups, sets the
 # resource limits (``ulimit -f`` counts 512-byte blocks in POSIX shells) and
-# execs the command, optionally through ``setpriv --pdeathsig KILL`` so the
+# execs the command through ``setpriv --pdeathsig KILL`` when util-linux has it
+# (else ``PR_SET_PDEATHSIG`` is set with prctl in a ``preexec_fn``), so the
 # command dies with the thread that started it.
 LAUNCHER = (
     'n=$1; shift; '
@@ -439,7 +552,17 @@ LAUNCHER = (
     'ulimit -f "$1" 2>/dev/null; ulimit -n "$2" 2>/dev/null; ulimit -d "$3" 2>/dev/null; ulimit -c 0 2>/dev/null; shift 3; '
     'exec "$@"'
 )
+# A parent-death signal reaches only the command itself, not what it started. So
+# every command also gets a *watcher*: a tiny shell in its own session, blocked
+# reading a pipe whose write end only the server holds. When the server dies
+# (SIGKILL included) the kernel closes that end, the read returns, and the
+# watcher kills the run's cgroups (``cgroup.kill``) and its process group, then
+# exits. When the command ends normally the server kills the watcher first.
+# (The group's id cannot be reused while the group has members, so the watcher
+# never hits a stranger.)
+WATCHER = 'pg=$1; shift; read _; for f in "$@"; do echo 1 2>/dev/null > "$f"; done; kill -9 "-$pg" 2>/dev/null'
 SETPRIV_BINARIES = ("/usr/bin/setpriv", "/bin/setpriv")
+PR_SET_PDEATHSIG = 1
 
 
 @functools.cache
@@ -454,6 +577,12 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     return (path, "--pdeathsig", "KILL", "--") if done.returncode == 0 else ()
 
 
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child, only without setpriv
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCage) -> list[str]:
     blocks = max(1, -(-limits.max_file_bytes // 512))
     return [
@@ -462,6 +591,35 @@ def launcher_argv(argv: Sequence[str], *, limits: ProcessLimits, cage: ProcessCa
         str(blocks), str(limits.max_open_files), str(max(1, limits.max_memory_bytes // 1024)),
         *_pdeathsig_prefix(), *argv,
     ]
+
+
+def _start_watcher(pgid: int, cage: ProcessCage) -> tuple[subprocess.Popen | None, int | None]:
+    """The watcher of group ``pgid`` and the write end of its pipe (None, None if it cannot start)."""
+    read_end, write_end = os.pipe()
+    kill_files = [os.fspath(d / "cgroup.kill") for d in cage.dirs if (d / "cgroup.kill").exists()]
+    try:
+        watcher = subprocess.Popen(
+            ["/bin/sh", "-c", WATCHER, "neta-watch", str(pgid), *kill_files],
+            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, env={}, cwd="/",  # builtins only; nothing of the server's
+        )
+    except OSError:
+        os.close(write_end)
+        return None, None
+    finally:
+        os.close(read_end)
+    return watcher, write_end
+
+
+def _stop_watcher(watcher: subprocess.Popen | None, write_end: int | None) -> None:
+    if watcher is not None:
+        try:
+            watcher.kill()
+        except OSError:
+            pass
+        watcher.wait()
+    if write_end is not None:
+        os.close(write_end)
 
 
 def _killpg(pgid: int) -> None:
@@ -504,11 +662,13 @@ def run_command(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=None if _pdeathsig_prefix() else _set_pdeathsig,
         )
     except BaseException:
         cage.close()
         raise
     pgid = proc.pid
+    watcher, death_pipe = _start_watcher(pgid, cage)
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
@@ -557,6 +717,7 @@ def run_command(
                 elif time.monotonic() - exited_at > 0.2:
                     break  # something it started still holds the output pipe
     finally:
+        _stop_watcher(watcher, death_pipe)
         leftovers = cage.kill_all(exclude=proc.pid)
         _killpg(pgid)
         if proc.poll() is None:

@@ -143,11 +143,14 @@ def walk(
     prefix: tuple[str, ...] = (),
     cancel: CancelSignal | None = None,
     honour_ignore: bool = True,
+    skip: frozenset[tuple[int, int]] = frozenset(),
 ) -> Iterator[WalkEntry]:
     """Depth-first, name-sorted walk below the directory ``start_fd`` (which stays open).
 
     ``prefix`` is the start directory relative to its workspace root (what the
     rules' bases are relative to); entries are named relative to the start.
+    Entries whose ``(st_dev, st_ino)`` is in ``skip`` (protected paths) are
+    neither listed nor entered.
     """
 
     def visit(fd: int, rel: tuple[str, ...], rules: IgnoreRules, depth: int) -> Iterator[WalkEntry]:
@@ -157,9 +160,10 @@ def walk(
             rules = rules.with_directory(fd, prefix + rel)
         try:
             with os.scandir(fd) as it:
-                entries = sorted((e.name, e.stat(follow_symlinks=False).st_mode) for e in it)
+                stats = sorted((e.name, e.stat(follow_symlinks=False)) for e in it)
         except OSError:
             return
+        entries = [(name, st.st_mode) for name, st in stats if (st.st_dev, st.st_ino) not in skip]
         for name, mode in entries:
             kind = _kind(mode)
             child_rel = rel + (name,)

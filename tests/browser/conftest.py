@@ -76,7 +76,7 @@ model, _ = ModelConfig.objects.update_or_create(
                   context_window=64000, max_output_tokens=4096, supports_thinking=True, supports_images=True,
                   price_input=1, price_output=2, options={{"rules": rules}}),
 )
-Agent.objects.update_or_create(name="browser", defaults=dict(model=model, restore_last_session=False, summarize_on_switch="ask", thinking_level="low", description="browser tests"))
+Agent.objects.update_or_create(name="browser", defaults=dict(model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="ask", thinking_level="low", description="browser tests"))
 Agent.objects.update_or_create(name="always", defaults=dict(model=model, restore_last_session=True, summarize_on_switch="always", description="summarizes every switch"))
 """
 

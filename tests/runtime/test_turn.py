@@ -72,7 +72,7 @@ def test_multi_round_tool_use(driver_for, workspace):
     driver = driver_for(rules(WRITE_THEN_READ))
     run = driver.prompt("please make a file")
     assert run.status == RunStatus.COMPLETED, run.error
-    assert (workspace / "notes" / "a.txt").read_text() == "hello ✓\n"
+    assert (workspace / "sessions" / driver.session_id / "notes" / "a.txt").read_text() == "hello ✓\n"  # per session
     msgs = messages(driver)
     assert [m["role"] for m in msgs] == ["user", "assistant", "toolResult", "toolResult", "assistant"]
     calls = [b for b in msgs[1]["content"] if b["type"] == "toolCall"]

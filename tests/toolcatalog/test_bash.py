@@ -268,18 +268,20 @@ def test_sandbox_network_only_when_allowed(bwrap_ok, workspace):
     assert opened.strip() == "connected"
 
 
-def test_missing_bwrap_is_a_clear_error_and_nothing_runs(workspace, monkeypatch):
-    monkeypatch.setattr(sandbox, "BWRAP_BINARIES", ("/nonexistent/bwrap",))
-    sandbox.bwrap_status.cache_clear()
+def test_missing_bwrap_is_a_clear_error_and_nothing_runs(workspace, settings):
+    settings.NETA_SANDBOX_BWRAP = "/nonexistent/bwrap"
+    sandbox.reset_sandbox_probe()
     try:
         ctx = ToolContext(roots=(workspace,), sandbox="bwrap")
         result = bash(ctx, "touch ran.txt")
         assert result.is_error
-        assert result.text_output() == "NETA_SANDBOX=bwrap but bwrap is not installed (Debian package 'bubblewrap')"
+        assert result.text_output() == (
+            "NETA_SANDBOX=bwrap but bwrap is not installed ('/nonexistent/bwrap' is not an executable there; "
+            "Debian package 'bubblewrap')"
+        )
         assert not (workspace / "ran.txt").exists()
     finally:
-        monkeypatch.undo()
-        sandbox.bwrap_status.cache_clear()
+        sandbox.reset_sandbox_probe()
 
 
 def test_output_dir_from_settings_and_old_outputs_are_pruned(workspace, tmp_path, settings):

@@ -3,7 +3,8 @@
 Arguments as in Pi (``command``, ``timeout`` in seconds, default 180). The
 command runs in the context's cwd with an environment scrubbed of the server's
 secrets, in its own process group (and cgroup when available), under
-bubblewrap when the context's sandbox is ``bwrap``. Output (stdout and stderr
+bubblewrap when the context's sandbox is ``bwrap`` (the protected paths masked,
+and refused while a root holds a file hard-linked from outside). Output (stdout and stderr
 interleaved) is truncated from the head like Pi's: the last 2000 lines / 50 KB
 are returned and the full output is kept in a file named in the result.
 Partial output streams through ``ctx.on_progress``.
@@ -18,6 +19,7 @@ from typing import Any
 from toolcatalog.command_output import CommandOutput
 from toolcatalog.environment import scrub_environment
 from toolcatalog.manifest import ToolManifest
+from toolcatalog.protected_paths import outside_hard_links
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.sandbox import (
     SANDBOX_HOME,
@@ -32,6 +34,25 @@ from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_
 DEFAULT_TIMEOUT = 180.0
 PROGRESS_INTERVAL = 0.25
 MAX_COMMAND_BYTES = 256 * 1024
+
+
+def refuse_outside_links(ctx: ToolContext) -> None:
+    """Under bwrap: refuse to start while a root holds a file hard-linked from outside the roots.
+
+    Inside the sandbox such a file *is* the outside file (a bind mount shows the
+    inode, whatever its other names), so a link made while the sandbox was off
+    would carry, say, the server's secret key into the sandbox. A sandboxed
+    command cannot make new ones: ``link()`` across bind mounts fails (EXDEV),
+    and nothing outside the roots is visible to it.
+    """
+    scan = outside_hard_links(ctx.roots)
+    if scan.offenders:
+        raise ToolError(
+            "Refused to run the command: the workspace holds files hard-linked to files outside it "
+            f"({', '.join(scan.offenders)}). Inside the sandbox they would be those outside files. "
+            "Remove these links (or ask an operator to) and try again.",
+            details={"hardLinkedFiles": list(scan.offenders)},
+        )
 
 
 class BashTool(Tool):
@@ -85,9 +106,12 @@ class BashTool(Tool):
             env["HOME"] = SANDBOX_HOME
             env["TMPDIR"] = "/tmp"
             try:
-                argv = bwrap_argv(roots=ctx.roots, cwd=ctx.cwd, network=ctx.network, command=argv)
+                argv = bwrap_argv(
+                    roots=ctx.roots, cwd=ctx.cwd, network=ctx.network, command=argv, protected=ctx.protected
+                )
             except SandboxUnavailable as exc:
                 raise ToolError(str(exc)) from None
+            refuse_outside_links(ctx)
 
         output = CommandOutput(output_dir=ctx.output_dir)
         last_progress = 0.0

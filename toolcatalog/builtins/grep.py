@@ -21,6 +21,7 @@ from toolcatalog.file_kinds import SNIFF_BYTES, looks_binary
 from toolcatalog.globbing import compile_glob
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import resolve_path
+from toolcatalog.protected_paths import protected_identities, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, truncate_line
 from toolcatalog.workspace_walk import ancestor_rules, walk
@@ -138,11 +139,15 @@ class GrepTool(Tool):
         total = 0
         limit_reached = False
         lines_truncated = False
+        hard_linked: list[str] = []
 
         def search_fd(fd: int, shown: str) -> None:
             nonlocal total, limit_reached, lines_truncated
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return
+            if st.st_nlink > 1:  # may be a file outside the workspace (protected_paths)
+                hard_linked.append(shown)
                 return
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 if looks_binary(fh.read(SNIFF_BYTES)):
@@ -161,6 +166,7 @@ class GrepTool(Tool):
         if not os.path.isdir(wp.real):
             fd = wp.open_file(os.O_RDONLY | os.O_NONBLOCK)
             try:
+                refuse_hard_link(os.fstat(fd), wp.shown, verb="search")
                 search_fd(fd, os.path.basename(wp.real))
             finally:
                 os.close(fd)
@@ -169,7 +175,8 @@ class GrepTool(Tool):
             files = 0
             try:
                 rules = ancestor_rules(str(wp.root), wp.parts)
-                for entry in walk(dir_fd, rules=rules, prefix=wp.parts, cancel=ctx.cancel):
+                skip = protected_identities(ctx.protected)
+                for entry in walk(dir_fd, rules=rules, prefix=wp.parts, cancel=ctx.cancel, skip=skip):
                     if entry.kind != "file":
                         continue
                     if glob is not None and not glob.matches(entry.path, entry.name):
@@ -190,10 +197,16 @@ class GrepTool(Tool):
                         break
             finally:
                 os.close(dir_fd)
-        if total == 0:
-            return ToolResult.text("No matches found")
         notices: list[str] = []
         details: dict[str, Any] = {}
+        if hard_linked:
+            notices.append(
+                f"{len(hard_linked)} hard-linked file(s) not searched (a hard link may be a file outside the workspace)"
+            )
+            details["hardLinkedSkipped"] = hard_linked[:20]
+        if total == 0:
+            text = "No matches found" + (f"\n\n[{notices[0]}]" if notices else "")
+            return ToolResult.text(text, details=details or None)
         if limit_reached:
             notices.append(f"{limit} matches limit reached. Use limit={limit * 2} for more, or refine pattern")
             details["matchLimitReached"] = limit

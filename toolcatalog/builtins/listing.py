@@ -9,6 +9,7 @@ from typing import Any
 from toolcatalog.globbing import compile_glob
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import WorkspacePath, resolve_path
+from toolcatalog.protected_paths import protected_identities
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, format_size, truncate_head
 from toolcatalog.workspace_walk import ancestor_rules, walk
@@ -132,7 +133,8 @@ class FindTool(Tool):
         visited = 0
         try:
             rules = ancestor_rules(str(wp.root), wp.parts)
-            for entry in walk(fd, rules=rules, prefix=wp.parts, cancel=ctx.cancel):
+            skip = protected_identities(ctx.protected)
+            for entry in walk(fd, rules=rules, prefix=wp.parts, cancel=ctx.cancel, skip=skip):
                 visited += 1
                 if visited > FIND_MAX_VISITED:
                     raise ToolError(f"find visited more than {FIND_MAX_VISITED} entries; narrow the path or pattern")

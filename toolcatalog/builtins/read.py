@@ -10,6 +10,7 @@ from typing import Any
 from toolcatalog.file_kinds import SNIFF_BYTES, is_utf16_text, looks_binary, sniff_image
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import PathRefused, resolve_path
+from toolcatalog.protected_paths import HardLinkRefused, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
@@ -40,6 +41,11 @@ def open_regular_file(ctx: ToolContext, raw_path: Any, *, verb: str = "read") ->
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise PathRefused(f"{wp.shown} is not a regular file (device, FIFO or socket); refusing to {verb} it")
+    try:
+        refuse_hard_link(st, wp.shown, verb=verb)
+    except HardLinkRefused:
+        os.close(fd)
+        raise
     os.set_blocking(fd, True)
     return fd, st, wp.shown
 

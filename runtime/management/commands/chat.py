@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runtime.models import Agent, RunStatus
 from runtime.services import RuntimeInputError, default_agent, session_prompt, session_start
 from runtime.turn import execute_run
+from runtime.workspaces import workspace_for
 from sessions_tree.errors import SessionTreeError
 from sessions_tree.models import AgentSession
 
@@ -102,10 +103,11 @@ class Command(BaseCommand):
         finally:
             signal.signal(signal.SIGINT, previous)
         run.refresh_from_db()
+        workspace = workspace_for(chosen, AgentSession.objects.get(session_id=session_id), create=False)
         self.stdout.write("")
         self.stdout.write(
             f"{run.status} · {run.input_tokens} in / {run.output_tokens} out tokens"
-            f" · ${run.cost:.6f} · session {session_id}"
+            f" · ${run.cost:.6f} · session {session_id} · workspace {workspace.cwd} ({workspace.mode})"
         )
         if run.status != RunStatus.COMPLETED:
             raise CommandError(run.error or run.status)

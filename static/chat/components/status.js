@@ -1,4 +1,4 @@
-// Status bar: context usage (tokens / window, model, thinking level), run state, connection.
+// Status bar: context usage (tokens / window, model, thinking level), the tool sandbox, run state, connection.
 
 import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
@@ -37,6 +37,11 @@ export function StatusBar({ store, agent, onReconnect }) {
       </span>
       <span class="status-item" title="Model">◆ ${model}</span>
       <span class="status-item" title="Thinking level">θ ${thinking}</span>
+      ${agent.sandbox
+        ? html`<span class=${`status-item sandbox sandbox-${agent.sandbox.mode}`} data-mode=${agent.sandbox.mode}
+            title=${agent.sandbox.mode === "bwrap" ? "Tool commands run in a bubblewrap sandbox" : `Tool commands run without a sandbox: ${agent.sandbox.reason}`}>
+            ${agent.sandbox.mode === "bwrap" ? "" : "⚠ "}sandbox: ${agent.sandbox.mode}</span>`
+        : null}
       <span class=${`status-item run-state run-${run}`} data-state=${run}>
         ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
         ${store.run.error && run !== "running" ? html`<span class="muted" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}

@@ -33,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--cwd", help="working directory (default: the first root)")
         parser.add_argument("--root", action="append", default=[], help="workspace root (repeatable; default: --cwd or .)")
         parser.add_argument("--policy", help="agent tool policy as JSON (default: the default policy)")
-        parser.add_argument("--sandbox", choices=["none", "bwrap"], help="override NETA_SANDBOX")
+        parser.add_argument("--sandbox", choices=["auto", "none", "bwrap"], help="override NETA_SANDBOX (default: its effective mode)")
 
     def handle(self, *args, **options):
         name = options["name"]

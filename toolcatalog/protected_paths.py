@@ -1,0 +1,190 @@
+"""Files the tools never touch, whatever the workspace roots say, and the hard-link rule.
+
+*Protected paths* are the server's own secrets and stores: the secret key and
+admin password files under ``VAR_DIR``, every file named by a ``NETA_*_FILE``
+variable, the SQLite database files (with their ``-wal``/``-shm``/``-journal``
+companions), the sessions directory, and ``NETA_TOOL_DENY_PATHS``. The file
+tools refuse a path that resolves to one of them or below one; walks (``find``,
+``grep``) skip them; the bubblewrap sandbox masks those lying inside a bound
+root (an empty file or directory over them). ``bash`` without bubblewrap can
+still read them: only the sandbox keeps a command away from the server's files.
+
+*Hard links*: a hard link is the same file under a second name, so a link made
+inside a workspace to a file outside it (say, while the sandbox was ``none``)
+would carry that file past every path check and into later sandboxed runs. The
+file tools therefore refuse any regular file with more than one link
+(:func:`refuse_hard_link`), and bash under bubblewrap refuses to start while a
+root holds a file with a link outside the roots (:func:`outside_hard_links`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolcatalog.protocol import ToolError
+
+VAR_SECRETS = ("secret_key", "admin-password")
+SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+class HardLinkRefused(ToolError):
+    """A file with more than one link: it may be the same file as one outside the workspace."""
+
+
+def protected_paths() -> tuple[Path, ...]:
+    """The protected paths for this process's settings (real paths; they need not exist)."""
+    try:
+        from django.conf import settings
+
+        if not settings.configured:
+            return ()
+        var_dir = getattr(settings, "VAR_DIR", None)
+        found: list[str] = [os.path.join(var_dir, name) for name in VAR_SECRETS] if var_dir else []
+        for db in getattr(settings, "DATABASES", {}).values():
+            if "sqlite" in str(db.get("ENGINE", "")) and str(db.get("NAME", "")) not in ("", ":memory:"):
+                found += [f"{db['NAME']}{suffix}" for suffix in SQLITE_COMPANIONS]
+        sessions_dir = getattr(settings, "NETA_SESSIONS_DIR", None)
+        if sessions_dir:
+            found.append(os.fspath(sessions_dir))
+        found += [str(p) for p in getattr(settings, "NETA_TOOL_DENY_PATHS", []) or []]
+    except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
+        return ()
+    found += [value for name, value in os.environ.items() if name.startswith("NETA_") and name.endswith("_FILE") and value]
+    out: list[Path] = []
+    for raw in found:
+        real = Path(os.path.realpath(raw))
+        if real not in out:
+            out.append(real)
+    return tuple(out)
+
+
+def protected_match(real: str, protected: Sequence[Path]) -> Path | None:
+    """The protected path that ``real`` (a resolved path) is or lies under, if any."""
+    for p in protected:
+        ps = str(p)
+        if real == ps or real.startswith(ps.rstrip("/") + "/"):
+            return p
+    return None
+
+
+def protected_identities(protected: Iterable[Path]) -> frozenset[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of the protected paths that exist (walks skip these)."""
+    ids = set()
+    for p in protected:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        ids.add((st.st_dev, st.st_ino))
+    return frozenset(ids)
+
+
+def refuse_hard_link(st: os.stat_result, shown: str, *, verb: str) -> None:
+    """Raise :class:`HardLinkRefused` for a regular file with more than one link."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise HardLinkRefused(
+            f"Refused: {shown} has {st.st_nlink} hard links. A hard-linked file may be the same file as one "
+            f"outside the workspace, so the file tools do not {verb} it. Remove the other links "
+            "(or ask an operator to) and try again."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LinkScan:
+    """What :func:`outside_hard_links` found: offending paths (a few), entries and directories read."""
+
+    offenders: tuple[str, ...]
+    visited: int
+    rescanned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _DirRecord:
+    path: str
+    ctime_ns: int
+    subdirs: tuple[str, ...]
+    linked: tuple[tuple[int, int, int, str], ...]  # (dev, ino, nlink, path) of files with nlink > 1
+    entries: int
+
+
+# Directory (dev, ino) → what it held at ctime_ns. Adding, removing or renaming an
+# entry changes a directory's ctime (and utime() cannot set ctime back), so an
+# unchanged ctime means the same names: the directory need not be read again.
+_DIR_CACHE: dict[tuple[int, int], _DirRecord] = {}
+MAX_CACHED_DIRS = 200_000
+
+
+def _read_dir(path: str, st: os.stat_result) -> _DirRecord:
+    subdirs, linked, entries = [], [], 0
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                entries += 1
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(est.st_mode):
+                    if est.st_dev == st.st_dev:  # other file systems are not entered
+                        subdirs.append(entry.name)
+                elif stat.S_ISREG(est.st_mode) and est.st_nlink > 1:
+                    linked.append((est.st_dev, est.st_ino, est.st_nlink, entry.path))
+    except OSError:
+        pass
+    return _DirRecord(path, st.st_ctime_ns, tuple(subdirs), tuple(linked), entries)
+
+
+def outside_hard_links(roots: Sequence[Path], *, show: int = 5) -> LinkScan:
+    """Regular files under ``roots`` with more links than the roots themselves hold.
+
+    Every regular file with ``st_nlink > 1`` is counted per inode; when fewer of
+    its links are inside the roots than ``st_nlink``, at least one name is
+    outside them, and the file is an offender. Symlinks are not followed and
+    other file systems (mount points below a root) are not entered. Each
+    directory is stat'ed on every call but read again only when its ctime
+    changed (``_DIR_CACHE``), so a large unchanged workspace costs one
+    ``stat`` per directory.
+    """
+    if len(_DIR_CACHE) > MAX_CACHED_DIRS:
+        _DIR_CACHE.clear()
+    seen: dict[tuple[int, int], list] = {}  # identity → [links found, st_nlink, first path]
+    dirs: set[tuple[int, int]] = set()  # overlapping roots are walked once
+    visited = rescanned = 0
+    for root in roots:
+        try:
+            root_dev = os.stat(root).st_dev
+        except OSError:
+            continue
+        stack = [os.fspath(root)]
+        first = True
+        while stack:
+            path = stack.pop()
+            try:
+                st = os.stat(path) if first else os.lstat(path)
+            except OSError:
+                continue
+            first = False
+            key = (st.st_dev, st.st_ino)
+            if not stat.S_ISDIR(st.st_mode) or st.st_dev != root_dev or key in dirs:
+                continue
+            dirs.add(key)
+            record = _DIR_CACHE.get(key)
+            if record is None or record.ctime_ns != st.st_ctime_ns or record.path != path:
+                record = _read_dir(path, st)  # ctime taken before reading: a change meanwhile shows next time
+                _DIR_CACHE[key] = record
+                rescanned += 1
+            visited += record.entries
+            stack.extend(os.path.join(path, name) for name in record.subdirs)
+            for dev, ino, nlink, file_path in record.linked:
+                found = seen.setdefault((dev, ino), [0, nlink, file_path])
+                found[0] += 1
+    offenders = sorted(path for found, nlink, path in seen.values() if found < nlink)
+    return LinkScan(
+        offenders=tuple(offenders[:show]) + (("…",) if len(offenders) > show else ()),
+        visited=visited,
+        rescanned=rescanned,
+    )
