@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from runtime import llm
+from runtime.backends import crash_point
 from runtime.model_specs import model_spec
 from runtime.models import Agent, ModelConfig
 from sessions_tree.branch_summary import (
@@ -104,6 +105,7 @@ def compact_session(
         futures = {r.kind: pool.submit(summarize, spec, r, cancel=cancel) for r in requests}
         replies = {kind: future.result() for kind, future in futures.items()}
     result = compaction_result(prep, replies)
+    crash_point("compaction")
     return provider.append_compaction(
         session_id,
         summary=result["summary"],
