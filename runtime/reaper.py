@@ -31,8 +31,9 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime.backends import HOST, process_gone, submit_run
+from runtime.backends import HOST, process_gone, submit_run, this_process
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput, RunInputKind, RunStatus
+from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
 
@@ -86,24 +87,38 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
 
 
 def _lose(run: AgentRun, reason: str) -> AgentRun | None:
-    """Mark ``run`` lost, close its entries, carry its undelivered prompts. Returns a new
-    run to submit, if one was made. One transaction under the session's row lock, the
-    lock ``session_prompt`` takes: a prompt arriving meanwhile queues on the carried run."""
+    """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns a new
+    run to submit, if one was made.
+
+    First this process takes the run over (a conditional UPDATE making it the run's
+    owner, heartbeat fresh): one reaper wins, and one that dies midway leaves a run the
+    next round reaps again. The run stays ``running`` while its entries are closed, so a
+    prompt arriving meanwhile queues on it instead of starting a run on a tree with an
+    open in-flight entry. Then, under the session's row lock (the lock ``session_prompt``
+    takes), it becomes ``lost`` and the prompts it holds move on. The provider's own
+    locks are never taken while the row lock is held (their order is store, then row).
+    """
+    owner = this_process()
+    taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at=run.heartbeat_at, pid=run.pid).update(
+        heartbeat_at=timezone.now(), worker=f"reaper {owner['host']}:{owner['pid']}", **owner
+    )
+    if not taken:  # it finished, beat again or was taken by another reaper meanwhile
+        return None
+    notes = [reason]
+    try:
+        finalize_abandoned_entry(run.session_id)
+    except SessionNotFound:
+        pass
+    except Exception as exc:  # never leave the run un-reaped because its tree is odd
+        logger.exception("could not close the entries of lost run %s", run.run_id)
+        notes.append(f"its in-flight entry could not be closed ({type(exc).__name__}: {exc})")
     with transaction.atomic():
         meta = AgentSession.objects.select_for_update().filter(session_id=run.session_id).first()
-        taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at=run.heartbeat_at).update(
-            status=RunStatus.LOST, finished_at=timezone.now(), error=reason, in_flight_entry_id=""
+        lost = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, pid=owner["pid"], host=owner["host"]).update(
+            status=RunStatus.LOST, finished_at=timezone.now(), in_flight_entry_id=""
         )
-        if not taken:  # it finished, beat again or was reaped by another process meanwhile
+        if not lost:
             return None
-        notes = [reason]
-        if meta is not None:
-            try:
-                with transaction.atomic():
-                    finalize_abandoned_entry(run.session_id)
-            except Exception as exc:  # never leave the run un-reaped because its tree is odd
-                logger.exception("could not close the entries of lost run %s", run.run_id)
-                notes.append(f"its in-flight entry could not be closed ({type(exc).__name__}: {exc})")
         carried, note = _carry_prompts(run, meta)
         if note:
             notes.append(note)
