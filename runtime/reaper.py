@@ -71,10 +71,10 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
         candidates = candidates.filter(session_id=session_id)
     reaped = []
     for run in candidates.select_related("agent"):
-        if run.heartbeat_at is not None and run.heartbeat_at < cutoff:
+        if process_gone(run.host, run.pid, run.process_started):
+            reason = f"worker {run.worker or '?'} is gone (process {run.pid} on {run.host} no longer runs)"
+        elif run.heartbeat_at is not None and run.heartbeat_at < cutoff:
             reason = f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
-        elif process_gone(run.host, run.pid, run.process_started):
-            reason = f"its process ({run.host} pid {run.pid}) is gone"
         else:
             continue
         carried = _lose(run, reason)

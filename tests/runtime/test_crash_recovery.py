@@ -267,9 +267,9 @@ class Deployment:
         time.sleep(0.5)
 
 
-def check_recovered(dep: Deployment, oracle, was_active: set[str], ready_at: float) -> None:
+def check_recovered(dep: Deployment, oracle, was_active: set[str], ready_at: float, *, stale: int = STALE_SECONDS) -> None:
     """No request: the runs that were active at the kill end within stale + one period."""
-    deadline = ready_at + STALE_SECONDS + REAPER_SECONDS + RECOVERY_SLACK
+    deadline = ready_at + stale + REAPER_SECONDS + RECOVERY_SLACK
 
     def originals_terminal():
         rows = {r["run_id"]: r for r in dep.runs()}
@@ -388,8 +388,11 @@ def test_inline_server_killed_with_streams_tools_and_queued_runs(template, tmp_p
         assert statuses[queued_a] == statuses[queued_b] == "queued"  # three workers, five runs
         was_active = active_run_ids(dep)
         dep.kill("daphne")
-        dep.start_daphne()
-        check_recovered(dep, oracle, was_active, time.monotonic())
+        # A heartbeat timeout far beyond the deadline below: the restarted server must
+        # recognise its dead predecessor's runs by their process, at start-up.
+        dep.start_daphne(NETA_RUN_STALE_SECONDS="600")
+        check_recovered(dep, oracle, was_active, time.monotonic(), stale=0)
+        assert "stopped responding" not in " ".join(r["error"] for r in dep.runs())
     finally:
         dep.stop()
 
@@ -474,8 +477,9 @@ def test_celery_worker_killed_at_claim_mid_stream_and_mid_tool(tmp_path, oracle)
             assert dep.prompt(stream, "a follow-up for the dying run")["queuedAs"] == "follow_up"
             was_active = active_run_ids(dep)
             dep.kill("worker")
-            dep.start_worker()
-            check_recovered(dep, oracle, was_active, time.monotonic())
+            dep.start_worker(NETA_RUN_STALE_SECONDS="600")  # its dead children's runs: by their process, at start-up
+            check_recovered(dep, oracle, was_active, time.monotonic(), stale=0)
+            assert "stopped responding" not in " ".join(r["error"] for r in dep.runs())
         finally:
             dep.stop()
     finally:
