@@ -100,7 +100,7 @@ def _lose(run: AgentRun, reason: str) -> AgentRun | None:
     """
     owner = this_process()
     taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at=run.heartbeat_at, pid=run.pid).update(
-        heartbeat_at=timezone.now(), worker=f"reaper {owner['host']}:{owner['pid']}", **owner
+        heartbeat_at=timezone.now(), **owner
     )
     if not taken:  # it finished, beat again or was taken by another reaper meanwhile
         return None
