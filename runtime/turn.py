@@ -161,6 +161,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
     finally:
         coalescer.flush()
+    _record_undelivered(run)
     run.refresh_from_db()
     _emit_state(coalescer, run, run.status)
     coalescer.flush()
@@ -491,6 +492,18 @@ def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
         status=status, error=error, finished_at=timezone.now(), in_flight_entry_id=""
     )
     run.status, run.error = status, error
+
+
+def _record_undelivered(run: AgentRun) -> None:
+    """A run that ended failed or aborted with prompts still queued on it says so: each
+    accepted prompt is answered or refused with a reason, never silently dropped."""
+    run.refresh_from_db(fields=["status", "error"])
+    if run.status not in (RunStatus.FAILED, RunStatus.ABORTED):
+        return
+    waiting = RunInput.objects.filter(run=run, consumed=False).count()
+    if waiting:
+        note = f"{waiting} queued prompt(s) not run: the run ended {run.status}"
+        AgentRun.objects.filter(pk=run.pk).update(error=f"{run.error}; {note}" if run.error else note)
 
 
 def _fail_in_flight(run: AgentRun) -> None:

@@ -241,3 +241,17 @@ def test_aborting_a_compaction_records_the_run_as_aborted(driver_for):
     assert holder[0].status == RunStatus.ABORTED, holder[0].error
     kinds = [e["type"] for e in provider_for_session(driver.session_id).get_active_path(driver.session_id)]
     assert "compaction" not in kinds
+
+
+def test_prompts_queued_on_a_run_that_fails_are_refused_with_the_reason(driver_for):
+    slow_error = {"reply": {"steps": [{"text": "x " * 100, "delay_ms": 10, "chunk_size": 2}], "error": "upstream exploded"}}
+    driver = driver_for(rules(default=slow_error))
+    thread, holder, run = driver.start("doomed")
+    deadline = time.monotonic() + 10
+    while not driver.sink.of_type("assistant_stream_delta") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert session_prompt(session_id=driver.session_id, text="queued behind it").queued_as == "follow_up"
+    thread.join(timeout=20)
+    finished = AgentRun.objects.get(pk=run.pk)
+    assert finished.status == RunStatus.FAILED
+    assert "upstream exploded" in finished.error and "1 queued prompt(s) not run: the run ended failed" in finished.error
