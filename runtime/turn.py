@@ -31,7 +31,7 @@ from runtime.backends import HOST, crash_point, this_process
 from runtime.model_specs import model_spec
 from runtime.models import Agent, AgentRun, ModelConfig, RunInput, RunInputKind, RunStatus
 from runtime.streaming import Coalescer, StreamSink, default_sink
-from runtime.summaries import SummaryCancelled
+from runtime.summaries import SummaryCancelled, SummaryFailed
 from runtime.system_prompt import build_system_prompt
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
@@ -263,8 +263,14 @@ def _run(turn: Turn) -> None:
         follow_up = _next_follow_up(run)
         if follow_up is None:
             # Pi's threshold check at the end of the run, while the run is still running
-            # (so it can be aborted, and no new run writes to the tree meanwhile).
-            maybe_auto_compact(turn, reason="threshold")
+            # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
+            # itself succeeded: a summarizer failure here is logged, the next prompt retries.
+            try:
+                maybe_auto_compact(turn, reason="threshold")
+            except SummaryCancelled:
+                raise
+            except SummaryFailed as exc:
+                logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
             follow_up = _next_follow_up(run, finish=True)
             if follow_up is None:
                 return

@@ -255,3 +255,11 @@ def test_prompts_queued_on_a_run_that_fails_are_refused_with_the_reason(driver_f
     finished = AgentRun.objects.get(pk=run.pk)
     assert finished.status == RunStatus.FAILED
     assert "upstream exploded" in finished.error and "1 queued prompt(s) not run: the run ended failed" in finished.error
+
+
+def test_a_summarizer_failure_after_the_turn_leaves_the_run_completed(driver_for):
+    failing_summary = {"match": {"system": "context summarization assistant"}, "reply": {"steps": [], "error": "summarizer down"}}
+    big = {"reply": {"steps": [{"text": "a long answer"}], "usage": {"input": 99000, "output": 10}}}
+    driver = driver_for(rules(failing_summary, default=big), compaction_keep_recent_tokens=1)
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.COMPLETED, run.error  # the compaction after it is retried by the next prompt
