@@ -82,8 +82,23 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
             submit_run(carried, start=start)
         run.refresh_from_db()
         reaped.append(run)
+        _announce(run)
+        if carried is not None:
+            _announce(carried)
         logger.warning("reaped lost run %s of session %s: %s", run.run_id, run.session_id, run.error)
     return reaped
+
+
+def _announce(run: AgentRun) -> None:
+    """Tell the session's open sockets the run's new state (the streaming ``run_state``
+    event the turn loop sends), after commit: no tab keeps showing a dead run as running."""
+    from runtime.streaming import default_sink
+
+    run.refresh_from_db(fields=["status", "error"])
+    try:
+        default_sink().emit(run.session_id, {"type": "run_state", "runId": str(run.run_id), "state": run.status, "error": run.error or None})
+    except Exception:  # a missing channel layer never stops the reaper
+        logger.exception("could not announce the state of run %s", run.run_id)
 
 
 def _lose(run: AgentRun, reason: str) -> AgentRun | None:
@@ -203,6 +218,7 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
             logger.warning("submitted queued run %s again: %s", run.run_id, why)
         run.refresh_from_db()
         changed.append(run)
+        _announce(run)
     return changed
 
 

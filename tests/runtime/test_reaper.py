@@ -93,11 +93,20 @@ def test_start_up_reaping_runs_in_server_processes_only():
 
 
 def test_a_run_whose_process_is_gone_is_reaped_at_once(driver_for):
+    from runtime.streaming import InMemorySink, default_sink, set_default_sink
+
     driver = driver_for(rules())
     run = crashed_run(driver, owner=dead_process())  # heartbeat fresh: not stale for 30 s
-    assert [r.pk for r in reap_session(driver.session_id)] == [run.pk]
+    sink, previous = InMemorySink(), default_sink()
+    set_default_sink(sink)
+    try:
+        assert [r.pk for r in reap_session(driver.session_id)] == [run.pk]
+    finally:
+        set_default_sink(previous)
     run.refresh_from_db()
     assert run.status == RunStatus.LOST and "is gone" in run.error
+    # Open tabs hear it: the same run_state event the turn loop sends.
+    assert sink.events == [(driver.session_id, {"type": "run_state", "runId": str(run.run_id), "state": "lost", "error": run.error})]
     assert driver.prompt("next").status == RunStatus.COMPLETED
 
 
