@@ -33,6 +33,8 @@ from django.utils import timezone
 
 from runtime.backends import HOST, process_gone, submit_run, this_process
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput, RunInputKind, RunStatus
+from runtime.streaming import default_sink
+from runtime.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
@@ -92,8 +94,6 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
 def _announce(run: AgentRun) -> None:
     """Tell the session's open sockets the run's new state (the streaming ``run_state``
     event the turn loop sends), after commit: no tab keeps showing a dead run as running."""
-    from runtime.streaming import default_sink
-
     run.refresh_from_db(fields=["status", "error"])
     try:
         default_sink().emit(run.session_id, {"type": "run_state", "runId": str(run.run_id), "state": run.status, "error": run.error or None})
@@ -176,8 +176,6 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun |
 def finalize_abandoned_entry(session_id: str) -> dict | None:
     """Store a dangling in-flight entry as aborted (its last checkpoint) and give every open
     tool call of the active path an aborted result (also when the worker died mid-tool)."""
-    from runtime.turn import close_open_tool_calls
-
     provider = provider_for_session(session_id)
     entry = provider.get_in_flight(session_id)
     final = provider.finalize_in_flight(session_id, entry["id"], status="aborted") if entry is not None else None
