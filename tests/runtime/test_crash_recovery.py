@@ -218,8 +218,18 @@ class Deployment:
         self.sessions.append(body["sessionId"])
         return body["sessionId"]
 
-    def prompt(self, session_id: str, text: str, mode: str = "follow_up") -> dict:
-        status, body = self.http("post", f"/api/sessions/{session_id}/prompt/", {"text": text, "mode": mode})
+    def prompt(self, session_id: str, text: str, mode: str = "follow_up", *, may_die: bool = False) -> dict:
+        """Send a prompt. ``may_die``: the server may kill itself (a hook) before it answers;
+        a prompt it committed counts as accepted all the same (and must be answered)."""
+        try:
+            status, body = self.http("post", f"/api/sessions/{session_id}/prompt/", {"text": text, "mode": mode})
+        except (ConnectionError, OSError) as exc:
+            if not may_die:
+                raise
+            committed = [r for r in self.runs() if r["session_id"] == session_id and r["prompt"] == text]
+            assert committed, f"the server died before committing {text!r}: {exc!r}"
+            self.accepted.append(Accepted(session_id, text, None))
+            return {"run": {"runId": committed[0]["run_id"]}, "queuedAs": None}
         assert status == 202, body  # accepted: from here on it must be answered or refused with a reason
         self.accepted.append(Accepted(session_id, text, body["queuedAs"]))
         return body
@@ -412,7 +422,7 @@ def _hook_scenario(template, workdir: Path, oracle, point: str, text: str, follo
     try:
         dep.start_daphne()
         session = dep.new_session()
-        dep.prompt(session, text)
+        dep.prompt(session, text, may_die=True)
         if follow_up:
             assert dep.prompt(session, f"follow-up queued before {point}")["queuedAs"] == "follow_up"
         was_active = active_run_ids(dep)
