@@ -1,19 +1,27 @@
 """The Celery app used when ``NETA_TASK_BACKEND=celery`` (Redis broker).
 
-Start a worker with ``celery -A neta worker -l info``; the beat schedule runs the
-reaper every ten seconds (``celery -A neta beat``, or ``worker -B``).
+Start a worker with ``celery -A neta worker -l info``. Every worker reaps at start-up
+(runs whose process on its host is gone) and then every ``NETA_REAPER_INTERVAL_SECONDS``
+on a timer thread; the beat schedule runs the same round (``celery -A neta beat``, or
+``worker -B``) for deployments that prefer it.
 """
 
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
 # DjangoTask gives tasks delay_on_commit(): enqueue only after the transaction commits.
 app = Celery("neta", task_cls="celery.contrib.django.task:DjangoTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.beat_schedule = {
-    "reap-stale-runs": {"task": "runtime.reap_stale_runs", "schedule": 10.0},
-}
+# The beat schedule (the reaper every NETA_REAPER_INTERVAL_SECONDS) is CELERY_BEAT_SCHEDULE in settings.
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+def _start_reaper(**_):
+    from runtime.reaper import start_reaper_timer
+
+    start_reaper_timer()

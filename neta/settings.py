@@ -147,6 +147,15 @@ NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=
 NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 4, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
+# The reaper runs this often: a timer thread in the inline backend's web process and
+# in every Celery worker, and the Celery beat schedule (runtime/reaper.py).
+NETA_REAPER_INTERVAL_SECONDS = env_int("NETA_REAPER_INTERVAL_SECONDS", 10, minimum=1)
+# A queued run no process has claimed for this long (Celery: no worker took the task)
+# is submitted again; after three such submissions it fails with the reason.
+NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
+# TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
+# (runtime/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
+NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
 # Streaming deltas are coalesced to at most this many messages per second per stream.
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
@@ -158,6 +167,9 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {"task": "runtime.reap_stale_runs", "schedule": float(NETA_REAPER_INTERVAL_SECONDS)},
+}
 
 # --- Models and sandbox ---------------------------------------------------------
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")

@@ -1,4 +1,27 @@
+import os
+import sys
+from pathlib import Path
+
 from django.apps import AppConfig
+
+# Processes that serve the ASGI application (and so run inline turns).
+ASGI_SERVERS = {"daphne", "uvicorn", "hypercorn", "gunicorn"}
+
+
+def serves_asgi(argv: list[str] | None = None) -> bool:
+    """Is this process an ASGI server (``daphne …``, ``python -m daphne …``, ``manage.py
+    runserver``)? Management commands (migrate, shell, runtime_reap), test runs and Celery
+    workers are not."""
+    argv = sys.argv if argv is None else argv
+    if not argv:
+        return False
+    program = Path(argv[0])
+    if program.name in ASGI_SERVERS or (program.name == "__main__.py" and program.parent.name in ASGI_SERVERS):
+        return True
+    if program.name == "manage.py" and argv[1:2] == ["runserver"]:
+        # With the autoreloader only the child (RUN_MAIN) serves; the parent just watches files.
+        return os.environ.get("RUN_MAIN") == "true" or "--noreload" in argv
+    return False
 
 
 class RuntimeConfig(AppConfig):
@@ -10,3 +33,13 @@ class RuntimeConfig(AppConfig):
         from runtime import realtime
 
         realtime.install()
+
+        # Crash recovery: a web process that runs turns itself (inline backend) reaps at
+        # start-up the runs its dead predecessors left, and then on a timer. Celery
+        # workers start the same timer from neta/celery.py.
+        from django.conf import settings
+
+        if settings.NETA_TASK_BACKEND == "inline" and serves_asgi():
+            from runtime.reaper import start_reaper_timer
+
+            start_reaper_timer()

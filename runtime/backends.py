@@ -3,19 +3,86 @@
 ``inline``: a thread pool inside the web process (the embedded default).
 ``celery``: a Celery worker, the task enqueued after commit. Same code path:
 both end in ``runtime.turn.execute_run(run_id)``.
+
+A run records the process that owns it (host, pid and the process's start time):
+the submitting process while an inline run waits for a thread, the executing one
+once claimed. The reaper (``runtime/reaper.py``) uses it to tell a run whose
+process is gone from one whose process is only slow.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+HOST = socket.gethostname()
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 _cancels: dict[str, threading.Event] = {}
+
+
+# --------------------------------------------------------------------------- process identity
+
+
+def process_start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat`` field 22), or None
+    where there is no ``/proc`` or no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # the command name (field 2) may hold spaces
+    return int(fields[19])
+
+
+@lru_cache(maxsize=1)
+def _own_identity(pid: int) -> dict:
+    return {"host": HOST, "pid": pid, "process_started": process_start_time(pid)}
+
+
+def this_process() -> dict:
+    """The identity recorded on runs this process owns (recomputed after a fork)."""
+    return _own_identity(os.getpid())
+
+
+def process_gone(host: str, pid: int | None, started: int | None) -> bool:
+    """True only when certain: ``pid`` on ``host`` (this host) no longer runs, or runs as a
+    different process (another start time: the pid was reused). Other hosts: False."""
+    if not host or host != HOST or not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc (macOS): ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    tail = stat.rsplit(")", 1)[1].split()
+    if tail[0] in ("Z", "X"):  # a zombie or dead process runs nothing
+        return True
+    return started is not None and int(tail[19]) != started
+
+
+# --------------------------------------------------------------------------- submission
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -26,16 +93,34 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def submit_run(run) -> None:
-    """Start ``run`` once the surrounding transaction commits."""
+def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
+    """Hand queued ``run`` to ``backend`` (default: its own) once the transaction commits.
+
+    Records the submission (time, count; for the inline backend this process as the
+    run's owner) with a conditional UPDATE: of two reapers re-submitting one run, one
+    wins. ``start=False`` records an inline submission without starting it here (a
+    short-lived process such as ``runtime_reap``): the server's reaper takes it over
+    once this process has exited. Returns False when the run was no longer queued.
+    """
+    from runtime.models import AgentRun, RunStatus
+
+    backend = backend or run.backend
+    owner = this_process() if backend == "inline" else {"host": "", "pid": None, "process_started": None}
+    updated = AgentRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED, submissions=run.submissions).update(
+        backend=backend, submitted_at=timezone.now(), submissions=F("submissions") + 1, **owner
+    )
+    if not updated:
+        return False
+    run.backend, run.submissions = backend, run.submissions + 1
     run_id = str(run.run_id)
-    if run.backend == "celery":
+    if backend == "celery":
         from runtime.tasks import run_agent_turn
 
         run_agent_turn.delay_on_commit(run_id)
-        return
-    event = _cancels.setdefault(run_id, threading.Event())
-    transaction.on_commit(lambda: _pool().submit(_inline_job, run_id, event))
+    elif start:
+        event = _cancels.setdefault(run_id, threading.Event())
+        transaction.on_commit(lambda: _pool().submit(_inline_job, run_id, event))
+    return True
 
 
 def _inline_job(run_id: str, event: threading.Event) -> None:
@@ -45,6 +130,7 @@ def _inline_job(run_id: str, event: threading.Event) -> None:
 
     close_old_connections()  # a pooled thread may hold a connection that went stale
     try:
+        crash_point("claim")
         execute_run(run_id, cancel=event)
     finally:
         _cancels.pop(run_id, None)
@@ -56,3 +142,11 @@ def cancel_local(run_id) -> None:
     event = _cancels.get(str(run_id))
     if event is not None:
         event.set()
+
+
+def crash_point(name: str) -> None:
+    """TEST-ONLY hook: SIGKILL this process when it reaches the point ``NETA_TEST_KILL_AT``
+    names (the crash suite, tests/runtime/test_crash_recovery.py). A no-op when unset."""
+    if settings.NETA_TEST_KILL_AT and settings.NETA_TEST_KILL_AT == name:
+        logger.warning("NETA_TEST_KILL_AT=%s: killing this process (test-only hook)", name)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -211,7 +211,18 @@ class AgentRun(models.Model):
     model_name = models.CharField(max_length=64, blank=True, help_text="Model override for this run (default: the agent's).")
     backend = models.CharField(max_length=16, default="inline")
     worker = models.CharField(max_length=200, blank=True)
+    # The process that owns the run: the submitting one while it is queued (inline
+    # backend), the executing one once claimed. host + pid + the process's start time
+    # (Linux: /proc/<pid>/stat) tell a dead process from a live one, or from a new
+    # process that was given the same pid (runtime/reaper.py).
+    host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(null=True, blank=True)
+    process_started = models.BigIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    submissions = models.PositiveIntegerField(default=0)
+    # The user entry holding the run's own prompt, once it is in the tree: a lost run
+    # without one never delivered its prompt, so the reaper carries it into a new run.
+    prompt_entry_id = models.CharField(max_length=64, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     in_flight_entry_id = models.CharField(max_length=64, blank=True)

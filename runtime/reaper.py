@@ -1,64 +1,255 @@
-"""The reaper: runs whose worker stopped beating are finalized as lost.
+"""The reaper: runs whose process is gone are finished, and nothing they accepted is lost.
 
-A run's heartbeat is written every second while it runs. When it is older than
-``NETA_RUN_STALE_SECONDS`` the worker is taken for dead: the run becomes
-``lost`` and its in-flight entry is stored as ``aborted`` with the content of
-its last checkpoint, plus an aborted result for every tool call in it, so the
-tree stays valid and auditable.
+A **running** run is lost when its heartbeat (written every second) is older than
+``NETA_RUN_STALE_SECONDS``, or at once when the process that claimed it ran on this
+host and is gone (pid + process start time, ``runtime/backends.py``). The run becomes
+``lost``; its in-flight entry is stored as ``aborted`` with its last checkpoint and
+every open tool call gets an aborted result, so the tree stays valid. The prompts it
+had accepted and not delivered — its own when the worker died before writing it, and
+every queued follow-up or steer — are carried, in order, into a new run (submitted),
+or added to the session's active run; only when the session no longer exists are they
+recorded as not run, with the reason, on the lost run.
+
+A **queued** run is submitted again when nothing can run it any more: its submitting
+process (inline backend) ran on this host and is gone, or no process claimed it for
+``NETA_RUN_CLAIM_SECONDS`` (a Celery task lost with its worker, an inline run of
+another host). After three submissions it fails with the reason.
+
+It runs at start-up and every ``NETA_REAPER_INTERVAL_SECONDS`` (a timer thread in the
+inline web process and in each Celery worker; Celery beat too), before each prompt to
+a session, and from ``manage.py runtime_reap``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 
 from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from runtime.models import AgentRun, RunStatus
+from runtime.backends import HOST, process_gone, submit_run, this_process
+from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput, RunInputKind, RunStatus
+from runtime.streaming import default_sink
+from runtime.turn import close_open_tool_calls
+from sessions_tree.errors import SessionNotFound
+from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)
 
+MAX_SUBMISSIONS = 3
+LOST_TOOL_TEXT = "Tool call aborted: the worker running it was lost."
 
-def reap_stale_runs(*, stale_seconds: int | None = None, session_id: str | None = None) -> list[AgentRun]:
+
+def reap_stale_runs(
+    *, stale_seconds: int | None = None, session_id: str | None = None, start: bool = True
+) -> list[AgentRun]:
+    """One round: lost running runs, stuck queued runs. Returns the runs it changed.
+
+    ``start=False`` (a short-lived process): runs it submits with the inline backend
+    are recorded, not started here; the server's reaper takes them over."""
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
-    cutoff = timezone.now() - dt.timedelta(seconds=stale)
-    candidates = AgentRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
-    if session_id is not None:
-        candidates = candidates.filter(session_id=session_id)
-    reaped = []
-    for run in candidates:
-        taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at__lt=cutoff).update(
-            status=RunStatus.LOST,
-            finished_at=timezone.now(),
-            error=f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)",
-        )
-        if not taken:
-            continue
-        finalize_abandoned_entry(run.session_id)
-        run.refresh_from_db()
-        reaped.append(run)
-        logger.warning("reaped lost run %s of session %s", run.run_id, run.session_id)
-    return reaped
+    changed = _reap_running(stale, session_id, start)
+    changed += _reap_queued(session_id, start)
+    return changed
 
 
 def reap_session(session_id: str) -> list[AgentRun]:
-    """Before a new prompt: reap this session's stale run, if any."""
+    """Before a new prompt: reap this session's run if its process is gone or silent."""
     return reap_stale_runs(session_id=session_id)
 
 
-def finalize_abandoned_entry(session_id: str) -> dict | None:
-    """Store a dangling in-flight entry as aborted (its last checkpoint) and close its tool calls."""
-    from toolcatalog.protocol import ToolResult
+# --------------------------------------------------------------------------- running runs
 
+
+def _reap_running(stale: int, session_id: str | None, start: bool) -> list[AgentRun]:
+    cutoff = timezone.now() - dt.timedelta(seconds=stale)
+    candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
+    if session_id is not None:
+        candidates = candidates.filter(session_id=session_id)
+    reaped = []
+    for run in candidates.select_related("agent"):
+        if process_gone(run.host, run.pid, run.process_started):
+            reason = f"worker {run.worker or '?'} is gone (process {run.pid} on {run.host} no longer runs)"
+        elif run.heartbeat_at is not None and run.heartbeat_at < cutoff:
+            reason = f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+        else:
+            continue
+        carried = _lose(run, reason)
+        if carried is not None:
+            submit_run(carried, start=start)
+        run.refresh_from_db()
+        reaped.append(run)
+        _announce(run)
+        if carried is not None:
+            _announce(carried)
+        logger.warning("reaped lost run %s of session %s: %s", run.run_id, run.session_id, run.error)
+    return reaped
+
+
+def _announce(run: AgentRun) -> None:
+    """Tell the session's open sockets the run's new state (the streaming ``run_state``
+    event the turn loop sends), after commit: no tab keeps showing a dead run as running."""
+    run.refresh_from_db(fields=["status", "error"])
+    try:
+        default_sink().emit(run.session_id, {"type": "run_state", "runId": str(run.run_id), "state": run.status, "error": run.error or None})
+    except Exception:  # a missing channel layer never stops the reaper
+        logger.exception("could not announce the state of run %s", run.run_id)
+
+
+def _lose(run: AgentRun, reason: str) -> AgentRun | None:
+    """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns a new
+    run to submit, if one was made.
+
+    First this process takes the run over (a conditional UPDATE making it the run's
+    owner, heartbeat fresh): one reaper wins, and one that dies midway leaves a run the
+    next round reaps again. The run stays ``running`` while its entries are closed, so a
+    prompt arriving meanwhile queues on it instead of starting a run on a tree with an
+    open in-flight entry. Then, under the session's row lock (the lock ``session_prompt``
+    takes), it becomes ``lost`` and the prompts it holds move on. The provider's own
+    locks are never taken while the row lock is held (their order is store, then row).
+    """
+    owner = this_process()
+    taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at=run.heartbeat_at, pid=run.pid).update(
+        heartbeat_at=timezone.now(), **owner
+    )
+    if not taken:  # it finished, beat again or was taken by another reaper meanwhile
+        return None
+    notes = [reason]
+    try:
+        finalize_abandoned_entry(run.session_id)
+    except SessionNotFound:
+        pass
+    except Exception as exc:  # never leave the run un-reaped because its tree is odd
+        logger.exception("could not close the entries of lost run %s", run.run_id)
+        notes.append(f"its in-flight entry could not be closed ({type(exc).__name__}: {exc})")
+    with transaction.atomic():
+        meta = AgentSession.objects.select_for_update().filter(session_id=run.session_id).first()
+        lost = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, pid=owner["pid"], host=owner["host"]).update(
+            status=RunStatus.LOST, finished_at=timezone.now(), in_flight_entry_id=""
+        )
+        if not lost:
+            return None
+        carried, note = _carry_prompts(run, meta)
+        if note:
+            notes.append(note)
+        AgentRun.objects.filter(pk=run.pk).update(error="; ".join(notes))
+    return carried
+
+
+def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun | None, str]:
+    """The prompts ``run`` accepted and never delivered, in order, into a new run (or onto
+    the session's active run). Returns (new run to submit or None, a note for the record)."""
+    inputs = list(RunInput.objects.filter(run=run, consumed=False).order_by("id"))
+    prompts = [(i.text, i.images) for i in inputs]
+    if not run.prompt_entry_id and run.prompt:  # died before its own prompt reached the tree
+        prompts.insert(0, (run.prompt, run.images))
+    if not prompts:
+        return None, ""
+    RunInput.objects.filter(pk__in=[i.pk for i in inputs]).update(consumed=True)
+    if meta is None:
+        return None, f"{len(prompts)} accepted prompt(s) not run: the session no longer exists"
+    current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+    if current is not None:
+        for text, images in prompts:
+            RunInput.objects.create(run=current, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
+        return None, f"{len(prompts)} accepted prompt(s) queued on run {current.run_id}"
+    (text, images), rest = prompts[0], prompts[1:]
+    carried = AgentRun.objects.create(
+        session_id=run.session_id,
+        agent=run.agent,
+        user=run.user,
+        prompt=text,
+        images=images,
+        model_name=run.model_name,
+        backend=settings.NETA_TASK_BACKEND,
+    )
+    for text, images in rest:
+        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
+    return carried, f"{len(prompts)} accepted prompt(s) carried into run {carried.run_id}"
+
+
+def finalize_abandoned_entry(session_id: str) -> dict | None:
+    """Store a dangling in-flight entry as aborted (its last checkpoint) and give every open
+    tool call of the active path an aborted result (also when the worker died mid-tool)."""
     provider = provider_for_session(session_id)
     entry = provider.get_in_flight(session_id)
-    if entry is None:
-        return None
-    final = provider.finalize_in_flight(session_id, entry["id"], status="aborted")
-    for block in final["message"].get("content") or []:
-        if block.get("type") == "toolCall":
-            result = ToolResult.error("Tool call aborted: the worker running it was lost.")
-            provider.append_message(session_id, result.to_pi_tool_result(block.get("id") or "", block.get("name") or ""))
+    final = provider.finalize_in_flight(session_id, entry["id"], status="aborted") if entry is not None else None
+    close_open_tool_calls(provider, session_id, text=LOST_TOOL_TEXT)
     return final
+
+
+# --------------------------------------------------------------------------- queued runs
+
+
+def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
+    bound = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_CLAIM_SECONDS)
+    queued = AgentRun.objects.filter(status=RunStatus.QUEUED)
+    if session_id is not None:
+        queued = queued.filter(session_id=session_id)
+    changed = []
+    for run in queued:
+        submitted = run.submitted_at or run.created_at
+        if process_gone(run.host, run.pid, run.process_started):
+            why = f"its submitting process ({run.host} pid {run.pid}) is gone"
+        elif submitted < bound and not (run.backend == "inline" and run.host == HOST):
+            why = f"no process claimed it within {settings.NETA_RUN_CLAIM_SECONDS} s"
+        else:
+            continue  # waiting for a thread of a live process here, or not overdue yet
+        if run.submissions >= MAX_SUBMISSIONS:
+            failed = AgentRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED, submissions=run.submissions).update(
+                status=RunStatus.FAILED,
+                finished_at=timezone.now(),
+                error=f"never started: {why}, after {run.submissions} submissions",
+            )
+            if not failed:
+                continue
+            logger.warning("failed queued run %s: %s", run.run_id, why)
+        else:
+            with transaction.atomic():
+                if not submit_run(run, backend=settings.NETA_TASK_BACKEND, start=start):
+                    continue
+            logger.warning("submitted queued run %s again: %s", run.run_id, why)
+        run.refresh_from_db()
+        changed.append(run)
+        _announce(run)
+    return changed
+
+
+# --------------------------------------------------------------------------- the timer
+
+_timer: threading.Thread | None = None
+_timer_lock = threading.Lock()
+
+
+def start_reaper_timer(interval: float | None = None) -> threading.Thread:
+    """Run the reaper in this process now and then every ``interval`` seconds (default
+    ``NETA_REAPER_INTERVAL_SECONDS``), on a daemon thread. Once per process."""
+    global _timer
+    with _timer_lock:
+        if _timer is None or not _timer.is_alive():
+            _timer = threading.Thread(
+                target=_timer_loop, args=(interval or settings.NETA_REAPER_INTERVAL_SECONDS,), name="neta-reaper", daemon=True
+            )
+            _timer.start()
+        return _timer
+
+
+def _timer_loop(interval: float) -> None:
+    from django.apps import apps
+
+    stop = threading.Event()
+    while not apps.ready:  # started from AppConfig.ready: no query before start-up is over
+        stop.wait(0.05)
+    while True:
+        try:
+            reap_stale_runs()
+        except Exception:  # the timer never dies; the next round tries again
+            logger.exception("reaper round failed")
+        finally:
+            close_old_connections()
+        stop.wait(interval)

@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from runtime import llm
+from runtime.backends import crash_point
 from runtime.model_specs import model_spec
 from runtime.models import Agent, ModelConfig
 from sessions_tree.branch_summary import (
@@ -32,7 +33,7 @@ from sessions_tree.compaction import (
     threshold_context_tokens,
 )
 from sessions_tree.ids import now_ms
-from sessions_tree.providers import get_provider
+from sessions_tree.providers import provider_for_session
 
 
 class SummaryFailed(Exception):
@@ -87,7 +88,7 @@ def compact_session(
 ) -> dict:
     """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry."""
     model = model or agent.model
-    provider = get_provider(agent.session_provider)
+    provider = provider_for_session(session_id)  # the session's store, not the agent's current setting
     path = provider.get_active_path(session_id)
     blocked = compaction_blocked_reason(path)
     if blocked:
@@ -104,6 +105,7 @@ def compact_session(
         futures = {r.kind: pool.submit(summarize, spec, r, cancel=cancel) for r in requests}
         replies = {kind: future.result() for kind, future in futures.items()}
     result = compaction_result(prep, replies)
+    crash_point("compaction")
     return provider.append_compaction(
         session_id,
         summary=result["summary"],
@@ -152,7 +154,7 @@ def switch_leaf(
     ``summarize_branch`` the abandoned branch is summarized into a
     ``branch_summary`` entry that becomes the new leaf.
     """
-    provider = get_provider(agent.session_provider)
+    provider = provider_for_session(session_id)  # the session's store, not the agent's current setting
     meta = provider.get_session(session_id)
     index = provider._store_index(meta)
     if target_id is None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,14 +26,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime import llm
+from runtime.backends import HOST, crash_point, this_process
 from runtime.model_specs import model_spec
 from runtime.models import Agent, AgentRun, ModelConfig, RunInput, RunInputKind, RunStatus
 from runtime.streaming import Coalescer, StreamSink, default_sink
+from runtime.summaries import SummaryCancelled, SummaryFailed
 from runtime.system_prompt import build_system_prompt
 from runtime.workspaces import workspace_for
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
-from sessions_tree.providers import get_provider
+from sessions_tree.providers import provider_for_session
 from sessions_tree.providers.base import SessionTreeProvider
 from toolcatalog.projection import ToolProjection, resolve_tools
 from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, run_tool
@@ -128,8 +129,8 @@ def claim_run(run_id) -> AgentRun | None:
         status=RunStatus.RUNNING,
         started_at=now,
         heartbeat_at=now,
-        worker=f"{socket.gethostname()}:{threading.current_thread().name}",
-        pid=os.getpid(),
+        worker=f"{HOST}:{os.getpid()}:{threading.current_thread().name}",
+        **this_process(),
     )
     if not claimed:
         return None
@@ -152,12 +153,15 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
             turn = _prepare(run, coalescer, control)
             _emit_state(coalescer, run, "running")
             _run(turn)
+    except SummaryCancelled:  # an abort while a compaction was being written
+        _finish(run, RunStatus.ABORTED, error="aborted by the user during compaction")
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
         _fail_in_flight(run)
         _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
     finally:
         coalescer.flush()
+    _record_undelivered(run)
     run.refresh_from_db()
     _emit_state(coalescer, run, run.status)
     coalescer.flush()
@@ -173,7 +177,9 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     model = agent.model
     if run.model_name:
         model = ModelConfig.objects.get(name=run.model_name)
-    provider = get_provider(agent.session_provider)
+    # The session's own store, whatever the agent's setting says now (it only chooses
+    # where *new* sessions go).
+    provider = provider_for_session(run.session_id)
     workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
     projection = resolve_tools(agent.tool_policy or {})
@@ -218,7 +224,9 @@ def _run(turn: Turn) -> None:
 
     run = turn.run
     maybe_auto_compact(turn, reason="threshold")
-    turn.provider.append_message(turn.session_id, user_message(run.prompt, run.images))
+    entry = turn.provider.append_message(turn.session_id, user_message(run.prompt, run.images))
+    # From now on the prompt is in the tree: a reaper finding this run lost will not carry it again.
+    AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
     while True:
         if turn.control.check():
             _finish(run, RunStatus.ABORTED, error="aborted before the next model call")
@@ -232,7 +240,7 @@ def _run(turn: Turn) -> None:
             compact_session(turn.session_id, agent=turn.agent, model=turn.model, reason="overflow", cancel=turn.control.cancel)
             continue
         if stop == "aborted":
-            _close_tool_calls(turn, final, ABORTED_TOOL_TEXT)
+            close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
             _finish(run, RunStatus.ABORTED, error="aborted by the user")
             return
         if stop == "error":
@@ -246,17 +254,34 @@ def _run(turn: Turn) -> None:
                 return
             run.rounds += 1
             AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
-            for item in steered:
-                turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+            _deliver(turn, steered)
             if run.rounds >= turn.agent.max_tool_rounds and not steered:
                 _finish(run, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
                 return
             continue
-        follow_up = _next_follow_up_or_finish(run)
+        follow_up = _next_follow_up(run)
         if follow_up is None:
-            break
-        turn.provider.append_message(turn.session_id, user_message(follow_up.text, follow_up.images))
-    maybe_auto_compact(turn, reason="threshold")
+            # Pi's threshold check at the end of the run, while the run is still running
+            # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
+            # itself succeeded: a summarizer failure here is logged, the next prompt retries.
+            try:
+                maybe_auto_compact(turn, reason="threshold")
+            except SummaryCancelled:
+                raise
+            except SummaryFailed as exc:
+                logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
+            follow_up = _next_follow_up(run, finish=True)
+            if follow_up is None:
+                return
+        _deliver(turn, [follow_up])
+
+
+def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
+    """Append queued prompts to the tree, then mark them consumed: a crash in between
+    delivers one twice (the reaper carries it again), never drops it."""
+    for item in inputs:
+        turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+        RunInput.objects.filter(pk=item.pk).update(consumed=True)
 
 
 def _stream_assistant(turn: Turn) -> dict:
@@ -282,6 +307,7 @@ def _stream_assistant(turn: Turn) -> dict:
     entry = provider.begin_in_flight(session_id, placeholder)
     entry_id = entry["id"]
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id=entry_id)
+    crash_point("stream_start")
     turn.emit({"type": "assistant_stream_start", "entryId": entry_id, "runId": str(turn.run.run_id)})
     final: dict | None = None
     last_checkpoint = time.monotonic()
@@ -302,6 +328,7 @@ def _stream_assistant(turn: Turn) -> dict:
         final = {**(partial or placeholder), "stopReason": "aborted" if turn.control.cancelled else "error"}
         final.setdefault("errorMessage", "the model stream ended without a final message")
     turn.sink.flush()
+    crash_point("finalize")
     stop = final.get("stopReason")
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status)
@@ -407,6 +434,7 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
                 result = run_tool(tool, _tool_context(turn, call_id), call.get("arguments") or {})
         message = result.to_pi_tool_result(call_id, name)
         turn.provider.append_message(turn.session_id, message)
+        crash_point("after_tool")
         turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": result.text_output()[-8000:], "final": True, "isError": result.is_error})
         if not steered and index < len(calls) - 1:
             steered = _take_inputs(turn.run, RunInputKind.STEER)
@@ -415,37 +443,53 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
     return steered
 
 
-def _close_tool_calls(turn: Turn, final: dict, text: str) -> None:
-    """An aborted assistant message may hold tool calls: give each one a result."""
-    for block in final.get("content") or []:
-        if block.get("type") == "toolCall":
-            message = ToolResult.error(text).to_pi_tool_result(block.get("id") or "", block.get("name") or "")
-            turn.provider.append_message(turn.session_id, message)
+def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, text: str) -> list[dict]:
+    """Give every tool call of the active path's last assistant message that has no
+    result yet an error result saying ``text`` (Pi's rule: each call gets a result, so
+    the next context is valid). Used by the abort path, after an unexpected error, and
+    by the reaper for a run whose process died mid-tool. Returns the results appended.
+
+    Only when the messages after that assistant message are its tool results: once a
+    user message follows, the turn was already closed."""
+    answered: set[str] = set()
+    last = None
+    for entry in reversed(provider.get_active_path(session_id)):
+        if entry.get("type") != "message":
+            continue
+        message = entry["message"]
+        if message.get("role") == "toolResult":
+            answered.add(message.get("toolCallId"))
+            continue
+        last = message if message.get("role") == "assistant" else None
+        break
+    if last is None:
+        return []
+    appended = []
+    for block in last.get("content") or []:
+        if block.get("type") == "toolCall" and block.get("id") not in answered:
+            result = ToolResult.error(text).to_pi_tool_result(block.get("id") or "", block.get("name") or "")
+            appended.append(provider.append_message(session_id, result))
+    return appended
 
 
 # --------------------------------------------------------------------------- run bookkeeping
 
 
 def _take_inputs(run: AgentRun, kind: str) -> list[RunInput]:
-    with transaction.atomic():
-        items = list(RunInput.objects.select_for_update().filter(run=run, kind=kind, consumed=False).order_by("id"))
-        if items:
-            RunInput.objects.filter(pk__in=[i.pk for i in items]).update(consumed=True)
-    return items
+    """The queued inputs of ``kind``, oldest first (``_deliver`` marks them consumed)."""
+    return list(RunInput.objects.filter(run=run, kind=kind, consumed=False).order_by("id"))
 
 
-def _next_follow_up_or_finish(run: AgentRun) -> RunInput | None:
-    """The next queued prompt, or mark the run completed — atomically with new prompts."""
+def _next_follow_up(run: AgentRun, *, finish: bool = False) -> RunInput | None:
+    """The next queued prompt (``_deliver`` marks it consumed once it is in the tree).
+    With ``finish``, when there is none the run is marked completed — atomically with
+    new prompts, which queue on the run under the same row lock."""
     with transaction.atomic():
         AgentRun.objects.select_for_update().get(pk=run.pk)
-        item = (
-            RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
-        )
-        if item is not None:
-            RunInput.objects.filter(pk=item.pk).update(consumed=True)
-            return item
-        _finish(run, RunStatus.COMPLETED)
-        return None
+        item = RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
+        if item is None and finish:
+            _finish(run, RunStatus.COMPLETED)
+        return item
 
 
 def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
@@ -455,13 +499,26 @@ def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
     run.status, run.error = status, error
 
 
+def _record_undelivered(run: AgentRun) -> None:
+    """A run that ended failed or aborted with prompts still queued on it says so: each
+    accepted prompt is answered or refused with a reason, never silently dropped."""
+    run.refresh_from_db(fields=["status", "error"])
+    if run.status not in (RunStatus.FAILED, RunStatus.ABORTED):
+        return
+    waiting = RunInput.objects.filter(run=run, consumed=False).count()
+    if waiting:
+        note = f"{waiting} queued prompt(s) not run: the run ended {run.status}"
+        AgentRun.objects.filter(pk=run.pk).update(error=f"{run.error}; {note}" if run.error else note)
+
+
 def _fail_in_flight(run: AgentRun) -> None:
     """After an unexpected error: store the in-flight entry as failed, if one is open."""
-    provider = get_provider(run.agent.session_provider)
     try:
+        provider = provider_for_session(run.session_id)
         in_flight = provider.get_in_flight(run.session_id)
         if in_flight is not None:
             provider.finalize_in_flight(run.session_id, in_flight["id"], status="failed")
+        close_open_tool_calls(provider, run.session_id, text="Tool call aborted: the run failed before it finished.")
     except Exception:
         logger.exception("could not finalize the in-flight entry of run %s", run.run_id)
 

@@ -205,7 +205,7 @@ def test_killing_the_worker_mid_run_is_recovered_by_the_reaper(deployment):
     out = deployment.manage("runtime_reap")
     assert "1 run(s) reaped" in out
     row = deployment.run_row(run_id)
-    assert row["status"] == "lost" and "stopped responding" in row["error"]
+    assert row["status"] == "lost" and "is gone (process" in row["error"]  # the killed process is recognised on this host
     messages = [line["message"] for line in deployment.export(session_id) if line["type"] == "message"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     reply = messages[-1]

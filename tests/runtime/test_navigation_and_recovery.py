@@ -82,7 +82,7 @@ def test_reaper_finalizes_a_run_whose_worker_died(driver_for):
     run = outcome.run
     # What a worker leaves behind when it is killed mid-stream: a running run with a
     # stale heartbeat and an in-flight entry with a checkpoint.
-    provider.append_message(driver.session_id, {"role": "user", "content": [{"type": "text", "text": "doomed"}], "timestamp": 1})
+    user_entry = provider.append_message(driver.session_id, {"role": "user", "content": [{"type": "text", "text": "doomed"}], "timestamp": 1})
     entry = provider.begin_in_flight(driver.session_id, {"role": "assistant", "content": [], "stopReason": "stop", "timestamp": 2})
     partial = {
         "role": "assistant",
@@ -92,7 +92,7 @@ def test_reaper_finalizes_a_run_whose_worker_died(driver_for):
     }
     provider.update_in_flight_entry(driver.session_id, entry["id"], partial)
     AgentRun.objects.filter(pk=run.pk).update(
-        status=RunStatus.RUNNING, heartbeat_at=timezone.now() - dt.timedelta(seconds=120), worker="dead:1"
+        status=RunStatus.RUNNING, heartbeat_at=timezone.now() - dt.timedelta(seconds=120), worker="dead:1", prompt_entry_id=user_entry["id"]
     )
     reaped = reap_stale_runs(stale_seconds=30)
     assert [r.pk for r in reaped] == [run.pk]

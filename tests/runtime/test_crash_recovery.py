@@ -1,0 +1,496 @@
+"""The crash suite: real servers and workers killed with SIGKILL, restarted, and checked
+with no request needed to recover.
+
+Inline: Daphne on SQLite with the file provider. Distributed: Daphne + a Celery worker
+(prefork, two children) on Redis + MariaDB. Kill points (12):
+
+- killed from outside: mid-stream; during a tool (a slow ``bash sleep``); mid-stream of a
+  tool call; with runs still queued (more prompts than ``NETA_INLINE_WORKERS`` / worker
+  children); with a follow-up and a steer queued on the dying runs;
+- the process killing itself at a named point (``NETA_TEST_KILL_AT``, a test-only hook in
+  runtime/backends.py): before the first token (``stream_start``), at finalize (with a
+  follow-up queued), after a tool result (``after_tool``), between commit and claim
+  (``claim``, inline and in the Celery worker), while writing a post-turn compaction.
+
+After the restart, within ``NETA_RUN_STALE_SECONDS`` + one reaper period every run that
+was active is terminal; then every accepted prompt is in the tree with a reply, every
+tool call has a result, Pi (the oracle) reads every export, and each session answers a
+new prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, require
+from tests.gateway.cluster import Cluster, free_port, mariadb_available, redis_available
+
+pytestmark = [pytest.mark.slow, pytest.mark.oracle]
+
+STALE_SECONDS = 4
+REAPER_SECONDS = 1
+CLAIM_SECONDS = 4
+RECOVERY_SLACK = 3  # the reaper round itself, a loaded machine
+
+RULES = {
+    "version": 1,
+    "chunk_size": 0,
+    "rules": [
+        {"match": {"system": "context summarization assistant"}, "reply": [{"text": "## Goal\nRecovered summary."}]},
+        {"match": {"contains": "slowly"}, "reply": [{"text": "tick " * 300, "chunk_size": 5, "delay_ms": 20}]},
+        {"match": {"contains": "medium"}, "reply": [{"text": "tock " * 50, "chunk_size": 5, "delay_ms": 20}]},
+        {
+            "match": {"contains": "use the tool"},
+            "replies": [
+                [{"text": "Running it."}, {"tool_call": {"name": "bash", "arguments": {"command": "sleep 8; echo slept"}}}],
+                [{"text": "The tool is done."}],
+            ],
+        },
+        {
+            "match": {"contains": "two tools"},
+            "replies": [
+                [
+                    {"tool_call": {"name": "bash", "arguments": {"command": "echo one"}}},
+                    {"tool_call": {"name": "bash", "arguments": {"command": "echo two"}}},
+                ],
+                [{"text": "Both ran."}],
+            ],
+        },
+        {
+            "match": {"contains": "stream a tool call"},
+            "replies": [
+                [{"tool_call": {"name": "write", "arguments": {"path": "big.txt", "content": "x" * 300}}, "chunk_size": 2, "delay_ms": 30}],
+                [{"text": "Written."}],
+            ],
+        },
+        {"match": {"contains": "fill the context"}, "reply": {"steps": [{"text": "A big answer."}], "usage": {"input": 120000, "output": 10}}},
+    ],
+    "default": {"reply": [{"text": "echo: {{user}}", "chunk_size": 4, "delay_ms": 5}]},
+}
+
+SETUP = r"""
+import json, os
+from django.contrib.auth import get_user_model
+from runtime.models import Agent, ModelConfig
+from runtime.services import runtime_bootstrap
+from runtime.tokens import api_token_create
+runtime_bootstrap()
+model = ModelConfig.objects.get(name="scripted-demo")
+model.options = {"rules": json.loads(os.environ["CRASH_RULES"])}
+model.save()
+Agent.objects.filter(name="default").update(model=model, compaction_keep_recent_tokens=1, restore_last_session=False)
+print(json.dumps({"token": api_token_create(user=get_user_model().objects.create_user("crash")).secret}))
+"""
+
+RECOVERY_ENV = {
+    "NETA_RUN_STALE_SECONDS": str(STALE_SECONDS),
+    "NETA_REAPER_INTERVAL_SECONDS": str(REAPER_SECONDS),
+    "NETA_RUN_CLAIM_SECONDS": str(CLAIM_SECONDS),
+    "NETA_LOG_LEVEL": "WARNING",
+}
+
+ORACLE_LOCK = threading.Lock()  # the Pi oracle is not safe to run concurrently
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Accepted:
+    session_id: str
+    text: str
+    queued_as: str | None
+
+
+@dataclass
+class Deployment:
+    """Processes on one database and one sessions directory, killed and restarted at will."""
+
+    workdir: Path
+    env: dict
+    token: str = ""
+    db: object = None  # a callable returning a DB-API connection
+    processes: dict = field(default_factory=dict)
+    port: int = 0
+    accepted: list = field(default_factory=list)
+    sessions: list = field(default_factory=list)
+
+    # ------------------------------------------------------------------ processes
+
+    def spawn(self, name: str, args: list[str], env: dict) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")
+        process = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes[name] = process
+        return process
+
+    def start_daphne(self, **extra) -> None:
+        self.port = free_port()
+        daphne = str(Path(sys.executable).with_name("daphne"))
+        self.spawn("daphne", [daphne, "-b", "127.0.0.1", "-p", str(self.port), "neta.asgi:application"], {**self.env, **extra})
+        wait_until(self._listening, 60, f"daphne to listen ({self.log('daphne')[-2000:]})")
+
+    def _listening(self) -> bool:
+        import socket
+
+        if self.processes["daphne"].poll() is not None:
+            raise AssertionError("daphne exited:\n" + self.log("daphne")[-3000:])
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def start_worker(self, **extra) -> None:
+        celery = str(Path(sys.executable).with_name("celery"))
+        marker = len(self.log("worker"))
+        self.spawn(
+            "worker",
+            [celery, "-A", "neta", "worker", "-l", "info", "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            {**self.env, **extra},
+        )  # fmt: skip
+        wait_until(lambda: "ready." in self.log("worker")[marker:], 60, "the celery worker")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process and everything in its process group."""
+        process = self.processes.pop(name)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=10)
+
+    def wait_dead(self, name: str, timeout: float = 30) -> None:
+        """The process killed itself (NETA_TEST_KILL_AT): wait for it, then clear its group."""
+        process = self.processes[name]
+        wait_until(lambda: process.poll() is not None, timeout, f"{name} to kill itself:\n{self.log(name)[-2000:]}")
+        self.kill(name)
+
+    def stop(self) -> None:
+        for name in list(self.processes):
+            self.kill(name)
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # ------------------------------------------------------------------ clients
+
+    def http(self, method: str, path: str, body: dict | None = None, raw: bool = False):
+        import urllib.error
+        import urllib.request
+
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method.upper())
+        request.add_header("Authorization", f"Token {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                payload, status = response.read(), response.status
+        except urllib.error.HTTPError as exc:
+            payload, status = exc.read(), exc.code
+        return status, (payload.decode() if raw else json.loads(payload))
+
+    def new_session(self) -> str:
+        status, body = self.http("post", "/api/sessions/", {})
+        assert status == 201, body
+        self.sessions.append(body["sessionId"])
+        return body["sessionId"]
+
+    def prompt(self, session_id: str, text: str, mode: str = "follow_up", *, may_die: bool = False) -> dict:
+        """Send a prompt. ``may_die``: the server may kill itself (a hook) before it answers;
+        a prompt it committed counts as accepted all the same (and must be answered)."""
+        try:
+            status, body = self.http("post", f"/api/sessions/{session_id}/prompt/", {"text": text, "mode": mode})
+        except (ConnectionError, OSError) as exc:
+            if not may_die:
+                raise
+            committed = [r for r in self.runs() if r["session_id"] == session_id and r["prompt"] == text]
+            assert committed, f"the server died before committing {text!r}: {exc!r}"
+            self.accepted.append(Accepted(session_id, text, None))
+            return {"run": {"runId": committed[0]["run_id"]}, "queuedAs": None}
+        assert status == 202, body  # accepted: from here on it must be answered or refused with a reason
+        self.accepted.append(Accepted(session_id, text, body["queuedAs"]))
+        return body
+
+    def runs(self) -> list[dict]:
+        conn = self.db()
+        try:
+            cursor = conn.cursor()
+            cursor.execute("SELECT run_id, session_id, status, error, prompt, in_flight_entry_id FROM runtime_agentrun")
+            keys = ("run_id", "session_id", "status", "error", "prompt", "in_flight")
+            return [dict(zip(keys, row)) for row in cursor.fetchall()]
+        finally:
+            conn.close()
+
+    def run_of(self, session_id: str) -> dict | None:
+        active = [r for r in self.runs() if r["session_id"] == session_id and r["status"] in ("queued", "running")]
+        return active[0] if active else None
+
+    def entries(self, session_id: str) -> list[dict]:
+        status, text = self.http("get", f"/api/sessions/{session_id}/export/", raw=True)
+        assert status == 200, text
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def file_entries(self, session_id: str) -> list[dict]:
+        """The session file as it is on disk now (file provider), read without any request."""
+        found = list((self.workdir / "sessions").rglob(f"*{session_id}*.jsonl"))
+        if not found:
+            return []
+        return [json.loads(line) for line in found[0].read_text().splitlines() if line.strip()]
+
+    # ------------------------------------------------------------------ waiting for a state
+
+    def wait_streaming(self, session_id: str, seconds_of_checkpoints: float = 1.5) -> None:
+        wait_until(lambda: (self.run_of(session_id) or {}).get("in_flight"), 30, f"{session_id} to stream")
+        time.sleep(seconds_of_checkpoints)  # at least one checkpoint reaches the store
+
+    def wait_tool_running(self, session_id: str) -> None:
+        def in_tool():
+            for entry in self.file_entries(session_id):
+                if entry.get("type") == "message" and entry["message"].get("stopReason") == "toolUse":
+                    return True
+            return False
+
+        wait_until(in_tool, 30, f"{session_id} to run its tool")
+        time.sleep(0.5)
+
+
+def check_recovered(dep: Deployment, oracle, was_active: set[str], ready_at: float, *, stale: int = STALE_SECONDS) -> None:
+    """No request: the runs that were active at the kill end within stale + one period."""
+    deadline = ready_at + stale + REAPER_SECONDS + RECOVERY_SLACK
+
+    def originals_terminal():
+        rows = {r["run_id"]: r for r in dep.runs()}
+        return all(rows[run_id]["status"] not in ("queued", "running") for run_id in was_active)
+
+    wait_until(originals_terminal, max(0.1, deadline - time.monotonic()), "the runs active at the kill to end")
+    # Runs carrying accepted prompts (and queued runs submitted again) now run to the end.
+    wait_until(lambda: all(r["status"] not in ("queued", "running") for r in dep.runs()), 90, "every run to end")
+    rows = dep.runs()
+    for row in rows:
+        if row["status"] in ("lost", "failed", "aborted"):
+            assert row["error"], row  # a reason for every run that did not complete
+    assert all(r["in_flight"] == "" for r in rows)
+
+    for session_id in dep.sessions:
+        entries = dep.entries(session_id)
+        messages = {e["id"]: e for e in entries if e.get("type") == "message"}
+        children: dict[str, list[str]] = {}
+        for entry in entries[1:]:
+            children.setdefault(entry.get("parentId"), []).append(entry["id"])
+
+        def answered(entry_id: str) -> bool:
+            todo = list(children.get(entry_id, []))
+            while todo:
+                child = todo.pop()
+                if child in messages and messages[child]["message"]["role"] == "assistant":
+                    return True
+                todo.extend(children.get(child, []))
+            return False
+
+        for prompt in (a for a in dep.accepted if a.session_id == session_id):
+            users = [e for e in messages.values() if e["message"]["role"] == "user" and e["message"]["content"][0]["text"] == prompt.text]
+            assert users, f"accepted prompt {prompt.text!r} ({prompt.queued_as}) of {session_id} is not in the tree"
+            assert any(answered(u["id"]) for u in users), f"accepted prompt {prompt.text!r} has no reply"
+        calls = {b["id"] for e in messages.values() if e["message"]["role"] == "assistant" for b in e["message"]["content"] if b.get("type") == "toolCall"}
+        results = {e["message"]["toolCallId"] for e in messages.values() if e["message"]["role"] == "toolResult"}
+        assert calls <= results, f"tool calls without a result in {session_id}: {calls - results}"
+        exported = dep.workdir / f"{session_id}.jsonl"
+        exported.write_text("".join(json.dumps(e) + "\n" for e in entries))
+        with ORACLE_LOCK:
+            result = subprocess.run([str(oracle), "context", str(exported)], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        pi = json.loads(result.stdout)
+        assert pi["messages"], session_id
+
+    # Each session takes a new prompt.
+    for session_id in dep.sessions:
+        run_id = dep.prompt(session_id, f"after recovery {session_id[-6:]}")["run"]["runId"].replace("-", "")
+        wait_until(lambda: {r["run_id"].replace("-", ""): r for r in dep.runs()}[run_id]["status"] not in ("queued", "running"), 30, "the new prompt")
+        row = {r["run_id"].replace("-", ""): r for r in dep.runs()}[run_id]
+        assert row["status"] == "completed", row
+
+
+def active_run_ids(dep: Deployment) -> set[str]:
+    return {r["run_id"] for r in dep.runs() if r["status"] in ("queued", "running")}
+
+
+# --------------------------------------------------------------------------- inline: Daphne
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A migrated, bootstrapped var dir each inline deployment starts from (a copy)."""
+    base = tmp_path_factory.mktemp("crash-template")
+    env = inline_env(base)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env, check=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SETUP], cwd=REPO, env={**env, "CRASH_RULES": json.dumps(RULES)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return base, json.loads(out.stdout.strip().splitlines()[-1])["token"]
+
+
+def inline_env(workdir: Path) -> dict:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NETA_")},
+        "DJANGO_SETTINGS_MODULE": "neta.settings",
+        "NETA_TASK_BACKEND": "inline",
+        "NETA_VAR_DIR": str(workdir / "var"),
+        "NETA_SESSIONS_DIR": str(workdir / "sessions"),
+        "NETA_WORKSPACE_DIR": str(workdir / "workspace"),
+        "NETA_SECRET_KEY": "crash-suite-secret-key-not-for-production-use",
+        "NETA_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "PYTHONUNBUFFERED": "1",
+        **RECOVERY_ENV,
+    }
+
+
+def inline_deployment(template, workdir: Path, **env) -> Deployment:
+    base, token = template
+    shutil.copytree(base, workdir, dirs_exist_ok=True)
+    database = workdir / "var" / "neta.sqlite3"
+    return Deployment(workdir=workdir, env={**inline_env(workdir), **env}, token=token, db=lambda: sqlite3.connect(database, timeout=30))
+
+
+def test_inline_server_killed_with_streams_tools_and_queued_runs(template, tmp_path, oracle):
+    """One kill, seven points: two streams, a tool, a streamed tool call, two queued runs,
+    a follow-up and a steer on dying runs."""
+    require(shutil.which("bash") is not None, "bash missing")
+    dep = inline_deployment(template, tmp_path / "inline", NETA_INLINE_WORKERS="3")
+    try:
+        dep.start_daphne()
+        stream, tool, tool_call, queued_a, queued_b = (dep.new_session() for _ in range(5))
+        dep.prompt(stream, "answer slowly please")
+        dep.prompt(tool, "use the tool now")
+        dep.prompt(tool_call, "stream a tool call")
+        assert dep.prompt(queued_a, "quick one while busy")["queuedAs"] is None
+        dep.prompt(queued_b, "another quick one")
+        dep.wait_streaming(stream)
+        dep.wait_tool_running(tool)
+        dep.wait_streaming(tool_call, 1.0)
+        assert dep.prompt(stream, "a follow-up for the dying run")["queuedAs"] == "follow_up"
+        assert dep.prompt(tool, "steer the dying run", mode="steer")["queuedAs"] == "steer"
+        statuses = {r["session_id"]: r["status"] for r in dep.runs()}
+        assert statuses[queued_a] == statuses[queued_b] == "queued"  # three workers, five runs
+        was_active = active_run_ids(dep)
+        dep.kill("daphne")
+        # A heartbeat timeout far beyond the deadline below: the restarted server must
+        # recognise its dead predecessor's runs by their process, at start-up.
+        dep.start_daphne(NETA_RUN_STALE_SECONDS="600")
+        check_recovered(dep, oracle, was_active, time.monotonic(), stale=0)
+        assert "stopped responding" not in " ".join(r["error"] for r in dep.runs())
+    finally:
+        dep.stop()
+
+
+HOOKS = [
+    # (NETA_TEST_KILL_AT, the prompt, queue a follow-up on the dying run)
+    ("stream_start", "before the first token", False),
+    ("finalize", "medium length answer", True),
+    ("after_tool", "two tools please", False),
+    ("claim", "killed between commit and claim", False),
+    ("compaction", "fill the context", False),
+]
+
+
+def _hook_scenario(template, workdir: Path, oracle, point: str, text: str, follow_up: bool) -> None:
+    dep = inline_deployment(template, workdir, NETA_TEST_KILL_AT=point)
+    try:
+        dep.start_daphne()
+        session = dep.new_session()
+        dep.prompt(session, text, may_die=True)
+        if follow_up:
+            assert dep.prompt(session, f"follow-up queued before {point}")["queuedAs"] == "follow_up"
+        was_active = active_run_ids(dep)
+        dep.wait_dead("daphne")
+        assert f"NETA_TEST_KILL_AT={point}" in dep.log("daphne")
+        dep.env.pop("NETA_TEST_KILL_AT")
+        dep.start_daphne()
+        check_recovered(dep, oracle, was_active, time.monotonic())
+    finally:
+        dep.stop()
+
+
+def test_inline_server_killing_itself_at_named_points(template, tmp_path, oracle):
+    """Five deployments side by side, each killed at its point, restarted, checked."""
+    with ThreadPoolExecutor(max_workers=len(HOOKS)) as pool:
+        futures = {point: pool.submit(_hook_scenario, template, tmp_path / point, oracle, point, text, fu) for point, text, fu in HOOKS}
+    failures = {}
+    for point, future in futures.items():
+        try:
+            future.result()
+        except Exception as exc:  # report every point, not only the first
+            failures[point] = exc
+    assert not failures, "\n".join(f"{point}: {exc!r}" for point, exc in failures.items())
+
+
+# --------------------------------------------------------------------------- distributed: Celery
+
+
+def test_celery_worker_killed_at_claim_mid_stream_and_mid_tool(tmp_path, oracle):
+    require(mariadb_available(), "MariaDB not reachable")
+    require(redis_available(), "Redis not reachable")
+    cluster = Cluster(tmp_path / "cluster", servers=0, workers=0, backend="celery", database="mysql", rules=RULES, extra_env=RECOVERY_ENV)
+    cluster.start()  # migrate + bootstrap only: the processes are started below
+    try:
+        import MySQLdb
+
+        from tests.gateway.cluster import MARIADB
+
+        subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c",
+             "from runtime.models import Agent; Agent.objects.filter(name='default').update(compaction_keep_recent_tokens=1, restore_last_session=False)"],
+            cwd=REPO, env=cluster.env, check=True, timeout=120,
+        )  # fmt: skip
+        dep = Deployment(workdir=cluster.workdir, env=cluster.env, token=cluster.token, db=lambda: MySQLdb.connect(**MARIADB, db=cluster.name))
+        try:
+            dep.start_daphne()
+            # 1. The worker takes the task and dies before claiming the run.
+            dep.start_worker(NETA_TEST_KILL_AT="claim")
+            claimed = dep.new_session()
+            dep.prompt(claimed, "killed between commit and claim")
+            wait_until(lambda: "NETA_TEST_KILL_AT=claim" in dep.log("worker"), 30, "the worker child to kill itself")
+            dep.kill("worker")
+            assert dep.run_of(claimed)["status"] == "queued"
+            # 2. A new worker; two runs on its two children, a third queued behind them.
+            dep.start_worker()
+            stream, tool, queued = dep.new_session(), dep.new_session(), dep.new_session()
+            dep.prompt(stream, "answer slowly please")
+            dep.prompt(tool, "use the tool now")
+            dep.wait_streaming(stream)
+            dep.wait_tool_running(tool)
+            dep.prompt(queued, "quick one while busy")
+            assert dep.prompt(stream, "a follow-up for the dying run")["queuedAs"] == "follow_up"
+            was_active = active_run_ids(dep)
+            dep.kill("worker")
+            dep.start_worker(NETA_RUN_STALE_SECONDS="600")  # its dead children's runs: by their process, at start-up
+            check_recovered(dep, oracle, was_active, time.monotonic(), stale=0)
+            assert "stopped responding" not in " ".join(r["error"] for r in dep.runs())
+        finally:
+            dep.stop()
+    finally:
+        cluster.stop()

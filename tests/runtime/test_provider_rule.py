@@ -1,0 +1,125 @@
+"""One rule for the session store: every read and write of an existing session goes to the
+store that holds it (``provider_for_session``); the agent's ``session_provider`` only
+chooses where *new* sessions go.
+
+The same scenario runs on the embedded default (SQLite: the file provider and the mysql
+provider's tables) and, in a child process whose default database is a fresh MariaDB
+database, on the real server: an agent switched from file to mysql and back keeps
+prompting, switching, compacting and summarizing its old sessions; a mysql session
+imported for a file agent takes prompts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, require
+
+SUMMARY = {"match": {"system": "context summarization assistant"}, "reply": [{"text": "## Goal\nSummarized."}]}
+RULES = {"version": 1, "chunk_size": 0, "rules": [SUMMARY], "default": {"reply": [{"text": "echo: {{user}}"}]}}
+
+
+def scenario(workdir: Path) -> None:
+    """Runs with Django set up on whatever the default database is; raises on a failure."""
+    from django.conf import settings
+
+    from runtime.models import Agent, ModelConfig, RunStatus
+    from runtime.services import session_compact, session_import, session_prompt, session_start, session_switch_leaf
+    from runtime.turn import execute_run
+    from sessions_tree.models import AgentSession
+    from sessions_tree.pi_files import export_session
+    from sessions_tree.providers import provider_for_session
+
+    settings.NETA_SESSIONS_DIR = workdir / "sessions"
+    settings.NETA_WORKSPACE_DIR = workdir / "workspace"
+    model = ModelConfig.objects.create(
+        name="rule-model", provider_kind="scripted", provider_name="scripted", model_id="scripted-rule", options={"rules": RULES}
+    )
+    agent = Agent.objects.create(name="rule-agent", model=model, cwd=str(workdir / "workspace"), session_provider="file")
+
+    def prompt(session_id: str, text: str) -> None:
+        outcome = session_prompt(session_id=session_id, text=text, dispatch=False)
+        assert outcome.queued_as is None, outcome
+        run = execute_run(outcome.run.run_id)
+        assert run.status == RunStatus.COMPLETED, f"{text!r} on {store(session_id)} session: {run.status} {run.error}"
+
+    def store(session_id: str) -> str:
+        return AgentSession.objects.get(session_id=session_id).provider
+
+    def exercise(session_id: str) -> None:
+        """Prompt, move the leaf with a branch summary, compact, prompt again."""
+        prompt(session_id, "one")
+        anchor = provider_for_session(session_id).get_active_path(session_id)[-1]["id"]
+        prompt(session_id, "two")
+        result = session_switch_leaf(session_id=session_id, entry_id=anchor, summarize=True)
+        assert result["summaryEntry"]["type"] == "branch_summary", result
+        prompt(session_id, "three")
+        assert session_compact(session_id=session_id)["type"] == "compaction"
+        prompt(session_id, "four")
+        messages = provider_for_session(session_id).build_context(session_id).messages
+        assert messages[-1]["content"][0]["text"] == "echo: four", messages[-1]
+
+    file_session = session_start(agent=agent).session_id
+    prompt(file_session, "before the change")
+    Agent.objects.filter(pk=agent.pk).update(session_provider="mysql")
+    agent.refresh_from_db()
+    exercise(file_session)  # an old file session of an agent now set to mysql
+    assert store(file_session) == "file"
+    mysql_session = session_start(agent=agent).session_id
+    assert store(mysql_session) == "mysql"  # new sessions follow the agent's setting
+    prompt(mysql_session, "on mysql")
+    Agent.objects.filter(pk=agent.pk).update(session_provider="file")
+    agent.refresh_from_db()
+    exercise(mysql_session)  # and back: the mysql session still works
+    exercise(file_session)
+
+    # A mysql session imported for a file agent takes prompts.
+    exported = export_session(mysql_session, workdir / "exported.jsonl")
+    provider_for_session(mysql_session).delete_session(mysql_session)
+    imported = session_import(path=exported, user=None, agent_name=agent.name, provider_kind="mysql")
+    assert imported.provider == "mysql" and agent.session_provider == "file"
+    prompt(imported.session_id, "after the import")
+    exercise(imported.session_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_old_and_imported_sessions_keep_their_store(tmp_path):
+    scenario(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.mariadb
+def test_old_and_imported_sessions_keep_their_store_on_mariadb(tmp_path):
+    from tests.gateway.cluster import MARIADB, mariadb_available
+
+    require(mariadb_available(), "MariaDB not reachable")
+    import MySQLdb
+
+    name = f"neta_h5_rule_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    conn = MySQLdb.connect(**MARIADB)
+    conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    auth = MARIADB["user"] + (":" + MARIADB["password"] if "password" in MARIADB else "")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NETA_")},
+        "DJANGO_SETTINGS_MODULE": "neta.settings",
+        "NETA_DATABASE_URL": f"mysql://{auth}@{MARIADB['host']}:{MARIADB['port']}/{name}",
+        "NETA_VAR_DIR": str(tmp_path / "var"),
+    }
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env, check=True, timeout=300)
+        code = (
+            "import django, pathlib; django.setup();"
+            "from tests.runtime.test_provider_rule import scenario;"
+            f"scenario(pathlib.Path({str(tmp_path)!r})); print('scenario ok')"
+        )
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0 and "scenario ok" in result.stdout, result.stdout[-3000:] + result.stderr[-5000:]
+    finally:
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()
