@@ -9,7 +9,7 @@ ASGI_SERVERS = {"daphne", "uvicorn", "hypercorn", "gunicorn"}
 
 
 def serves_asgi(argv: list[str] | None = None) -> bool:
-    """Is this process an ASGI server (``daphne …``, ``python -m daphne …``, ``manage.py
+    """Is this process an ASGI server (``daphne …``, ``python -m daphne …``, ``python -m neta.serve``, ``manage.py
     runserver``)? Management commands (migrate, shell, runtime_reap), test runs and Celery
     workers are not."""
     argv = sys.argv if argv is None else argv
@@ -17,6 +17,8 @@ def serves_asgi(argv: list[str] | None = None) -> bool:
         return False
     program = Path(argv[0])
     if program.name in ASGI_SERVERS or (program.name == "__main__.py" and program.parent.name in ASGI_SERVERS):
+        return True
+    if program.name == "serve.py" and program.parent.name == "neta":  # python -m neta.serve (make run)
         return True
     if program.name == "manage.py" and argv[1:2] == ["runserver"]:
         # With the autoreloader only the child (RUN_MAIN) serves; the parent just watches files.

@@ -82,6 +82,7 @@ def test_process_identity_tells_dead_live_and_reused_pids_apart():
 def test_start_up_reaping_runs_in_server_processes_only():
     assert serves_asgi(["/venv/bin/daphne", "-p", "8000", "neta.asgi:application"])
     assert serves_asgi(["/usr/lib/python3/site-packages/uvicorn/__main__.py", "neta.asgi:application"])
+    assert serves_asgi(["/srv/neta/neta/serve.py", "-b", "127.0.0.1", "neta.asgi:application"])  # make run
     assert not serves_asgi(["manage.py", "migrate"])
     assert not serves_asgi(["manage.py", "runtime_reap"])
     assert not serves_asgi(["/venv/bin/pytest", "tests"])
