@@ -6,6 +6,9 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # The contract suite runs the mysql provider on this server too.
 NETA_TEST_MYSQL_URL ?= mysql://root@127.0.0.1:3306/neta
+# Both cores: the suite waits on servers, browsers and child processes as much as it computes.
+# Tests of one file stay on one worker (their module fixtures start servers once).
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: run test deps deps-test bench clean
 
