@@ -7,9 +7,10 @@
   database file, which works only on one host with a local disk, and every write of
   every worker and web process waits for the one writer lock.
 * ``runtime.W003`` (database check, ``manage.py check --database default``): the
-  inline backend with the in-process channel layer, and runs were recently executed
-  by more than one live server process: each has its own layer, so a socket on one
-  never sees the runs of another.
+  inline backend with the in-process channel layer, and runs of the last hour were
+  executed by more than one server process still alive (on this host: its pid runs;
+  on another: its heartbeats are fresh): each has its own layer, so a socket on one
+  never sees the runs of another. Detected only once both have run turns.
 
 ``NETA_SANDBOX=bwrap`` without a working bubblewrap is ``toolcatalog.E001`` (and the
 ``auto`` fallback ``toolcatalog.W002``): one check, in the app that owns the sandbox.
@@ -74,19 +75,25 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
     from django.db import DatabaseError
     from django.utils import timezone
 
-    from runtime.backends import process_gone
+    from runtime.backends import HOST, process_gone
     from runtime.models import AgentRun
 
+    now = timezone.now()
+    fresh = now - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)
     try:
         owners = set(
-            AgentRun.objects.filter(backend="inline", heartbeat_at__gte=timezone.now() - RECENT)
+            AgentRun.objects.filter(backend="inline", heartbeat_at__gte=now - RECENT)
             .exclude(pid=None)
-            .values_list("host", "pid", "process_started")
-            .distinct()
+            .values_list("host", "pid", "process_started", "heartbeat_at")
         )
     except DatabaseError:  # not migrated yet: nothing to look at
         return []
-    live = sorted((host, pid) for host, pid, started in owners if not process_gone(host, pid, started))
+    # A process on this host counts while it runs (/proc says so); one on another host only
+    # while its runs' heartbeats are fresh (a host replaced by a redeploy is not a second server).
+    live = sorted({
+        (host, pid) for host, pid, started, beat in owners
+        if (not process_gone(host, pid, started)) and (host == HOST or beat >= fresh)
+    })
     if len(live) < 2:
         return []
     shown = ", ".join(f"{host}:{pid}" for host, pid in live[:5])

@@ -198,3 +198,21 @@ def test_the_scan_sees_every_form_of_read(tmp_path, source, expected):
     path = tmp_path / "m.py"
     path.write_text(source)
     assert len(environment_reads(path)) == expected
+
+
+def test_variables_moved_into_settings_are_strict_too(tmp_path):
+    """What used to be read leniently elsewhere (``== "1"``, any log level) now stops start-up with its name."""
+    import os
+    import subprocess
+    import sys
+
+    for name, value, message in [
+        ("NETA_TOOLS_NO_CGROUP", "1", "NETA_TOOLS_NO_CGROUP must be 'true' or 'false'"),
+        ("NETA_LOG_LEVEL", "loud", "NETA_LOG_LEVEL must be one of debug, info, warning, error, critical"),
+        ("NETA_SKILL_MAX_ENTRY_BYTES", "big", "NETA_SKILL_MAX_ENTRY_BYTES must be an integer"),
+    ]:
+        env = {**os.environ, "NETA_VAR_DIR": str(tmp_path), name: value}
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode != 0 and message in result.stderr, (name, result.stderr[-500:])

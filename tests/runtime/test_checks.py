@@ -140,3 +140,20 @@ def test_a_dead_server_process_does_not_count(settings, make_agent):
         process_started=started, heartbeat_at=timezone.now(),
     )
     assert ids(run_checks(tags=["runtime"], databases=["default"])) == []
+
+
+@pytest.mark.django_db
+def test_a_server_on_another_host_counts_only_while_its_heartbeats_are_fresh(settings, make_agent):
+    import datetime as dt
+
+    settings.NETA_TASK_BACKEND = "inline"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.InProcessChannelLayer"}}
+    agent = make_agent(rules())
+    _run_owned_by(agent, os.getpid())
+    elsewhere = AgentRun.objects.create(
+        session_id="s-elsewhere", agent=agent, backend="inline", status="done", host=f"not-{HOST}", pid=4242,
+        process_started=1, heartbeat_at=timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS + 60),
+    )
+    assert ids(run_checks(tags=["runtime"], databases=["default"])) == []  # e.g. the host a redeploy replaced
+    AgentRun.objects.filter(pk=elsewhere.pk).update(heartbeat_at=timezone.now())
+    assert ids(run_checks(tags=["runtime"], databases=["default"])) == ["runtime.W003"]
