@@ -68,14 +68,13 @@ def heavy_session(i: int, user=None) -> AgentSession:
     )
 
 
-SESSION_FOR_ROWS: dict = {}
-
-
 def rows_session() -> AgentSession:
-    """One heavy session the entries and events belong to (the list joins it)."""
-    if "s" not in SESSION_FOR_ROWS or not AgentSession.objects.filter(pk=SESSION_FOR_ROWS["s"].pk).exists():
-        SESSION_FOR_ROWS["s"] = heavy_session(0)
-    return SESSION_FOR_ROWS["s"]
+    """The one heavy session the entries and events belong to (their lists join it)."""
+    existing = AgentSession.objects.filter(session_id="rows-session").first()
+    return existing or AgentSession.objects.create(
+        session_id="rows-session", header=BIG, cwd=BIG, session_file=BIG, metadata={"pad": BIG},
+        in_flight_payload=BIG, diagnostics={"pad": BIG},
+    )
 
 
 def make_runs(start, stop, user):
