@@ -158,7 +158,7 @@ def measure(cluster: Cluster, session_id: str, clients: int, procs: int) -> dict
 PUBSUB_SETTINGS = """
 from neta.settings import *  # noqa: F401,F403
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                              "CONFIG": {"hosts": [NETA_REDIS_URL], "prefix": env_str("NETA_CHANNELS_PREFIX", "neta")}}}
+                              "CONFIG": {"hosts": [NETA_REDIS_URL], "prefix": NETA_CHANNELS_PREFIX}}}
 """
 
 

@@ -82,6 +82,11 @@ def env_path(name: str, default: Path, *, base: Path) -> Path:
     return path if path.is_absolute() else (base / path)
 
 
+def secret_files() -> list[str]:
+    """The files every ``NETA_*_FILE`` variable names (secrets the tools must not read)."""
+    return [value for name, value in sorted(os.environ.items()) if name.startswith("NETA_") and name.endswith("_FILE") and value]
+
+
 def database_from_url(url: str, *, base: Path) -> dict:
     """A Django ``DATABASES`` entry from ``sqlite:///path`` or ``mysql://user:pw@host:port/db``."""
     parsed = urlparse(url)

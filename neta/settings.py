@@ -18,6 +18,7 @@ from neta.env import (
     env_list,
     env_path,
     env_str,
+    secret_files,
     sqlite_database,
 )
 
@@ -122,13 +123,15 @@ NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=
 
 # --- Realtime and tasks -------------------------------------------------------
 NETA_REDIS_URL = env_str("NETA_REDIS_URL")
+# Key prefix in Redis of the channel layer and the sign-in counts (one per deployment sharing a Redis).
+NETA_CHANNELS_PREFIX = env_str("NETA_CHANNELS_PREFIX", "neta")
 if NETA_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [NETA_REDIS_URL],
-                "prefix": env_str("NETA_CHANNELS_PREFIX", "neta"),
+                "prefix": NETA_CHANNELS_PREFIX,
                 "capacity": 500,
                 "expiry": 30,
                 "group_expiry": 86400,
@@ -180,6 +183,10 @@ NETA_SANDBOX_BWRAP = env_str("NETA_SANDBOX_BWRAP", "bwrap")
 # Paths the tools never touch besides the built-in ones (secret key, admin password,
 # SQLite files, sessions dir); the bwrap sandbox masks them inside a workspace root too.
 NETA_TOOL_DENY_PATHS = env_list("NETA_TOOL_DENY_PATHS", [])
+# The files named by NETA_*_FILE variables at start-up (secrets): protected from the tools too.
+NETA_SECRET_FILES = secret_files()
+# Run bash commands without cgroup containment (process group only); tests use it to exercise the fallback.
+NETA_TOOLS_NO_CGROUP = env_bool("NETA_TOOLS_NO_CGROUP", False)
 NETA_BASH_MAX_PROCESSES = env_int("NETA_BASH_MAX_PROCESSES", 256, minimum=8)
 NETA_BASH_MAX_FILE_MB = env_int("NETA_BASH_MAX_FILE_MB", 1024, minimum=1)
 NETA_BASH_MAX_OPEN_FILES = env_int("NETA_BASH_MAX_OPEN_FILES", 4096, minimum=64)
@@ -191,6 +198,10 @@ NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
 NETA_SKILLS_VALIDATION = env_choice("NETA_SKILLS_VALIDATION", "strict", ("strict", "pi"))
 NETA_MANAGED_SKILLS_DIR = env_path("NETA_MANAGED_SKILLS_DIR", VAR_DIR / "skills", base=BASE_DIR)
 NETA_SKILLS_PROJECT_DIR = env_str("NETA_SKILLS_PROJECT_DIR") or None  # None: the process cwd
+# The home folder whose ~/.neta, ~/.agents and ~/.pi skills are registered (None: the user's home).
+NETA_SKILLS_HOME = env_str("NETA_SKILLS_HOME") or None
+# A SKILL.md larger than this is refused (skills_registry/discovery.py).
+NETA_SKILL_MAX_ENTRY_BYTES = env_int("NETA_SKILL_MAX_ENTRY_BYTES", 1 << 20, minimum=1024)
 NETA_SKILL_IMPORT_MAX_FILES = env_int("NETA_SKILL_IMPORT_MAX_FILES", 1000, minimum=1)
 NETA_SKILL_IMPORT_MAX_BYTES = env_int("NETA_SKILL_IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 NETA_SKILL_FILE_MAX_BYTES = env_int("NETA_SKILL_FILE_MAX_BYTES", 256 * 1024, minimum=1024)
@@ -211,12 +222,13 @@ NETA_SERVE_STATIC = env_bool("NETA_SERVE_STATIC", True)
 
 LOGIN_URL = "/login/"
 
+NETA_LOG_LEVEL = env_choice("NETA_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("NETA_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": NETA_LOG_LEVEL},
 }
 
 # --- REST API and realtime gateway (issue 6; docs/api.md, docs/realtime.md) ---------------
@@ -254,7 +266,7 @@ NETA_TRUSTED_PROXIES = env_int("NETA_TRUSTED_PROXIES", 0, minimum=0)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "neta-default"},
     "login": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": NETA_REDIS_URL, "KEY_PREFIX": env_str("NETA_CHANNELS_PREFIX", "neta")}
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": NETA_REDIS_URL, "KEY_PREFIX": NETA_CHANNELS_PREFIX}
         if NETA_REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "neta-login"}
     ),

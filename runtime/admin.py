@@ -33,6 +33,7 @@ from runtime.services import (
 )
 from runtime.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from sessions_tree.admin import AgentSessionAdmin
+from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
 from sessions_tree.models import AgentSession
 
@@ -42,7 +43,7 @@ def _pretty(value) -> str:
 
 
 @admin.register(ModelConfig)
-class ModelConfigAdmin(admin.ModelAdmin):
+class ModelConfigAdmin(LightListAdmin):
     list_display = ("name", "display_name", "provider_kind", "model_id", "context_window", "enabled", "key_status")
     list_filter = ("provider_kind", "enabled")
     search_fields = ("name", "model_id", "display_name")
@@ -67,6 +68,9 @@ class RunInputInline(admin.TabularInline):
     readonly_fields = ("kind", "text", "consumed", "created_at")
     fields = readonly_fields
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("images")  # not shown here (a prompt's images: megabytes)
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -85,9 +89,9 @@ def sandbox_line() -> str:
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(LightListAdmin):
     list_display = ("name", "model", "session_provider", "workspace", "thinking_level", "max_tool_rounds", "enabled")
-    list_filter = ("session_provider", "workspace_mode", "enabled", "model")
+    list_filter = ("session_provider", "workspace_mode", "enabled", ("model", LightRelatedFilter))
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = (
@@ -170,9 +174,9 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(admin.ModelAdmin):
+class AgentRunAdmin(LightListAdmin):
     list_display = ("run_id", "session_id", "agent", "status", "rounds", "output_tokens", "cost", "created_at", "worker")
-    list_filter = ("status", "backend", "agent")
+    list_filter = ("status", "backend", ("agent", LightRelatedFilter))
     search_fields = ("run_id", "session_id")
     list_select_related = ("agent",)
     show_full_result_count = False
@@ -224,7 +228,7 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(LightListAdmin):
     list_display = ("prefix_display", "user", "name", "scope", "state", "created_at", "expires_at", "last_used_at")
     list_filter = ("scope", ("revoked_at", admin.EmptyFieldListFilter))
     search_fields = ("prefix", "name", "user__username")

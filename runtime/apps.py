@@ -30,6 +30,8 @@ class RuntimeConfig(AppConfig):
     name = "runtime"
 
     def ready(self):
+        from runtime import checks  # noqa: F401 - registers the runtime system checks
+
         # The realtime gateway: tree events (after commit) and streaming events go to
         # the session's Channels group, from whichever process produced them.
         from runtime import realtime

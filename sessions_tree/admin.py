@@ -19,12 +19,14 @@ from __future__ import annotations
 from sessions_tree import jsonl
 
 from django.contrib import admin
+from django.db.models import BooleanField, Case, Value, When
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_tree.admin_lists import LightListAdmin
 from sessions_tree.context import estimate_context_tokens, estimate_tokens
 from sessions_tree.errors import EntryNotFound, SessionTreeError
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
@@ -45,8 +47,9 @@ def pretty_json(value) -> str:
     return jsonl.dumps_pretty(value)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewing only: no add, change or delete (whatever the user's permissions), no actions."""
+class ReadOnlyAdmin(LightListAdmin):
+    """Viewing only: no add, change or delete (whatever the user's permissions), no actions; the
+    list without the rows' blobs."""
 
     actions = None
 
@@ -60,8 +63,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class AgentSessionAdmin(admin.ModelAdmin):
+class AgentSessionAdmin(LightListAdmin):
     """Sessions, read-only: the list, the change page as a view, the tree and context pages.
+
+    The list loads no header, metadata, in-flight entry or diagnostics: whether a session
+    has diagnostics is asked of the database.
 
     Registered by ``runtime/admin.py`` with the writes added there (they need the
     runtime's services, which this app may not import).
@@ -204,9 +210,16 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def branches(self, obj):
         return obj.tip_count
 
+    def list_queryset(self, queryset):
+        empty = (When(diagnostics={}, then=Value(False)), When(diagnostics=None, then=Value(False)))
+        return super().list_queryset(queryset).annotate(
+            listed_has_diagnostics=Case(*empty, default=Value(True), output_field=BooleanField())
+        )
+
     @admin.display(boolean=True, description="diagnostics")
     def has_diagnostics(self, obj):
-        return bool(obj.diagnostics)
+        listed = getattr(obj, "listed_has_diagnostics", None)  # the list: asked of the database
+        return bool(obj.diagnostics) if listed is None else listed
 
     @admin.display(description="header")
     def header_pretty(self, obj):
@@ -255,9 +268,6 @@ class SessionEntryAdmin(ReadOnlyAdmin):
     def payload_pretty(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.payload))
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).defer("payload")
-
 
 @admin.register(SessionEvent)
 class SessionEventAdmin(ReadOnlyAdmin):
@@ -272,9 +282,6 @@ class SessionEventAdmin(ReadOnlyAdmin):
     @admin.display(description="payload")
     def payload_pretty(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.payload))
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).defer("payload")
 
 
 def _message_text(message) -> str:

@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_tree.admin_lists import LightListAdmin
 from skills_registry import services
 from skills_registry.confinement import ConfinementError
 from skills_registry.discovery import SCOPES
@@ -59,7 +60,7 @@ class SkillImportForm(forms.Form):
 
 
 @admin.register(SkillResource)
-class SkillResourceAdmin(admin.ModelAdmin):
+class SkillResourceAdmin(LightListAdmin):
     change_list_template = "admin/skills_registry/skillresource/change_list.html"
     list_display = (
         "name",
@@ -97,11 +98,7 @@ class SkillResourceAdmin(admin.ModelAdmin):
         ("Timestamps", {"fields": ("first_seen_at", "last_seen_at", "updated_at")}),
     )
 
-    def get_queryset(self, request):
-        qs = super().get_queryset(request)
-        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
-            qs = qs.defer("files", "metadata", "source_info")
-        return qs
+    list_blobs_shown = ("diagnostics",)  # summarized in the list (codes and severities)
 
     def get_readonly_fields(self, request, obj=None):
         return [f for group in self.fieldsets for f in group[1]["fields"]]

@@ -1,8 +1,8 @@
-"""The registry's configuration, read from Django settings with defaults.
+"""The registry's configuration, read from Django settings.
 
-Only ``NETA_SKILLS_DIRS`` and ``VAR_DIR`` are defined in ``neta/settings.py``
-today; the others fall back to the defaults below until they are added there
-(see ``docs/skills.md``).
+Every ``NETA_SKILL*`` variable is read once in ``neta/settings.py`` (README's
+configuration table); the fallbacks below only serve settings modules that
+leave one out.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from skills_registry.diagnostics import VALIDATION_MODES
-from skills_registry.discovery import DEFAULT_MAX_ENTRY_BYTES, SkillRoot, default_roots
+from skills_registry.discovery import SkillRoot, default_roots
 
 
 def validation_mode() -> str:
@@ -38,12 +38,12 @@ def project_dir() -> Path:
 
 
 def user_home() -> Path:
-    configured = getattr(settings, "NETA_SKILLS_HOME", None)
+    configured = settings.NETA_SKILLS_HOME
     return Path(configured) if configured else Path.home()
 
 
 def max_entry_bytes() -> int:
-    return int(getattr(settings, "NETA_SKILL_MAX_ENTRY_BYTES", DEFAULT_MAX_ENTRY_BYTES))
+    return int(settings.NETA_SKILL_MAX_ENTRY_BYTES)
 
 
 def file_read_limit() -> int:

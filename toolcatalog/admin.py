@@ -10,6 +10,7 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from sessions_tree.admin_lists import LightListAdmin
 from toolcatalog import services
 from toolcatalog.models import ToolConfig
 from toolcatalog.protocol import UnknownTool, all_tools, get_tool
@@ -37,7 +38,7 @@ class ToolConfigForm(forms.ModelForm):
 
 
 @admin.register(ToolConfig)
-class ToolConfigAdmin(admin.ModelAdmin):
+class ToolConfigAdmin(LightListAdmin):
     form = ToolConfigForm
     list_display = ("name", "enabled", "allow_in_subagent", "route", "label_override", "registered", "updated_at")
     list_filter = ("enabled", "allow_in_subagent", "worker_routing")

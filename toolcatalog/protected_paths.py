@@ -51,9 +51,9 @@ def protected_paths() -> tuple[Path, ...]:
         if sessions_dir:
             found.append(os.fspath(sessions_dir))
         found += [str(p) for p in getattr(settings, "NETA_TOOL_DENY_PATHS", []) or []]
+        found += [str(p) for p in getattr(settings, "NETA_SECRET_FILES", []) or []]  # the NETA_*_FILE secrets
     except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
         return ()
-    found += [value for name, value in os.environ.items() if name.startswith("NETA_") and name.endswith("_FILE") and value]
     out: list[Path] = []
     for raw in found:
         real = Path(os.path.realpath(raw))

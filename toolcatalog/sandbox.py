@@ -184,7 +184,9 @@ def _reap_stale(base: Path) -> None:
 
 @functools.cache
 def cgroup_support() -> CgroupSupport:
-    if os.environ.get("NETA_TOOLS_NO_CGROUP") == "1":  # lets tests exercise the fallback
+    from django.conf import settings
+
+    if settings.configured and getattr(settings, "NETA_TOOLS_NO_CGROUP", False):  # tests exercise the fallback
         return CgroupSupport(reason="disabled by NETA_TOOLS_NO_CGROUP")
     mounts = _mounts()
     own = _own_cgroups()

@@ -220,8 +220,8 @@ def test_a_hundred_sleeps_all_end_at_their_timeout(workspace):
     assert processes_with(m) == []
 
 
-def test_without_cgroups_the_process_group_is_still_killed(workspace, monkeypatch):
-    monkeypatch.setenv("NETA_TOOLS_NO_CGROUP", "1")
+def test_without_cgroups_the_process_group_is_still_killed(workspace, settings):
+    settings.NETA_TOOLS_NO_CGROUP = True
     sandbox.cgroup_support.cache_clear()
     try:
         m = marker()
@@ -231,7 +231,7 @@ def test_without_cgroups_the_process_group_is_still_killed(workspace, monkeypatc
         assert result.details["timedOut"] is True
         assert processes_with(m) == []
     finally:
-        monkeypatch.delenv("NETA_TOOLS_NO_CGROUP")
+        settings.NETA_TOOLS_NO_CGROUP = False
         sandbox.cgroup_support.cache_clear()
 
 

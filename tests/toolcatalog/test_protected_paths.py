@@ -16,6 +16,7 @@ import sys
 import pytest
 from django.conf import settings as django_settings
 
+from neta.env import secret_files
 from tests.conftest import REPO
 from tests.toolcatalog.conftest import SECRET
 from toolcatalog.protected_paths import outside_hard_links, protected_paths
@@ -49,6 +50,7 @@ def var_dir(tmp_path, settings, monkeypatch):
 def test_the_built_in_protected_paths(var_dir, settings, monkeypatch, tmp_path):
     elsewhere = tmp_path / "elsewhere.key"
     monkeypatch.setenv("NETA_SECRET_KEY_FILE", str(elsewhere))
+    settings.NETA_SECRET_FILES = secret_files()  # what settings read at start-up
     settings.NETA_TOOL_DENY_PATHS = [str(tmp_path / "extra")]
     protected = set(protected_paths())
     expected = {var_dir / "secret_key", var_dir / "admin-password", var_dir / "neta.sqlite3",

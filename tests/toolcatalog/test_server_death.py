@@ -19,6 +19,8 @@ from toolcatalog import sandbox
 
 SERVER = """
 import json, sys
+from django.conf import settings
+settings.configure(NETA_TOOLS_NO_CGROUP=sys.argv[4] == "no-cgroup")  # plain Python: only what the tool reads
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 ctx = ToolContext(roots=(sys.argv[1],), sandbox=sys.argv[2])
 print("running", flush=True)
@@ -64,10 +66,8 @@ def test_kill_9_of_the_server_kills_the_running_command(workspace, mode, cgroups
     command = f"sleep {a} & setsid sleep {b} & wait; echo done"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_") and k != "DJANGO_SETTINGS_MODULE"}
     env["PYTHONPATH"] = str(REPO)
-    if not cgroups:
-        env["NETA_TOOLS_NO_CGROUP"] = "1"
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(workspace), mode, command],
+        [sys.executable, "-c", SERVER, str(workspace), mode, command, "cgroup" if cgroups else "no-cgroup"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     contained = cgroups or mode == "bwrap"  # without cgroups a setsid'd process may escape (docs/tools.md)
