@@ -19,6 +19,7 @@ from toolcatalog import sandbox
 
 SERVER = """
 import json, sys
+import toolcatalog.builtins  # no Django here: registering the builtins is this script's job
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 ctx = ToolContext(roots=(sys.argv[1],), sandbox=sys.argv[2])
 print("running", flush=True)
