@@ -82,7 +82,6 @@ def compact_session(
     agent: Agent,
     model: ModelConfig | None = None,
     instructions: str | None = None,
-    reason: str = "manual",
     cancel: threading.Event | None = None,
 ) -> dict:
     """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry."""
@@ -115,7 +114,7 @@ def compact_session(
     )
 
 
-def maybe_auto_compact(turn, *, reason: str = "threshold") -> dict | None:
+def maybe_auto_compact(turn) -> dict | None:
     """Pi's threshold rule (checked before a prompt and after a run): compact when the
     context no longer leaves ``reserve`` tokens. Skipped after an aborted reply."""
     agent = turn.agent
@@ -131,7 +130,7 @@ def maybe_auto_compact(turn, *, reason: str = "threshold") -> dict | None:
     if tokens is None or not should_compact(tokens, turn.spec.context_window, compaction_settings(agent)):
         return None
     try:
-        return compact_session(turn.session_id, agent=agent, model=turn.model, reason=reason, cancel=turn.control.cancel)
+        return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel)
     except NothingToCompact:
         return None
 

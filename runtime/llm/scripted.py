@@ -350,7 +350,8 @@ def conversation_position(messages: list[dict]) -> tuple[str, int]:
     return "", calls
 
 
-def estimate_tokens(chars: int) -> int:
+def scripted_usage_tokens(chars: int) -> int:
+    """The usage the scripted model reports: four characters a token (not the kernel's message estimate)."""
     return math.ceil(chars / 4)
 
 
@@ -439,7 +440,7 @@ class ScriptedProvider:
         except ScriptedRulesError as exc:
             yield b.fail(str(exc))
             return
-        input_tokens = estimate_tokens(_prompt_chars(request))
+        input_tokens = scripted_usage_tokens(_prompt_chars(request))
         b.set_usage(input=input_tokens, output=0)
         yield b.start()
 
@@ -493,7 +494,7 @@ class ScriptedProvider:
                 cache_write=usage.get("cacheWrite", 0),
             )
         else:
-            b.set_usage(input=input_tokens, output=estimate_tokens(_output_chars(b.content)))
+            b.set_usage(input=input_tokens, output=scripted_usage_tokens(_output_chars(b.content)))
         if reply.error is not None:
             yield b.fail(reply.error)
             return
