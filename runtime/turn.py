@@ -323,7 +323,7 @@ def _stream_assistant(turn: Turn) -> dict:
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
     _add_usage(turn.run, final.get("usage") or {})
     turn.emit({"type": "assistant_stream_end", "entryId": entry_id, "stopReason": stop, "runId": str(turn.run.run_id)})
-    turn.emit({"type": "session_context_stats", **_context_stats(turn, final)})
+    turn.emit({"type": "session_context_stats", **_reply_context_stats(turn, final)})
     return stored["message"]
 
 
@@ -524,7 +524,9 @@ def _add_usage(run: AgentRun, usage: dict) -> None:
     )
 
 
-def _context_stats(turn: Turn, final: dict) -> dict:
+def _reply_context_stats(turn: Turn, final: dict) -> dict:
+    """The ``session_context_stats`` stream event: what the model's reply says it used
+    (its usage), not the kernel's estimate of the path (``provider.context_stats``)."""
     usage = final.get("usage") or {}
     tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
     return {"tokens": tokens, "contextWindow": turn.spec.context_window, "model": turn.spec.model_id}

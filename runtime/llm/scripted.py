@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .assistant import AssistantBuilder
+from .cost import USAGE_KEYS
 from .spec import LlmRequest, ModelSpec, StreamEvent
 
 API = "scripted"
@@ -101,7 +102,7 @@ _REPLY_KEYS = {"steps", "stop_reason", "error", "usage", "delay_ms", "chunk_size
 _RULE_KEYS = {"match", "replies", "reply"}
 _TOP_KEYS = {"version", "rules", "default", "delay_ms", "chunk_size"}
 _STOP_REASONS = {"stop", "length", "toolUse"}
-_USAGE_KEYS = {"input", "output", "cacheRead", "cacheWrite"}
+_USAGE_KEYS = set(USAGE_KEYS)  # the usage object's keys, from the one list
 
 
 def _fail(where: str, problem: str):
