@@ -62,7 +62,7 @@ def _import(kind: str, path: Path, using: str, tag: str) -> str:
     header, _, pending, diagnostics = read_session_file(path)
     header = E.session_header(session_id=new_session_id(), timestamp=header["timestamp"], cwd=header["cwd"])
     provider = get_provider(kind, using=using)
-    meta = provider._create_from(
+    meta = provider.create_from_entries(
         header=header,
         header_raw=jsonl.dumps(header),
         pending=pending,

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+from runtime.llm.spec import THINKING_LEVELS  # the one list (Pi's levels); re-exported for the forms and the API
 SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
 ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
 from runtime.workspaces import new_session_workspace
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import PROVIDER_KINDS, get_provider, provider_for_session, resolve_session_provider_kind
@@ -191,7 +191,7 @@ def session_prompt(
     reap_session(session_id)
     # Continuing from another entry moves the leaf: that takes the store's write lock, which
     # comes before the row lock (the providers' order), so it is taken first here.
-    store_lock = get_provider(meta.provider)._write_lock(session_id) if from_entry_id else contextlib.nullcontext()
+    store_lock = get_provider(meta.provider).write_lock(session_id) if from_entry_id else contextlib.nullcontext()
     with store_lock, transaction.atomic():
         # Serialized with session_delete on the row: if the session went meanwhile this is a
         # 404, and once the run below is committed a delete sees it and refuses.
@@ -204,7 +204,7 @@ def session_prompt(
             return PromptOutcome(run=current, queued_as=mode)
         editor_text = None
         if from_entry_id:
-            editor_text = _continue_from(meta, agent, from_entry_id)
+            editor_text = _continue_from(meta, from_entry_id)
         run = AgentRun.objects.create(
             session_id=session_id,
             agent=agent,
@@ -222,18 +222,9 @@ def session_prompt(
     return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
 
 
-def _continue_from(meta: AgentSession, agent: Agent, entry_id: str) -> str | None:
-    from sessions_tree.branch_summary import navigation_target
-
-    provider = get_provider(meta.provider)
-    index = provider._store_index(provider.get_session(meta.session_id))
-    if entry_id not in index.by_id:
-        raise EntryNotFound(f"entry {entry_id!r} not found in session {meta.session_id}")
-    new_leaf, editor_text = navigation_target(index.entry_map(), entry_id)
-    if new_leaf is None:
-        provider.reset_leaf(meta.session_id)
-    elif new_leaf != provider.get_session(meta.session_id).leaf_entry_id:
-        provider.switch_leaf(meta.session_id, new_leaf)
+def _continue_from(meta: AgentSession, entry_id: str) -> str | None:
+    """Move the leaf for a prompt from ``entry_id`` (the navigation switch-leaf uses); its editor text."""
+    _, editor_text = get_provider(meta.provider).navigate(meta.session_id, entry_id)
     return editor_text
 
 
@@ -492,7 +483,7 @@ def session_delete(*, session_id: str) -> None:
     reap_session(session_id)  # a run whose worker died is not active: it does not hold the session
     provider = get_provider(meta.provider)
     # The providers' lock order: the store's write lock (file: flock), then the row.
-    with provider._write_lock(session_id), transaction.atomic():
+    with provider.write_lock(session_id), transaction.atomic():
         _lock_session(meta)
         if active_run(session_id, lock=True) is not None:
             raise SessionBusy("a run is active: abort it before deleting the session")

@@ -64,15 +64,6 @@ class InMemorySink:
             return [e for _, e in self.events if e["type"] == kind]
 
 
-class FanoutSink:
-    def __init__(self, *sinks: StreamSink):
-        self.sinks = list(sinks)
-
-    def emit(self, session_id: str, event: dict) -> None:
-        for sink in self.sinks:
-            sink.emit(session_id, event)
-
-
 _sink: StreamSink = NullSink()
 
 

@@ -19,7 +19,6 @@ from sessions_tree.branch_summary import (
     branch_summary_request,
     branch_summary_result,
     collect_entries_for_branch_summary,
-    navigation_target,
     prepare_branch_entries,
 )
 from sessions_tree.compaction import (
@@ -83,7 +82,6 @@ def compact_session(
     agent: Agent,
     model: ModelConfig | None = None,
     instructions: str | None = None,
-    reason: str = "manual",
     cancel: threading.Event | None = None,
 ) -> dict:
     """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry."""
@@ -116,7 +114,7 @@ def compact_session(
     )
 
 
-def maybe_auto_compact(turn, *, reason: str = "threshold") -> dict | None:
+def maybe_auto_compact(turn) -> dict | None:
     """Pi's threshold rule (checked before a prompt and after a run): compact when the
     context no longer leaves ``reserve`` tokens. Skipped after an aborted reply."""
     agent = turn.agent
@@ -132,7 +130,7 @@ def maybe_auto_compact(turn, *, reason: str = "threshold") -> dict | None:
     if tokens is None or not should_compact(tokens, turn.spec.context_window, compaction_settings(agent)):
         return None
     try:
-        return compact_session(turn.session_id, agent=agent, model=turn.model, reason=reason, cancel=turn.control.cancel)
+        return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel)
     except NothingToCompact:
         return None
 
@@ -156,20 +154,12 @@ def switch_leaf(
     """
     provider = provider_for_session(session_id)  # the session's store, not the agent's current setting
     meta = provider.get_session(session_id)
-    index = provider._store_index(meta)
-    if target_id is None:
-        new_leaf, editor_text = None, None
-    else:
-        if target_id not in index.by_id:
-            from sessions_tree.errors import EntryNotFound
-
-            raise EntryNotFound(f"entry {target_id!r} not found in session {session_id}")
-        new_leaf, editor_text = navigation_target(index.entry_map(), target_id)
     if target_id is not None and target_id == meta.leaf_entry_id:
+        provider.navigation_target(session_id, target_id)  # still EntryNotFound for a leaf whose line is gone
         return {"leafId": meta.leaf_entry_id, "editorText": None, "summaryEntry": None}
-    summary_entry = None
     if summarize_branch and meta.leaf_entry_id is not None and target_id is not None:
-        entries = collect_entries_for_branch_summary(index.entry_map(), meta.leaf_entry_id, target_id)
+        new_leaf, editor_text = provider.navigation_target(session_id, target_id)
+        entries = collect_entries_for_branch_summary(provider.index_for(session_id).entry_map(), meta.leaf_entry_id, target_id)
         if entries:
             model = agent.model
             budget = branch_summary_budget(model.context_window, agent.branch_summary_reserve_tokens)
@@ -183,8 +173,5 @@ def switch_leaf(
                 session_id, from_entry_id=new_leaf, summary=result["summary"], details=result.get("details"), from_hook=False
             )
             return {"leafId": summary_entry["id"], "editorText": editor_text, "summaryEntry": summary_entry}
-    if new_leaf is None:
-        provider.reset_leaf(session_id)
-    else:
-        provider.switch_leaf(session_id, new_leaf)
+    new_leaf, editor_text = provider.navigate(session_id, target_id)
     return {"leafId": new_leaf, "editorText": editor_text, "summaryEntry": None}

@@ -197,18 +197,6 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     )
 
 
-API_NAMES = {
-    "anthropic": "anthropic-messages",
-    "openai": "openai-completions",
-    "openai-compatible": "openai-completions",
-}
-
-
-def empty_usage() -> dict:
-    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
-    return {**zero, "totalTokens": 0, "cost": {**zero, "total": 0}}
-
-
 # --------------------------------------------------------------------------- the loop
 
 
@@ -223,7 +211,7 @@ def _run(turn: Turn) -> None:
     from runtime.summaries import maybe_auto_compact
 
     run = turn.run
-    maybe_auto_compact(turn, reason="threshold")
+    maybe_auto_compact(turn)
     entry = turn.provider.append_message(turn.session_id, user_message(run.prompt, run.images))
     # From now on the prompt is in the tree: a reaper finding this run lost will not carry it again.
     AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
@@ -237,7 +225,7 @@ def _run(turn: Turn) -> None:
             from runtime.summaries import compact_session
 
             turn.overflow_retried = True
-            compact_session(turn.session_id, agent=turn.agent, model=turn.model, reason="overflow", cancel=turn.control.cancel)
+            compact_session(turn.session_id, agent=turn.agent, model=turn.model, cancel=turn.control.cancel)
             continue
         if stop == "aborted":
             close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
@@ -265,7 +253,7 @@ def _run(turn: Turn) -> None:
             # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
             # itself succeeded: a summarizer failure here is logged, the next prompt retries.
             try:
-                maybe_auto_compact(turn, reason="threshold")
+                maybe_auto_compact(turn)
             except SummaryCancelled:
                 raise
             except SummaryFailed as exc:
@@ -297,10 +285,10 @@ def _stream_assistant(turn: Turn) -> dict:
     placeholder = {
         "role": "assistant",
         "content": [],
-        "api": API_NAMES.get(turn.spec.provider_kind, turn.spec.provider_kind),
+        "api": turn.spec.api,  # the LLM layer's one table (API_BY_KIND)
         "provider": turn.spec.provider_name,
         "model": turn.spec.model_id,
-        "usage": empty_usage(),
+        "usage": llm.empty_usage(),
         "stopReason": "stop",
         "timestamp": now_ms(),
     }
@@ -335,7 +323,7 @@ def _stream_assistant(turn: Turn) -> dict:
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
     _add_usage(turn.run, final.get("usage") or {})
     turn.emit({"type": "assistant_stream_end", "entryId": entry_id, "stopReason": stop, "runId": str(turn.run.run_id)})
-    turn.emit({"type": "session_context_stats", **_context_stats(turn, final)})
+    turn.emit({"type": "session_context_stats", **_reply_context_stats(turn, final)})
     return stored["message"]
 
 
@@ -536,7 +524,9 @@ def _add_usage(run: AgentRun, usage: dict) -> None:
     )
 
 
-def _context_stats(turn: Turn, final: dict) -> dict:
+def _reply_context_stats(turn: Turn, final: dict) -> dict:
+    """The ``session_context_stats`` stream event: what the model's reply says it used
+    (its usage), not the kernel's estimate of the path (``provider.context_stats``)."""
     usage = final.get("usage") or {}
     tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
     return {"tokens": tokens, "contextWindow": turn.spec.context_window, "model": turn.spec.model_id}

@@ -229,9 +229,7 @@ class AgentSessionAdmin(LightListAdmin):
     def diagnostics_pretty(self, obj):
         data = dict(obj.diagnostics or {})
         try:
-            index = get_provider(obj.provider, using=obj._state.db or "default")._store_index(obj)
-            if index.diagnostics:
-                data["read"] = index.diagnostics
+            data = get_provider(obj.provider, using=obj._state.db or "default").get_diagnostics(obj.session_id)
         except (SessionTreeError, OSError) as exc:
             data["readError"] = str(exc)
         if not data:

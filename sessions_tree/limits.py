@@ -1,6 +1,6 @@
 """What the session store accepts: header fields, ids, entry sizes.
 
-Every session is created through ``_create_from`` (new sessions, imports,
+Every session is created through ``create_from_entries`` (new sessions, imports,
 forks), and every entry through one of the append paths; both check here, for
 both providers, before anything is written (no file, no folder, no row):
 

@@ -143,7 +143,7 @@ def import_session_file(
     leaf = pending[-1].entry["id"] if pending else None  # Pi: the last entry line
     for attempt in range(3):
         try:
-            return provider._create_from(
+            return provider.create_from_entries(
                 header=header,
                 header_raw=header_raw,
                 pending=pending,

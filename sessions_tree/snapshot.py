@@ -17,7 +17,6 @@ from sessions_tree.tree import labels as compute_labels
 if TYPE_CHECKING:  # pragma: no cover
     from sessions_tree.index import Record, SessionIndex
     from sessions_tree.models import AgentSession
-    from sessions_tree.providers.base import SessionTreeProvider
 
 
 def session_summary(meta: AgentSession) -> dict:
@@ -34,12 +33,18 @@ def session_summary(meta: AgentSession) -> dict:
 
 
 def build_snapshot(
-    provider: SessionTreeProvider, meta: AgentSession, index: SessionIndex, records: list[Record], *, limit: int
+    meta: AgentSession,
+    index: SessionIndex,
+    records: list[Record],
+    *,
+    limit: int,
+    leaf: str | None,
+    context: dict,
 ) -> dict:
-    from sessions_tree.providers.base import _context_stats
-
+    """The snapshot of ``meta``'s revision. The provider passes what only it knows:
+    ``leaf`` (the persisted leaf, or Pi's if a damaged file lost its line) and
+    ``context`` (its context stats); this module never imports the providers."""
     in_flight = jsonl.loads(meta.in_flight_payload) if meta.in_flight_entry_id and meta.in_flight_payload else None
-    leaf = provider._leaf(meta, index)  # the persisted leaf (Pi's, if a damaged file lost its line)
     path_error = None  # a parent cycle above the leaf: the path up to it, and what loops
     if leaf is None:
         path_ids: list[str] = []
@@ -80,7 +85,7 @@ def build_snapshot(
         "childrenByParentId": children,
         "labelsByEntryId": compute_labels(label_entries),
         "inFlight": in_flight,
-        "runtimeContext": _context_stats(provider, meta, index),
+        "runtimeContext": context,
         "pathError": path_error,
         "page": {
             "totalEntries": total,

@@ -73,11 +73,12 @@ class SkillIndex:
 
     @property
     def tokens_estimate(self) -> int:
-        return estimate_tokens(self.text)
+        return estimate_text_tokens(self.text)
 
 
-def estimate_tokens(text: str) -> int:
-    """Pi's estimate: four characters per token, rounded up."""
+def estimate_text_tokens(text: str) -> int:
+    """Pi's estimate for plain text (four characters a token, rounded up); messages use
+    ``sessions_tree.context.estimate_tokens``."""
     return math.ceil(len(text) / 4)
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from skills_registry import conf
 from skills_registry.confinement import ConfinementError, read_confined
-from skills_registry.frontmatter import strip_frontmatter
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy
 from skills_registry.prompt_index import SkillIndex, format_skill_index
@@ -107,11 +106,6 @@ def skill_entry_text(skill: SkillResource, *, max_bytes: int | None = None) -> s
     return data.decode("utf-8", "replace")
 
 
-def skill_body(skill: SkillResource) -> str:
-    """The skill's instructions: the file without frontmatter, trimmed."""
-    return strip_frontmatter(skill_entry_text(skill))
-
-
 def skill_file_paths(skill: SkillResource) -> list[str]:
     """Files attached to a folder skill (everything but the entry file), as recorded by the last sync."""
     if not skill.is_folder:
@@ -124,7 +118,6 @@ __all__ = [
     "ConfinementError",
     "SkillUnavailable",
     "VisibilityRow",
-    "skill_body",
     "skill_entry_text",
     "skill_file_paths",
     "skill_get_for_caller",

@@ -44,16 +44,3 @@ class ToolConfig(models.Model):
             raise ValidationError({"name": f"no tool named {self.name!r} is registered"}) from None
         if self.worker_routing and not tool.manifest.route_allowed(self.worker_routing):
             raise ValidationError({"worker_routing": f"{self.name!r} cannot run inside a worker process"})
-
-    def to_rule(self):
-        from toolcatalog.projection import GovernanceRule
-
-        return GovernanceRule(
-            enabled=self.enabled,
-            label=self.label_override,
-            description=self.description_override,
-            prompt_hint=self.prompt_hint,
-            allow_in_subagent=self.allow_in_subagent,
-            worker_routing=self.worker_routing,
-            renderer_key=self.renderer_key,
-        )

@@ -33,8 +33,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
-from toolcatalog.protocol import Tool, UnknownTool, all_tools
+from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
 
 SOURCES = ("manifest", "governance", "agent_policy", "runtime_policy")
 
@@ -65,6 +66,23 @@ class GovernanceRule:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GovernanceRule:
         return cls(**{k: data[k] for k in cls.__slots__ if k in data})
+
+    @classmethod
+    def from_config(cls, row: ToolConfig) -> GovernanceRule:
+        return cls(
+            enabled=row.enabled,
+            label=row.label_override,
+            description=row.description_override,
+            prompt_hint=row.prompt_hint,
+            allow_in_subagent=row.allow_in_subagent,
+            worker_routing=row.worker_routing,
+            renderer_key=row.renderer_key,
+        )
+
+
+def governance_rules() -> dict[str, GovernanceRule]:
+    """Every ``ToolConfig`` row as a plain rule, by tool name (one query)."""
+    return {row.name: GovernanceRule.from_config(row) for row in ToolConfig.objects.all()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +180,6 @@ class ToolProjection:
 
     def tool(self, name: str) -> Tool:
         """The tool instance for an effective decision; an unknown or blocked name raises ``UnknownTool``."""
-        from toolcatalog.protocol import get_tool
-
         decision = self.get(name)
         if decision is None or not decision.effective:
             why = decision.reason if decision else "it does not exist"
@@ -172,8 +188,6 @@ class ToolProjection:
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """What the LLM is told: effective tools with governance's label/description."""
-        from toolcatalog.protocol import get_tool
-
         return [
             {"name": d.name, "description": d.description, "parameters": get_tool(d.name).parameters}
             for d in self.effective
@@ -286,8 +300,6 @@ def resolve_tools(
         warnings += [f"agent policy names unknown tool {name!r} (ignored)" for name in ignored]
     runtime = runtime_policy if isinstance(runtime_policy, RuntimePolicy) else RuntimePolicy.from_dict(runtime_policy)
     if governance is None:
-        from toolcatalog.selectors import governance_rules
-
         governance = governance_rules()
     tools = all_tools()
     known = {t.name for t in tools}

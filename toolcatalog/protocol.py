@@ -329,6 +329,11 @@ def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
 
 
 # --- registry -----------------------------------------------------------------
+# The registry knows no tool. The builtins register themselves when
+# ``toolcatalog.builtins`` is imported, which the app's ``ready()`` does (skill
+# tools likewise in ``skills_registry``); a process without Django imports
+# ``toolcatalog.builtins`` itself. This module never imports the builtins: they
+# import it (an import-linter contract keeps it so).
 
 _registry: dict[str, Tool] = {}
 _registry_lock = threading.Lock()
@@ -358,14 +363,7 @@ def unregister_tool(name: str) -> None:
         _registry.pop(name, None)
 
 
-def _ensure_builtins() -> None:
-    # The builtins register themselves on import; importing here makes the
-    # registry complete even outside Django's app loading (scripts, workers).
-    import toolcatalog.builtins  # noqa: F401
-
-
 def get_tool(name: str) -> Tool:
-    _ensure_builtins()
     try:
         return _registry[name]
     except KeyError:
@@ -374,7 +372,6 @@ def get_tool(name: str) -> Tool:
 
 def all_tools() -> list[Tool]:
     """Registered tools in registration order (builtins first)."""
-    _ensure_builtins()
     with _registry_lock:
         return list(_registry.values())
 

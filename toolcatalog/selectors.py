@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolcatalog.models import ToolConfig
-from toolcatalog.projection import GovernanceRule
+from toolcatalog.projection import governance_rules
 from toolcatalog.protocol import all_tools
 
-
-def governance_rules() -> dict[str, GovernanceRule]:
-    """Every ``ToolConfig`` row as a plain rule, by tool name (one query)."""
-    return {row.name: row.to_rule() for row in ToolConfig.objects.all()}
+__all__ = ["governance_rules", "tool_catalog"]  # governance_rules: the projection's own read of the rows
 
 
 def tool_catalog() -> list[dict[str, Any]]:

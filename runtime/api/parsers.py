@@ -23,14 +23,14 @@ from __future__ import annotations
 import codecs
 import json
 import math
-import re
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from sessions_tree.clean import clean_text  # the kernel's one rule: lone surrogates become U+FFFD
+
 MAX_JSON_DEPTH = 64
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JsonTooDeep(ValueError):
@@ -39,22 +39,11 @@ class JsonTooDeep(ValueError):
         self.limit = limit
 
 
-def replace_surrogates(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD (a no-op for clean text)."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return SURROGATE.sub("\ufffd", text)
-    return text
-
-
 def check_json(value, *, limit: int = MAX_JSON_DEPTH):
     """``value`` with lone surrogates replaced in every string; ``JsonTooDeep``
     when containers nest deeper than ``limit``. Iterative: never recurses."""
     if isinstance(value, str):
-        return replace_surrogates(value)
+        return clean_text(value)
     if not isinstance(value, (dict, list)):
         return value
     # Containers are fixed in place; the stack holds (container, depth).
@@ -66,16 +55,16 @@ def check_json(value, *, limit: int = MAX_JSON_DEPTH):
         if isinstance(container, list):
             for i, item in enumerate(container):
                 if isinstance(item, str):
-                    container[i] = replace_surrogates(item)
+                    container[i] = clean_text(item)
                 elif isinstance(item, (dict, list)):
                     stack.append((item, depth + 1))
         else:
-            dirty = [key for key in container if isinstance(key, str) and replace_surrogates(key) is not key]
+            dirty = [key for key in container if isinstance(key, str) and clean_text(key) is not key]
             for key in dirty:
-                container[replace_surrogates(key)] = container.pop(key)
+                container[clean_text(key)] = container.pop(key)
             for key, item in container.items():
                 if isinstance(item, str):
-                    container[key] = replace_surrogates(item)
+                    container[key] = clean_text(item)
                 elif isinstance(item, (dict, list)):
                     stack.append((item, depth + 1))
     return value

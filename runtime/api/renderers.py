@@ -17,7 +17,7 @@ import math
 
 from rest_framework.renderers import JSONRenderer
 
-from runtime.api.parsers import replace_surrogates
+from sessions_tree.clean import clean_text
 
 MAX_RENDER_DEPTH = 512
 TOO_DEEP = "[nested too deep]"
@@ -31,7 +31,7 @@ def renderable(value, *, limit: int = MAX_RENDER_DEPTH):
     while stack:
         item, parent, key, depth = stack.pop()
         if isinstance(item, str):
-            parent[key] = replace_surrogates(item)
+            parent[key] = clean_text(item)
         elif isinstance(item, bool) or item is None or isinstance(item, int):
             parent[key] = item
         elif isinstance(item, float):
@@ -43,7 +43,7 @@ def renderable(value, *, limit: int = MAX_RENDER_DEPTH):
             copy: dict = {}
             parent[key] = copy
             for k, v in item.items():
-                name = replace_surrogates(k) if isinstance(k, str) else str(k)
+                name = clean_text(k) if isinstance(k, str) else str(k)
                 copy[name] = None
                 stack.append((v, copy, name, depth + 1))
         elif isinstance(item, (list, tuple)):
@@ -67,7 +67,7 @@ def _safe_scalar(item):
     except TypeError:
         value = str(item)
     if isinstance(value, str):
-        return replace_surrogates(value)
+        return clean_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -4,11 +4,24 @@
         ...  # event.type: start | text_* | thinking_* | toolcall_* | done | error
 """
 
-from .cost import compute_cost
+from .cost import compute_cost, empty_usage
 from .overflow import is_context_overflow
-from .scripted import ScriptedRulesError, load_script
 from .spec import PROVIDER_KINDS, THINKING_LEVELS, LlmRequest, ModelSpec, StreamEvent
-from .streaming import complete, stream
+
+_LAZY = {"complete": "streaming", "stream": "streaming", "ScriptedRulesError": "scripted", "load_script": "scripted"}
+
+
+def __getattr__(name: str):
+    # Keeps start-up light: ``runtime.models`` reads ``THINKING_LEVELS`` from ``.spec``,
+    # and the wire clients (httpx, ~0.1 s) load only when a model is first called.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "PROVIDER_KINDS",
@@ -19,6 +32,7 @@ __all__ = [
     "StreamEvent",
     "complete",
     "compute_cost",
+    "empty_usage",
     "is_context_overflow",
     "load_script",
     "stream",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .assistant import AssistantBuilder
+from .cost import USAGE_KEYS
 from .spec import LlmRequest, ModelSpec, StreamEvent
 
 API = "scripted"
@@ -101,7 +102,7 @@ _REPLY_KEYS = {"steps", "stop_reason", "error", "usage", "delay_ms", "chunk_size
 _RULE_KEYS = {"match", "replies", "reply"}
 _TOP_KEYS = {"version", "rules", "default", "delay_ms", "chunk_size"}
 _STOP_REASONS = {"stop", "length", "toolUse"}
-_USAGE_KEYS = {"input", "output", "cacheRead", "cacheWrite"}
+_USAGE_KEYS = set(USAGE_KEYS)  # the usage object's keys, from the one list
 
 
 def _fail(where: str, problem: str):
@@ -350,7 +351,8 @@ def conversation_position(messages: list[dict]) -> tuple[str, int]:
     return "", calls
 
 
-def estimate_tokens(chars: int) -> int:
+def scripted_usage_tokens(chars: int) -> int:
+    """The usage the scripted model reports: four characters a token (not the kernel's message estimate)."""
     return math.ceil(chars / 4)
 
 
@@ -439,7 +441,7 @@ class ScriptedProvider:
         except ScriptedRulesError as exc:
             yield b.fail(str(exc))
             return
-        input_tokens = estimate_tokens(_prompt_chars(request))
+        input_tokens = scripted_usage_tokens(_prompt_chars(request))
         b.set_usage(input=input_tokens, output=0)
         yield b.start()
 
@@ -493,7 +495,7 @@ class ScriptedProvider:
                 cache_write=usage.get("cacheWrite", 0),
             )
         else:
-            b.set_usage(input=input_tokens, output=estimate_tokens(_output_chars(b.content)))
+            b.set_usage(input=input_tokens, output=scripted_usage_tokens(_output_chars(b.content)))
         if reply.error is not None:
             yield b.fail(reply.error)
             return

@@ -28,14 +28,16 @@ from django.db import IntegrityError, connections, transaction
 from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
+from sessions_tree.branch_summary import navigation_target
 from sessions_tree.context import SessionContext, context_from_path
 from sessions_tree.clean import clean_value
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionIdTaken, SessionNotFound
+from sessions_tree.errors import EntryNotFound, InvalidEntry, ResyncNeeded, SessionBusy, SessionIdTaken, SessionNotFound
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import INDEXES, Record, SessionIndex
 from sessions_tree.limits import MAX_TITLE_CHARS, check_entry_ids, check_entry_size, check_header
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
+from sessions_tree.snapshot import build_snapshot, session_summary
 from sessions_tree.tree import label_state
 
 logger = logging.getLogger(__name__)
@@ -104,8 +106,12 @@ class SessionTreeProvider:
     def _store_lock(self, meta: AgentSession, *, shared: bool = False) -> contextlib.AbstractContextManager:
         raise NotImplementedError
 
-    def _write_lock(self, session_id: str) -> contextlib.AbstractContextManager:
-        """The store's write lock for ``session_id`` (``_change`` locks the meta row inside it)."""
+    def write_lock(self, session_id: str) -> contextlib.AbstractContextManager:
+        """The store's write lock for ``session_id`` (``_change`` locks the meta row inside it).
+
+        Callers that also lock rows of their own (the runtime's session row) take
+        this first: the store's lock comes before any row lock.
+        """
         return self._store_lock(self.get_session(session_id))
 
     def _store_index(self, meta: AgentSession) -> SessionIndex:
@@ -166,7 +172,7 @@ class SessionTreeProvider:
             cwd=cwd,
             parent_session=parent_session,
         )
-        return self._create_from(
+        return self.create_from_entries(
             header=header,
             header_raw=jsonl.dumps(header),
             pending=[],
@@ -178,7 +184,7 @@ class SessionTreeProvider:
             parent_session_id=parent_session_id,
         )
 
-    def _create_from(
+    def create_from_entries(
         self,
         *,
         header: dict,
@@ -192,6 +198,12 @@ class SessionTreeProvider:
         parent_session_id: str | None = None,
         diagnostics: dict | None = None,
     ) -> AgentSession:
+        """A new session from a parsed header and entries (imports, forks, ``create_session``).
+
+        ``header_raw`` and each ``PendingEntry.raw`` are stored byte for byte;
+        ``leaf_id`` is the leaf to persist. Every entry passes the kernel's limits
+        (``sessions_tree.limits``); an id already taken raises ``SessionIdTaken``.
+        """
         check_header(header)
         if clean_value(header) is not header:  # a lone surrogate in cwd or parentSession
             header = clean_value(header)
@@ -256,9 +268,7 @@ class SessionTreeProvider:
             raise InvalidEntry(f"title: must be a string of at most {MAX_TITLE_CHARS} characters", field="title")
         if "title" in changes:
             changes["title"] = clean_value(changes["title"])
-        from sessions_tree.snapshot import session_summary
-
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 before = session_summary(meta)
                 for key, value in changes.items():
@@ -359,17 +369,14 @@ class SessionTreeProvider:
             yield record.raw_text + "\n"
 
     def get_snapshot(self, session_id: str, *, entry_limit: int | None = None) -> dict:
-        from sessions_tree.snapshot import build_snapshot
-
         limit = entry_limit or settings.NETA_SNAPSHOT_ENTRY_LIMIT
         meta, records = self._read(session_id)
         index = self._store_index(meta)
-        return build_snapshot(self, meta, index, records, limit=limit)
+        leaf = self._leaf(meta, index)  # the persisted leaf (Pi's, if a damaged file lost its line)
+        return build_snapshot(meta, index, records, limit=limit, leaf=leaf, context=self._context_stats(meta, index))
 
     def events_since(self, session_id: str, revision: int) -> list[dict]:
         """Tree events after ``revision``, in order; ``ResyncNeeded`` if the log is too short."""
-        from sessions_tree.errors import ResyncNeeded
-
         meta = self.get_session(session_id)
         if revision > meta.revision or revision < 0:
             raise ResyncNeeded(f"revision {revision} is not a revision of session {session_id} (at {meta.revision})")
@@ -433,6 +440,48 @@ class SessionTreeProvider:
             raise EntryNotFound(f"entry {leaf!r} not found in session {meta.session_id}")
         path = index.path_entries(leaf)
         return [*path, in_flight] if in_flight is not None else path
+
+    def _context_stats(self, meta: AgentSession, index: SessionIndex) -> dict:
+        """What the client shows about the context at the new leaf (model, thinking, tokens)."""
+        try:
+            leaf = self._leaf(meta, index)
+            if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id and meta.in_flight_payload:
+                in_flight = jsonl.loads(meta.in_flight_payload)
+                parent = in_flight.get("parentId")
+                if parent is not None and parent not in index.by_id:
+                    raise EntryNotFound(f"entry {parent!r} not found")
+                model, thinking_level, tokens = index.context_stats(parent, then=[in_flight])
+            else:
+                model, thinking_level, tokens = index.context_stats(leaf)
+        except (PathError, EntryNotFound, KeyError):
+            return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
+        return {"model": model, "thinkingLevel": thinking_level, "tokenEstimate": tokens}
+
+    # ------------------------------------------------------------------ public reads for other layers
+
+    def index_for(self, session_id: str) -> SessionIndex:
+        """The session's index (every entry, all branches), up to date with the store.
+
+        Read-only for callers: ``by_id``, ``entry_map()``, ``path_ids()`` and friends.
+        """
+        return self._store_index(self.get_session(session_id))
+
+    def navigation_target(self, session_id: str, entry_id: str) -> tuple[str | None, str | None]:
+        """Where Pi's ``/tree`` rule puts the leaf when ``entry_id`` is selected, and the
+        editor text it hands back: a user message or custom message -> its parent
+        (None: before the first entry) and its text; anything else -> the entry, no
+        text. ``EntryNotFound`` when the session has no such entry.
+        """
+        index = self.index_for(session_id)
+        if entry_id not in index.by_id:
+            raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+        return navigation_target(index.entry_map(), entry_id)
+
+    def context_stats(self, session_id: str) -> dict:
+        """What clients show about the context at the persisted leaf:
+        ``{model, thinkingLevel, tokenEstimate}`` (the ``context`` of every tree event)."""
+        meta = self.get_session(session_id)
+        return self._context_stats(meta, self._store_index(meta))
 
     # ------------------------------------------------------------------ appends
 
@@ -571,7 +620,7 @@ class SessionTreeProvider:
         The leaf moves to it; no other entry can be appended until it is finalized.
         """
         _check_message(message)
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 new_id = new_entry_id(_TakenIds(index, meta))
                 pending = pending_entry(
@@ -587,7 +636,7 @@ class SessionTreeProvider:
 
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
         _check_message(message)
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 pending = pending_entry({**current, "message": message})
@@ -608,7 +657,7 @@ class SessionTreeProvider:
             raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
         if message is not None:
             _check_message(message)
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 final_message = dict(message if message is not None else current["message"])
@@ -637,7 +686,7 @@ class SessionTreeProvider:
     # ------------------------------------------------------------------ leaf
 
     def switch_leaf(self, session_id: str, entry_id: str) -> AgentSession:
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 if entry_id not in index.by_id:
                     raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
@@ -652,12 +701,38 @@ class SessionTreeProvider:
 
     def reset_leaf(self, session_id: str) -> AgentSession:
         """Leaf before the first entry: the next append starts a new root."""
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = None
                 emit(ev.LEAF_CHANGED, leafId=None, previousLeafId=previous)
         return meta
+
+    def navigate(self, session_id: str, entry_id: str | None) -> tuple[str | None, str | None]:
+        """Pi's ``/tree`` move without a summary, in one write: the leaf goes to
+        ``navigation_target(entry_id)`` (``None``: before the first entry).
+
+        Returns ``(new leaf, editor text)``. One ``leaf_changed`` event when the
+        leaf moves, none when it is already there. Continue-from (a prompt from
+        another entry) and switch-leaf both move the leaf through here.
+        """
+        with self.write_lock(session_id):
+            with self._change(session_id) as (meta, index, emit):
+                new_leaf, editor_text = None, None
+                if entry_id is not None:
+                    if entry_id not in index.by_id:
+                        raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+                    new_leaf, editor_text = navigation_target(index.entry_map(), entry_id)
+                if new_leaf is not None:
+                    try:
+                        index.path_ids(new_leaf)
+                    except PathError as exc:
+                        raise InvalidEntry(str(exc)) from exc
+                previous = meta.leaf_entry_id
+                if new_leaf != previous:
+                    meta.leaf_entry_id = new_leaf
+                    emit(ev.LEAF_CHANGED, leafId=new_leaf, previousLeafId=previous)
+        return new_leaf, editor_text
 
     # ------------------------------------------------------------------ forks
 
@@ -705,7 +780,7 @@ class SessionTreeProvider:
             cwd=meta.cwd,
             parent_session=meta.session_file or meta.session_id,
         )
-        return self._create_from(
+        return self.create_from_entries(
             header=header,
             header_raw=jsonl.dumps(header),
             pending=pending,
@@ -779,7 +854,7 @@ class SessionTreeProvider:
                 meta.save(using=self.using)
             return
         meta.revision = events[-1]["revision"]
-        context = _context_stats(self, meta, index)
+        context = self._context_stats(meta, index)
         for event in events:
             event["context"] = context
         meta.save(using=self.using)
@@ -805,7 +880,7 @@ class SessionTreeProvider:
         parent_override: str | None | object = MISSING,
         wants_index: bool = False,
     ) -> dict:
-        with self._write_lock(session_id):
+        with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 if meta.in_flight_entry_id:
                     raise SessionBusy(
@@ -869,7 +944,7 @@ def _count(meta: AgentSession, index: SessionIndex, entry: dict) -> None:
         meta.root_entry_id = entry["id"]
 
 
-def _count_indexed(meta: AgentSession, index: SessionIndex, record: Record) -> None:
+def count_indexed(meta: AgentSession, index: SessionIndex, record: Record) -> None:
     """``_count`` for an entry the index already holds (one adopted after a crash)."""
     parent = record.parent_id
     parent_known = parent is not None and parent in index.by_id
@@ -934,20 +1009,3 @@ def _last_session_name(entries) -> str | None:
             value = entry.get("name")
             name = value.strip() if isinstance(value, str) else ""
     return name
-
-
-def _context_stats(provider: SessionTreeProvider, meta: AgentSession, index: SessionIndex) -> dict:
-    """What the client shows about the context at the new leaf (model, thinking, tokens)."""
-    try:
-        leaf = provider._leaf(meta, index)
-        if meta.in_flight_entry_id and leaf == meta.in_flight_entry_id and meta.in_flight_payload:
-            in_flight = jsonl.loads(meta.in_flight_payload)
-            parent = in_flight.get("parentId")
-            if parent is not None and parent not in index.by_id:
-                raise EntryNotFound(f"entry {parent!r} not found")
-            model, thinking_level, tokens = index.context_stats(parent, then=[in_flight])
-        else:
-            model, thinking_level, tokens = index.context_stats(leaf)
-    except (PathError, EntryNotFound, KeyError):
-        return {"model": None, "thinkingLevel": "off", "tokenEstimate": 0}
-    return {"model": model, "thinkingLevel": thinking_level, "tokenEstimate": tokens}

@@ -45,7 +45,7 @@ from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
 from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry, record_from_line
 from sessions_tree.models import AgentSession, ProviderKind
-from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, _count_indexed, recount
+from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, count_indexed, recount
 
 MAX_KEPT_FRAGMENT = 64 * 1024
 
@@ -261,7 +261,7 @@ class FileProvider(SessionTreeProvider):
         adopted = index.records[meta.entry_count :]
         for record in adopted:
             entry = record.entry
-            _count_indexed(meta, index, record)
+            count_indexed(meta, index, record)
             if record.id == meta.in_flight_entry_id:
                 meta.in_flight_entry_id = None
                 meta.in_flight_payload = ""

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skills_registry.prompt_index import IndexEntry, estimate_tokens, format_skill_index
+from skills_registry.prompt_index import IndexEntry, estimate_text_tokens, format_skill_index
 
 
 def generated(n: int, seed: int = 7) -> list[IndexEntry]:
@@ -96,7 +96,7 @@ def test_include_first_and_exclude_never():
 
 def test_token_budget():
     idx = format_skill_index(generated(200), budget_tokens=500)
-    assert estimate_tokens(idx.text) <= 500 and idx.omitted
+    assert estimate_text_tokens(idx.text) <= 500 and idx.omitted
     both = format_skill_index(generated(200), budget_tokens=500, budget_chars=1500)
     assert len(both.text) <= 1500
 

@@ -21,6 +21,7 @@ SERVER = """
 import json, sys
 from django.conf import settings
 settings.configure(NETA_TOOLS_NO_CGROUP=sys.argv[4] == "no-cgroup")  # plain Python: only what the tool reads
+import toolcatalog.builtins  # no Django apps here: registering the builtins is this script's job
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 ctx = ToolContext(roots=(sys.argv[1],), sandbox=sys.argv[2])
 print("running", flush=True)

@@ -1,4 +1,5 @@
-"""Builtin tools, with Pi's names and arguments. Importing this package registers them.
+"""Builtin tools, with Pi's names and arguments. Importing this package registers them
+(``ToolcatalogConfig.ready`` does, so every Django process has them).
 
 ``read`` ``write`` ``edit`` ``bash`` ``ls`` ``find`` ``grep`` — all confined to
 the context's workspace roots (see :mod:`toolcatalog.paths`), all truncating
@@ -14,7 +15,6 @@ from toolcatalog.builtins.write import WriteTool
 from toolcatalog.protocol import register_tool
 
 BUILTIN_TOOLS = (ReadTool(), BashTool(), EditTool(), WriteTool(), GrepTool(), FindTool(), LsTool())
-CORE_TOOL_NAMES = tuple(tool.name for tool in BUILTIN_TOOLS)
 
 for _tool in BUILTIN_TOOLS:
     register_tool(_tool)
