@@ -28,6 +28,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +148,36 @@ def workspace_for(
         if os.path.realpath(cwd) != str(cwd):  # a symlink planted on the way (e.g. by a shared agent)
             raise WorkspaceError(f"workspace {cwd} is not a plain directory inside {base} (a symlink on the way?)")
     return Workspace(mode=mode, base=base, cwd=cwd, roots=(cwd, *extra_roots(agent, base)))
+
+
+def delete_session_directory(session: AgentSession) -> Path | None:
+    """Remove ``<workspace>/sessions/<id>/`` of a deleted session (its agent's workspace).
+
+    A deleted id is free again (an import keeps a header id nobody holds), so a
+    directory left behind would hand its files to whoever imports a file with that id.
+    Forks that worked there resolve to their own directory once the session is gone.
+    Returns the directory removed, if any; a failure is logged, never raised (the
+    session is already deleted)."""
+    agent = Agent.objects.filter(name=session.agent).first() if session.agent else None
+    if agent is None or not SAFE_NAME.match(session.session_id):
+        return None
+    path = Path(os.path.realpath(agent.working_directory)) / "sessions" / session.session_id
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        logger.exception("could not inspect the directory %s of deleted session %s", path, session.session_id)
+        return None
+    if not stat.S_ISDIR(st.st_mode):  # a symlink planted there is removed, never followed
+        os.unlink(path)
+        return path
+    try:
+        shutil.rmtree(path)  # does not follow symlinks inside
+    except OSError:
+        logger.exception("could not remove the directory %s of deleted session %s", path, session.session_id)
+        return None
+    return path
 
 
 def new_session_workspace(agent: Agent, user=None) -> tuple[str, Path]:
