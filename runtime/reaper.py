@@ -13,7 +13,8 @@ recorded as not run, with the reason, on the lost run.
 A **queued** run is submitted again when nothing can run it any more: its submitting
 process (inline backend) ran on this host and is gone, or no process claimed it for
 ``NETA_RUN_CLAIM_SECONDS`` (a Celery task lost with its worker, an inline run of
-another host). After three submissions it fails with the reason.
+another host) — for Celery, only while the workers are idle: a run waiting behind busy
+workers is not lost. After three submissions it fails with the reason.
 
 It runs at start-up and every ``NETA_REAPER_INTERVAL_SECONDS`` (a timer thread in the
 inline web process and in each Celery worker; Celery beat too), before each prompt to
@@ -192,11 +193,16 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
     if session_id is not None:
         queued = queued.filter(session_id=session_id)
     changed = []
+    busy = None  # are the Celery workers busy? Asked once per round, when needed
     for run in queued:
         submitted = run.submitted_at or run.created_at
         if process_gone(run.host, run.pid, run.process_started):
             why = f"its submitting process ({run.host} pid {run.pid}) is gone"
         elif submitted < bound and not (run.backend == "inline" and run.host == HOST):
+            if run.backend == "celery":
+                busy = _celery_workers_busy(bound) if busy is None else busy
+                if busy:
+                    continue  # its task waits in the queue behind runs the workers are busy with
             why = f"no process claimed it within {settings.NETA_RUN_CLAIM_SECONDS} s"
         else:
             continue  # waiting for a thread of a live process here, or not overdue yet
@@ -218,6 +224,22 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
         changed.append(run)
         _announce(run)
     return changed
+
+
+def _celery_workers_busy(bound: dt.datetime) -> bool:
+    """A Celery run is running with a fresh heartbeat, or one was claimed since ``bound``.
+
+    Then a queued run's task is most likely waiting in the queue (more prompts than
+    worker children, each run taking minutes), not lost: it is left alone. A task lost
+    while the workers stay busy is submitted again once they have been idle for
+    ``NETA_RUN_CLAIM_SECONDS``; one lost with the worker child that took it is seen at
+    once (the child records itself on the run before claiming it, ``runtime/tasks.py``)."""
+    fresh = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)
+    return (
+        AgentRun.objects.filter(backend="celery")
+        .filter(Q(status=RunStatus.RUNNING, heartbeat_at__gte=fresh) | Q(started_at__gte=bound))
+        .exists()
+    )
 
 
 # --------------------------------------------------------------------------- the timer

@@ -494,3 +494,33 @@ def test_celery_worker_killed_at_claim_mid_stream_and_mid_tool(tmp_path, oracle)
             dep.stop()
     finally:
         cluster.stop()
+
+
+def test_celery_runs_waiting_behind_busy_workers_are_not_failed(tmp_path):
+    """More prompts than worker children, each longer than three claim periods: the runs
+    waiting in the queue are not lost tasks (the workers are busy), so the reaper neither
+    submits them again nor fails them "never started"; every one completes."""
+    require(mariadb_available(), "MariaDB not reachable")
+    require(redis_available(), "Redis not reachable")
+    env = {**RECOVERY_ENV, "NETA_RUN_CLAIM_SECONDS": "2"}
+    cluster = Cluster(tmp_path / "cluster", servers=0, workers=0, backend="celery", database="mysql", rules=RULES, extra_env=env)
+    cluster.start()
+    try:
+        import MySQLdb
+
+        from tests.gateway.cluster import MARIADB
+
+        dep = Deployment(workdir=cluster.workdir, env=cluster.env, token=cluster.token, db=lambda: MySQLdb.connect(**MARIADB, db=cluster.name))
+        try:
+            dep.start_daphne()
+            dep.start_worker()  # two children
+            sessions = [dep.new_session() for _ in range(4)]
+            for session_id in sessions:
+                dep.prompt(session_id, "use the tool now")  # a bash sleep of 8 s: > 3 claim periods
+            wait_until(lambda: all(r["status"] not in ("queued", "running") for r in dep.runs()), 120, "every run to end")
+            rows = dep.runs()
+            assert [r["status"] for r in rows] == ["completed"] * 4, [(r["status"], r["error"]) for r in rows]
+        finally:
+            dep.stop()
+    finally:
+        cluster.stop()
