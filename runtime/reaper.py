@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 
 from django.conf import settings
@@ -258,6 +259,7 @@ def start_reaper_timer(interval: float | None = None) -> threading.Thread:
                 target=_timer_loop, args=(interval or settings.NETA_REAPER_INTERVAL_SECONDS,), name="neta-reaper", daemon=True
             )
             _timer.start()
+            logger.info("reaper timer started in process %s (every %s s)", os.getpid(), interval or settings.NETA_REAPER_INTERVAL_SECONDS)
         return _timer
 
 

@@ -145,9 +145,10 @@ class Deployment:
         return process
 
     def start_daphne(self, **extra) -> None:
+        """The server as ``make run`` starts it (``python -m neta.serve``, Daphne underneath)."""
         self.port = free_port()
-        daphne = str(Path(sys.executable).with_name("daphne"))
-        self.spawn("daphne", [daphne, "-b", "127.0.0.1", "-p", str(self.port), "neta.asgi:application"], {**self.env, **extra})
+        args = [sys.executable, "-m", "neta.serve", "-b", "127.0.0.1", "-p", str(self.port), "neta.asgi:application"]
+        self.spawn("daphne", args, {**self.env, **extra})
         wait_until(self._listening, 60, f"daphne to listen ({self.log('daphne')[-2000:]})")
 
     def _listening(self) -> bool:
