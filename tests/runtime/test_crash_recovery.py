@@ -525,3 +525,14 @@ def test_celery_runs_waiting_behind_busy_workers_are_not_failed(tmp_path):
             dep.stop()
     finally:
         cluster.stop()
+
+
+def test_the_server_says_at_start_up_that_commands_run_unsandboxed(template, tmp_path):
+    """Where bubblewrap is missing, ``auto`` falls back to ``none``: the server's log says so
+    when it starts, not only once the first command has run."""
+    dep = inline_deployment(template, tmp_path / "nobwrap", NETA_SANDBOX_BWRAP=str(tmp_path / "no-such-bwrap"))
+    try:
+        dep.start_daphne()
+        wait_until(lambda: "WITHOUT a sandbox" in dep.log("daphne"), 30, "the sandbox warning in the server's log")
+    finally:
+        dep.stop()
