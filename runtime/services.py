@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
-from runtime.workspaces import delete_session_directory, new_session_workspace
+from runtime.workspaces import delete_session_directories, new_session_workspace
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
@@ -500,7 +500,7 @@ def session_delete(*, session_id: str) -> None:
         RunInput.objects.filter(run__session_id=session_id).delete()
         AgentRun.objects.filter(session_id=session_id).delete()
         provider.delete_session(session_id)
-    transaction.on_commit(lambda: delete_session_directory(meta))  # its per-session workspace directory (docs/runtime.md)
+    transaction.on_commit(lambda: delete_session_directories(meta))  # its per-session workspace directory (docs/runtime.md)
 
 
 def session_deletion_summary(*, session_id: str) -> dict:

@@ -271,6 +271,27 @@ def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_start
     assert looked[1]["isError"]
 
 
+def test_deleting_a_session_handed_to_another_agent_removes_its_directories_in_both_workspaces(
+    make_agent, workspace, alice, tmp_path
+):
+    from runtime.services import session_delete, session_set_agent
+
+    first = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > a.txt"}))), name="first")
+    second = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > b.txt"}))), name="second")
+    elsewhere = tmp_path / "second-workspace"
+    elsewhere.mkdir()
+    type(second).objects.filter(pk=second.pk).update(cwd=str(elsewhere))
+    second.refresh_from_db()
+    meta = session_start(agent=first, user=alice)
+    prompt(meta.session_id, "write here", alice)
+    session_set_agent(session_id=meta.session_id, agent_name="second")
+    prompt(meta.session_id, "write here", alice)
+    dirs = [workspace / "sessions" / meta.session_id, elsewhere / "sessions" / meta.session_id]
+    assert all(d.is_dir() for d in dirs)
+    session_delete(session_id=meta.session_id)
+    assert [d.exists() for d in dirs] == [False, False]
+
+
 # --- where operators look ----------------------------------------------------------------------
 
 
