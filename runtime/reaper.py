@@ -48,27 +48,29 @@ LOST_TOOL_TEXT = "Tool call aborted: the worker running it was lost."
 
 
 def reap_stale_runs(
-    *, stale_seconds: int | None = None, session_id: str | None = None, start: bool = True
+    *, stale_seconds: int | None = None, session_id: str | None = None, start: bool = True, deleting: bool = False
 ) -> list[AgentRun]:
     """One round: lost running runs, stuck queued runs. Returns the runs it changed.
 
     ``start=False`` (a short-lived process): runs it submits with the inline backend
-    are recorded, not started here; the server's reaper takes them over."""
+    are recorded, not started here; the server's reaper takes them over.
+    ``deleting`` (the session is being deleted): the prompts of a lost run are not
+    carried into a new run (which would hold the session), they are recorded as not run."""
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
-    changed = _reap_running(stale, session_id, start)
+    changed = _reap_running(stale, session_id, start, deleting)
     changed += _reap_queued(session_id, start)
     return changed
 
 
-def reap_session(session_id: str) -> list[AgentRun]:
-    """Before a new prompt: reap this session's run if its process is gone or silent."""
-    return reap_stale_runs(session_id=session_id)
+def reap_session(session_id: str, *, deleting: bool = False) -> list[AgentRun]:
+    """Before a new prompt (or a delete): reap this session's run if its process is gone or silent."""
+    return reap_stale_runs(session_id=session_id, deleting=deleting)
 
 
 # --------------------------------------------------------------------------- running runs
 
 
-def _reap_running(stale: int, session_id: str | None, start: bool) -> list[AgentRun]:
+def _reap_running(stale: int, session_id: str | None, start: bool, deleting: bool = False) -> list[AgentRun]:
     cutoff = timezone.now() - dt.timedelta(seconds=stale)
     candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
     if session_id is not None:
@@ -81,7 +83,7 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
             reason = f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
         else:
             continue
-        carried = _lose(run, reason)
+        carried = _lose(run, reason, deleting=deleting)
         if carried is not None:
             submit_run(carried, start=start)
         run.refresh_from_db()
@@ -103,7 +105,7 @@ def _announce(run: AgentRun) -> None:
         logger.exception("could not announce the state of run %s", run.run_id)
 
 
-def _lose(run: AgentRun, reason: str) -> AgentRun | None:
+def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> AgentRun | None:
     """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns a new
     run to submit, if one was made.
 
@@ -136,14 +138,14 @@ def _lose(run: AgentRun, reason: str) -> AgentRun | None:
         )
         if not lost:
             return None
-        carried, note = _carry_prompts(run, meta)
+        carried, note = _carry_prompts(run, None if deleting else meta, gone="the session is being deleted" if deleting else "")
         if note:
             notes.append(note)
         AgentRun.objects.filter(pk=run.pk).update(error="; ".join(notes))
     return carried
 
 
-def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun | None, str]:
+def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str = "") -> tuple[AgentRun | None, str]:
     """The prompts ``run`` accepted and never delivered, in order, into a new run (or onto
     the session's active run). Returns (new run to submit or None, a note for the record)."""
     inputs = list(RunInput.objects.filter(run=run, consumed=False).order_by("id"))
@@ -154,7 +156,7 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun |
         return None, ""
     RunInput.objects.filter(pk__in=[i.pk for i in inputs]).update(consumed=True)
     if meta is None:
-        return None, f"{len(prompts)} accepted prompt(s) not run: the session no longer exists"
+        return None, f"{len(prompts)} accepted prompt(s) not run: {gone or 'the session no longer exists'}"
     current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
     if current is not None:
         for text, images in prompts:

@@ -490,7 +490,9 @@ def session_delete(*, session_id: str) -> None:
     from runtime.reaper import reap_session
 
     meta = _session_or_not_found(session_id)
-    reap_session(session_id)  # a run whose worker died is not active: it does not hold the session
+    # A run whose worker died is not active: it does not hold the session, and the prompts
+    # it never delivered are not carried into a new run (the session is going).
+    reap_session(session_id, deleting=True)
     provider = get_provider(meta.provider)
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider._write_lock(session_id), transaction.atomic():
