@@ -23,5 +23,7 @@ app.autodiscover_tasks()
 @worker_ready.connect
 def _start_reaper(**_):
     from runtime.reaper import start_reaper_timer
+    from toolcatalog.sandbox import effective_sandbox
 
+    effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up
     start_reaper_timer()

@@ -43,6 +43,12 @@ class RuntimeConfig(AppConfig):
         # workers start the same timer from neta/celery.py.
         from django.conf import settings
 
+        if serves_asgi():
+            # The sandbox probe now, so a fallback to none is in the log at start-up
+            # (docs/tools.md), not only after the first command.
+            from toolcatalog.sandbox import effective_sandbox
+
+            effective_sandbox()
         if settings.NETA_TASK_BACKEND == "inline" and serves_asgi():
             from runtime.reaper import start_reaper_timer
 

@@ -144,6 +144,14 @@ def cancel_local(run_id) -> None:
         event.set()
 
 
+def record_receiver(run_id: str) -> None:
+    """A Celery worker child took the task of queued ``run_id``: record it as the run's owner
+    until it claims the run, so a child killed in between is seen as gone at once."""
+    from runtime.models import AgentRun, RunStatus
+
+    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(**this_process())
+
+
 def crash_point(name: str) -> None:
     """TEST-ONLY hook: SIGKILL this process when it reaches the point ``NETA_TEST_KILL_AT``
     names (the crash suite, tests/runtime/test_crash_recovery.py). A no-op when unset."""

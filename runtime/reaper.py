@@ -13,7 +13,8 @@ recorded as not run, with the reason, on the lost run.
 A **queued** run is submitted again when nothing can run it any more: its submitting
 process (inline backend) ran on this host and is gone, or no process claimed it for
 ``NETA_RUN_CLAIM_SECONDS`` (a Celery task lost with its worker, an inline run of
-another host). After three submissions it fails with the reason.
+another host) — for Celery, only while the workers are idle: a run waiting behind busy
+workers is not lost. After three submissions it fails with the reason.
 
 It runs at start-up and every ``NETA_REAPER_INTERVAL_SECONDS`` (a timer thread in the
 inline web process and in each Celery worker; Celery beat too), before each prompt to
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 
 from django.conf import settings
@@ -46,27 +48,29 @@ LOST_TOOL_TEXT = "Tool call aborted: the worker running it was lost."
 
 
 def reap_stale_runs(
-    *, stale_seconds: int | None = None, session_id: str | None = None, start: bool = True
+    *, stale_seconds: int | None = None, session_id: str | None = None, start: bool = True, deleting: bool = False
 ) -> list[AgentRun]:
     """One round: lost running runs, stuck queued runs. Returns the runs it changed.
 
     ``start=False`` (a short-lived process): runs it submits with the inline backend
-    are recorded, not started here; the server's reaper takes them over."""
+    are recorded, not started here; the server's reaper takes them over.
+    ``deleting`` (the session is being deleted): the prompts of a lost run are not
+    carried into a new run (which would hold the session), they are recorded as not run."""
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
-    changed = _reap_running(stale, session_id, start)
+    changed = _reap_running(stale, session_id, start, deleting)
     changed += _reap_queued(session_id, start)
     return changed
 
 
-def reap_session(session_id: str) -> list[AgentRun]:
-    """Before a new prompt: reap this session's run if its process is gone or silent."""
-    return reap_stale_runs(session_id=session_id)
+def reap_session(session_id: str, *, deleting: bool = False) -> list[AgentRun]:
+    """Before a new prompt (or a delete): reap this session's run if its process is gone or silent."""
+    return reap_stale_runs(session_id=session_id, deleting=deleting)
 
 
 # --------------------------------------------------------------------------- running runs
 
 
-def _reap_running(stale: int, session_id: str | None, start: bool) -> list[AgentRun]:
+def _reap_running(stale: int, session_id: str | None, start: bool, deleting: bool = False) -> list[AgentRun]:
     cutoff = timezone.now() - dt.timedelta(seconds=stale)
     candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
     if session_id is not None:
@@ -79,7 +83,7 @@ def _reap_running(stale: int, session_id: str | None, start: bool) -> list[Agent
             reason = f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
         else:
             continue
-        carried = _lose(run, reason)
+        carried = _lose(run, reason, deleting=deleting)
         if carried is not None:
             submit_run(carried, start=start)
         run.refresh_from_db()
@@ -101,7 +105,7 @@ def _announce(run: AgentRun) -> None:
         logger.exception("could not announce the state of run %s", run.run_id)
 
 
-def _lose(run: AgentRun, reason: str) -> AgentRun | None:
+def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> AgentRun | None:
     """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns a new
     run to submit, if one was made.
 
@@ -134,14 +138,14 @@ def _lose(run: AgentRun, reason: str) -> AgentRun | None:
         )
         if not lost:
             return None
-        carried, note = _carry_prompts(run, meta)
+        carried, note = _carry_prompts(run, None if deleting else meta, gone="the session is being deleted" if deleting else "")
         if note:
             notes.append(note)
         AgentRun.objects.filter(pk=run.pk).update(error="; ".join(notes))
     return carried
 
 
-def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun | None, str]:
+def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str = "") -> tuple[AgentRun | None, str]:
     """The prompts ``run`` accepted and never delivered, in order, into a new run (or onto
     the session's active run). Returns (new run to submit or None, a note for the record)."""
     inputs = list(RunInput.objects.filter(run=run, consumed=False).order_by("id"))
@@ -152,7 +156,7 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None) -> tuple[AgentRun |
         return None, ""
     RunInput.objects.filter(pk__in=[i.pk for i in inputs]).update(consumed=True)
     if meta is None:
-        return None, f"{len(prompts)} accepted prompt(s) not run: the session no longer exists"
+        return None, f"{len(prompts)} accepted prompt(s) not run: {gone or 'the session no longer exists'}"
     current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
     if current is not None:
         for text, images in prompts:
@@ -192,11 +196,16 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
     if session_id is not None:
         queued = queued.filter(session_id=session_id)
     changed = []
+    busy = None  # are the Celery workers busy? Asked once per round, when needed
     for run in queued:
         submitted = run.submitted_at or run.created_at
         if process_gone(run.host, run.pid, run.process_started):
             why = f"its submitting process ({run.host} pid {run.pid}) is gone"
         elif submitted < bound and not (run.backend == "inline" and run.host == HOST):
+            if run.backend == "celery":
+                busy = _celery_workers_busy(bound) if busy is None else busy
+                if busy:
+                    continue  # its task waits in the queue behind runs the workers are busy with
             why = f"no process claimed it within {settings.NETA_RUN_CLAIM_SECONDS} s"
         else:
             continue  # waiting for a thread of a live process here, or not overdue yet
@@ -220,6 +229,22 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
     return changed
 
 
+def _celery_workers_busy(bound: dt.datetime) -> bool:
+    """A Celery run is running with a fresh heartbeat, or one was claimed since ``bound``.
+
+    Then a queued run's task is most likely waiting in the queue (more prompts than
+    worker children, each run taking minutes), not lost: it is left alone. A task lost
+    while the workers stay busy is submitted again once they have been idle for
+    ``NETA_RUN_CLAIM_SECONDS``; one lost with the worker child that took it is seen at
+    once (the child records itself on the run before claiming it, ``runtime/tasks.py``)."""
+    fresh = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)
+    return (
+        AgentRun.objects.filter(backend="celery")
+        .filter(Q(status=RunStatus.RUNNING, heartbeat_at__gte=fresh) | Q(started_at__gte=bound))
+        .exists()
+    )
+
+
 # --------------------------------------------------------------------------- the timer
 
 _timer: threading.Thread | None = None
@@ -236,6 +261,7 @@ def start_reaper_timer(interval: float | None = None) -> threading.Thread:
                 target=_timer_loop, args=(interval or settings.NETA_REAPER_INTERVAL_SECONDS,), name="neta-reaper", daemon=True
             )
             _timer.start()
+            logger.info("reaper timer started in process %s (every %s s)", os.getpid(), interval or settings.NETA_REAPER_INTERVAL_SECONDS)
         return _timer
 
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, ModelConfig, ProviderKind, RunInput, RunInputKind, RunStatus
-from runtime.workspaces import new_session_workspace
+from runtime.workspaces import delete_session_directories, new_session_workspace
 from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
@@ -472,7 +472,8 @@ def session_delete(*, session_id: str) -> None:
     """Delete the session with everything stored for it, in one transaction.
 
     What goes: its entries (the JSONL file, or the ``SessionEntry`` rows), its meta row and
-    event log, its runs and their queued inputs. Refused (``SessionBusy``, 409) while a run
+    event log, its runs and their queued inputs, and (after commit) its per-session workspace
+    directory ``<workspace>/sessions/<id>/``. Refused (``SessionBusy``, 409) while a run
     is queued or running; a session that is gone raises ``SessionNotFound`` (404). Serialized
     with ``session_prompt`` on the session row, so an accepted prompt is never deleted
     before its run has finished.
@@ -480,7 +481,9 @@ def session_delete(*, session_id: str) -> None:
     from runtime.reaper import reap_session
 
     meta = _session_or_not_found(session_id)
-    reap_session(session_id)  # a run whose worker died is not active: it does not hold the session
+    # A run whose worker died is not active: it does not hold the session, and the prompts
+    # it never delivered are not carried into a new run (the session is going).
+    reap_session(session_id, deleting=True)
     provider = get_provider(meta.provider)
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider.write_lock(session_id), transaction.atomic():
@@ -490,6 +493,7 @@ def session_delete(*, session_id: str) -> None:
         RunInput.objects.filter(run__session_id=session_id).delete()
         AgentRun.objects.filter(session_id=session_id).delete()
         provider.delete_session(session_id)
+    transaction.on_commit(lambda: delete_session_directories(meta))  # its per-session workspace directory (docs/runtime.md)
 
 
 def session_deletion_summary(*, session_id: str) -> dict:

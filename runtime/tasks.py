@@ -7,9 +7,10 @@ from celery import shared_task
 
 @shared_task(name="runtime.run_agent_turn", acks_late=True, ignore_result=True)
 def run_agent_turn(run_id: str) -> None:
-    from runtime.backends import crash_point
+    from runtime.backends import crash_point, record_receiver
     from runtime.turn import execute_run
 
+    record_receiver(run_id)  # the run's owner until it is claimed: a kill in between is seen at once
     crash_point("claim")  # test-only: a worker killed between taking the task and claiming the run
     execute_run(run_id)
 

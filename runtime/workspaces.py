@@ -28,8 +28,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from django.conf import settings
 
 from runtime.models import Agent, WorkspaceMode
 from sessions_tree.ids import new_session_id
@@ -146,6 +150,38 @@ def workspace_for(
         if os.path.realpath(cwd) != str(cwd):  # a symlink planted on the way (e.g. by a shared agent)
             raise WorkspaceError(f"workspace {cwd} is not a plain directory inside {base} (a symlink on the way?)")
     return Workspace(mode=mode, base=base, cwd=cwd, roots=(cwd, *extra_roots(agent, base)))
+
+
+def delete_session_directories(session: AgentSession) -> list[Path]:
+    """Remove ``<workspace>/sessions/<id>/`` of a deleted session in every agent's workspace.
+
+    A deleted id is free again (an import keeps a header id nobody holds), so a
+    directory left behind would hand its files to whoever imports a file with that id.
+    Every agent's workspace is looked at (the session may have been handed from one
+    agent to another); only the directory named by this session's id is touched.
+    Forks that worked there resolve to their own directory once the session is gone.
+    Returns the directories removed; a failure is logged, never raised (the session
+    is already deleted)."""
+    if not SAFE_NAME.match(session.session_id):
+        return []
+    bases = {os.path.realpath(settings.NETA_WORKSPACE_DIR)}
+    bases.update(os.path.realpath(agent.working_directory) for agent in Agent.objects.only("cwd"))
+    removed = []
+    for base in sorted(bases):
+        path = Path(base) / "sessions" / session.session_id
+        try:
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)  # does not follow symlinks inside
+            else:  # a symlink planted there is removed, never followed
+                os.unlink(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            logger.exception("could not remove the directory %s of deleted session %s", path, session.session_id)
+            continue
+        removed.append(path)
+    return removed
 
 
 def new_session_workspace(agent: Agent, user=None) -> tuple[str, Path]:

@@ -145,9 +145,10 @@ class Deployment:
         return process
 
     def start_daphne(self, **extra) -> None:
+        """The server as ``make run`` starts it (``python -m neta.serve``, Daphne underneath)."""
         self.port = free_port()
-        daphne = str(Path(sys.executable).with_name("daphne"))
-        self.spawn("daphne", [daphne, "-b", "127.0.0.1", "-p", str(self.port), "neta.asgi:application"], {**self.env, **extra})
+        args = [sys.executable, "-m", "neta.serve", "-b", "127.0.0.1", "-p", str(self.port), "neta.asgi:application"]
+        self.spawn("daphne", args, {**self.env, **extra})
         wait_until(self._listening, 60, f"daphne to listen ({self.log('daphne')[-2000:]})")
 
     def _listening(self) -> bool:
@@ -494,3 +495,44 @@ def test_celery_worker_killed_at_claim_mid_stream_and_mid_tool(tmp_path, oracle)
             dep.stop()
     finally:
         cluster.stop()
+
+
+def test_celery_runs_waiting_behind_busy_workers_are_not_failed(tmp_path):
+    """More prompts than worker children, each longer than three claim periods: the runs
+    waiting in the queue are not lost tasks (the workers are busy), so the reaper neither
+    submits them again nor fails them "never started"; every one completes."""
+    require(mariadb_available(), "MariaDB not reachable")
+    require(redis_available(), "Redis not reachable")
+    env = {**RECOVERY_ENV, "NETA_RUN_CLAIM_SECONDS": "2"}
+    cluster = Cluster(tmp_path / "cluster", servers=0, workers=0, backend="celery", database="mysql", rules=RULES, extra_env=env)
+    cluster.start()
+    try:
+        import MySQLdb
+
+        from tests.gateway.cluster import MARIADB
+
+        dep = Deployment(workdir=cluster.workdir, env=cluster.env, token=cluster.token, db=lambda: MySQLdb.connect(**MARIADB, db=cluster.name))
+        try:
+            dep.start_daphne()
+            dep.start_worker()  # two children
+            sessions = [dep.new_session() for _ in range(4)]
+            for session_id in sessions:
+                dep.prompt(session_id, "use the tool now")  # a bash sleep of 8 s: > 3 claim periods
+            wait_until(lambda: all(r["status"] not in ("queued", "running") for r in dep.runs()), 120, "every run to end")
+            rows = dep.runs()
+            assert [r["status"] for r in rows] == ["completed"] * 4, [(r["status"], r["error"]) for r in rows]
+        finally:
+            dep.stop()
+    finally:
+        cluster.stop()
+
+
+def test_the_server_says_at_start_up_that_commands_run_unsandboxed(template, tmp_path):
+    """Where bubblewrap is missing, ``auto`` falls back to ``none``: the server's log says so
+    when it starts, not only once the first command has run."""
+    dep = inline_deployment(template, tmp_path / "nobwrap", NETA_SANDBOX_BWRAP=str(tmp_path / "no-such-bwrap"))
+    try:
+        dep.start_daphne()
+        wait_until(lambda: "WITHOUT a sandbox" in dep.log("daphne"), 30, "the sandbox warning in the server's log")
+    finally:
+        dep.stop()

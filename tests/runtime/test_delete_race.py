@@ -267,8 +267,10 @@ def test_prompt_to_a_deleted_session_is_not_found_and_leaves_no_run(make_agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(make_agent, settings):
-    """Like a prompt, a delete reaps the session's stale run first (it is lost, not active)."""
+@pytest.mark.parametrize("prompt_written", [True, False], ids=["died-mid-stream", "died-before-its-prompt"])
+def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(make_agent, settings, prompt_written):
+    """Like a prompt, a delete reaps the session's stale run first (it is lost, not active);
+    a prompt the dead run never wrote is not carried into a new run: the session is going."""
     import datetime as dt
 
     from django.utils import timezone
@@ -279,41 +281,11 @@ def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(ma
     meta = session_start(agent=make_agent(rules()))
     run = session_prompt(session_id=meta.session_id, text="hello", dispatch=False).run
     long_ago = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS + 60)
-    # It died mid-stream: its prompt had reached the tree (nothing is left to carry).
-    AgentRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=long_ago, started_at=long_ago, prompt_entry_id="u0000001")
+    AgentRun.objects.filter(pk=run.pk).update(
+        status="running", heartbeat_at=long_ago, started_at=long_ago, prompt_entry_id="u0000001" if prompt_written else ""
+    )
 
     session_delete(session_id=meta.session_id)
 
     assert not AgentSession.objects.filter(session_id=meta.session_id).exists()
-    assert not AgentRun.objects.filter(pk=run.pk).exists()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_dead_runs_undelivered_prompt_is_carried_and_holds_the_session_until_it_ran(make_agent, settings):
-    """A prompt the dead run never wrote was accepted: the reaper carries it into a new run,
-    so the delete waits for that run (409) like for any accepted prompt; after it, it goes."""
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from runtime.services import run_abort, session_delete, session_prompt
-    from sessions_tree.errors import SessionBusy
-    from tests.runtime.conftest import rules
-
-    meta = session_start(agent=make_agent(rules()))
-    run = session_prompt(session_id=meta.session_id, text="hello", dispatch=False).run
-    long_ago = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS + 60)
-    AgentRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=long_ago, started_at=long_ago)
-
-    with pytest.raises(SessionBusy):
-        session_delete(session_id=meta.session_id)
-    carried = AgentRun.objects.exclude(pk=run.pk).get(session_id=meta.session_id)
-    assert carried.prompt == "hello"
-    run_abort(run=carried)
-    for _ in range(100):  # the inline pool may have started it: wait until it has stopped
-        carried.refresh_from_db()
-        if not carried.is_active:
-            break
-        time.sleep(0.1)
-    session_delete(session_id=meta.session_id)
-    assert not AgentSession.objects.filter(session_id=meta.session_id).exists()
+    assert not AgentRun.objects.filter(session_id=meta.session_id).exists()

@@ -243,6 +243,55 @@ def test_a_hard_link_carried_over_from_an_unsandboxed_run_is_refused(make_agent,
     sandbox.reset_sandbox_probe()
 
 
+def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_starts_empty(
+    make_agent, workspace, alice, bob, under_bwrap, tmp_path
+):
+    """Alice deletes a session; Bob imports a Pi file carrying its id (a deleted id is free, so the
+    import keeps it). Bob's session must not work in Alice's old directory."""
+    from runtime.services import session_delete, session_import
+    from sessions_tree.pi_files import export_session
+
+    agent = make_agent(rules(
+        calls("alice writes", ("bash", {"command": "echo ALICE-DIARY > diary.txt"})),
+        calls("bob looks", ("bash", {"command": "pwd; ls -A; cat diary.txt; echo end"}), ("read", {"path": "diary.txt"})),
+    ))
+    meta = session_start(agent=agent, user=alice)
+    prompt(meta.session_id, "alice writes", alice)
+    old = workspace_for(agent, meta, create=False).cwd
+    assert (old / "diary.txt").exists()
+    shared_file = tmp_path / "alice.jsonl"
+    export_session(meta.session_id, shared_file)  # Alice once shared an export of it
+    session_delete(session_id=meta.session_id)
+    assert not old.exists()  # the session's directory is deleted with it
+    imported = session_import(path=shared_file, user=bob, agent_name=agent.name)
+    assert imported.session_id == meta.session_id  # the id was free again
+    looked = prompt(imported.session_id, "bob looks", bob)
+    assert "ALICE" not in text_of(looked[0]) + text_of(looked[1]), text_of(looked[0])
+    assert text_of(looked[0]).rstrip().endswith("end")
+    assert looked[1]["isError"]
+
+
+def test_deleting_a_session_handed_to_another_agent_removes_its_directories_in_both_workspaces(
+    make_agent, workspace, alice, tmp_path
+):
+    from runtime.services import session_delete, session_set_agent
+
+    first = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > a.txt"}))), name="first")
+    second = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > b.txt"}))), name="second")
+    elsewhere = tmp_path / "second-workspace"
+    elsewhere.mkdir()
+    type(second).objects.filter(pk=second.pk).update(cwd=str(elsewhere))
+    second.refresh_from_db()
+    meta = session_start(agent=first, user=alice)
+    prompt(meta.session_id, "write here", alice)
+    session_set_agent(session_id=meta.session_id, agent_name="second")
+    prompt(meta.session_id, "write here", alice)
+    dirs = [workspace / "sessions" / meta.session_id, elsewhere / "sessions" / meta.session_id]
+    assert all(d.is_dir() for d in dirs)
+    session_delete(session_id=meta.session_id)
+    assert [d.exists() for d in dirs] == [False, False]
+
+
 # --- where operators look ----------------------------------------------------------------------
 
 
