@@ -159,19 +159,31 @@ def delete_session_directories(session: AgentSession) -> list[Path]:
     directory left behind would hand its files to whoever imports a file with that id.
     Every agent's workspace is looked at (the session may have been handed from one
     agent to another); only the directory named by this session's id is touched.
-    Forks that worked there resolve to their own directory once the session is gone.
-    Returns the directories removed; a failure is logged, never raised (the session
-    is already deleted)."""
+
+    Forks of the session (same user and agent) worked in its directory and, once it is
+    gone, resolve to their own: the directory is handed to the oldest of them (renamed
+    to ``sessions/<fork id>/``), so their files stay theirs and nothing is left under
+    the freed id. Returns the directories removed or handed over; a failure is logged,
+    never raised (the session is already deleted)."""
     if not SAFE_NAME.match(session.session_id):
         return []
     bases = {os.path.realpath(settings.NETA_WORKSPACE_DIR)}
     bases.update(os.path.realpath(agent.working_directory) for agent in Agent.objects.only("cwd"))
+    heir = (
+        AgentSession.objects.filter(parent_session_id=session.session_id, user_id=session.user_id, agent=session.agent)
+        .order_by("created_at", "pk")
+        .values_list("session_id", flat=True)
+        .first()
+    )
     removed = []
     for base in sorted(bases):
         path = Path(base) / "sessions" / session.session_id
         try:
             st = os.lstat(path)
-            if stat.S_ISDIR(st.st_mode):
+            if stat.S_ISDIR(st.st_mode) and heir and SAFE_NAME.match(heir) and not os.path.lexists(path.with_name(heir)):
+                os.rename(path, path.with_name(heir))  # the fork that worked here keeps its files
+                logger.info("workspace %s of deleted session %s handed to its fork %s", path, session.session_id, heir)
+            elif stat.S_ISDIR(st.st_mode):
                 shutil.rmtree(path)  # does not follow symlinks inside
             else:  # a symlink planted there is removed, never followed
                 os.unlink(path)

@@ -271,6 +271,32 @@ def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_start
     assert looked[1]["isError"]
 
 
+def test_a_fork_keeps_the_files_of_the_directory_it_shared_when_its_parent_is_deleted(make_agent, workspace, alice):
+    """A fork (same user and agent) works in its parent's directory; deleting the parent hands
+    that directory to the fork instead of deleting the fork's files with it."""
+    from runtime.services import session_delete
+
+    agent = make_agent(rules(
+        calls("write notes", ("bash", {"command": "echo NOTES > notes.txt"})),
+        calls("read notes", ("read", {"path": "notes.txt"})),
+    ))
+    parent = session_start(agent=agent, user=alice)
+    prompt(parent.session_id, "write notes", alice)
+    shared = workspace_for(agent, parent, create=False).cwd
+    leaf = AgentSession.objects.get(pk=parent.pk).leaf_entry_id
+    fork = session_fork(session_id=parent.session_id, entry_id=leaf, user=alice)
+    assert workspace_for(agent, fork, create=False).cwd == shared  # it works in its parent's directory
+
+    session_delete(session_id=parent.session_id)
+
+    assert not shared.exists()  # nothing is left under the freed id
+    fork = AgentSession.objects.get(pk=fork.pk)
+    mine = workspace_for(agent, fork, create=False).cwd
+    assert mine.name == fork.session_id and (mine / "notes.txt").read_text() == "NOTES\n"
+    (result,) = prompt(fork.session_id, "read notes", alice)
+    assert not result["isError"] and "NOTES" in text_of(result)
+
+
 def test_deleting_a_session_handed_to_another_agent_removes_its_directories_in_both_workspaces(
     make_agent, workspace, alice, tmp_path
 ):
