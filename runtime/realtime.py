@@ -104,6 +104,24 @@ def encoded_size(value: Any) -> int:
     return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
 
 
+# orjson (and msgpack, Redis's encoding) refuse lone surrogates and nesting past 254
+# levels; a model's reply may stream them (stored entries are normalized on append).
+CARRY_DEPTH = 200
+
+
+def carriable(event: dict) -> dict:
+    """``event`` itself when JSON over UTF-8 carries it, else the REST renderer's
+    repaired copy (U+FFFD, deep parts cut): a streaming or tree event must never fail
+    the producer (a run) nor be lost to the layer."""
+    try:
+        orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS)
+        return event
+    except (TypeError, orjson.JSONEncodeError):
+        from runtime.api.renderers import renderable
+
+        return renderable(event, limit=CARRY_DEPTH)
+
+
 # --------------------------------------------------------------------------- message shapes
 
 
@@ -114,6 +132,7 @@ def tree_message(session_id: str, event: dict, *, key: int | None = None, limit:
     forward it only when ``NETA_REALTIME_TRACE`` is on (benchmarks, diagnostics).
     """
     limit = inline_limit() if limit is None else limit
+    event = carriable(event)
     message = {
         "type": TREE_MESSAGE,
         "sessionId": session_id,
@@ -132,6 +151,7 @@ def stream_messages(session_id: str, event: dict, *, key: int | None = None, lim
     """The layer messages for one streaming event (several when a delta is split)."""
     limit = inline_limit() if limit is None else limit
     now = time.time()
+    event = carriable(event)
     if encoded_size(event) <= limit:
         return [{"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": event, "emittedAt": now}]
     if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
