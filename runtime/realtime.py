@@ -31,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import json
 import logging
+import math
 import os
 import re
 import threading
@@ -119,7 +121,20 @@ def carriable(event: dict) -> dict:
     except (TypeError, orjson.JSONEncodeError):
         from runtime.api.renderers import renderable
 
-        return renderable(event, limit=CARRY_DEPTH)
+        copy = renderable(event, limit=CARRY_DEPTH)
+        try:
+            orjson.dumps(copy, option=orjson.OPT_NON_STR_KEYS)
+            return copy
+        except (TypeError, orjson.JSONEncodeError):  # integers past 64 bits: as JavaScript reads them
+            return json.loads(json.dumps(copy), parse_int=_js_int)
+
+
+def _js_int(text: str) -> int | float | None:
+    value = int(text)
+    if -(2**63) <= value < 2**64:
+        return value
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
 # --------------------------------------------------------------------------- message shapes

@@ -20,15 +20,23 @@ REPLIES = {
     "surrogate text": [[{"thinking": "th\ud800ink"}, {"text": "bad \ud800 char \udc00 end"}], [{"text": "ok"}]],
     "surrogate tool call": [[{"tool_call": {"name": "l\ud800s", "arguments": {"pa\ud800th": "\udfff"}}}], [{"text": "ok"}]],
     "deep tool arguments": [[{"tool_call": {"name": "ls", "arguments": DEEP}}], [{"text": "ok"}]],
+    # a provider's JSON parsed by Python: integers past 64 bits, non-finite floats
+    "huge numbers in tool arguments": [
+        [{"tool_call": {"name": "ls", "arguments": {"n": 10**400, "m": -(2**70), "x": float("inf"), "y": float("nan")}}}],
+        [{"text": "ok"}],
+    ],
 }
 
 
 @pytest.mark.parametrize("provider", ["file", "mysql"])
 @pytest.mark.parametrize("case", list(REPLIES))
-async def test_a_reply_json_cannot_carry_completes_and_reaches_the_socket(owner, agent, tokens, fresh_layer, provider, case):
+async def test_a_reply_json_cannot_carry_completes_and_reaches_the_socket(owner, agent, tokens, fresh_layer, provider, case, tmp_path):
+    rules = tmp_path / "rules.json"  # a file: the options column cannot hold NaN
+    rules.write_text(json.dumps({"version": 1, "default": {"replies": REPLIES[case]}}), encoding="utf-8")
+
     def configure():
         model = ModelConfig.objects.get(name="scripted-demo")
-        model.options = {"rules": {"version": 1, "default": {"replies": REPLIES[case]}}, "delay_ms": 0}
+        model.options = {"rules": str(rules), "delay_ms": 0}
         model.save()
         agent.session_provider = provider
         agent.save()
