@@ -19,6 +19,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from neta.body_limit import BodyLimitMiddleware  # noqa: E402
 from neta.websocket_origin import OriginValidator  # noqa: E402
 from runtime.api.authentication import TokenAuthMiddleware  # noqa: E402
 from runtime.routing import websocket_urlpatterns  # noqa: E402
@@ -31,7 +32,7 @@ if settings.NETA_SERVE_STATIC:
 
 application = ProtocolTypeRouter(
     {
-        "http": http_app,
+        "http": BodyLimitMiddleware(http_app),  # API bodies over their limit: 413 as they arrive
         "websocket": OriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
     }
 )

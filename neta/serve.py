@@ -8,6 +8,13 @@ under that bound reaches the gateway, which answers ``frame_too_large`` and keep
 the socket open; only a frame over the bound closes it (1009, "message too big").
 Options given on the command line win. ``manage.py runserver`` (Daphne's) reads
 the same settings.
+
+Second change: API request bodies over their limit (``neta.body_limit``) are
+refused with 413 as they arrive. Daphne (Twisted) buffers a whole body before the
+application sees the request, so an ASGI middleware alone would answer a 300 MB
+import only once all of it had arrived; here a ``Content-Length`` over the limit
+is answered right after the headers, and a chunked body as soon as it is over;
+the connection is then closed.
 """
 
 from __future__ import annotations
@@ -29,10 +36,64 @@ def daphne_argv(argv: list[str]) -> list[str]:
     ]
 
 
+class _Discard:
+    def write(self, data) -> None:
+        pass
+
+    def seek(self, *args) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def install_body_limits() -> None:
+    """Count API request bodies in Daphne's request as they arrive (see the module doc)."""
+    from daphne.http_protocol import WebRequest
+
+    from neta.body_limit import body_limit, refusal
+
+    if getattr(WebRequest, "_neta_body_limits", False):
+        return
+    got_length, content_chunk = WebRequest.gotLength, WebRequest.handleContentChunk
+
+    def refuse(self) -> None:
+        self._neta_refused = True
+        self.content = _Discard()
+        self.channel.transport.write(refusal(self._neta_limit))
+        self.channel.loseConnection()
+
+    def gotLength(self, length):
+        path = (getattr(self.channel, "_path", b"") or b"").split(b"?", 1)[0].decode("latin-1")
+        self._neta_limit, self._neta_received, self._neta_refused = body_limit(path), 0, False
+        got_length(self, length)
+        if self._neta_limit is not None and length is not None and length > self._neta_limit:
+            refuse(self)
+
+    def handleContentChunk(self, data):
+        if self._neta_refused:
+            return
+        self._neta_received += len(data)
+        if self._neta_limit is not None and self._neta_received > self._neta_limit:
+            refuse(self)
+            return
+        content_chunk(self, data)
+
+    def process(self):
+        if getattr(self, "_neta_refused", False):
+            return  # answered already; the connection is closing
+        return process_request(self)
+
+    process_request = WebRequest.process
+    WebRequest.gotLength, WebRequest.handleContentChunk, WebRequest.process = gotLength, handleContentChunk, process
+    WebRequest._neta_body_limits = True
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
     from daphne.cli import CommandLineInterface
 
+    install_body_limits()
     CommandLineInterface().run(daphne_argv(list(sys.argv[1:] if argv is None else argv)))
 
 

@@ -130,7 +130,9 @@ if NETA_REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [NETA_REDIS_URL],
+                # redis-py 8 reads with a 5 s socket timeout by default, as long as
+                # channels_redis blocks in BZPOPMIN: every idle socket then died (1011).
+                "hosts": [{"address": NETA_REDIS_URL, "socket_timeout": 30}],
                 "prefix": NETA_CHANNELS_PREFIX,
                 "capacity": 500,
                 "expiry": 30,

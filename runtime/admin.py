@@ -126,6 +126,17 @@ class AgentAdmin(LightListAdmin):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
         return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
 
+    def get_deleted_objects(self, objs, request):
+        # Sessions name their agent too (no foreign key): deleting it would hand them to
+        # the default agent, with other tools and privileges. Protected like runs are.
+        deleted, counts, perms, protected = super().get_deleted_objects(objs, request)
+        names = [agent.name for agent in objs]
+        for name in names:
+            count = AgentSession.objects.filter(agent=name).count()
+            if count:
+                protected.append(f"{count} session(s) of agent {name} (delete or move them first)")
+        return deleted, counts, perms, protected
+
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
         from toolcatalog.policy import PolicyError

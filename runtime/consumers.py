@@ -23,7 +23,6 @@ from rest_framework import serializers
 from runtime import realtime
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
-from runtime.api.renderers import renderable
 from runtime.api.permissions import is_read_only_token
 from runtime.selectors import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
@@ -41,8 +40,8 @@ WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
 
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
-# UTF-8 cannot carry); a stored entry may hold them (Pi keeps any depth).
-FALLBACK_DEPTH = 200
+# UTF-8 cannot carry); a stored entry may hold them (Pi keeps any depth): such a
+# frame is sent as ``realtime.carriable``'s repaired copy.
 
 
 def _dumps(value) -> str:
@@ -50,7 +49,7 @@ def _dumps(value) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):
         # The REST renderer's repaired copy: stored data is never changed, only what is sent.
-        return orjson.dumps(renderable(value, limit=FALLBACK_DEPTH), option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(realtime.carriable(value), option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class FrameError(Exception):

@@ -1,7 +1,7 @@
 """Failed sign-in limits for the two login forms (``/login/`` and ``/admin/login/``).
 
 A failed attempt (the form comes back with errors) is counted twice: against the
-username (normalized, hashed) and against the client address. Once either count
+username (NFKC-normalized as the form signs in, case-blind, hashed) and against the client address. Once either count
 reaches its limit (``NETA_LOGIN_MAX_FAILURES`` per username,
 ``NETA_LOGIN_MAX_FAILURES_PER_IP`` per address) inside the window
 (``NETA_LOGIN_WINDOW_SECONDS``, counted from the first failure), the form
@@ -21,6 +21,7 @@ import functools
 import hashlib
 import math
 import time
+import unicodedata
 
 from django.conf import settings
 from django.core.cache import caches
@@ -40,7 +41,9 @@ def client_ip(request) -> str:
 
 
 def _keys(request, username: str) -> list[tuple[str, int]]:
-    name = hashlib.sha256(username.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    # NFKC as Django's UsernameField signs in (fullwidth "ｂｏｂ" is "bob"), then case-blind.
+    folded = unicodedata.normalize("NFKC", username).strip().casefold()
+    name = hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     address = hashlib.sha256(client_ip(request).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return [
         (f"{PREFIX}:user:{name}", settings.NETA_LOGIN_MAX_FAILURES),

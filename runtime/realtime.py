@@ -31,7 +31,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hashlib
+import json
 import logging
+import math
 import os
 import re
 import threading
@@ -104,6 +106,37 @@ def encoded_size(value: Any) -> int:
     return len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
 
 
+# orjson (and msgpack, Redis's encoding) refuse lone surrogates and nesting past 254
+# levels; a model's reply may stream them (stored entries are normalized on append).
+CARRY_DEPTH = 200
+
+
+def carriable(event: dict) -> dict:
+    """``event`` itself when JSON over UTF-8 carries it, else the REST renderer's
+    repaired copy (U+FFFD, deep parts cut): a streaming or tree event must never fail
+    the producer (a run) nor be lost to the layer."""
+    try:
+        orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS)
+        return event
+    except (TypeError, orjson.JSONEncodeError):
+        from runtime.api.renderers import renderable
+
+        copy = renderable(event, limit=CARRY_DEPTH)
+        try:
+            orjson.dumps(copy, option=orjson.OPT_NON_STR_KEYS)
+            return copy
+        except (TypeError, orjson.JSONEncodeError):  # integers past 64 bits: as JavaScript reads them
+            return json.loads(json.dumps(copy), parse_int=_js_int)
+
+
+def _js_int(text: str) -> int | float | None:
+    value = int(text)
+    if -(2**63) <= value < 2**64:
+        return value
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
 # --------------------------------------------------------------------------- message shapes
 
 
@@ -114,6 +147,7 @@ def tree_message(session_id: str, event: dict, *, key: int | None = None, limit:
     forward it only when ``NETA_REALTIME_TRACE`` is on (benchmarks, diagnostics).
     """
     limit = inline_limit() if limit is None else limit
+    event = carriable(event)
     message = {
         "type": TREE_MESSAGE,
         "sessionId": session_id,
@@ -132,6 +166,7 @@ def stream_messages(session_id: str, event: dict, *, key: int | None = None, lim
     """The layer messages for one streaming event (several when a delta is split)."""
     limit = inline_limit() if limit is None else limit
     now = time.time()
+    event = carriable(event)
     if encoded_size(event) <= limit:
         return [{"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": event, "emittedAt": now}]
     if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
@@ -433,24 +468,36 @@ def _user_saved(sender, instance, update_fields=None, created=False, **kwargs) -
 
 
 def _permissions_changed(sender, instance, action, model, pk_set, **kwargs) -> None:
-    """``m2m_changed`` of users' permissions or groups, or of a group's permissions."""
+    """``m2m_changed`` of users' permissions or groups, or of a group's permissions,
+    from either side. A clear is handled before it happens (``pre_clear``), while the
+    rows still say whom it concerns; the recheck itself goes out after commit."""
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
+    from django.contrib.auth.models import Group, Permission
 
-    if action not in ("post_add", "post_remove", "post_clear"):
+    if action not in ("post_add", "post_remove", "pre_clear"):
         return
     user_model = get_user_model()
+    clear = action == "pre_clear"
     if isinstance(instance, user_model):
         users = [instance.pk]
-    elif isinstance(instance, Group):
-        users = list(instance.user_set.values_list("pk", flat=True))
-    elif model is user_model:  # from the other side: permission.user_set.add(user), group.user_set…
+    elif model is user_model and not clear:  # permission.user_set.add(user), group.user_set.remove(user)
         users = list(pk_set or ())
-    elif model is Group and pk_set:  # permission.group_set.add(group)
-        users = list(user_model.objects.filter(groups__in=pk_set).values_list("pk", flat=True))
+    elif isinstance(instance, Group):  # its permissions changed, or group.user_set.clear()
+        users = list(instance.user_set.values_list("pk", flat=True))
+    elif isinstance(instance, Permission) and model is user_model:  # permission.user_set.clear()
+        users = list(instance.user_set.values_list("pk", flat=True))
+    elif isinstance(instance, Permission):  # permission.group_set.add/remove/clear(group)
+        groups = pk_set if not clear else set(instance.group_set.values_list("pk", flat=True))
+        users = list(user_model.objects.filter(groups__in=groups or ()).values_list("pk", flat=True).distinct())
     else:
-        return  # a clear from the other side names nobody: the next command or heartbeat re-checks
+        return
     recheck_users(users)
+
+
+def _group_deleting(sender, instance, **kwargs) -> None:
+    """A group is deleted (the console's *Groups* page): its members' rights change,
+    and the cascade sends no ``m2m_changed``."""
+    recheck_users(list(instance.user_set.values_list("pk", flat=True)))
 
 
 def _user_deleted(sender, instance, **kwargs) -> None:
@@ -497,3 +544,6 @@ def install() -> None:
     through = [user_model.user_permissions.through, user_model.groups.through, Group.permissions.through]
     for index, model in enumerate(through):
         m2m_changed.connect(_permissions_changed, sender=model, dispatch_uid=f"neta.realtime.permissions_changed.{index}")
+    from django.db.models.signals import pre_delete
+
+    pre_delete.connect(_group_deleting, sender=Group, dispatch_uid="neta.realtime.group_deleting")

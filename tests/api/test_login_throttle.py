@@ -76,6 +76,17 @@ def test_the_limit_is_shared_by_both_forms_and_usernames_are_case_blind(staff):
     assert sign_in(client, "/admin/login/", "staff", "pw-staff").status_code == 429
 
 
+@pytest.mark.parametrize("variant", ["ｓｔａｆｆ", "Ｓtaff", "staﬀ"])
+def test_compatibility_forms_of_a_username_share_its_count(staff, variant):
+    """The form signs in NFKC's form of the name (Django's UsernameField): fullwidth
+    letters or a ligature are the same account, so they must not get fresh counts."""
+    client = browser()
+    for _ in range(5):
+        assert sign_in(client, "/login/", "staff", "wrong").status_code == 200
+    assert sign_in(browser("10.0.0.2"), "/login/", variant, "pw-staff").status_code == 429
+    assert sign_in(browser("10.0.0.3"), "/admin/login/", variant, "pw-staff").status_code == 429
+
+
 def test_a_success_clears_the_usernames_count(owner):
     client = browser()
     for _ in range(4):

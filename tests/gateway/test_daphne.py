@@ -215,3 +215,53 @@ def test_neta_serve_raises_daphnes_websocket_limits_and_the_command_line_wins(se
     assert args.websocket_max_message_size == args.websocket_max_frame_size == 4 * settings.NETA_WS_MAX_FRAME_BYTES
     args = parser.parse_args(daphne_argv(["--websocket-max-message-size", "2048", "neta.asgi:application"]))
     assert args.websocket_max_message_size == 2048
+
+
+def _partial_upload(cluster: Cluster, path: str, declared: int, *, chunked: bool = False) -> tuple[int | None, bytes]:
+    """Send headers declaring ``declared`` bytes (or chunked), then 1 MiB of body, and
+    read: the answer must come without the rest of the body (None: it never came)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(cluster.url(0, path))
+    conn = socket.create_connection((url.hostname, url.port), timeout=20)
+    try:
+        length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {declared}"
+        conn.sendall(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: {url.hostname}:{url.port}\r\nAuthorization: Token {cluster.token}\r\n"
+                f"Content-Type: multipart/form-data; boundary=b\r\n{length}\r\n\r\n"
+            ).encode()
+        )
+        piece = b'--b\r\nContent-Disposition: form-data; name="file"; filename="s.jsonl"\r\n\r\n' + b"x" * MIB
+        try:
+            for _ in range(declared // len(piece) + 1 if chunked else 1):
+                conn.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" if chunked else piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed while we were still sending
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                answer += data
+        except (TimeoutError, socket.timeout, ConnectionResetError):
+            return None, answer
+        status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else None
+        return status, answer
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path, declared", [("/api/sessions/import/", 300 * MIB), ("/api/sessions/x/prompt/", 200 * MIB)])
+def test_a_body_declared_over_the_limit_is_refused_before_it_arrives(server, path, declared):
+    status, answer = _partial_upload(server, path, declared)
+    assert status == 413, answer
+    assert b'"too_large"' in answer or b"too_large" in answer
+
+
+def test_a_chunked_upload_over_the_limit_is_stopped_as_it_arrives(server):
+    # NETA_IMPORT_MAX_BYTES is 200 MiB here; a chunked body names no length: counted as it comes.
+    status, answer = _partial_upload(server, "/api/sessions/import/", 210 * MIB, chunked=True)
+    assert status == 413, answer

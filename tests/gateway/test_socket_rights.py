@@ -272,7 +272,7 @@ async def test_staff_losing_a_permission_lose_what_it_allowed_at_the_next_comman
         await socket.close()
 
 
-@pytest.mark.parametrize("change", ["permission_removed", "group_permission_removed", "group_left", "superuser_demoted", "staff_demoted"])
+@pytest.mark.parametrize("change", ["permission_removed", "group_permission_removed", "group_left", "group_deleted", "group_member_removed_from_its_side", "permission_cleared_from_its_side", "superuser_demoted", "staff_demoted"])
 async def test_a_role_change_takes_effect_on_open_sockets_at_once(change, layer, tree, settings):
     """No command, no heartbeat: the change itself makes the user's sockets check again."""
     from django.contrib.auth.models import Group
@@ -301,6 +301,12 @@ async def test_a_role_change_takes_effect_on_open_sockets_at_once(change, layer,
                 Group.objects.get(name="session viewers").permissions.clear()
             elif change == "group_left":
                 user.groups.clear()
+            elif change == "group_deleted":  # the console's group delete: no m2m_changed
+                Group.objects.get(name="session viewers").delete()
+            elif change == "group_member_removed_from_its_side":
+                Group.objects.get(name="session viewers").user_set.remove(user)
+            elif change == "permission_cleared_from_its_side":
+                Permission.objects.get(codename="view_agentsession").user_set.clear()
             elif change == "superuser_demoted":
                 user.is_superuser = False
                 user.save()

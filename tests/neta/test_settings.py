@@ -90,3 +90,32 @@ def test_mysql_connection_uses_strict_mode_and_exact_binary_ids(mysql_alias):
             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sessions_tree_sessionentry' AND COLUMN_NAME = 'entry_id'"
         )
         assert cursor.fetchone()[0] in ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")  # binary and NO PAD
+
+
+def test_redis_channel_layer_waits_longer_than_its_blocking_pop():
+    """An idle socket's channel receive must not die of redis-py's 5 s socket timeout
+    (redis-py 8's default) while channels_redis blocks 5 s in BZPOPMIN: every idle
+    socket was closed with 1011 after about 5 s on a Redis deployment."""
+    import redis
+
+    url = os.environ.get("NETA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{10 + os.getpid() % 6}")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception:
+        pytest.skip("no Redis")
+    code = (
+        "import asyncio, django; django.setup()\n"
+        "from channels.layers import get_channel_layer\n"
+        "async def main():\n"
+        "    layer = get_channel_layer()\n"
+        "    name = await layer.new_channel()\n"
+        "    try:\n"
+        "        await asyncio.wait_for(layer.receive(name), timeout=layer.brpop_timeout * 2)\n"
+        "    except asyncio.TimeoutError:\n"
+        "        print('idle-ok')\n"
+        "asyncio.run(main())\n"
+    )
+    env = {**os.environ, "NETA_REDIS_URL": url, "NETA_CHANNELS_PREFIX": f"neta-settings-{os.getpid()}",
+           "DJANGO_SETTINGS_MODULE": "neta.settings"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert "idle-ok" in result.stdout, result.stderr[-2000:]

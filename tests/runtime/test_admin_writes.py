@@ -344,3 +344,26 @@ def test_the_new_agent_must_keep_the_sessions_store(superuser_client, agent):
     refused = superuser_client.post(f"{SESSIONS}{meta.pk}/change/", change_form(meta, agent="db-agent"))
     assert refused.status_code == 200 and "keeps its sessions with the mysql provider" in refused.content.decode()
     assert AgentSession.objects.get(pk=meta.pk).agent == agent.name
+
+
+@pytest.mark.parametrize("how", ["page", "bulk"])
+def test_an_agent_that_sessions_still_name_is_not_deleted(superuser_client, agent, how):
+    """Its sessions would silently run as another agent (``agent_for_session`` falls
+    back to the default one, with other tools and privileges)."""
+    other = Agent.objects.get(pk=agent.pk)
+    other.pk, other.name = None, "helper"
+    other.save()
+    meta = session_start(agent=other, user=None)
+    if how == "page":
+        response = superuser_client.post(f"/admin/runtime/agent/{other.pk}/delete/", {"post": "yes"})
+    else:
+        response = superuser_client.post(
+            "/admin/runtime/agent/", {"action": "delete_selected", "_selected_action": [other.pk], "post": "yes"}
+        )
+    assert response.status_code == 200  # the page says why, nothing deleted
+    assert b"session" in response.content
+    assert Agent.objects.filter(name="helper").exists()
+    assert AgentSession.objects.get(pk=meta.pk).agent == "helper"
+    AgentSession.objects.filter(agent="helper").delete()
+    response = superuser_client.post(f"/admin/runtime/agent/{other.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302 and not Agent.objects.filter(name="helper").exists()
