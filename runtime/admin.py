@@ -32,7 +32,7 @@ from runtime.services import (
     session_set_status,
 )
 from runtime.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
-from sessions_tree.admin import AgentSessionAdmin
+from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
 from sessions_tree.models import AgentSession
@@ -59,7 +59,7 @@ class ModelConfigAdmin(LightListAdmin):
         return f"{obj.api_key_env} is set" if obj.key_is_set else f"{obj.api_key_env} is NOT set"
 
 
-class RunInputInline(admin.TabularInline):
+class RunInputInline(ViewOnly, admin.TabularInline):
     """A run's queued follow-ups and steers, as the runtime stored them (prompts add them)."""
 
     model = RunInput
@@ -70,15 +70,6 @@ class RunInputInline(admin.TabularInline):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("images")  # not shown here (a prompt's images: megabytes)
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 def sandbox_line() -> str:

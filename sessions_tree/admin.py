@@ -47,11 +47,8 @@ def pretty_json(value) -> str:
     return jsonl.dumps_pretty(value)
 
 
-class ReadOnlyAdmin(LightListAdmin):
-    """Viewing only: no add, change or delete (whatever the user's permissions), no actions; the
-    list without the rows' blobs."""
-
-    actions = None
+class ViewOnly:
+    """For admins and inlines: no add, change or delete, whatever the user's permissions."""
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -61,6 +58,12 @@ class ReadOnlyAdmin(LightListAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ViewOnly, LightListAdmin):
+    """Viewing only (``ViewOnly``), no actions; the list without the rows' blobs."""
+
+    actions = None
 
 
 class AgentSessionAdmin(LightListAdmin):

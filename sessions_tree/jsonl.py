@@ -368,6 +368,17 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _scanstring = json.decoder.scanstring
 
 
+def _object_key(text: str, pos: int) -> tuple[str, int]:
+    """The key starting at ``pos`` (a string, then ``:``) and where its value starts."""
+    if pos >= len(text) or text[pos] != '"':
+        raise ValueError(f"expected a key at {pos}")
+    key, pos = _scanstring(text, pos + 1, True)
+    pos = _WS.match(text, pos).end()
+    if pos >= len(text) or text[pos] != ":":
+        raise ValueError(f"expected ':' at {pos}")
+    return key, _WS.match(text, pos + 1).end()
+
+
 def _loads_deep(text: str):
     """``JSON.parse`` without a nesting limit (iterative), for what the C parsers refuse as too deep.
 
@@ -391,13 +402,7 @@ def _loads_deep(text: str):
                 if pos < n and text[pos] == "}":
                     value, pos = {}, pos + 1
                 else:
-                    if pos >= n or text[pos] != '"':
-                        raise ValueError(f"expected a key at {pos}")
-                    key, pos = _scanstring(text, pos + 1, True)
-                    pos = _WS.match(text, pos).end()
-                    if pos >= n or text[pos] != ":":
-                        raise ValueError(f"expected ':' at {pos}")
-                    pos = _WS.match(text, pos + 1).end()
+                    key, pos = _object_key(text, pos)
                     stack.append({})
                     keys.append(key)
                     continue
@@ -440,14 +445,7 @@ def _loads_deep(text: str):
             if c == ",":
                 pos = _WS.match(text, pos + 1).end()
                 if type(container) is dict:
-                    if pos >= n or text[pos] != '"':
-                        raise ValueError(f"expected a key at {pos}")
-                    key, pos = _scanstring(text, pos + 1, True)
-                    pos = _WS.match(text, pos).end()
-                    if pos >= n or text[pos] != ":":
-                        raise ValueError(f"expected ':' at {pos}")
-                    pos = _WS.match(text, pos + 1).end()
-                    keys[-1] = key
+                    keys[-1], pos = _object_key(text, pos)
                 break  # the next value
             if c == ("}" if type(container) is dict else "]"):
                 value = stack.pop()
