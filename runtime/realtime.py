@@ -98,6 +98,25 @@ def session_key(session_id: str) -> int | None:
     return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
 
 
+# Streaming events are published up to NETA_STREAM_RATE times a second per run: they take
+# the row's key from a cache a second old at most, not a query each (tree events ask).
+STREAM_KEY_SECONDS = 1.0
+_STREAM_KEYS_MAX = 4096
+_stream_keys: dict[str, tuple[float, int | None]] = {}
+
+
+def stream_session_key(session_id: str) -> int | None:
+    now = time.monotonic()
+    cached = _stream_keys.get(session_id)
+    if cached is not None and now - cached[0] < STREAM_KEY_SECONDS:
+        return cached[1]
+    key = session_key(session_id)
+    if len(_stream_keys) >= _STREAM_KEYS_MAX:
+        _stream_keys.clear()
+    _stream_keys[session_id] = (now, key)
+    return key
+
+
 def inline_limit() -> int:
     return int(getattr(settings, "NETA_REALTIME_INLINE_BYTES", 64 * 1024))
 
@@ -375,6 +394,7 @@ class Gateway:
         if not self.listening():
             return
         if event.get("type") == SESSION_DELETED:
+            _stream_keys.pop(session_id, None)
             message = {"type": DELETED_MESSAGE, "sessionId": session_id, "sessionKey": event.get("sessionPk")}
             self.send([(group_name(session_id), message)])
             return
@@ -385,7 +405,7 @@ class Gateway:
         if not self.listening():
             return
         group = group_name(session_id)
-        key = session_key(session_id)
+        key = stream_session_key(session_id)
         self.send([(group, m) for m in stream_messages(session_id, event, key=key)])
 
     def withdraw(self, groups: list[str], *, code: str, message: str) -> None:
