@@ -72,7 +72,7 @@ def pi_session_file(path: Path, entries: int, seed: int = 7) -> str:
 
 IMPORT = """
 from django.contrib.auth import get_user_model
-from runtime.services import session_import
+from runtime.sessions.services import session_import
 from pathlib import Path
 meta = session_import(path=Path({path!r}), user=get_user_model().objects.get(username="alice"), agent_name="browser", provider_kind="file")
 print(meta.session_id, meta.entry_count)

@@ -29,11 +29,12 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 
 from runtime import llm  # noqa: E402
-from runtime.model_specs import model_spec  # noqa: E402
+from runtime.agents.specs import model_spec  # noqa: E402
 from runtime.models import Agent, AgentRun, ModelConfig  # noqa: E402
-from runtime.services import session_prompt, session_start  # noqa: E402
-from runtime.streaming import InMemorySink  # noqa: E402
-from runtime.turn import execute_run  # noqa: E402
+from runtime.realtime.sinks import InMemorySink  # noqa: E402
+from runtime.runs.prompts import session_prompt  # noqa: E402
+from runtime.runs.turn import execute_run  # noqa: E402
+from runtime.sessions.services import session_start
 from toolcatalog.protocol import ToolContext, get_tool, run_tool  # noqa: E402
 
 
@@ -61,7 +62,7 @@ class FirstEvent:
 
 
 def bench_first_event(rounds: int = 30) -> dict:
-    from runtime import streaming
+    from runtime.realtime import sinks as streaming
 
     agent = setup({"version": 1, "delay_ms": 0, "rules": [], "default": {"reply": [{"text": "hello there"}]}}, "first")
     start_times, delta_times = [], []

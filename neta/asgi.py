@@ -22,7 +22,7 @@ from django.conf import settings  # noqa: E402
 from neta.body_limit import BodyLimitMiddleware  # noqa: E402
 from neta.websocket_origin import OriginValidator  # noqa: E402
 from runtime.api.authentication import TokenAuthMiddleware  # noqa: E402
-from runtime.routing import websocket_urlpatterns  # noqa: E402
+from runtime.gateway.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
 if settings.NETA_SERVE_STATIC:

@@ -17,12 +17,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 app = Celery("neta", task_cls="celery.contrib.django.task:DjangoTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The beat schedule (the reaper every NETA_REAPER_INTERVAL_SECONDS) is CELERY_BEAT_SCHEDULE in settings.
-app.autodiscover_tasks()
+app.autodiscover_tasks(["runtime.runs"])  # runtime.runs.tasks: the turn and the reaper round
 
 
 @worker_ready.connect
 def _start_reaper(**_):
-    from runtime.reaper import start_reaper_timer
+    from runtime.runs.reaper import start_reaper_timer
     from toolcatalog.sandbox import effective_sandbox
 
     effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up

@@ -141,9 +141,9 @@ if NETA_REDIS_URL:
         }
     }
 else:
-    # The embedded default: in-process, made to scale with many sockets (runtime/realtime.py).
+    # The embedded default: in-process, made to scale with many sockets (runtime/realtime/publisher.py).
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "runtime.realtime.InProcessChannelLayer", "CONFIG": {"capacity": 500, "expiry": 60}}
+        "default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer", "CONFIG": {"capacity": 500, "expiry": 60}}
     }
 
 # Where agents work when their config names no cwd.
@@ -153,13 +153,13 @@ NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 4, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 # The reaper runs this often: a timer thread in the inline backend's web process and
-# in every Celery worker, and the Celery beat schedule (runtime/reaper.py).
+# in every Celery worker, and the Celery beat schedule (runtime/runs/reaper.py).
 NETA_REAPER_INTERVAL_SECONDS = env_int("NETA_REAPER_INTERVAL_SECONDS", 10, minimum=1)
 # A queued run no process has claimed for this long (Celery: no worker took the task)
 # is submitted again; after three such submissions it fails with the reason.
 NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
-# (runtime/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
+# (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
 # Streaming deltas are coalesced to at most this many messages per second per stream.
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
@@ -256,7 +256,7 @@ REST_FRAMEWORK = {
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-# --- Sign-in limits (runtime/login_throttle.py) --------------------------------
+# --- Sign-in limits (runtime/pages/login_throttle.py) --------------------------------
 # Failed sign-ins on /login/ and /admin/login/ per username and per client address
 # within the window (from the first failure); past either, the form answers 429.
 NETA_LOGIN_MAX_FAILURES = env_int("NETA_LOGIN_MAX_FAILURES", 5, minimum=1)

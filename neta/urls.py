@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from runtime.login_throttle import throttled_login
+from runtime.pages.login_throttle import throttled_login
 
 admin.site.site_header = "Neta console"
 admin.site.site_title = "Neta console"
@@ -12,7 +12,7 @@ urlpatterns = [
     path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/", include("runtime.api.urls")),
-    path("", include("runtime.urls_pages")),
+    path("", include("runtime.pages.urls")),
 ]
 
 handler500 = "runtime.api.errors.server_error"

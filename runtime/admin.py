@@ -19,19 +19,19 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
+from runtime.errors import RuntimeInputError
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, TokenScope
-from runtime.services import (
-    RuntimeInputError,
+from runtime.runs.prompts import run_abort
+from runtime.sessions.services import (
     agent_for_session_change,
     clean_title,
-    run_abort,
     session_delete,
     session_deletion_summary,
     session_rename,
     session_set_agent,
     session_set_status,
 )
-from runtime.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
@@ -105,7 +105,7 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="where tools work")
     def workspace_layout(self, obj):
-        from runtime.workspaces import workspace_layout
+        from runtime.agents.workspaces import workspace_layout
 
         return workspace_layout(obj)
 
@@ -160,11 +160,10 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="system prompt (as a run would build it now)")
     def system_prompt_preview(self, obj):
+        from runtime.agents.system_prompt import build_system_prompt
+        from runtime.agents.workspaces import preview_cwd
         from toolcatalog.policy import PolicyError
         from toolcatalog.projection import resolve_tools
-
-        from runtime.system_prompt import build_system_prompt
-        from runtime.workspaces import preview_cwd
 
         if obj.pk is None:
             return "shown once the agent is saved"

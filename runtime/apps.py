@@ -33,10 +33,13 @@ class RuntimeConfig(AppConfig):
         from runtime import checks  # noqa: F401 - registers the runtime system checks
 
         # The realtime gateway: tree events (after commit) and streaming events go to
-        # the session's Channels group, from whichever process produced them.
-        from runtime import realtime
+        # the session's Channels group, from whichever process produced them; sockets
+        # whose rights went are closed or re-checked.
+        from runtime.gateway import access
+        from runtime.realtime import publisher
 
-        realtime.install()
+        publisher.install()
+        access.install()
 
         # Crash recovery: a web process that runs turns itself (inline backend) reaps at
         # start-up the runs its dead predecessors left, and then on a timer. Celery
@@ -50,6 +53,6 @@ class RuntimeConfig(AppConfig):
 
             effective_sandbox()
         if settings.NETA_TASK_BACKEND == "inline" and serves_asgi():
-            from runtime.reaper import start_reaper_timer
+            from runtime.runs.reaper import start_reaper_timer
 
             start_reaper_timer()

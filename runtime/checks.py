@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core import checks
 
 # Channel layers whose groups exist in one process only.
-PROCESS_LOCAL_LAYERS = ("runtime.realtime.InProcessChannelLayer", "channels.layers.InMemoryChannelLayer")
+PROCESS_LOCAL_LAYERS = ("runtime.realtime.layer.InProcessChannelLayer", "channels.layers.InMemoryChannelLayer")
 # W003 looks at the runs of this last stretch.
 RECENT = dt.timedelta(hours=1)
 
@@ -75,8 +75,8 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
     from django.db import DatabaseError
     from django.utils import timezone
 
-    from runtime.backends import HOST, process_gone
     from runtime.models import AgentRun
+    from runtime.runs.backends import HOST, process_gone
 
     now = timezone.now()
     fresh = now - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)

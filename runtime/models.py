@@ -10,7 +10,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from runtime.llm.spec import THINKING_LEVELS  # the one list (Pi's levels); re-exported for the forms and the API
+from runtime.llm.spec import (
+    THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
+)
+
 SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
 ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
 
@@ -98,7 +101,7 @@ class SummarizeOnSwitch(models.TextChoices):
 
 
 class WorkspaceMode(models.TextChoices):
-    """Where an agent's tools work (runtime/workspaces.py, docs/runtime.md)."""
+    """Where an agent's tools work (runtime/agents/workspaces.py, docs/runtime.md)."""
 
     PER_SESSION = "per_session", "a directory per session"
     PER_USER = "per_user", "a directory per user"
@@ -170,7 +173,7 @@ class Agent(models.Model):
         elif len(os.fsencode(self.working_directory)) > MAX_WORKSPACE_BYTES:
             errors["cwd"] = [f"must be at most {MAX_WORKSPACE_BYTES} bytes long (session folders are named after it)"]
         if "cwd" not in errors and "workspace_roots" not in errors:
-            from runtime.workspaces import workspace_conflicts
+            from runtime.agents.workspaces import workspace_conflicts
 
             problems = workspace_conflicts(self)
             if problems:
@@ -214,7 +217,7 @@ class AgentRun(models.Model):
     # The process that owns the run: the submitting one while it is queued (inline
     # backend), the executing one once claimed. host + pid + the process's start time
     # (Linux: /proc/<pid>/stat) tell a dead process from a live one, or from a new
-    # process that was given the same pid (runtime/reaper.py).
+    # process that was given the same pid (runtime/runs/reaper.py).
     host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(null=True, blank=True)
     process_started = models.BigIntegerField(null=True, blank=True)

@@ -14,7 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from runtime.tokens import TokenInvalid, api_token_authenticate, token_from_header
+from runtime.api.tokens import TokenInvalid, api_token_authenticate, token_from_header
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):

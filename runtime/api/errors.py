@@ -21,7 +21,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from runtime.services import RuntimeInputError
+from runtime.errors import RuntimeInputError
 from sessions_tree.errors import (
     EntryNotFound,
     InvalidEntry,
@@ -119,7 +119,11 @@ class ErrorInfo:
 def _summary_error(exc) -> ErrorInfo | None:
     """Compaction / branch-summary failures (imported lazily: they live next to the LLM layer)."""
     try:
-        from runtime.summaries import NothingToCompact, SummaryCancelled, SummaryFailed
+        from runtime.runs.summaries import (
+            NothingToCompact,
+            SummaryCancelled,
+            SummaryFailed,
+        )
     except ImportError:  # pragma: no cover - the LLM layer is not installed
         return None
     if isinstance(exc, NothingToCompact):

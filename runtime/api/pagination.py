@@ -13,9 +13,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from datetime import datetime, timezone
+from urllib.parse import urlencode
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from rest_framework import serializers

@@ -28,7 +28,9 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from sessions_tree.clean import clean_text  # the kernel's one rule: lone surrogates become U+FFFD
+from sessions_tree.clean import (
+    clean_text,  # the kernel's one rule: lone surrogates become U+FFFD
+)
 
 MAX_JSON_DEPTH = 64
 
@@ -94,7 +96,9 @@ class BoundedJSONParser(JSONParser):
     """``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``: DRF's JSON parser with the bounds above."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        from runtime.api.errors import ApiError  # errors → DRF views → the settings' parser classes
+        from runtime.api.errors import (
+            ApiError,  # errors → DRF views → the settings' parser classes
+        )
 
         parser_context = parser_context or {}
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)

@@ -12,8 +12,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runtime.models import Agent, AgentRun, ModelConfig
-from runtime.services import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
-from runtime.services import MAX_LABEL, MAX_TITLE
+from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
+from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.providers import PROVIDER_KINDS
 from skills_registry.models import SkillResource

@@ -5,15 +5,15 @@ from django.views import View
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from runtime.api import views
 from runtime.api.errors import api_not_found
+from runtime.api.views import account, catalog, imports, runs, sessions
 
 router = SimpleRouter(trailing_slash=True)
-router.register("sessions", views.SessionViewSet, basename="session")
-router.register("agents", views.AgentViewSet, basename="agent")
-router.register("models", views.ModelViewSet, basename="model")
-router.register("skills", views.SkillViewSet, basename="skill")
-router.register("runs", views.RunViewSet, basename="run")
+router.register("sessions", sessions.SessionViewSet, basename="session")
+router.register("agents", catalog.AgentViewSet, basename="agent")
+router.register("models", catalog.ModelViewSet, basename="model")
+router.register("skills", catalog.SkillViewSet, basename="skill")
+router.register("runs", runs.RunViewSet, basename="run")
 
 SESSION = "sessions/<str:session_id>/"
 
@@ -29,20 +29,20 @@ class DocsPage(SpectacularSwaggerView):
 
 app_name = "api"
 urlpatterns = [
-    path("sessions/import/", views.SessionImportApi.as_view(), name="session-import"),
-    path(SESSION + "snapshot/", views.SessionSnapshotApi.as_view(), name="session-snapshot"),
-    path(SESSION + "entries/", views.SessionEntriesApi.as_view(), name="session-entries"),
-    path(SESSION + "events/", views.SessionEventsApi.as_view(), name="session-events"),
-    path(SESSION + "prompt/", views.SessionPromptApi.as_view(), name="session-prompt"),
-    path(SESSION + "abort/", views.SessionAbortApi.as_view(), name="session-abort"),
-    path(SESSION + "switch-leaf/", views.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
-    path(SESSION + "labels/", views.SessionLabelApi.as_view(), name="session-labels"),
-    path(SESSION + "compact/", views.SessionCompactApi.as_view(), name="session-compact"),
-    path(SESSION + "fork/", views.SessionForkApi.as_view(), name="session-fork"),
-    path(SESSION + "export/", views.SessionExportApi.as_view(), name="session-export"),
-    path("agents/<str:name>/tools/", views.AgentToolsApi.as_view(), name="agent-tools"),
-    path("me/", views.MeApi.as_view(), name="me"),
-    path("csrf/", views.CsrfApi.as_view(), name="csrf"),
+    path("sessions/import/", imports.SessionImportApi.as_view(), name="session-import"),
+    path(SESSION + "snapshot/", sessions.SessionSnapshotApi.as_view(), name="session-snapshot"),
+    path(SESSION + "entries/", sessions.SessionEntriesApi.as_view(), name="session-entries"),
+    path(SESSION + "events/", sessions.SessionEventsApi.as_view(), name="session-events"),
+    path(SESSION + "prompt/", runs.SessionPromptApi.as_view(), name="session-prompt"),
+    path(SESSION + "abort/", runs.SessionAbortApi.as_view(), name="session-abort"),
+    path(SESSION + "switch-leaf/", sessions.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
+    path(SESSION + "labels/", sessions.SessionLabelApi.as_view(), name="session-labels"),
+    path(SESSION + "compact/", sessions.SessionCompactApi.as_view(), name="session-compact"),
+    path(SESSION + "fork/", sessions.SessionForkApi.as_view(), name="session-fork"),
+    path(SESSION + "export/", sessions.SessionExportApi.as_view(), name="session-export"),
+    path("agents/<str:name>/tools/", catalog.AgentToolsApi.as_view(), name="agent-tools"),
+    path("me/", account.MeApi.as_view(), name="me"),
+    path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", DocsPage.as_view(url_name="api:schema"), name="docs"),
     *router.urls,

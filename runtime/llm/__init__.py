@@ -8,7 +8,7 @@ from .cost import compute_cost, empty_usage
 from .overflow import is_context_overflow
 from .spec import PROVIDER_KINDS, THINKING_LEVELS, LlmRequest, ModelSpec, StreamEvent
 
-_LAZY = {"complete": "streaming", "stream": "streaming", "ScriptedRulesError": "scripted", "load_script": "scripted"}
+_LAZY = {"complete": "calls", "stream": "calls", "ScriptedRulesError": "scripted", "load_script": "scripted"}
 
 
 def __getattr__(name: str):
@@ -22,6 +22,7 @@ def __getattr__(name: str):
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
+
 
 __all__ = [
     "PROVIDER_KINDS",

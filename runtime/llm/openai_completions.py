@@ -23,7 +23,13 @@ from .assistant import AssistantBuilder
 from .clients import openai_client, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
-from .transcript import content_parts, openai_tool_call_id, prepare_transcript, result_images, result_text
+from .transcript import (
+    content_parts,
+    openai_tool_call_id,
+    prepare_transcript,
+    result_images,
+    result_text,
+)
 
 API = "openai-completions"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")

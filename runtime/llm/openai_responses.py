@@ -26,10 +26,21 @@ import json
 
 from .assistant import AssistantBuilder
 from .clients import openai_client, request_timeout
-from .openai_completions import DEFAULT_MAX_TOKENS_CAP, REASONING_EFFORT, RETRYABLE_STREAM_ERRORS, describe_error
+from .openai_completions import (
+    DEFAULT_MAX_TOKENS_CAP,
+    REASONING_EFFORT,
+    RETRYABLE_STREAM_ERRORS,
+    describe_error,
+)
 from .retry import Failure, ProviderError
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
-from .transcript import content_parts, openai_tool_call_id, prepare_transcript, result_images, result_text
+from .transcript import (
+    content_parts,
+    openai_tool_call_id,
+    prepare_transcript,
+    result_images,
+    result_text,
+)
 
 API = "openai-responses"
 

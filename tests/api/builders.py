@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime.agents.bootstrap import runtime_bootstrap
+from runtime.api.tokens import api_token_create, api_token_revoke
 from runtime.models import Agent
-from runtime.services import runtime_bootstrap, session_start
-from runtime.tokens import api_token_create, api_token_revoke
+from runtime.sessions.services import session_start
 from sessions_tree.providers import get_provider
 from tests.sessions_tree.conftest import assistant_message, user_message
-
 
 SLOW_TEXT = " ".join(f"word{i:03d}" for i in range(120))  # 959 characters
 

@@ -1,5 +1,5 @@
 """Staff roles for the authorization matrices (REST, socket, pages): who holds which
-of Django's session permissions (the rule: runtime/selectors.py, docs/api.md "Access")."""
+of Django's session permissions (the rule: runtime/sessions/access.py, docs/api.md "Access")."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ read-only token, revoked token and an expired one → the expected status.
 
 Each actor acts on a fresh session owned by ``owner``, so a write that should
 have been refused would show up as a changed session. The rule itself:
-runtime/selectors.py (docs/api.md, "Access").
+runtime/sessions/access.py (docs/api.md, "Access").
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ whatever a stored session holds, every read answers 200 or a clean 4xx.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import uuid
@@ -18,13 +17,21 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIRequestFactory, force_authenticate
 
-from runtime.api.views import SessionImportApi
+from runtime.api.views.imports import SessionImportApi
 from sessions_tree import jsonl
 from sessions_tree.clean import needs_cleaning
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
 from tests.api.test_sessions import assert_error
-from tests.sessions_tree.hostile import TS, assistant, bad_content, header_line, hostile_headers, store_behind_back, user
+from tests.sessions_tree.hostile import (
+    TS,
+    assistant,
+    bad_content,
+    header_line,
+    hostile_headers,
+    store_behind_back,
+    user,
+)
 
 TAG = f"neta-h1-api-{uuid.uuid4().hex[:8]}"
 HEADERS = hostile_headers(TAG)
@@ -53,7 +60,7 @@ def test_hostile_headers_answer_400_naming_the_field_and_create_nothing(client_f
 
 
 def test_an_id_taken_by_another_user_is_imported_under_a_fresh_id(client_for, agent, outsider):
-    from runtime.services import session_start
+    from runtime.sessions.services import session_start
 
     theirs = session_start(agent=agent, user=outsider)
     content = (header_line(id=theirs.session_id) + "\n" + user("a1", None, "mine") + "\n").encode()

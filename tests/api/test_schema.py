@@ -17,8 +17,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
+from runtime.api.tokens import api_token_create
 from runtime.models import AgentRun
-from runtime.tokens import api_token_create
 from tests.api.builders import build_tree, default_agent
 from tests.conftest import REPO
 

@@ -41,7 +41,7 @@ def test_create_with_an_unknown_agent_names_the_field_and_writes_nothing(client_
 
 
 def test_users_list_their_own_sessions_and_staff_list_and_filter_all(client_for, tree, outsider, agent):
-    from runtime.services import session_start
+    from runtime.sessions.services import session_start
 
     other = session_start(agent=agent, user=outsider)
     mine = [s["sessionId"] for s in client_for("owner").get("/api/sessions/").json()["results"]]
@@ -55,7 +55,7 @@ def test_users_list_their_own_sessions_and_staff_list_and_filter_all(client_for,
 
 
 def test_session_lists_are_bounded_and_cursor_paginated(client_for, agent, owner):
-    from runtime.services import session_start
+    from runtime.sessions.services import session_start
 
     made = {session_start(agent=agent, user=owner).session_id for _ in range(5)}
     client = client_for("owner")
@@ -258,7 +258,7 @@ def test_unknown_paths_and_methods_use_the_error_shape(client_for, agent):
 
 def test_hot_endpoints_do_not_grow_queries_with_the_data(client_for, agent, owner, django_assert_max_num_queries):
     from runtime.models import AgentRun
-    from runtime.services import session_start
+    from runtime.sessions.services import session_start
 
     client = client_for("owner")
     for _ in range(12):

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from runtime.api.tokens import api_token_create, api_token_revoke
 from runtime.models import ApiToken
-from runtime.tokens import api_token_create, api_token_revoke
 
 
 def token_client(secret: str) -> APIClient:

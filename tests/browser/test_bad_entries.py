@@ -45,7 +45,7 @@ BUILD = """
 import json
 from django.contrib.auth import get_user_model
 from pathlib import Path
-from runtime.services import session_create
+from runtime.sessions.services import session_create
 from sessions_tree.models import AgentSession
 meta = session_create(user=get_user_model().objects.get(username="alice"), agent_name="browser", title="bad entries")
 lines = json.loads({lines!r})

@@ -8,7 +8,16 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, login, prepare, require_browser, server_env, start_daphne, stop_daphne, store_eval
+from tests.browser.conftest import (
+    Console,
+    login,
+    prepare,
+    require_browser,
+    server_env,
+    start_daphne,
+    stop_daphne,
+    store_eval,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +26,7 @@ pytestmark = pytest.mark.slow
 BUILD = """
 import json
 from django.contrib.auth import get_user_model
-from runtime.services import session_create
+from runtime.sessions.services import session_create
 from sessions_tree.providers import get_provider
 meta = session_create(user=get_user_model().objects.get(username="alice"), agent_name="browser", title="long")
 provider = get_provider(meta.provider)

@@ -1,6 +1,6 @@
 """The chat store knows exactly the streaming event types the server sends.
 
-``runtime.streaming.STREAM_EVENT_TYPES`` is the Python list; the chat page's is
+``runtime.realtime.sinks.STREAM_EVENT_TYPES`` is the Python list; the chat page's is
 the ``STREAM_EVENT_TYPES`` a module under ``static/chat/`` exports. Node imports
 that module and prints the set, so the test reads the value the browser uses,
 not a guess at the source text. A type added on one side only fails here.
@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 
-from runtime.streaming import STREAM_EVENT_TYPES
+from runtime.realtime.sinks import STREAM_EVENT_TYPES
 from tests.conftest import REPO, require
 
 CHAT = REPO / "static" / "chat"
@@ -44,5 +44,5 @@ def test_chat_store_stream_types_equal_the_python_ones():
     assert len(types) == len(set(types))
     assert set(types) == set(STREAM_EVENT_TYPES), {
         "only in the chat store": sorted(set(types) - STREAM_EVENT_TYPES),
-        "only in runtime.streaming": sorted(STREAM_EVENT_TYPES - set(types)),
+        "only in runtime.realtime.sinks": sorted(STREAM_EVENT_TYPES - set(types)),
     }

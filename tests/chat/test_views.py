@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from runtime.agents.bootstrap import runtime_bootstrap
 from runtime.models import Agent
-from runtime.services import runtime_bootstrap, session_start
+from runtime.sessions.services import session_start
 from sessions_tree.models import AgentSession
 
 pytestmark = pytest.mark.django_db

@@ -48,8 +48,8 @@ import json, os, django
 django.setup()
 from django.contrib.auth import get_user_model
 from runtime.models import Agent, ModelConfig
-from runtime.services import runtime_bootstrap
-from runtime.tokens import api_token_create
+from runtime.agents.bootstrap import runtime_bootstrap
+from runtime.api.tokens import api_token_create
 runtime_bootstrap()
 model = ModelConfig.objects.get(name="scripted-demo")
 model.options = {"rules": json.loads(os.environ["CLUSTER_RULES"])}

@@ -46,7 +46,7 @@ def in_another_process(cluster: Cluster, code: str, **env: str) -> str:
 
 NEW_TOKEN = """
 from django.contrib.auth import get_user_model
-from runtime.tokens import api_token_create
+from runtime.api.tokens import api_token_create
 user, _ = get_user_model().objects.get_or_create(username=os.environ["USERNAME_"])
 print(api_token_create(user=user).secret)
 """
@@ -143,7 +143,7 @@ def test_a_frame_over_the_limit_is_answered_and_the_socket_stays_open(server):
 
 REVOKE = """
 from runtime.models import ApiToken
-from runtime.tokens import api_token_revoke, token_digest
+from runtime.api.tokens import api_token_revoke, token_digest
 api_token_revoke(token=ApiToken.objects.get(digest=token_digest(os.environ["TOKEN_"])))
 """
 

@@ -18,7 +18,12 @@ import pytest
 from sessions_tree.events import TREE_EVENT_TYPES, apply_events
 from tests.api.builders import TEST_RULES
 from tests.conftest import require
-from tests.gateway.cluster import Cluster, cleanup_workdir, mariadb_available, redis_available
+from tests.gateway.cluster import (
+    Cluster,
+    cleanup_workdir,
+    mariadb_available,
+    redis_available,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.realtime import encoded_size, group_name, stream_messages, tree_message
+from runtime.realtime.groups import group_name
+from runtime.realtime.messages import encoded_size, stream_messages, tree_message
 
 
 def test_stream_messages_split_deltas_and_leave_out_big_fields():
@@ -31,7 +32,7 @@ def test_group_names_are_valid_for_any_session_id():
 def test_the_in_process_layer_delivers_to_every_member_and_drops_only_for_a_full_one():
     import asyncio
 
-    from runtime.realtime import InProcessChannelLayer
+    from runtime.realtime.layer import InProcessChannelLayer
 
     async def scenario():
         layer = InProcessChannelLayer(capacity=2, expiry=60)

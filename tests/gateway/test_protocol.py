@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun
-from runtime.selectors import session_snapshot
+from runtime.sessions.selectors import session_snapshot
 from sessions_tree import events as ev
 from sessions_tree.events import apply_events
 from sessions_tree.models import AgentSession, SessionEvent
@@ -87,7 +87,7 @@ async def test_a_log_that_no_longer_reaches_back_gives_the_distinct_resync_error
 
 
 async def test_events_are_forwarded_in_revision_order_and_a_lost_doorbell_is_filled_from_the_log(tree, tokens, fresh_layer, settings):
-    from runtime.realtime import publish_tree_event
+    from runtime.realtime.publisher import publish_tree_event
 
     settings.NETA_WS_HEARTBEAT_SECONDS = 1
     socket = await opened(tree, tokens)

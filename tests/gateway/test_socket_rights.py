@@ -25,9 +25,11 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from runtime import realtime
+from runtime.api.tokens import api_token_create, api_token_revoke
 from runtime.models import AgentRun, ApiToken
-from runtime.tokens import api_token_create, api_token_revoke
+from runtime.realtime.groups import group_name
+from runtime.realtime.messages import stream_messages, tree_message
+from runtime.realtime.publisher import publish_tree_event
 from sessions_tree import events as ev
 from sessions_tree.models import AgentSession
 from tests.api.roles import role_user
@@ -364,11 +366,11 @@ async def test_a_socket_never_follows_its_session_id_into_another_users_session(
         await opened(socket)
         subscribed_at = len(socket.frames)
         if notice == "lost":
-            ev.remove_publisher(realtime.publish_tree_event)
+            ev.remove_publisher(publish_tree_event)
         try:
             assert (await rest(alice, "delete", f"/api/sessions/{tree.session_id}/")).status_code == 204
         finally:
-            ev.add_publisher(realtime.publish_tree_event)
+            ev.add_publisher(publish_tree_event)
         if notice == "delivered":
             frames = await closed(socket)
             assert frames[-1]["code"] == 4404
@@ -410,14 +412,14 @@ async def test_events_of_another_row_under_the_same_id_are_not_forwarded(tree, o
         from channels.layers import get_channel_layer
 
         row = await sync_to_async(lambda: AgentSession.objects.get(session_id=tree.session_id).pk)()
-        group = realtime.group_name(tree.session_id)
+        group = group_name(tree.session_id)
         stranger = {"type": "assistant_stream_delta", "sessionId": tree.session_id, "delta": "not yours"}
         ours = {"type": "assistant_stream_delta", "sessionId": tree.session_id, "delta": "yours"}
         for message in (
-            *realtime.stream_messages(tree.session_id, stranger, key=row + 1000),
-            *realtime.stream_messages(tree.session_id, stranger, key=None),
-            realtime.tree_message(tree.session_id, {"type": "session_leaf_changed", "revision": hello["revision"] + 1, "leafId": None}, key=row + 1000),
-            *realtime.stream_messages(tree.session_id, ours, key=row),
+            *stream_messages(tree.session_id, stranger, key=row + 1000),
+            *stream_messages(tree.session_id, stranger, key=None),
+            tree_message(tree.session_id, {"type": "session_leaf_changed", "revision": hello["revision"] + 1, "leafId": None}, key=row + 1000),
+            *stream_messages(tree.session_id, ours, key=row),
         ):
             await get_channel_layer().group_send(group, message)
         frames = await socket.recv_until(lambda f: f.get("delta") == "yours")

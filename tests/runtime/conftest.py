@@ -7,9 +7,10 @@ import threading
 import pytest
 
 from runtime.models import Agent, ModelConfig
-from runtime.services import session_prompt, session_start
-from runtime.streaming import InMemorySink
-from runtime.turn import execute_run
+from runtime.realtime.sinks import InMemorySink
+from runtime.runs.prompts import session_prompt
+from runtime.runs.turn import execute_run
+from runtime.sessions.services import session_start
 from sessions_tree.index import INDEXES
 
 SUMMARY_SYSTEM = "context summarization assistant"

@@ -18,8 +18,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from runtime.api.tokens import api_token_create
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput
-from runtime.tokens import api_token_create
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
 from skills_registry.models import SkillResource
 from toolcatalog.models import ToolConfig

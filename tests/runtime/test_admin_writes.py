@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission
 
+from runtime.api.tokens import api_token_create
 from runtime.models import Agent, AgentRun, ApiToken, RunInput
-from runtime.services import session_prompt, session_start
-from runtime.tokens import api_token_create
-from runtime.turn import execute_run
+from runtime.runs.prompts import session_prompt
+from runtime.runs.turn import execute_run
+from runtime.sessions.services import session_start
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
 from sessions_tree.providers import get_provider
 from tests.api.builders import default_agent
@@ -246,7 +247,8 @@ def test_the_agent_is_chosen_from_the_agents_and_changed_through_the_service(sup
 
 
 def test_session_set_agent_refuses_unknown_agents(agent):
-    from runtime.services import RuntimeInputError, session_set_agent
+    from runtime.errors import RuntimeInputError
+    from runtime.sessions.services import session_set_agent
 
     meta = conversation(agent)
     for name in ("no-such-agent", "", None):

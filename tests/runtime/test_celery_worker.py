@@ -119,7 +119,7 @@ class Deployment:
 
     def prompt(self, text: str) -> tuple[str, str]:
         out = self.python(
-            "from runtime.services import session_start, session_prompt, default_agent;"
+            "from runtime.sessions.services import session_start; from runtime.runs.prompts import session_prompt; from runtime.agents.selectors import default_agent;"
             "s = session_start(agent=default_agent());"
             f"o = session_prompt(session_id=s.session_id, text={text!r});"
             "print(s.session_id, o.run.run_id)"

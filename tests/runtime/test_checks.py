@@ -15,8 +15,8 @@ import pytest
 from django.core.checks import run_checks
 from django.utils import timezone
 
-from runtime.backends import HOST, process_start_time
 from runtime.models import AgentRun
+from runtime.runs.backends import HOST, process_start_time
 from tests.conftest import REPO, require
 from tests.runtime.conftest import rules
 from toolcatalog import sandbox
@@ -66,7 +66,7 @@ def test_the_embedded_default_is_clean(tmp_path):
 
 def test_run_checks_sees_the_same(settings):
     settings.NETA_TASK_BACKEND = "celery"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.InProcessChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer"}}
     on_sqlite = "sqlite" in settings.DATABASES["default"]["ENGINE"]
     assert ids(run_checks(tags=["runtime"])) == ["runtime.W001"] + (["runtime.W002"] if on_sqlite else [])
     settings.NETA_TASK_BACKEND = "inline"
@@ -112,7 +112,7 @@ def _run_owned_by(agent, pid: int) -> AgentRun:
 @pytest.mark.django_db
 def test_two_live_servers_on_the_in_process_layer_warn(settings, make_agent, other_server):
     settings.NETA_TASK_BACKEND = "inline"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.InProcessChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer"}}
     agent = make_agent(rules())
     _run_owned_by(agent, os.getpid())
     assert ids(run_checks(tags=["runtime"], databases=["default"])) == []  # one server: fine
@@ -129,7 +129,7 @@ def test_two_live_servers_on_the_in_process_layer_warn(settings, make_agent, oth
 @pytest.mark.django_db
 def test_a_dead_server_process_does_not_count(settings, make_agent):
     settings.NETA_TASK_BACKEND = "inline"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.InProcessChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer"}}
     agent = make_agent(rules())
     _run_owned_by(agent, os.getpid())
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -147,7 +147,7 @@ def test_a_server_on_another_host_counts_only_while_its_heartbeats_are_fresh(set
     import datetime as dt
 
     settings.NETA_TASK_BACKEND = "inline"
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.InProcessChannelLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer"}}
     agent = make_agent(rules())
     _run_owned_by(agent, os.getpid())
     elsewhere = AgentRun.objects.create(

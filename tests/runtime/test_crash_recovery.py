@@ -8,7 +8,7 @@ Inline: Daphne on SQLite with the file provider. Distributed: Daphne + a Celery 
   tool call; with runs still queued (more prompts than ``NETA_INLINE_WORKERS`` / worker
   children); with a follow-up and a steer queued on the dying runs;
 - the process killing itself at a named point (``NETA_TEST_KILL_AT``, a test-only hook in
-  runtime/backends.py): before the first token (``stream_start``), at finalize (with a
+  runtime/runs/backends.py): before the first token (``stream_start``), at finalize (with a
   follow-up queued), after a tool result (``after_tool``), between commit and claim
   (``claim``, inline and in the Celery worker), while writing a post-turn compaction.
 
@@ -85,8 +85,8 @@ SETUP = r"""
 import json, os
 from django.contrib.auth import get_user_model
 from runtime.models import Agent, ModelConfig
-from runtime.services import runtime_bootstrap
-from runtime.tokens import api_token_create
+from runtime.agents.bootstrap import runtime_bootstrap
+from runtime.api.tokens import api_token_create
 runtime_bootstrap()
 model = ModelConfig.objects.get(name="scripted-demo")
 model.options = {"rules": json.loads(os.environ["CRASH_RULES"])}

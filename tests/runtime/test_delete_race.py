@@ -28,11 +28,17 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput
-from runtime.services import run_abort, session_start
+from runtime.runs.prompts import run_abort
+from runtime.sessions.services import session_start
 from sessions_tree.models import AgentSession, SessionEntry
 from tests.api.builders import TEST_RULES, default_agent
 from tests.conftest import require
-from tests.gateway.cluster import Cluster, cleanup_workdir, mariadb_available, redis_available
+from tests.gateway.cluster import (
+    Cluster,
+    cleanup_workdir,
+    mariadb_available,
+    redis_available,
+)
 
 RACES = 30
 LONG_REPLY = {"match": {"contains": "race"}, "reply": {"steps": [{"pause_ms": 60_000}, {"text": "late"}]}}
@@ -205,8 +211,9 @@ def test_delete_racing_a_prompt_on_mariadb(mariadb_cluster, provider):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("provider", ["file", "mysql"])
 def test_delete_takes_runs_and_queued_inputs_with_it(make_agent, provider):
-    from runtime.services import session_delete, session_prompt
-    from runtime.turn import execute_run
+    from runtime.runs.prompts import session_prompt
+    from runtime.runs.turn import execute_run
+    from runtime.sessions.services import session_delete
     from tests.runtime.conftest import rules
 
     agent = make_agent(rules(), provider=provider)
@@ -234,7 +241,8 @@ def test_delete_takes_runs_and_queued_inputs_with_it(make_agent, provider):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("provider", ["file", "mysql"])
 def test_delete_is_refused_while_a_run_is_queued_or_running(make_agent, provider):
-    from runtime.services import session_delete, session_prompt
+    from runtime.runs.prompts import session_prompt
+    from runtime.sessions.services import session_delete
     from sessions_tree.errors import SessionBusy
     from tests.runtime.conftest import rules
 
@@ -253,7 +261,8 @@ def test_delete_is_refused_while_a_run_is_queued_or_running(make_agent, provider
 
 @pytest.mark.django_db(transaction=True)
 def test_prompt_to_a_deleted_session_is_not_found_and_leaves_no_run(make_agent):
-    from runtime.services import session_delete, session_prompt
+    from runtime.runs.prompts import session_prompt
+    from runtime.sessions.services import session_delete
     from sessions_tree.errors import SessionNotFound
     from tests.runtime.conftest import rules
 
@@ -275,7 +284,8 @@ def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(ma
 
     from django.utils import timezone
 
-    from runtime.services import session_delete, session_prompt
+    from runtime.runs.prompts import session_prompt
+    from runtime.sessions.services import session_delete
     from tests.runtime.conftest import rules
 
     meta = session_start(agent=make_agent(rules()))

@@ -13,9 +13,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.llm import LlmRequest, ModelSpec, complete, compute_cost, is_context_overflow, stream
+from runtime.llm import (
+    LlmRequest,
+    ModelSpec,
+    complete,
+    compute_cost,
+    is_context_overflow,
+    stream,
+)
 from runtime.llm.partial_json import PartialJson, parse_arguments
-from runtime.llm.transcript import anthropic_tool_call_id, openai_tool_call_id, prepare_transcript
+from runtime.llm.transcript import (
+    anthropic_tool_call_id,
+    openai_tool_call_id,
+    prepare_transcript,
+)
 from tests.conftest import FIXTURES
 
 # -- cost ---------------------------------------------------------------------------------------

@@ -7,7 +7,14 @@ import threading
 
 import pytest
 
-from runtime.llm import LlmRequest, ModelSpec, ScriptedRulesError, complete, load_script, stream
+from runtime.llm import (
+    LlmRequest,
+    ModelSpec,
+    ScriptedRulesError,
+    complete,
+    load_script,
+    stream,
+)
 from runtime.llm.scripted import DEMO_RULES, NO_MATCH_MESSAGE
 
 PRICES = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}

@@ -9,7 +9,17 @@ import pytest
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.anthropic_messages import build_params
 
-from .wire_servers import Reply, Status, anthropic_events, ask, comparable, serve, terminal_events, user, wire_spec
+from .wire_servers import (
+    Reply,
+    Status,
+    anthropic_events,
+    ask,
+    comparable,
+    serve,
+    terminal_events,
+    user,
+    wire_spec,
+)
 
 PRICES = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75}
 server, clean = serve("anthropic")

@@ -8,7 +8,17 @@ import threading
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_completions import build_params
 
-from .wire_servers import Reply, Status, ask, comparable, openai_chunks, serve, terminal_events, user, wire_spec
+from .wire_servers import (
+    Reply,
+    Status,
+    ask,
+    comparable,
+    openai_chunks,
+    serve,
+    terminal_events,
+    user,
+    wire_spec,
+)
 
 PRICES = {"input": 2, "output": 8, "cacheRead": 0.5}
 openai_server, _clean_openai = serve("openai", "openai_server")

@@ -11,7 +11,17 @@ import pytest
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_responses import build_params
 
-from .wire_servers import FAST_RETRY, Reply, Status, ask, responses_events, serve, terminal_events, user, wire_spec
+from .wire_servers import (
+    FAST_RETRY,
+    Reply,
+    Status,
+    ask,
+    responses_events,
+    serve,
+    terminal_events,
+    user,
+    wire_spec,
+)
 
 PRICES = {"input": 1.1, "output": 4.4, "cacheRead": 0.275}
 server, clean = serve("openai-responses")
@@ -222,8 +232,9 @@ def test_reasoning_effort_per_level():
 @pytest.mark.django_db
 def test_a_turn_over_the_responses_api_runs_tools_and_replays_its_reasoning(server, workspace, monkeypatch):
     from runtime.models import Agent, ModelConfig
-    from runtime.turn import execute_run
-    from runtime.services import session_prompt, session_start
+    from runtime.runs.prompts import session_prompt
+    from runtime.runs.turn import execute_run
+    from runtime.sessions.services import session_start
     from sessions_tree.providers import get_provider
 
     (workspace / "notes.md").write_text("# notes\n")

@@ -14,9 +14,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from runtime.agents.bootstrap import runtime_bootstrap
 from runtime.models import Agent, AgentRun, ModelConfig, RunStatus
-from runtime.reaper import reap_stale_runs
-from runtime.services import runtime_bootstrap, session_compact, session_prompt, session_switch_leaf
+from runtime.runs.prompts import session_prompt
+from runtime.runs.reaper import reap_stale_runs
+from runtime.sessions.services import session_compact, session_switch_leaf
 from sessions_tree.pi_view import session_view
 from sessions_tree.providers import get_provider
 from tests.runtime.conftest import rules, summary_rule
@@ -69,7 +71,7 @@ def test_manual_compaction(driver_for):
     entry = session_compact(session_id=driver.session_id, instructions="focus on b")
     assert entry["type"] == "compaction" and entry["summary"].startswith("## Goal\nCompacted by hand.")
     assert entry["fromHook"] is False and isinstance(entry["tokensBefore"], int)
-    from runtime.summaries import NothingToCompact
+    from runtime.runs.summaries import NothingToCompact
 
     with pytest.raises(NothingToCompact, match="Already compacted"):
         session_compact(session_id=driver.session_id)
@@ -147,7 +149,7 @@ def test_pi_reads_back_what_the_runtime_wrote(driver_for, oracle, tmp_path):
 
     while len(driver.sink.of_type("assistant_stream_delta")) <= seen:
         time.sleep(0.01)
-    from runtime.services import run_abort
+    from runtime.runs.prompts import run_abort
 
     run_abort(session_id=driver.session_id)
     thread.join(timeout=20)

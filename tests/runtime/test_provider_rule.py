@@ -30,8 +30,14 @@ def scenario(workdir: Path) -> None:
     from django.conf import settings
 
     from runtime.models import Agent, ModelConfig, RunStatus
-    from runtime.services import session_compact, session_import, session_prompt, session_start, session_switch_leaf
-    from runtime.turn import execute_run
+    from runtime.runs.prompts import session_prompt
+    from runtime.runs.turn import execute_run
+    from runtime.sessions.services import (
+        session_compact,
+        session_import,
+        session_start,
+        session_switch_leaf,
+    )
     from sessions_tree.models import AgentSession
     from sessions_tree.pi_files import export_session
     from sessions_tree.providers import provider_for_session

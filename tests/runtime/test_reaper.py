@@ -16,11 +16,11 @@ import pytest
 from django.utils import timezone
 
 from runtime.apps import serves_asgi
-from runtime.backends import HOST, process_gone, process_start_time, this_process
 from runtime.models import AgentRun, RunInput, RunStatus
-from runtime.reaper import MAX_SUBMISSIONS, reap_session, reap_stale_runs
-from runtime.services import run_abort, session_prompt
-from runtime.turn import llm_messages
+from runtime.runs.backends import HOST, process_gone, process_start_time, this_process
+from runtime.runs.prompts import run_abort, session_prompt
+from runtime.runs.reaper import MAX_SUBMISSIONS, reap_session, reap_stale_runs
+from runtime.runs.turn import llm_messages
 from sessions_tree.providers import provider_for_session
 from tests.runtime.conftest import rules, summary_rule
 
@@ -94,7 +94,7 @@ def test_start_up_reaping_runs_in_server_processes_only():
 
 
 def test_a_run_whose_process_is_gone_is_reaped_at_once(driver_for):
-    from runtime.streaming import InMemorySink, default_sink, set_default_sink
+    from runtime.realtime.sinks import InMemorySink, default_sink, set_default_sink
 
     driver = driver_for(rules())
     run = crashed_run(driver, owner=dead_process())  # heartbeat fresh: not stale for 30 s

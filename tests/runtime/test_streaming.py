@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.streaming import Coalescer, InMemorySink
+from runtime.realtime.sinks import Coalescer, InMemorySink
 
 
 class FakeClock:

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
+from runtime.agents.system_prompt import DEFAULT_PROMPT, build_system_prompt
 from runtime.models import Agent, ModelConfig
-from runtime.system_prompt import DEFAULT_PROMPT, build_system_prompt
 from skills_registry.services import skills_sync
 from toolcatalog.projection import resolve_tools
 

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
+from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
-from runtime.services import RuntimeInputError, run_abort, session_prompt
+from runtime.runs.prompts import run_abort, session_prompt
 from sessions_tree.providers import get_provider
 from tests.runtime.conftest import rules, summary_rule
 
@@ -301,7 +302,7 @@ def test_deltas_carry_their_offset(driver_for):
 
 
 def test_runtime_snapshot_has_the_context_window_and_run_state(driver_for):
-    from runtime.selectors import session_snapshot
+    from runtime.sessions.selectors import session_snapshot
 
     driver = driver_for(rules(), context_window=64000)
     driver.prompt("x")

@@ -14,10 +14,16 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ValidationError
 
+from runtime.agents.workspaces import (
+    WorkspaceError,
+    preview_cwd,
+    workspace_for,
+    workspace_layout,
+)
 from runtime.models import ModelConfig, RunStatus, WorkspaceMode
-from runtime.services import session_fork, session_prompt, session_start
-from runtime.turn import execute_run
-from runtime.workspaces import WorkspaceError, preview_cwd, workspace_for, workspace_layout
+from runtime.runs.prompts import session_prompt
+from runtime.runs.turn import execute_run
+from runtime.sessions.services import session_fork, session_start
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
 from tests.conftest import require
@@ -248,7 +254,7 @@ def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_start
 ):
     """Alice deletes a session; Bob imports a Pi file carrying its id (a deleted id is free, so the
     import keeps it). Bob's session must not work in Alice's old directory."""
-    from runtime.services import session_delete, session_import
+    from runtime.sessions.services import session_delete, session_import
     from sessions_tree.pi_files import export_session
 
     agent = make_agent(rules(
@@ -274,7 +280,7 @@ def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_start
 def test_a_fork_keeps_the_files_of_the_directory_it_shared_when_its_parent_is_deleted(make_agent, workspace, alice):
     """A fork (same user and agent) works in its parent's directory; deleting the parent hands
     that directory to the fork instead of deleting the fork's files with it."""
-    from runtime.services import session_delete
+    from runtime.sessions.services import session_delete
 
     agent = make_agent(rules(
         calls("write notes", ("bash", {"command": "echo NOTES > notes.txt"})),
@@ -300,7 +306,7 @@ def test_a_fork_keeps_the_files_of_the_directory_it_shared_when_its_parent_is_de
 def test_deleting_a_session_handed_to_another_agent_removes_its_directories_in_both_workspaces(
     make_agent, workspace, alice, tmp_path
 ):
-    from runtime.services import session_delete, session_set_agent
+    from runtime.sessions.services import session_delete, session_set_agent
 
     first = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > a.txt"}))), name="first")
     second = make_agent(rules(calls("write here", ("bash", {"command": "echo ALICE > b.txt"}))), name="second")

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from sessions_tree import entries as E
 from sessions_tree.context import date_ms
-from sessions_tree.ids import iso_to_ms, ms_to_iso, new_entry_id, new_session_id, now_iso, now_ms
+from sessions_tree.ids import (
+    iso_to_ms,
+    ms_to_iso,
+    new_entry_id,
+    new_session_id,
+    now_iso,
+    now_ms,
+)
 from sessions_tree.jsonl import dumps, parse_session_text
 from tests.conftest import FIXTURES, require
 

@@ -18,11 +18,20 @@ import pytest
 
 from sessions_tree import jsonl
 from sessions_tree.clean import clean_text, needs_cleaning
-from sessions_tree.errors import InvalidEntry, InvalidSessionFile, SessionNotFound, SessionTreeError
+from sessions_tree.errors import (
+    InvalidEntry,
+    InvalidSessionFile,
+    SessionNotFound,
+    SessionTreeError,
+)
 from sessions_tree.models import AgentSession
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.pi_view import session_view
-from tests.sessions_tree.conftest import assistant_message, forget_process_caches, user_message
+from tests.sessions_tree.conftest import (
+    assistant_message,
+    forget_process_caches,
+    user_message,
+)
 from tests.sessions_tree.hostile import (
     TS,
     assistant,

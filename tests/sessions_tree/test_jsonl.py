@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions_tree import jsonl
-from sessions_tree.jsonl import UNDEFINED, dumps, dumps_pretty, js_number_text, loads, parse_session_text
+from sessions_tree.jsonl import (
+    UNDEFINED,
+    dumps,
+    dumps_pretty,
+    js_number_text,
+    loads,
+    parse_session_text,
+)
 from tests.conftest import require
 
 # --------------------------------------------------------------------------- node

@@ -16,12 +16,21 @@ import pytest
 from django.conf import settings
 
 from sessions_tree import jsonl
+from sessions_tree.errors import (
+    EntryNotFound,
+    InvalidEntry,
+    SessionBusy,
+    SessionNotFound,
+)
 from sessions_tree.ids import iso_to_ms
-from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEntry
 from sessions_tree.providers.base import ROOT
 from tests.conftest import REPO
-from tests.sessions_tree.conftest import assistant_message, forget_process_caches, user_message
+from tests.sessions_tree.conftest import (
+    assistant_message,
+    forget_process_caches,
+    user_message,
+)
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -19,12 +19,20 @@ that does not exist) must fail the same way on both and change nothing.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
+from sessions_tree import jsonl
 from sessions_tree.context import build_session_context, estimate_context_tokens
 from sessions_tree.errors import SessionTreeError
-from sessions_tree import jsonl
 from sessions_tree.events import apply_events
 from sessions_tree.index import Record, SessionIndex
 from sessions_tree.providers import get_provider

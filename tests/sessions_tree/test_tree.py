@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from sessions_tree import entries as E
-from sessions_tree.tree import MAX_TREE_NODES, TreeTooLargeError, children_by_parent, get_tree, label_state, labels, session_name
+from sessions_tree.tree import (
+    MAX_TREE_NODES,
+    TreeTooLargeError,
+    children_by_parent,
+    get_tree,
+    label_state,
+    labels,
+    session_name,
+)
 
 
 def ts(seconds: int) -> str:

@@ -7,7 +7,12 @@ import threading
 
 import pytest
 
-from skills_registry.confinement import ConfinementError, open_confined, read_confined, resolve_confined
+from skills_registry.confinement import (
+    ConfinementError,
+    open_confined,
+    read_confined,
+    resolve_confined,
+)
 
 
 @pytest.fixture

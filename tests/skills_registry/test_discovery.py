@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from skills_registry.discovery import SkillRoot, default_roots, discover_skills, project_roots, walk_root
+from skills_registry.discovery import (
+    SkillRoot,
+    default_roots,
+    discover_skills,
+    project_roots,
+    walk_root,
+)
 from tests.skills_registry.conftest import write_skill
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from skills_registry.diagnostics import CODES, severity_for
-from skills_registry.frontmatter import parse_skill_text, split_frontmatter, strip_frontmatter
+from skills_registry.frontmatter import (
+    parse_skill_text,
+    split_frontmatter,
+    strip_frontmatter,
+)
 
 
 def parse(text: str, folder: str = "my-skill", mode: str = "strict"):

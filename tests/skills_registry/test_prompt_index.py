@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skills_registry.prompt_index import IndexEntry, estimate_text_tokens, format_skill_index
+from skills_registry.prompt_index import (
+    IndexEntry,
+    estimate_text_tokens,
+    format_skill_index,
+)
 
 
 def generated(n: int, seed: int = 7) -> list[IndexEntry]:

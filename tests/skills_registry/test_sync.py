@@ -9,7 +9,11 @@ import pytest
 from django.core.management import call_command
 
 from skills_registry.models import SkillResource, SkillVersion
-from skills_registry.services import skills_set_disabled, skills_startup_sync, skills_sync
+from skills_registry.services import (
+    skills_set_disabled,
+    skills_startup_sync,
+    skills_sync,
+)
 from tests.skills_registry.conftest import write_skill
 
 pytestmark = pytest.mark.django_db

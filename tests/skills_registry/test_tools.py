@@ -9,7 +9,12 @@ import pytest
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy
 from skills_registry.selectors import skill_index_for, skills_visibility_report
-from skills_registry.services import skills_set_disabled, skills_set_privilege, skills_set_subagent_access, skills_sync
+from skills_registry.services import (
+    skills_set_disabled,
+    skills_set_privilege,
+    skills_set_subagent_access,
+    skills_sync,
+)
 from tests.skills_registry.conftest import write_skill
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 

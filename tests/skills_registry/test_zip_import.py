@@ -21,7 +21,11 @@ from django.core.management import CommandError, call_command
 
 from skills_registry.import_bundles import SkillImportError
 from skills_registry.models import SkillResource
-from skills_registry.services import skill_import_folder, skill_import_remove, skill_import_zip
+from skills_registry.services import (
+    skill_import_folder,
+    skill_import_remove,
+    skill_import_zip,
+)
 from tests.skills_registry.conftest import tree_snapshot, write_skill
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--username", default="admin")
 
     def handle(self, *args, username: str, **options):
-        from runtime.services import runtime_bootstrap
+        from runtime.agents.bootstrap import runtime_bootstrap
         from skills_registry.services import skills_startup_sync
 
         for item in runtime_bootstrap():

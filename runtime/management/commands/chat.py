@@ -9,10 +9,13 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
+from runtime.agents.selectors import default_agent
+from runtime.agents.workspaces import workspace_for
+from runtime.errors import RuntimeInputError
 from runtime.models import Agent, RunStatus
-from runtime.services import RuntimeInputError, default_agent, session_prompt, session_start
-from runtime.turn import execute_run
-from runtime.workspaces import workspace_for
+from runtime.runs.prompts import session_prompt
+from runtime.runs.turn import execute_run
+from runtime.sessions.services import session_start
 from sessions_tree.errors import SessionTreeError
 from sessions_tree.models import AgentSession
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from runtime.reaper import reap_stale_runs
+from runtime.runs.reaper import reap_stale_runs
 
 
 class Command(BaseCommand):

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runtime.model_specs import ModelUnavailable
-from runtime.services import session_compact
-from runtime.summaries import NothingToCompact, SummaryFailed
+from runtime.agents.specs import ModelUnavailable
+from runtime.runs.summaries import NothingToCompact, SummaryFailed
+from runtime.sessions.services import session_compact
 from sessions_tree.errors import SessionTreeError
 
 

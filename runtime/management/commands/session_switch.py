@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runtime.model_specs import ModelUnavailable
-from runtime.services import session_switch_leaf
-from runtime.summaries import SummaryFailed
+from runtime.agents.specs import ModelUnavailable
+from runtime.runs.summaries import SummaryFailed
+from runtime.sessions.services import session_switch_leaf
 from sessions_tree.errors import SessionTreeError
 
 

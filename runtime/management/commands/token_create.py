@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from runtime.tokens import MAX_TOKEN_DAYS, api_token_create
+from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 A **running** run is lost when its heartbeat (written every second) is older than
 ``NETA_RUN_STALE_SECONDS``, or at once when the process that claimed it ran on this
-host and is gone (pid + process start time, ``runtime/backends.py``). The run becomes
+host and is gone (pid + process start time, ``runtime/runs/backends.py``). The run becomes
 ``lost``; its in-flight entry is stored as ``aborted`` with its last checkpoint and
 every open tool call gets an aborted result, so the tree stays valid. The prompts it
 had accepted and not delivered — its own when the worker died before writing it, and
@@ -33,10 +33,16 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime.backends import HOST, process_gone, submit_run, this_process
-from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput, RunInputKind, RunStatus
-from runtime.streaming import default_sink
-from runtime.turn import close_open_tool_calls
+from runtime.models import (
+    ACTIVE_RUN_STATUSES,
+    AgentRun,
+    RunInput,
+    RunInputKind,
+    RunStatus,
+)
+from runtime.realtime.sinks import default_sink
+from runtime.runs.backends import HOST, process_gone, submit_run, this_process
+from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
@@ -236,7 +242,7 @@ def _celery_workers_busy(bound: dt.datetime) -> bool:
     worker children, each run taking minutes), not lost: it is left alone. A task lost
     while the workers stay busy is submitted again once they have been idle for
     ``NETA_RUN_CLAIM_SECONDS``; one lost with the worker child that took it is seen at
-    once (the child records itself on the run before claiming it, ``runtime/tasks.py``)."""
+    once (the child records itself on the run before claiming it, ``runtime/runs/tasks.py``)."""
     fresh = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)
     return (
         AgentRun.objects.filter(backend="celery")

@@ -8,7 +8,7 @@
    ``read_skill`` is effective) and at least one skill is visible;
 4. Pi's trailing lines: ``Current date: YYYY-MM-DD`` and
    ``Current working directory: <cwd>``, the session's own workspace directory
-   (``runtime.workspaces.workspace_for``: per session, per user or shared).
+   (``runtime.agents.workspaces.workspace_for``: per session, per user or shared).
 """
 
 from __future__ import annotations

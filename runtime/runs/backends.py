@@ -2,19 +2,17 @@
 
 ``inline``: a thread pool inside the web process (the embedded default).
 ``celery``: a Celery worker, the task enqueued after commit. Same code path:
-both end in ``runtime.turn.execute_run(run_id)``.
+both end in ``runtime.runs.turn.execute_run(run_id)``.
 
 A run records the process that owns it (host, pid and the process's start time):
 the submitting process while an inline run waits for a thread, the executing one
-once claimed. The reaper (``runtime/reaper.py``) uses it to tell a run whose
+once claimed. The reaper (``runtime/runs/reaper.py``) uses it to tell a run whose
 process is gone from one whose process is only slow.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -26,16 +24,18 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-logger = logging.getLogger(__name__)
+from runtime.crash_points import crash_point
 
 HOST = socket.gethostname()
 
+
 _executor: ThreadPoolExecutor | None = None
+
+
 _executor_lock = threading.Lock()
+
+
 _cancels: dict[str, threading.Event] = {}
-
-
-# --------------------------------------------------------------------------- process identity
 
 
 def process_start_time(pid: int) -> int | None:
@@ -82,9 +82,6 @@ def process_gone(host: str, pid: int | None, started: int | None) -> bool:
     return started is not None and int(tail[19]) != started
 
 
-# --------------------------------------------------------------------------- submission
-
-
 def _pool() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
@@ -114,7 +111,7 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
     run.backend, run.submissions = backend, run.submissions + 1
     run_id = str(run.run_id)
     if backend == "celery":
-        from runtime.tasks import run_agent_turn
+        from runtime.runs.tasks import run_agent_turn
 
         run_agent_turn.delay_on_commit(run_id)
     elif start:
@@ -126,7 +123,7 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
 def _inline_job(run_id: str, event: threading.Event) -> None:
     from django.db import close_old_connections
 
-    from runtime.turn import execute_run
+    from runtime.runs.turn import execute_run
 
     close_old_connections()  # a pooled thread may hold a connection that went stale
     try:
@@ -150,11 +147,3 @@ def record_receiver(run_id: str) -> None:
     from runtime.models import AgentRun, RunStatus
 
     AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(**this_process())
-
-
-def crash_point(name: str) -> None:
-    """TEST-ONLY hook: SIGKILL this process when it reaches the point ``NETA_TEST_KILL_AT``
-    names (the crash suite, tests/runtime/test_crash_recovery.py). A no-op when unset."""
-    if settings.NETA_TEST_KILL_AT and settings.NETA_TEST_KILL_AT == name:
-        logger.warning("NETA_TEST_KILL_AT=%s: killing this process (test-only hook)", name)
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -7,8 +7,9 @@ from celery import shared_task
 
 @shared_task(name="runtime.run_agent_turn", acks_late=True, ignore_result=True)
 def run_agent_turn(run_id: str) -> None:
-    from runtime.backends import crash_point, record_receiver
-    from runtime.turn import execute_run
+    from runtime.crash_points import crash_point
+    from runtime.runs.backends import record_receiver
+    from runtime.runs.turn import execute_run
 
     record_receiver(run_id)  # the run's owner until it is claimed: a kill in between is seen at once
     crash_point("claim")  # test-only: a worker killed between taking the task and claiming the run
@@ -17,6 +18,6 @@ def run_agent_turn(run_id: str) -> None:
 
 @shared_task(name="runtime.reap_stale_runs", ignore_result=True)
 def reap_stale_runs() -> int:
-    from runtime.reaper import reap_stale_runs as reap
+    from runtime.runs.reaper import reap_stale_runs as reap
 
     return len(reap())

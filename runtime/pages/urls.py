@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from runtime import views
-from runtime.login_throttle import throttled_login
+from runtime.pages import views
+from runtime.pages.login_throttle import throttled_login
 
 app_name = "pages"
 urlpatterns = [

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from runtime.consumers import SessionConsumer, UnknownSocketConsumer
+from runtime.gateway.consumers import SessionConsumer, UnknownSocketConsumer
 
 websocket_urlpatterns = [
     re_path(r"^ws/sessions/(?P<session_id>[^/]{1,64})/$", SessionConsumer.as_asgi()),

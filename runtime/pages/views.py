@@ -16,9 +16,10 @@ from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from runtime.agents.selectors import agent_for_session, default_agent
 from runtime.models import Agent
-from runtime.selectors import Access, session_access
-from runtime.services import agent_for_session, default_agent, session_for_agent
+from runtime.sessions.access import Access, session_access
+from runtime.sessions.services import session_for_agent
 from sessions_tree.models import AgentSession
 
 LOGIN_URL = reverse_lazy("pages:login")
@@ -60,7 +61,7 @@ def session_row(meta: AgentSession) -> dict:
 
 
 def visible_session(user, session_id: str) -> tuple[AgentSession, Access]:
-    """The session and what ``user`` may do with it (``runtime.selectors.session_access``)."""
+    """The session and what ``user`` may do with it (``runtime.sessions.access.session_access``)."""
     meta = AgentSession.objects.filter(session_id=session_id).first()
     access = session_access(user, meta)
     if not access.read:

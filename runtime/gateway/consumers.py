@@ -20,11 +20,20 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from rest_framework import serializers
 
-from runtime import realtime
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
 from runtime.api.permissions import is_read_only_token
-from runtime.selectors import Access, session_access
+from runtime.realtime.groups import group_name, token_group, user_group
+from runtime.realtime.messages import (
+    DELETED_MESSAGE,
+    RECHECK_MESSAGE,
+    STREAM_MESSAGE,
+    TREE_MESSAGE,
+    WITHDRAWN_MESSAGE,
+    carriable,
+)
+from runtime.realtime.publisher import gateway
+from runtime.sessions.access import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
 
@@ -41,7 +50,7 @@ WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
 # UTF-8 cannot carry); a stored entry may hold them (Pi keeps any depth): such a
-# frame is sent as ``realtime.carriable``'s repaired copy.
+# frame is sent as ``carriable``'s repaired copy.
 
 
 def _dumps(value) -> str:
@@ -49,7 +58,7 @@ def _dumps(value) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):
         # The REST renderer's repaired copy: stored data is never changed, only what is sent.
-        return orjson.dumps(realtime.carriable(value), option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(carriable(value), option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class FrameError(Exception):
@@ -95,8 +104,8 @@ def _check(binding: Binding, need: str = "read"):
     """
     from django.contrib.auth import get_user_model
 
+    from runtime.api.tokens import token_problem
     from runtime.models import ApiToken
-    from runtime.tokens import token_problem
 
     user = get_user_model().objects.filter(pk=binding.user_pk).first()
     if user is None or not user.is_active:
@@ -146,7 +155,7 @@ def _events_since(binding: Binding, revision: int) -> list[dict]:
 
 
 def _snapshot(binding: Binding) -> dict:
-    from runtime.selectors import session_snapshot
+    from runtime.sessions.selectors import session_snapshot
 
     return _bound_read(binding, session_snapshot)
 
@@ -165,7 +174,7 @@ def _logged_event(binding: Binding, revision: int) -> dict | None:
 
 
 def _prompt(session_id: str, user, data: dict) -> dict:
-    from runtime.services import session_prompt
+    from runtime.runs.prompts import session_prompt
 
     try:
         outcome = session_prompt(
@@ -183,14 +192,14 @@ def _prompt(session_id: str, user, data: dict) -> dict:
 
 
 def _abort(session_id: str, user, data: dict) -> dict:
-    from runtime.services import run_abort
+    from runtime.runs.prompts import run_abort
 
     run = run_abort(session_id=session_id)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 
 def _switch_leaf(session_id: str, user, data: dict) -> dict:
-    from runtime.services import session_switch_leaf
+    from runtime.sessions.services import session_switch_leaf
 
     try:
         result = session_switch_leaf(
@@ -212,11 +221,11 @@ def _run_checked(binding: Binding, kind: str, data: dict) -> dict:
 
 
 GATEWAY_MESSAGES = {
-    realtime.TREE_MESSAGE: "tree_event",
-    realtime.STREAM_MESSAGE: "stream_event",
-    realtime.DELETED_MESSAGE: "session_deleted",
-    realtime.WITHDRAWN_MESSAGE: "access_withdrawn",
-    realtime.RECHECK_MESSAGE: "access_recheck",
+    TREE_MESSAGE: "tree_event",
+    STREAM_MESSAGE: "stream_event",
+    DELETED_MESSAGE: "session_deleted",
+    WITHDRAWN_MESSAGE: "access_withdrawn",
+    RECHECK_MESSAGE: "access_recheck",
     "gateway.heartbeat": "gateway_heartbeat",
 }
 COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
@@ -235,9 +244,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
     """
 
     async def connect(self):
-        realtime.gateway.bind_server_loop(asyncio.get_running_loop())
+        gateway.bind_server_loop(asyncio.get_running_loop())
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        self.group = realtime.group_name(self.session_id)
+        self.group = group_name(self.session_id)
         self.groups_joined: list[str] = []
         self.revision: int | None = None  # last revision sent; None: not subscribed
         self.gone = False
@@ -259,9 +268,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         self.binding = Binding(self.session_id, meta.pk, self.user.pk, token.pk if token is not None else None)
         self.read_only = not access.write
-        groups = [self.group, realtime.user_group(self.user.pk)]
+        groups = [self.group, user_group(self.user.pk)]
         if token is not None:
-            groups.append(realtime.token_group(token.pk))
+            groups.append(token_group(token.pk))
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups_joined.append(group)

@@ -11,8 +11,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from runtime import llm
-from runtime.backends import crash_point
-from runtime.model_specs import model_spec
+from runtime.agents.specs import model_spec
+from runtime.crash_points import crash_point
 from runtime.models import Agent, ModelConfig
 from sessions_tree.branch_summary import (
     branch_summary_budget,

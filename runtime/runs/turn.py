@@ -26,13 +26,21 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime import llm
-from runtime.backends import HOST, crash_point, this_process
-from runtime.model_specs import model_spec
-from runtime.models import Agent, AgentRun, ModelConfig, RunInput, RunInputKind, RunStatus
-from runtime.streaming import Coalescer, StreamSink, default_sink
-from runtime.summaries import SummaryCancelled, SummaryFailed
-from runtime.system_prompt import build_system_prompt
-from runtime.workspaces import workspace_for
+from runtime.agents.specs import model_spec
+from runtime.agents.system_prompt import build_system_prompt
+from runtime.agents.workspaces import workspace_for
+from runtime.crash_points import crash_point
+from runtime.models import (
+    Agent,
+    AgentRun,
+    ModelConfig,
+    RunInput,
+    RunInputKind,
+    RunStatus,
+)
+from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
+from runtime.runs.backends import HOST, this_process
+from runtime.runs.summaries import SummaryCancelled, SummaryFailed
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import provider_for_session
@@ -208,7 +216,7 @@ def user_message(text: str, images: list | None = None) -> dict:
 
 
 def _run(turn: Turn) -> None:
-    from runtime.summaries import maybe_auto_compact
+    from runtime.runs.summaries import maybe_auto_compact
 
     run = turn.run
     maybe_auto_compact(turn)
@@ -222,7 +230,7 @@ def _run(turn: Turn) -> None:
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
         if not turn.overflow_retried and llm.is_context_overflow(final, turn.spec.context_window):
-            from runtime.summaries import compact_session
+            from runtime.runs.summaries import compact_session
 
             turn.overflow_retried = True
             compact_session(turn.session_id, agent=turn.agent, model=turn.model, cancel=turn.control.cancel)

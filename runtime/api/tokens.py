@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from runtime.models import ApiToken, TokenScope
+from runtime.realtime.publisher import withdraw_token
 
 TOKEN_PREFIX = "neta_"
 PREFIX_CHARS = 12
@@ -62,9 +63,7 @@ def api_token_create(*, user, read_only: bool = False, days: int | None = None, 
 
 def api_token_revoke(*, token: ApiToken) -> ApiToken:
     """Revoke ``token`` (idempotent: the first revocation time is kept); the sockets
-    opened with it close (4401) once this commits."""
-    from runtime.realtime import withdraw_token
-
+    opened with it close (4401) once this commits (an ``update`` sends no ``post_save``)."""
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     token.refresh_from_db()
     withdraw_token(token.pk, "token revoked")

@@ -1,0 +1,41 @@
+"""The caller: who they are, and the CSRF cookie for browser clients."""
+
+from __future__ import annotations
+
+from django.middleware.csrf import get_token
+from django.utils.decorators import method_decorator
+from django.views.decorators.csrf import ensure_csrf_cookie
+from drf_spectacular.utils import (
+    extend_schema,
+)
+from rest_framework import permissions
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runtime.api import serializers as S
+from runtime.api.views.base import ERROR
+from runtime.models import ApiToken
+
+
+class MeApi(APIView):
+    @extend_schema(summary="Who the API sees (user, staff, token scope)", responses={200: S.MeOut, 401: ERROR})
+    def get(self, request):
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return Response(
+            {
+                "username": request.user.get_username(),
+                "isStaff": request.user.is_staff,
+                "auth": "token" if token else "session",
+                "tokenScope": token.scope if token else None,
+            }
+        )
+
+
+@method_decorator(ensure_csrf_cookie, name="get")
+class CsrfApi(APIView):
+    permission_classes = [permissions.AllowAny]
+    authentication_classes = []
+
+    @extend_schema(summary="Set the CSRF cookie for browser clients and return the token", responses={200: S.CsrfOut})
+    def get(self, request):
+        return Response({"csrfToken": get_token(request)})

@@ -1,0 +1,84 @@
+"""Runs: prompting and aborting a session's run, and the runs list."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import (
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import status, viewsets
+from rest_framework.response import Response
+
+from runtime.api import serializers as S
+from runtime.api.pagination import (
+    RunCursorPagination,
+)
+from runtime.api.views.base import (
+    READ_ERRORS,
+    WRITE_ERRORS,
+    SessionApi,
+    entry_field,
+    parse,
+)
+from runtime.models import AgentRun
+from runtime.runs.prompts import run_abort, session_prompt
+from runtime.sessions.access import reads_all_sessions, visible_sessions
+
+
+class SessionPromptApi(SessionApi):
+    @extend_schema(
+        summary="Send a prompt (starts a run, or is queued on the active one)",
+        request=S.PromptInput,
+        responses={202: S.PromptOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.PromptInput, request.data)
+        with entry_field("fromEntryId"):
+            outcome = session_prompt(
+                session_id=meta.session_id,
+                text=data["text"],
+                user=request.user,
+                images=[dict(i) for i in data.get("images") or []],
+                from_entry_id=data.get("fromEntryId") or None,
+                mode=data["mode"],
+                model_name=data.get("model") or None,
+            )
+        # The run as committed: re-reading it could find it gone (finished, then deleted with its session).
+        run = outcome.run
+        body = {"run": S.RunOut(run).data, "queuedAs": outcome.queued_as, "editorText": outcome.editor_text}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionAbortApi(SessionApi):
+    @extend_schema(summary="Abort the active run (cooperative)", request=None, responses={200: S.AbortOut, **WRITE_ERRORS})
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        run = run_abort(session_id=meta.session_id)
+        if run is not None:
+            run = AgentRun.objects.select_related("agent").get(pk=run.pk)
+        return Response({"run": S.RunOut(run).data if run is not None else None})
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Runs on the sessions you may read", parameters=[S.RunListQuery], responses={200: S.RunOut(many=True), **READ_ERRORS}),
+    retrieve=extend_schema(summary="One run", responses={200: S.RunOut, **READ_ERRORS}),
+)
+class RunViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = S.RunOut
+    lookup_field = "run_id"
+    lookup_value_regex = r"[0-9a-fA-F-]{32,36}"
+    pagination_class = RunCursorPagination
+
+    def get_queryset(self):
+        qs = AgentRun.objects.select_related("agent")
+        user = self.request.user
+        if not reads_all_sessions(user):
+            qs = qs.filter(session_id__in=visible_sessions(user).values("session_id"))
+        if self.action == "list":
+            query = parse(S.RunListQuery, self.request.query_params)
+            if "session" in query:
+                qs = qs.filter(session_id=query["session"])
+            if "status" in query:
+                qs = qs.filter(status=query["status"])
+        return qs

@@ -1,0 +1,231 @@
+"""``/api/sessions/…``: listing, reading (snapshot, entries, events, export) and changing a session."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, status, viewsets
+from rest_framework.response import Response
+
+from runtime.api import serializers as S
+from runtime.api.pagination import (
+    EntriesQuery,
+    EventsQuery,
+    SessionCursorPagination,
+    next_link,
+)
+from runtime.api.views.base import (
+    ERROR,
+    READ_ERRORS,
+    SESSION_ID,
+    WRITE_ERRORS,
+    SessionApi,
+    current_revision,
+    entry_field,
+    parse,
+    safe_filename,
+    session_or_404,
+)
+from runtime.sessions.access import visible_sessions
+from runtime.sessions.selectors import session_snapshot
+from runtime.sessions.services import (
+    session_compact,
+    session_create,
+    session_delete,
+    session_fork,
+    session_label,
+    session_rename,
+    session_set_status,
+    session_switch_leaf,
+)
+from sessions_tree.models import AgentSession
+from sessions_tree.providers import get_provider
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List sessions (yours; staff who may view sessions: all)", parameters=[S.SessionListQuery], responses={200: S.SessionOut(many=True), **READ_ERRORS}),
+    retrieve=extend_schema(summary="A session's meta", parameters=[SESSION_ID], responses={200: S.SessionOut, **READ_ERRORS}),
+)
+class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = S.SessionOut
+    pagination_class = SessionCursorPagination
+    lookup_field = "session_id"
+    lookup_value_regex = r"[^/]+"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        qs = visible_sessions(self.request.user).select_related("user")
+        if self.action == "list":
+            query = parse(S.SessionListQuery, self.request.query_params)
+            if "user" in query:
+                qs = qs.filter(**{f"user__{get_user_model().USERNAME_FIELD}": query["user"]})
+            if "agent" in query:
+                qs = qs.filter(agent=query["agent"])
+            if "status" in query:
+                qs = qs.filter(status=query["status"])
+        return qs
+
+    def get_object(self):
+        meta = session_or_404(self.request, self.kwargs["session_id"])
+        self.check_object_permissions(self.request, meta)
+        return meta
+
+    @extend_schema(summary="Create a session", request=S.SessionCreateInput, responses={201: S.SessionOut, **WRITE_ERRORS})
+    def create(self, request):
+        data = parse(S.SessionCreateInput, request.data)
+        meta = session_create(user=request.user, agent_name=data.get("agent"), title=data.get("title"))
+        return Response(S.SessionOut(meta).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Rename and/or archive a session",
+        parameters=[SESSION_ID],
+        request=S.SessionUpdateInput,
+        responses={200: S.SessionOut, **WRITE_ERRORS},
+    )
+    def partial_update(self, request, session_id=None):
+        meta = self.get_object()
+        data = parse(S.SessionUpdateInput, request.data)
+        if "title" in data:
+            session_rename(session_id=meta.session_id, title=data["title"])
+        if "status" in data:
+            session_set_status(session_id=meta.session_id, status=data["status"])
+        meta.refresh_from_db()
+        return Response(S.SessionOut(meta).data)
+
+    @extend_schema(summary="Delete a session and its entries", parameters=[SESSION_ID], responses={204: None, **WRITE_ERRORS})
+    def destroy(self, request, session_id=None):
+        meta = self.get_object()
+        session_delete(session_id=meta.session_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionSnapshotApi(SessionApi):
+    @extend_schema(
+        summary="The session at one revision (bounded; `page` says what was left out)",
+        description="`runtimeContext` adds the model's `contextWindow` and the `runState` of the active run.",
+        responses={200: S.SnapshotOut, **READ_ERRORS},
+    )
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        return Response(session_snapshot(meta.session_id))
+
+
+class SessionEntriesApi(SessionApi):
+    @extend_schema(
+        summary="Entries in stored order, cursor-paginated by sequence",
+        parameters=[EntriesQuery],
+        responses={200: S.EntryPageOut, **READ_ERRORS, 400: ERROR},
+    )
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        query = parse(EntriesQuery, request.query_params)
+        cursor, limit = query["cursor"], query["limit"]
+        entries = get_provider(meta.provider).list_entries(meta.session_id, offset=cursor, limit=limit + 1)
+        more = len(entries) > limit
+        page = entries[:limit]
+        next_cursor = cursor + len(page) if more else None
+        return Response(
+            {
+                "results": page,
+                "firstSeq": cursor + 1,
+                "nextCursor": next_cursor,
+                "next": next_link(request, cursor=next_cursor) if more else None,
+            }
+        )
+
+
+class SessionEventsApi(SessionApi):
+    @extend_schema(
+        summary="Tree events after a revision (the event log, for gap filling)",
+        description="410 `resync_needed` when the log no longer reaches back: take a fresh snapshot.",
+        parameters=[EventsQuery],
+        responses={200: S.EventPageOut, 410: ERROR, **READ_ERRORS, 400: ERROR},
+    )
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        query = parse(EventsQuery, request.query_params)
+        since, limit = query["sinceRevision"], query["limit"]
+        events = get_provider(meta.provider).events_since(meta.session_id, since)
+        page = events[:limit]
+        more = len(events) > limit
+        next_cursor = page[-1]["revision"] if more else None
+        return Response(
+            {
+                "results": page,
+                "revision": events[-1]["revision"] if events else since,
+                "nextCursor": next_cursor,
+                "next": next_link(request, sinceRevision=next_cursor) if more else None,
+            }
+        )
+
+
+class SessionLeafSwitchApi(SessionApi):
+    @extend_schema(
+        summary="Move the leaf (Pi's /tree), optionally summarizing the abandoned branch",
+        request=S.SwitchLeafInput,
+        responses={200: S.SwitchLeafOut, **WRITE_ERRORS, 502: ERROR},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.SwitchLeafInput, request.data)
+        with entry_field("entryId"):
+            result = session_switch_leaf(
+                session_id=meta.session_id,
+                entry_id=data["entryId"],
+                summarize=data["summarize"],
+                instructions=data.get("instructions") or None,
+            )
+        return Response({**result, "revision": current_revision(meta.session_id)})
+
+
+class SessionLabelApi(SessionApi):
+    @extend_schema(summary="Set or clear an entry's label", request=S.LabelInput, responses={201: S.EntryResultOut, **WRITE_ERRORS})
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.LabelInput, request.data)
+        with entry_field("entryId"):
+            entry = session_label(session_id=meta.session_id, entry_id=data["entryId"], label=data["label"])
+        return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
+
+
+class SessionCompactApi(SessionApi):
+    @extend_schema(
+        summary="Compact the context now (Pi's /compact)",
+        request=S.CompactInput,
+        responses={201: S.EntryResultOut, **WRITE_ERRORS, 502: ERROR},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.CompactInput, request.data)
+        entry = session_compact(session_id=meta.session_id, instructions=data.get("instructions") or None)
+        return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
+
+
+class SessionForkApi(SessionApi):
+    @extend_schema(summary="Fork: a new session holding the root→entry path", request=S.ForkInput, responses={201: S.SessionOut, **WRITE_ERRORS})
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.ForkInput, request.data)
+        with entry_field("entryId"):
+            fork = session_fork(session_id=meta.session_id, entry_id=data["entryId"], user=request.user)
+        fork = AgentSession.objects.select_related("user").get(pk=fork.pk)
+        return Response(S.SessionOut(fork).data, status=status.HTTP_201_CREATED)
+
+
+class SessionExportApi(SessionApi):
+    @extend_schema(
+        summary="Download the session as a Pi JSONL file",
+        responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="Pi v3 JSONL"), **READ_ERRORS},
+    )
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = "".join(get_provider(meta.provider).export_lines(meta.session_id)).encode("utf-8")
+        response = HttpResponse(data, content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{safe_filename(meta.session_id)}.jsonl"'
+        return response

@@ -1,0 +1,81 @@
+"""Channel group names of sessions, users and tokens, and the session key that tells a deleted
+and re-imported session from the one a socket opened."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+
+GROUP_PREFIX = "neta.session."
+
+
+USER_GROUP_PREFIX = "neta.user."
+
+
+TOKEN_GROUP_PREFIX = "neta.token."
+
+
+_GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def group_name(session_id: str) -> str:
+    """The Channels group of one session.
+
+    Channels allows ``[A-Za-z0-9_.-]`` and fewer than 100 characters; Neta's ids
+    (UUIDv7) fit, an imported Pi file may carry any string, which is hashed.
+    """
+    if _GROUP_SAFE.match(session_id):
+        return GROUP_PREFIX + session_id
+    return GROUP_PREFIX + "h." + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def user_group(user_pk: int) -> str:
+    """Every socket a user opened (cookie or token)."""
+    return f"{USER_GROUP_PREFIX}{int(user_pk)}"
+
+
+def token_group(token_pk: int) -> str:
+    """Every socket opened with one integration token."""
+    return f"{TOKEN_GROUP_PREFIX}{int(token_pk)}"
+
+
+def session_key(session_id: str) -> int | None:
+    """The primary key of the session row that holds ``session_id`` now (None: none does).
+
+    Every message for a session's group carries it as ``sessionKey``; a socket
+    forwards only messages of the row it was opened on, so a session deleted and
+    replaced by another one under the same id (an import) never reaches the
+    first one's sockets.
+    """
+    from sessions_tree.models import AgentSession
+
+    return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
+
+
+# Streaming events are published up to NETA_STREAM_RATE times a second per run: they take
+# the row's key from a cache a second old at most, not a query each (tree events ask).
+STREAM_KEY_SECONDS = 1.0
+
+
+_STREAM_KEYS_MAX = 4096
+
+
+_stream_keys: dict[str, tuple[float, int | None]] = {}
+
+
+def stream_session_key(session_id: str) -> int | None:
+    now = time.monotonic()
+    cached = _stream_keys.get(session_id)
+    if cached is not None and now - cached[0] < STREAM_KEY_SECONDS:
+        return cached[1]
+    key = session_key(session_id)
+    if len(_stream_keys) >= _STREAM_KEYS_MAX:
+        _stream_keys.clear()
+    _stream_keys[session_id] = (now, key)
+    return key
+
+
+def forget_stream_key(session_id: str) -> None:
+    """The session was deleted: its next stream key is read afresh (an import may reuse the id)."""
+    _stream_keys.pop(session_id, None)

@@ -1,0 +1,279 @@
+"""Publishing to the realtime gateway: tree events and streaming events → session groups.
+
+Two producers feed the Channels layer, from whatever process does the work (the
+web process with the inline backend, a Celery worker with the celery backend):
+
+* ``publish_tree_event`` — registered with ``sessions_tree.events.add_publisher``,
+  called after commit for every tree event;
+* ``ChannelsStreamSink`` — installed with ``runtime.realtime.sinks.set_default_sink``,
+  called by the turn loop for every (already coalesced) streaming event.
+
+Both are called from synchronous code in arbitrary threads and must never block
+the write path. They hand messages to one *sender* per process that owns an
+event loop and a FIFO queue, so messages leave in the order they were produced:
+
+* with a cross-process layer (Redis) the sender runs its own daemon thread and
+  loop (started lazily, restarted after a fork: Celery's prefork children);
+* with the in-memory layer only consumers in this process can listen, and the
+  layer's queues belong to the server's event loop, so the sender runs on that
+  loop (``bind_server_loop`` is called by every consumer on connect). With no
+  consumer there is nobody to tell and messages are dropped.
+
+The layer is a lossy doorbell: ordering and completeness come from revisions
+and the event log. Payloads stay small: a tree event larger than
+``NETA_REALTIME_INLINE_BYTES`` travels as a reference (session, revision) and
+the consumer reads it from the event log; oversized streaming deltas are split
+and other oversized streaming fields are left out (``omitted`` names them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import threading
+
+from runtime.realtime.groups import (
+    forget_stream_key,
+    group_name,
+    session_key,
+    stream_session_key,
+    token_group,
+    user_group,
+)
+from runtime.realtime.messages import (
+    DELETED_MESSAGE,
+    RECHECK_MESSAGE,
+    WITHDRAWN_MESSAGE,
+    stream_messages,
+    tree_message,
+)
+from sessions_tree.events import SESSION_DELETED
+
+logger = logging.getLogger(__name__)
+
+
+_QUEUE_LIMIT = 10_000
+
+
+class _Sender:
+    """A FIFO of (group, message) drained by one task on one event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, layer):
+        self.loop = loop
+        self.layer = layer
+        self.pid = os.getpid()
+        self.queue: asyncio.Queue | None = None
+        self.dropped = 0
+        self.sent = 0
+        loop.call_soon_threadsafe(self._start)
+
+    def _start(self) -> None:
+        self.queue = asyncio.Queue(maxsize=_QUEUE_LIMIT)
+        self.task = self.loop.create_task(self._drain())
+
+    def submit(self, items: list[tuple[str, dict]]) -> bool:
+        if self.loop.is_closed():
+            return False
+        try:
+            self.loop.call_soon_threadsafe(self._put, items)
+        except RuntimeError:  # the loop closed meanwhile
+            return False
+        return True
+
+    def _put(self, items: list[tuple[str, dict]]) -> None:
+        for item in items:
+            try:
+                self.queue.put_nowait(item)
+            except asyncio.QueueFull:
+                self.dropped += 1  # the doorbell is lossy; the event log is not
+
+    async def _drain(self) -> None:
+        while True:
+            group, message = await self.queue.get()
+            try:
+                await self.layer.group_send(group, message)
+                self.sent += 1
+            except Exception:
+                self.dropped += 1
+                logger.exception("could not publish to %s", group)
+            finally:
+                self.queue.task_done()
+
+    async def _drained(self) -> None:
+        await self.queue.join()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (from another thread) until everything submitted so far has left."""
+        if self.loop.is_closed():
+            return False
+        future = asyncio.run_coroutine_threadsafe(self._drained(), self.loop)
+        try:
+            future.result(timeout)
+            return True
+        except Exception:
+            future.cancel()
+            return False
+
+
+class Gateway:
+    """Where this process's realtime messages go (one instance per process)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sender: _Sender | None = None
+        self._server_loop: asyncio.AbstractEventLoop | None = None
+
+    def _layer(self):
+        from channels.layers import get_channel_layer
+
+        return get_channel_layer()
+
+    @staticmethod
+    def _in_process_layer(layer) -> bool:
+        from channels.layers import InMemoryChannelLayer
+
+        return isinstance(layer, InMemoryChannelLayer)
+
+    def bind_server_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called by consumers: the loop that owns the in-memory layer's queues."""
+        if self._server_loop is loop:
+            return
+        with self._lock:
+            self._server_loop = loop
+            layer = self._layer()
+            if layer is not None and self._in_process_layer(layer):
+                self._sender = _Sender(loop, layer)
+
+    def _current_sender(self) -> _Sender | None:
+        sender = self._sender
+        layer = self._layer()
+        if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed() and sender.layer is layer:
+            return sender
+        with self._lock:
+            sender = self._sender
+            if sender is not None and sender.pid == os.getpid() and not sender.loop.is_closed() and sender.layer is layer:
+                return sender
+            if layer is None:
+                return None
+            if self._in_process_layer(layer):
+                loop = self._server_loop
+                if loop is None or loop.is_closed():
+                    self._sender = None
+                    return None  # no consumer in this process: nobody to tell
+                self._sender = _Sender(loop, layer)
+            else:
+                self._sender = _Sender(_background_loop(), layer)
+            return self._sender
+
+    def send(self, items: list[tuple[str, dict]]) -> None:
+        sender = self._current_sender()
+        if sender is not None:
+            sender.submit(items)
+
+    def listening(self) -> bool:
+        """Whether anyone could receive what this process sends (else skip the work)."""
+        return self._current_sender() is not None
+
+    def publish_tree_event(self, session_id: str, event: dict) -> None:
+        if not self.listening():
+            return
+        if event.get("type") == SESSION_DELETED:
+            forget_stream_key(session_id)
+            message = {"type": DELETED_MESSAGE, "sessionId": session_id, "sessionKey": event.get("sessionPk")}
+            self.send([(group_name(session_id), message)])
+            return
+        key = session_key(session_id)
+        self.send([(group_name(session_id), tree_message(session_id, event, key=key))])
+
+    def publish_stream_event(self, session_id: str, event: dict) -> None:
+        if not self.listening():
+            return
+        group = group_name(session_id)
+        key = stream_session_key(session_id)
+        self.send([(group, m) for m in stream_messages(session_id, event, key=key)])
+
+    def withdraw(self, groups: list[str], *, code: str, message: str) -> None:
+        """Close every socket in ``groups`` with 4401, after the current transaction commits."""
+        self._after_commit(groups, {"type": WITHDRAWN_MESSAGE, "code": code, "message": message})
+
+    def recheck(self, groups: list[str]) -> None:
+        """Make every socket in ``groups`` check its rights, after the current transaction commits."""
+        self._after_commit(groups, {"type": RECHECK_MESSAGE})
+
+    def _after_commit(self, groups: list[str], payload: dict) -> None:
+        from django.db import transaction
+
+        if groups:
+            transaction.on_commit(lambda: self.send([(group, payload) for group in groups]))
+
+
+_bg_lock = threading.Lock()
+
+
+_bg: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """This process's publishing loop (a daemon thread; recreated after a fork)."""
+    global _bg
+    with _bg_lock:
+        if _bg is not None and _bg[0] == os.getpid() and not _bg[1].is_closed():
+            return _bg[1]
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="neta-realtime-publisher", daemon=True)
+        thread.start()
+        if _bg is None:
+            # A short-lived process (a management command revoking a token) still rings its doorbells.
+            atexit.register(_flush_at_exit)
+        _bg = (os.getpid(), loop)
+        return loop
+
+
+def _flush_at_exit() -> None:
+    sender = gateway._sender
+    if sender is not None and sender.pid == os.getpid() and _bg is not None and sender.loop is _bg[1]:
+        sender.flush(timeout=2.0)
+
+
+gateway = Gateway()
+
+
+def publish_tree_event(session_id: str, event: dict) -> None:
+    """The kernel's publisher (``sessions_tree.events.add_publisher``): tree events and
+    the ``session_deleted`` notice."""
+    gateway.publish_tree_event(session_id, event)
+
+
+def withdraw_user(user_pk: int, reason: str = "user inactive") -> None:
+    """The user was deactivated (or deleted): close their sockets (4401)."""
+    gateway.withdraw([user_group(user_pk)], code="authentication_failed", message=reason)
+
+
+def withdraw_token(token_pk: int, reason: str = "token revoked") -> None:
+    """The token was revoked (or deleted): close the sockets opened with it (4401)."""
+    gateway.withdraw([token_group(token_pk)], code="authentication_failed", message=reason)
+
+
+class ChannelsStreamSink:
+    """The runtime's streaming sink (``runtime.realtime.sinks.set_default_sink``)."""
+
+    def emit(self, session_id: str, event: dict) -> None:
+        gateway.publish_stream_event(session_id, event)
+
+
+def recheck_users(user_pks) -> None:
+    """These users' roles or permissions changed: their sockets re-check their rights now."""
+    gateway.recheck([user_group(pk) for pk in user_pks])
+
+
+def install() -> None:
+    """Register both producers (``RuntimeConfig.ready``): tree events after commit, and the
+    streaming sink of the turn loop."""
+    from runtime.realtime.sinks import default_sink, set_default_sink
+    from sessions_tree.events import add_publisher
+
+    add_publisher(publish_tree_event)
+    if not isinstance(default_sink(), ChannelsStreamSink):
+        set_default_sink(ChannelsStreamSink())

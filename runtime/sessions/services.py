@@ -1,0 +1,215 @@
+"""Session write services: start, create, rename, hand over, set status, label, fork, import,
+switch the leaf, compact, delete.
+
+Views, consumers and commands call these; every read and write of an existing session goes
+through the store the session names (``provider_for_session``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db import transaction
+
+from runtime.agents.selectors import agent_by_name, agent_for_session
+from runtime.agents.workspaces import delete_session_directories, new_session_workspace
+from runtime.errors import RuntimeInputError, non_empty
+from runtime.models import (
+    Agent,
+    AgentRun,
+    RunInput,
+)
+from runtime.runs.locks import lock_session, session_or_not_found
+from runtime.runs.selectors import active_run
+from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
+from sessions_tree.models import AgentSession, SessionStatus
+from sessions_tree.pi_files import import_session_file
+from sessions_tree.providers import (
+    PROVIDER_KINDS,
+    get_provider,
+    provider_for_session,
+    resolve_session_provider_kind,
+)
+
+
+def session_start(*, agent: Agent, user=None, title: str = "") -> AgentSession:
+    """A new session for ``agent``, opened like Pi's SDK: model and thinking level first."""
+    provider = get_provider(resolve_session_provider_kind(agent))
+    session_id, cwd = new_session_workspace(agent, user)  # the Pi cwd: where this session's tools work
+    meta = provider.create_session(session_id=session_id, cwd=str(cwd), user=user, agent=agent.name, title=title)
+    model = agent.model
+    provider.append_model_change(meta.session_id, provider=model.provider_name or model.provider_kind, model_id=model.model_id)
+    provider.append_thinking_level_change(meta.session_id, agent.thinking_level)
+    return provider.get_session(meta.session_id)
+
+
+def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
+    """The session a user lands in: the last one when the agent restores sessions, else a new one."""
+    if agent.restore_last_session:
+        last = AgentSession.objects.filter(agent=agent.name, user=user, status="active").order_by("-updated_at").first()
+        if last is not None:
+            return last
+    return session_start(agent=agent, user=user)
+
+
+def session_switch_leaf(
+    *, session_id: str, entry_id: str | None, summarize: bool = False, instructions: str | None = None
+) -> dict:
+    from runtime.runs.summaries import switch_leaf
+
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    if active_run(session_id) is not None:
+        raise SessionBusy("a run is active: abort it or wait before moving the leaf")
+    return switch_leaf(session_id, entry_id, agent=agent_for_session(meta), summarize_branch=summarize, instructions=instructions)
+
+
+def session_compact(*, session_id: str, instructions: str | None = None) -> dict:
+    from runtime.runs.summaries import compact_session
+
+    meta = AgentSession.objects.filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    if active_run(session_id) is not None:
+        raise SessionBusy("a run is active: abort it or wait before compacting")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidEntry("instructions must be a string")
+    return compact_session(session_id, agent=agent_for_session(meta), instructions=instructions)
+
+
+MAX_TITLE = 500
+
+
+MAX_LABEL = 200
+
+
+def clean_title(title) -> str:
+    """A session title as the services take it (forms validate with this too)."""
+    return non_empty("title", title, MAX_TITLE).strip()
+
+
+def session_create(*, user, agent_name: str | None = None, title: str | None = None) -> AgentSession:
+    """A new session for the agent (its provider, model and thinking level), owned by ``user``."""
+    agent = agent_by_name(agent_name)
+    name = clean_title(title) if title is not None else None
+    meta = session_start(agent=agent, user=user)
+    if name is not None:
+        # Pi's way to name a session: a session_info entry (the title mirrors it).
+        get_provider(meta.provider).append_session_info(meta.session_id, name=name)
+    return AgentSession.objects.get(pk=meta.pk)
+
+
+def session_rename(*, session_id: str, title: str) -> dict:
+    """Append a ``session_info`` entry (Pi's /name); returns the entry."""
+    clean = clean_title(title)
+    return provider_for_session(session_id).append_session_info(session_id, name=clean)
+
+
+def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
+    """The enabled agent ``agent_name``, if it may take ``meta`` over (forms validate with this).
+
+    The session keeps its store, so the agent must use the same session provider (runs and
+    summaries open the session through their agent's provider).
+    """
+    if not isinstance(agent_name, str) or not agent_name.strip():
+        raise RuntimeInputError("agent", "must be the name of an agent")
+    agent = agent_by_name(agent_name)
+    kind = resolve_session_provider_kind(agent)
+    if kind != meta.provider:
+        raise RuntimeInputError(
+            "agent", f"agent {agent.name!r} keeps its sessions with the {kind} provider; this one is stored by {meta.provider}"
+        )
+    return agent
+
+
+def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
+    """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
+
+    Its next run uses that agent's model, tools and prompt; a run already active keeps its agent.
+    """
+    meta = session_or_not_found(session_id)
+    agent = agent_for_session_change(meta=meta, agent_name=agent_name)
+    return get_provider(meta.provider).update_session(session_id, agent=agent.name)
+
+
+def session_set_status(*, session_id: str, status: str) -> AgentSession:
+    if status not in SessionStatus.values:
+        raise RuntimeInputError("status", f"must be one of {', '.join(SessionStatus.values)}")
+    return provider_for_session(session_id).update_session(session_id, status=status)
+
+
+def session_delete(*, session_id: str) -> None:
+    """Delete the session with everything stored for it, in one transaction.
+
+    What goes: its entries (the JSONL file, or the ``SessionEntry`` rows), its meta row and
+    event log, its runs and their queued inputs, and (after commit) its per-session workspace
+    directory ``<workspace>/sessions/<id>/``. Refused (``SessionBusy``, 409) while a run
+    is queued or running; a session that is gone raises ``SessionNotFound`` (404). Serialized
+    with ``session_prompt`` on the session row, so an accepted prompt is never deleted
+    before its run has finished.
+    """
+    from runtime.runs.reaper import reap_session
+
+    meta = session_or_not_found(session_id)
+    # A run whose worker died is not active: it does not hold the session, and the prompts
+    # it never delivered are not carried into a new run (the session is going).
+    reap_session(session_id, deleting=True)
+    provider = get_provider(meta.provider)
+    # The providers' lock order: the store's write lock (file: flock), then the row.
+    with provider.write_lock(session_id), transaction.atomic():
+        lock_session(meta)
+        if active_run(session_id, lock=True) is not None:
+            raise SessionBusy("a run is active: abort it before deleting the session")
+        RunInput.objects.filter(run__session_id=session_id).delete()
+        AgentRun.objects.filter(session_id=session_id).delete()
+        provider.delete_session(session_id)
+    transaction.on_commit(lambda: delete_session_directories(meta))  # its per-session workspace directory (docs/runtime.md)
+
+
+def session_deletion_summary(*, session_id: str) -> dict:
+    """What ``session_delete`` would remove (for a confirmation page), and whether it may now."""
+    meta = session_or_not_found(session_id)
+    runs = AgentRun.objects.filter(session_id=session_id)
+    return {
+        "session": meta,
+        "entries": meta.entry_count,
+        "file": meta.session_file if meta.provider == "file" else "",
+        "events": meta.events.count(),
+        "runs": runs.count(),
+        "queued_inputs": RunInput.objects.filter(run__session_id=session_id).count(),
+        "active_run": active_run(session_id),
+    }
+
+
+def session_label(*, session_id: str, entry_id: str, label: str | None) -> dict:
+    """Set (or with ``None``/"" clear) the label of an entry; returns the label entry."""
+    if not isinstance(entry_id, str) or not entry_id:
+        raise RuntimeInputError("entryId", "must be an entry id")
+    if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
+        raise RuntimeInputError("label", f"must be a string of at most {MAX_LABEL} characters, or null")
+    label = label.strip() if label else None
+    return provider_for_session(session_id).append_label_change(session_id, target_id=entry_id, label=label or None)
+
+
+def session_fork(*, session_id: str, entry_id: str, user) -> AgentSession:
+    """A new session holding the root→``entry_id`` path (Pi's fork), owned by ``user``."""
+    if not isinstance(entry_id, str) or not entry_id:
+        raise RuntimeInputError("entryId", "must be an entry id")
+    return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=user)
+
+
+def session_import(
+    *, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None, source_name: str | None = None
+) -> AgentSession:
+    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole.
+
+    A header id that is already stored (whoever owns it) is replaced by a fresh one,
+    so an import never tells whether an id exists; ``diagnostics["import"]`` (the
+    import report: ``idChanged``, skipped and repaired lines, cycles) says what happened.
+    """
+    agent = agent_by_name(agent_name)
+    kind = provider_kind or resolve_session_provider_kind(agent)
+    if kind not in PROVIDER_KINDS:
+        raise RuntimeInputError("provider", f"must be one of {', '.join(PROVIDER_KINDS)}")
+    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name, source_name=source_name)
