@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from runtime.agents.tools import agent_tool_projection
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from runtime.errors import RuntimeInputError
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, TokenScope
@@ -131,10 +132,9 @@ class AgentAdmin(LightListAdmin):
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
 
         try:
-            projection = resolve_tools(obj.tool_policy or {})
+            projection = agent_tool_projection(obj)
         except PolicyError as exc:
             return f"invalid tool policy: {exc}"
         rows = [
@@ -163,12 +163,11 @@ class AgentAdmin(LightListAdmin):
         from runtime.agents.system_prompt import build_system_prompt
         from runtime.agents.workspaces import preview_cwd
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
 
         if obj.pk is None:
             return "shown once the agent is saved"
         try:
-            text = build_system_prompt(obj, resolve_tools(obj.tool_policy or {}), cwd=preview_cwd(obj))
+            text = build_system_prompt(obj, agent_tool_projection(obj), cwd=preview_cwd(obj))
         except (PolicyError, ValueError) as exc:
             return f"cannot build it: {exc}"
         return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
