@@ -203,7 +203,7 @@ class AgentRunAdmin(LightListAdmin):
         count = 0
         for run in queryset:
             if run.is_active:
-                run_abort(run=run)
+                run_abort(run=run, actor=request.user)
                 count += 1
         self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
 
@@ -368,9 +368,9 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def save_model(self, request, obj, form, change):
         sid = obj.session_id
         writes = {
-            "title": lambda value: session_rename(session_id=sid, title=value),
-            "agent": lambda value: session_set_agent(session_id=sid, agent_name=value),
-            "status": lambda value: session_set_status(session_id=sid, status=value),
+            "title": lambda value: session_rename(session_id=sid, title=value, actor=request.user),
+            "agent": lambda value: session_set_agent(session_id=sid, agent_name=value, actor=request.user),
+            "status": lambda value: session_set_status(session_id=sid, status=value, actor=request.user),
         }
         try:
             for field in form.changed_data:
@@ -398,11 +398,11 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     # --- delete ------------------------------------------------------------------
 
     def delete_model(self, request, obj):
-        session_delete(session_id=obj.session_id)
+        session_delete(session_id=obj.session_id, actor=request.user)
 
     def delete_queryset(self, request, queryset):
         for meta in queryset:
-            session_delete(session_id=meta.session_id)
+            session_delete(session_id=meta.session_id, actor=request.user)
 
     def _confirm_delete(self, request, sessions, *, action: bool):
         summaries = []
@@ -427,7 +427,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         deleted, busy = [], []
         for meta in sessions:
             try:
-                session_delete(session_id=meta.session_id)
+                session_delete(session_id=meta.session_id, actor=request.user)
             except SessionBusy:
                 busy.append(meta)
             except SessionNotFound:

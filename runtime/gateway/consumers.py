@@ -163,7 +163,7 @@ def _snapshot(binding: Binding) -> dict:
 def _heartbeat_check(binding: Binding) -> int:
     """The session's revision, after checking the caller's rights."""
     _, meta = _check(binding)
-    return meta.revision
+    return meta.revision  # the row _check just read for the access rule (runtime.sessions.selectors.current_revision is the by-id read)
 
 
 def _logged_event(binding: Binding, revision: int) -> dict | None:
@@ -180,7 +180,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
         outcome = session_prompt(
             session_id=session_id,
             text=data["text"],
-            user=user,
+            actor=user,
             images=[dict(i) for i in data.get("images") or []],
             from_entry_id=data.get("fromEntryId") or None,
             mode=data["mode"],
@@ -194,7 +194,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
 def _abort(session_id: str, user, data: dict) -> dict:
     from runtime.runs.prompts import run_abort
 
-    run = run_abort(session_id=session_id)
+    run = run_abort(session_id=session_id, actor=user)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 
@@ -205,6 +205,7 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
         result = session_switch_leaf(
             session_id=session_id,
             entry_id=data["entryId"],
+            actor=user,
             summarize=data["summarize"],
             instructions=data.get("instructions") or None,
         )

@@ -155,9 +155,9 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str = "") 
     """The prompts ``run`` accepted and never delivered, in order, into a new run (or onto
     the session's active run). Returns (new run to submit or None, a note for the record)."""
     inputs = list(RunInput.objects.filter(run=run, consumed=False).order_by("id"))
-    prompts = [(i.text, i.images) for i in inputs]
+    prompts = [(i.text, i.images, i.user_id) for i in inputs]  # each keeps who sent it
     if not run.prompt_entry_id and run.prompt:  # died before its own prompt reached the tree
-        prompts.insert(0, (run.prompt, run.images))
+        prompts.insert(0, (run.prompt, run.images, run.user_id))
     if not prompts:
         return None, ""
     RunInput.objects.filter(pk__in=[i.pk for i in inputs]).update(consumed=True)
@@ -165,21 +165,21 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str = "") 
         return None, f"{len(prompts)} accepted prompt(s) not run: {gone or 'the session no longer exists'}"
     current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
     if current is not None:
-        for text, images in prompts:
-            RunInput.objects.create(run=current, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
+        for text, images, user_id in prompts:
+            RunInput.objects.create(run=current, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id)
         return None, f"{len(prompts)} accepted prompt(s) queued on run {current.run_id}"
-    (text, images), rest = prompts[0], prompts[1:]
+    (text, images, user_id), rest = prompts[0], prompts[1:]
     carried = AgentRun.objects.create(
         session_id=run.session_id,
         agent=run.agent,
-        user=run.user,
+        user_id=user_id,
         prompt=text,
         images=images,
         model_name=run.model_name,
         backend=settings.NETA_TASK_BACKEND,
     )
-    for text, images in rest:
-        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
+    for text, images, user_id in rest:
+        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id)
     return carried, f"{len(prompts)} accepted prompt(s) carried into run {carried.run_id}"
 
 

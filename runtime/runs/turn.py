@@ -42,6 +42,7 @@ from runtime.models import (
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
+from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import provider_for_session
@@ -157,7 +158,8 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
     sink = sink or default_sink()
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     try:
-        with RunControl(run, cancel=cancel) as control:
+        # What the run writes is done for whoever prompted it (sessions_tree.acting).
+        with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
             turn = _prepare(run, coalescer, control)
             _emit_state(coalescer, run, "running")
             _run(turn)
@@ -276,7 +278,8 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     """Append queued prompts to the tree, then mark them consumed: a crash in between
     delivers one twice (the reaper carries it again), never drops it."""
     for item in inputs:
-        turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+        with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
+            turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
         RunInput.objects.filter(pk=item.pk).update(consumed=True)
 
 
