@@ -3,6 +3,7 @@ staff acting on another user's session is recorded as staff, never as the owner.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 
@@ -172,3 +173,18 @@ def test_acting_as_nests_and_refuses_what_is_not_a_user(owner, staff):
     with pytest.raises(TypeError):
         with acting_as("staff"):
             pass
+
+
+def test_commands_act_as_the_user_named_by_as_user(owned, staff):
+    from django.core.management import CommandError, call_command
+
+    before = revision(owned)
+    call_command("session_switch", owned.session_id, "@root", as_user="staff", stdout=io.StringIO())
+    assert_recorded_as(owned, before, staff)
+    mark = revision(owned)
+    call_command("session_switch", owned.session_id, owned.leaf_entry_id, stdout=io.StringIO())
+    assert {actor for _, actor in actors_since(owned, mark)} == {None}
+    untouched = revision(owned)
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        call_command("session_compact", owned.session_id, as_user="nobody")
+    assert revision(owned) == untouched  # refused before anything was written
