@@ -166,14 +166,17 @@ def test_a_session_whose_file_is_gone_is_reported_not_a_server_error(superuser_c
     assert any(m.startswith("Not deleted:") and "missing" in m for m in messages_of(response)), messages_of(response)
 
 
-def test_the_generic_delete_never_removes_the_row_alone(superuser_client, agent):
+def test_the_generic_delete_never_removes_the_row_alone(superuser_client, agent, staff):
     """The model admin's own delete hooks (used by any other Django path) are the service too."""
     from django.contrib import admin
+    from django.test import RequestFactory
 
     meta = conversation(agent, "file")
     finished_run(meta)
     model_admin = admin.site._registry[AgentSession]
-    model_admin.delete_queryset(None, AgentSession.objects.filter(pk=meta.pk))
+    request = RequestFactory().post(SESSIONS)
+    request.user = staff  # the service is told who deletes
+    model_admin.delete_queryset(request, AgentSession.objects.filter(pk=meta.pk))
     assert_gone(meta)
 
 
