@@ -185,6 +185,14 @@ class ChildSupervisor:
         if self._monitor is not None:
             raise SupervisorError("this supervisor already started its child")
         self._t0 = time.monotonic()
+        if self._cancel_at is not None:  # cancelled before it started: it never starts
+            self._spawn_error = None
+            self._started.set()
+            self._finish(None, None)
+            self._monitor = threading.current_thread()
+            return
+        # The envelope goes first on stdin, whatever cancel() queues meanwhile.
+        self._send_raw(self.envelope.to_json().encode("utf-8") + b"\n")
         self._monitor = threading.Thread(target=self._main, name=f"subagent-{self.run_id}", daemon=True)
         self._monitor.start()
         self._started.wait()
@@ -202,6 +210,8 @@ class ChildSupervisor:
         with self._lock:
             if self._cancel_at is not None or self._finished.is_set():
                 return
+            if self._monitor is None and not hasattr(self, "_t0"):
+                self._t0 = time.monotonic()
             self._cancel_at = time.monotonic()
             self._cancel_reason = reason
             self.cancelled_by = by
@@ -230,7 +240,6 @@ class ChildSupervisor:
             return
         self.pid = self.proc.pid
         threading.Thread(target=self._write_stdin, name=f"subagent-{self.run_id}-stdin", daemon=True).start()
-        self._send_raw(self.envelope.to_json().encode("utf-8") + b"\n")
         self._started.set()
         try:
             exit_code, sig = self._watch()
@@ -457,6 +466,8 @@ class ChildSupervisor:
             code, message = "spawn_failed", self._spawn_error
         elif self._forced is not None:
             code, message = self._forced
+        elif self._cancel_at is not None and self.pid is None:
+            code, message = self._cancel_reason, f"cancelled by {self.cancelled_by} before the child was started"
         elif self._cancel_at is not None:
             code = self._cancel_reason
             message = f"stopped by the host ({self.cancelled_by}) before the child reported an end; it ended with {how}"
