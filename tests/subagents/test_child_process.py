@@ -266,6 +266,7 @@ def test_a_silent_child_is_killed_as_stalled(workspace):
     assert_one_terminal(rec, outcome)
     terminal = outcome.terminal
     assert (terminal["code"], terminal["synthetic"]) == ("stalled", True)
+    assert rec.types()[0] == "run_start"  # it was stalled after it started, not during start-up
     assert outcome.killed == ["SIGKILL"]
     assert_no_leftovers(outcome)
 
@@ -326,7 +327,7 @@ def test_wall_clock_is_enforced_by_the_host_when_the_child_cannot(workspace):
     rules = scripted_rules([{"text": "Started."}, {"pause_ms": 30000}])
     rec = Recorder()
     rec.hooks["run_start"] = lambda event: os.kill(sup.pid, signal.SIGSTOP)
-    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.3, "idleSeconds": 30, "heartbeatSeconds": 0.2}), rec)
+    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 1.0, "idleSeconds": 30, "heartbeatSeconds": 0.2}), rec)
     outcome = sup.run()
     assert_one_terminal(rec, outcome)
     assert (outcome.terminal["code"], outcome.terminal["synthetic"]) == ("budget_wall_clock", True)
@@ -455,6 +456,22 @@ def test_the_child_loads_no_database_layer_and_no_project_settings(workspace):
     assert done.returncode == 0, done.stderr.decode()
     report = json.loads(done.stdout)
     assert report == {"status": "completed", "loaded": [], "sandbox": "none", "secret": None, "bashTimeout": 77.0}
+
+
+def test_a_child_that_never_starts_talking_is_stalled_after_the_startup_allowance(workspace):
+    rec = Recorder()
+    sup = ChildSupervisor(
+        make_envelope(workspace, limits={"idleSeconds": 0.5, "heartbeatSeconds": 0.1}),
+        on_event=rec,
+        timings=Timings(startup=1.0, term_after=0.5, kill_after=1.5),
+    )
+    sup.start()
+    os.kill(sup.pid, signal.SIGSTOP)
+    outcome = sup.wait()
+    assert rec.types() == ["run_error"]
+    assert (outcome.terminal["code"], outcome.terminal["synthetic"]) == ("stalled", True)
+    assert "1 s" in outcome.terminal["message"]
+    assert_no_leftovers(outcome)
 
 
 def test_a_child_cancelled_before_it_starts_never_starts(workspace):
