@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 
 from runtime.llm import ModelSpec
-from runtime.models import ModelConfig, ProviderKind
+from runtime.models import LlmProviderKind, ModelConfig
 
 
 class ModelUnavailable(Exception):
@@ -19,7 +19,7 @@ def model_spec(model: ModelConfig) -> ModelSpec:
     if not model.enabled:
         raise ModelUnavailable(f"model {model.name!r} is disabled")
     api_key = None
-    if model.provider_kind != ProviderKind.SCRIPTED:
+    if model.provider_kind != LlmProviderKind.SCRIPTED:
         api_key = os.environ.get(model.api_key_env or "")
         if not api_key:
             raise ModelUnavailable(

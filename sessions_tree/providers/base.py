@@ -29,12 +29,24 @@ from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.branch_summary import navigation_target
-from sessions_tree.context import SessionContext, context_from_path
 from sessions_tree.clean import clean_value
-from sessions_tree.errors import EntryNotFound, InvalidEntry, ResyncNeeded, SessionBusy, SessionIdTaken, SessionNotFound
+from sessions_tree.context import SessionContext, context_from_path
+from sessions_tree.errors import (
+    EntryNotFound,
+    InvalidEntry,
+    ResyncNeeded,
+    SessionBusy,
+    SessionIdTaken,
+    SessionNotFound,
+)
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import INDEXES, Record, SessionIndex
-from sessions_tree.limits import MAX_TITLE_CHARS, check_entry_ids, check_entry_size, check_header
+from sessions_tree.limits import (
+    MAX_TITLE_CHARS,
+    check_entry_ids,
+    check_entry_size,
+    check_header,
+)
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
 from sessions_tree.snapshot import build_snapshot, session_summary

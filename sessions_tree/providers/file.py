@@ -43,9 +43,21 @@ from django.conf import settings
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry, record_from_line
-from sessions_tree.models import AgentSession, ProviderKind
-from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, count_indexed, recount
+from sessions_tree.index import (
+    INDEXES,
+    Record,
+    SessionIndex,
+    gc_paused,
+    record_from_entry,
+    record_from_line,
+)
+from sessions_tree.models import AgentSession, SessionProviderKind
+from sessions_tree.providers.base import (
+    PendingEntry,
+    SessionTreeProvider,
+    count_indexed,
+    recount,
+)
 
 MAX_KEPT_FRAGMENT = 64 * 1024
 
@@ -107,7 +119,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class FileProvider(SessionTreeProvider):
-    kind = ProviderKind.FILE.value
+    kind = SessionProviderKind.FILE.value
 
     def __init__(self, using: str = "default", sessions_dir: Path | None = None):
         super().__init__(using)

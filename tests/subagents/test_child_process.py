@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from runtime.subagents.envelope import parse_envelope
-from runtime.subagents.supervisor import ChildSupervisor, SupervisorError, Timings, child_argv, child_environment
+from runtime.subagents.supervisor import (
+    ChildSupervisor,
+    SupervisorError,
+    Timings,
+    child_argv,
+    child_environment,
+)
 from tests.subagents.helpers import (
     Recorder,
     envelope_dict,
