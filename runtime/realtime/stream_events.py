@@ -190,11 +190,13 @@ STREAM_EVENT_FIELDS: dict[str, dict[str, list[str]]] = {name: fields_of(shape) f
 
 def shape_errors(event: dict) -> list[str]:
     """What is wrong with ``event`` against its declaration: an unknown type, a required
-    key missing, a key not declared. Empty when it fits (used by tests)."""
+    key missing (and not named in ``omitted``), a key not declared. Empty when it fits
+    (used by tests)."""
     shape = STREAM_EVENT_SHAPES.get(event.get("type"))
     if shape is None:
         return [f"unknown type {event.get('type')!r}"]
-    errors = [f"{event['type']}: missing {key!r}" for key in sorted(shape.__required_keys__ - set(event))]
+    left_out = set(event.get("omitted") or ())
+    errors = [f"{event['type']}: missing {key!r}" for key in sorted(shape.__required_keys__ - set(event) - left_out)]
     declared = shape.__required_keys__ | shape.__optional_keys__
     errors += [f"{event['type']}: undeclared {key!r}" for key in sorted(set(event) - declared)]
     return errors
