@@ -12,6 +12,7 @@ import copy
 import pytest
 
 from sessions_tree import events as ev
+from sessions_tree import tree_events
 from sessions_tree.errors import ResyncNeeded
 from sessions_tree.events import RevisionGap, apply_event, apply_events
 from tests.sessions_tree.conftest import assistant_message, tool_result, user_message
@@ -41,6 +42,8 @@ def verify_action(provider, session_id, action, published, django_capture_on_com
     assert events, "the action published no event"
     assert [e["revision"] for e in events] == list(range(before["revision"] + 1, before["revision"] + 1 + len(events)))
     assert all(e["type"] in ev.TREE_EVENT_TYPES for e in events)
+    # Each event has exactly the keys its declaration names (sessions_tree/tree_events.py).
+    assert [tree_events.shape_errors(e) for e in events] == [[] for _ in events]
     after = provider.get_snapshot(session_id)
     assert apply_events(before, events) == after
     assert before == frozen, "apply_event modified its input"
