@@ -106,3 +106,34 @@ def test_a_renamed_or_missing_field_is_reported():
     cut = {k: v for k, v in stream_events.tool_call_completed(entry_id="e", content_index=0, tool_call={}).items() if k != "toolCall"}
     assert stream_events.shape_errors({**cut, "omitted": ["toolCall"]}) == []
     assert stream_events.shape_errors({"type": "no_such_event"}) == ["unknown type 'no_such_event'"]
+
+
+def test_the_constructors_keep_the_wires_key_order():
+    """Frames and the event log are JSON of these dicts: the keys go out in the order
+    they always had (the order the dict literals at the call sites used to have)."""
+    se = stream_events
+    built = [
+        se.assistant_stream_start(entry_id="e", run_id="r"),
+        se.assistant_stream_delta(entry_id="e", content_index=0, kind="text", offset=0, delta="d"),
+        se.assistant_stream_end(entry_id="e", stop_reason="stop", run_id="r"),
+        se.tool_call_started(entry_id="e", content_index=1, tool_call_id="c", name="ls"),
+        se.tool_call_delta(entry_id="e", content_index=1, delta="{"),
+        se.tool_call_completed(entry_id="e", content_index=1, tool_call={}),
+        se.tool_result_progress(tool_call_id="c", text="x"),
+        se.tool_result_final(tool_call_id="c", text="x", is_error=False),
+        se.session_context_stats(tokens=1, context_window=2, model="m"),
+        se.run_state(run_id="r", state="running", error=""),
+    ]
+    assert [list(e) for e in built] == [
+        ["type", "entryId", "runId"],
+        ["type", "entryId", "contentIndex", "kind", "offset", "delta"],
+        ["type", "entryId", "stopReason", "runId"],
+        ["type", "entryId", "contentIndex", "toolCallId", "name"],
+        ["type", "entryId", "contentIndex", "delta"],
+        ["type", "entryId", "contentIndex", "toolCall"],
+        ["type", "toolCallId", "text", "truncated"],
+        ["type", "toolCallId", "text", "final", "isError"],
+        ["type", "tokens", "contextWindow", "model"],
+        ["type", "runId", "state", "error"],
+    ]
+    assert built[-1]["error"] is None  # an empty error travels as null

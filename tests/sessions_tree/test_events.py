@@ -138,3 +138,27 @@ def test_event_log_is_bounded_and_says_when_it_no_longer_reaches_back(provider, 
         provider.events_since(sid, 1)
     recent = provider.events_since(sid, 135)
     assert [e["revision"] for e in recent] == [136, 137, 138, 139, 140]
+
+
+def test_the_tree_event_constructors_keep_the_stored_key_order():
+    """``SessionEvent.payload`` is the event's JSON: the keys keep the order they always had."""
+    te = tree_events
+    common = {"session_id": "s", "revision": 1}
+    built = [
+        te.entry_appended(**common, entry={"type": "message"}, leaf_id="a"),
+        te.entry_appended(**common, entry={"type": "compaction"}, leaf_id="a", recovered=True),
+        te.in_flight_added(**common, entry={}, leaf_id="a"),
+        te.entry_updated(**common, entry={}, in_flight=False, recovered=True),
+        te.leaf_changed(**common, leaf_id=None, previous_leaf_id="a"),
+        te.session_updated(**common, session={"title": "t"}),
+        te.session_deleted(session_id="s", session_pk=3),
+    ]
+    assert [(e["type"], list(e)) for e in built] == [
+        (ev.ENTRY_ADDED, ["type", "sessionId", "revision", "entry", "leafId"]),
+        (ev.COMPACTION_ADDED, ["type", "sessionId", "revision", "entry", "leafId", "recovered"]),
+        (ev.ENTRY_ADDED, ["type", "sessionId", "revision", "entry", "leafId", "inFlight"]),
+        (ev.ENTRY_UPDATED, ["type", "sessionId", "revision", "entry", "inFlight", "recovered"]),
+        (ev.LEAF_CHANGED, ["type", "sessionId", "revision", "leafId", "previousLeafId"]),
+        (ev.SESSION_UPDATED, ["type", "sessionId", "revision", "session"]),
+        (ev.SESSION_DELETED, ["type", "sessionId", "sessionPk"]),
+    ]
