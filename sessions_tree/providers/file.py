@@ -40,8 +40,8 @@ from pathlib import Path
 import orjson
 from django.conf import settings
 
-from sessions_tree import events as ev
 from sessions_tree import jsonl
+from sessions_tree import tree_events as te
 from sessions_tree.errors import InvalidSessionFile
 from sessions_tree.index import (
     INDEXES,
@@ -277,9 +277,9 @@ class FileProvider(SessionTreeProvider):
             if record.id == meta.in_flight_entry_id:
                 meta.in_flight_entry_id = None
                 meta.in_flight_payload = ""
-                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=False, recovered=True)
+                emit(te.entry_updated, entry=entry, in_flight=False, recovered=True)
             else:
-                emit(ev.event_type_for_entry(entry), entry=entry, leafId=meta.leaf_entry_id, recovered=True)
+                emit(te.entry_appended, entry=entry, leaf_id=meta.leaf_entry_id, recovered=True)
         if adopted:
             recovered = meta.diagnostics.setdefault("adoptedEntries", [])
             recovered.extend(r.id for r in adopted)
