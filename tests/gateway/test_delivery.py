@@ -44,13 +44,22 @@ class Watcher:
     async def open(self, since_revision: int | None = None) -> dict | None:
         import websockets
 
-        self.ws = await websockets.connect(
-            self.cluster.ws_url(self.server, self.session_id),
-            additional_headers={"Authorization": f"Token {self.cluster.token}"},
-            origin=self.cluster.origin(self.server),
-            max_size=None,
-            ping_interval=None,
-        )
+        for attempt in range(5):
+            try:
+                self.ws = await websockets.connect(
+                    self.cluster.ws_url(self.server, self.session_id),
+                    additional_headers={"Authorization": f"Token {self.cluster.token}"},
+                    origin=self.cluster.origin(self.server),
+                    max_size=None,
+                    ping_interval=None,
+                )
+                break
+            except websockets.InvalidMessage:
+                # Daphne drops a handshake its application has not answered within 5 s (a
+                # storm of 40 connects on two busy cores): a client tries again, as the page does.
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))
         self.reader = asyncio.create_task(self._read())
         await self.ws.send(json.dumps({"type": "subscribe", "sinceRevision": since_revision}))
         await self.until(lambda f: f["type"] == "subscribed")
