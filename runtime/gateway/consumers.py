@@ -46,6 +46,7 @@ MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
 COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
 WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
+ACTIVE_STATES = ("queued", "running")
 
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
@@ -437,7 +438,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             if not self.gone and not self.closing:
                 await self.send(text_data=text)
             await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": 0})
-            await self._send_run_state()
+            await self._send_run_state(replayed=0)
             return
         self.revision = None
         try:
@@ -449,19 +450,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send(event)
             self.revision = event["revision"]
         await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": len(events)})
-        await self._send_run_state()
+        await self._send_run_state(replayed=len(events))
 
-    async def _send_run_state(self, state: dict | None = None, *, fetched: bool = False) -> None:
-        """After ``subscribed``: the run's state as it is now, so a client that was away
-        (or lost a ``run_state``) knows whether the run ended and how. Nothing when the
-        session never had a run."""
-        if not fetched:
-            try:
-                state = await database_sync_to_async(_subscribed_run_state)(self.binding)
-            except SessionNotFound:
-                return
-        if state is not None and self.revision is not None:
-            self.run_sent = (state["runId"], state["state"])
+    async def _send_run_state(self, *, replayed: int) -> None:
+        """After ``subscribed``: the run's state as it is now when the run is active, or
+        when it ended and events were replayed (the client was away while things
+        happened: it may have missed the end). The heartbeat sends it on any later change."""
+        try:
+            state = await database_sync_to_async(_subscribed_run_state)(self.binding)
+        except SessionNotFound:
+            return
+        if state is None or self.revision is None:
+            return
+        self.run_sent = (state["runId"], state["state"])
+        if state["state"] in ACTIVE_STATES or replayed > 0:
             await self._send(state)
 
     async def _command(self, kind: str, frame: dict, request_id) -> None:
@@ -575,7 +577,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._fill_gap()  # a doorbell message was lost: catch up from the log
         if self.revision is not None and run is not None and self.run_sent != (run["runId"], run["state"]):
             # A run_state was lost (or the socket never saw this run): say where the run is now.
-            await self._send_run_state(run, fetched=True)
+            self.run_sent = (run["runId"], run["state"])
+            await self._send(run)
 
     async def _fill_gap(self) -> None:
         try:

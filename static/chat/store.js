@@ -397,12 +397,13 @@ export class SessionStore {
   }
 
   /**
-   * Run state known from outside the socket (a prompt's ack, the REST runs list). The
-   * socket's word on that run is newer (an ack or an HTTP answer may arrive after the
-   * run's `run_state` frames): then this changes nothing.
+   * Run state known from outside the socket (a prompt's ack, the REST runs list after
+   * a reconnect). Runs only move forward (queued → running → an end): an answer that
+   * is behind what the socket said about the same run (a late ack) changes nothing.
    */
   setRun(run, changes = new Set()) {
-    if (run?.runId && this._runStates.has(run.runId)) return;
+    const told = run?.runId ? this._runStates.get(run.runId) : undefined;
+    if (told !== undefined && runRank(run.state) <= runRank(told)) return;
     this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
     changes.add("run");
     this._notify(changes);
@@ -416,6 +417,10 @@ export class CommandError extends Error {
     this.code = code;
     this.fields = fields;
   }
+}
+
+function runRank(state) {
+  return state === "queued" ? 0 : state === "running" ? 1 : 2;
 }
 
 /** Nothing older loaded yet: `below` is the position where the snapshot's window starts. */

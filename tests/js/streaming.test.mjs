@@ -142,3 +142,12 @@ test("an ack or an HTTP answer that comes after the run's end does not bring the
   store.receive({ type: "run_state", runId: "r2", state: "failed", error: "boom" });
   assert.deepEqual(store.run, { runId: "r2", state: "failed", error: "boom" });
 });
+
+test("the REST answer after a reconnect brings the end of a run the socket only saw running", () => {
+  const store = new SessionStore();
+  store.receive({ type: "run_state", runId: "r1", state: "running", error: null });
+  store.setRun({ runId: "r1", state: "completed" });
+  assert.deepEqual(store.run, { runId: "r1", state: "completed", error: null });
+  store.setRun({ runId: "r1", state: "running" });
+  assert.equal(store.run.state, "completed");
+});
