@@ -57,7 +57,7 @@ FINISHED_BY_THE_LOOP = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.ABORTED
 
 def run_state_event(run_id, state: str, error: str = "") -> dict:
     """The ``run_state`` streaming event (the chat store's ``run`` slot)."""
-    return {"type": "run_state", "runId": str(run_id), "state": state, "error": error or None}
+    return {"type": "run_state", "runId": str(run_id), "state": str(state), "error": error or None}
 
 
 def _announce(session_id: str, run_id, state: str, error: str = "", sink: StreamSink | None = None) -> None:
