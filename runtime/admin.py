@@ -204,7 +204,7 @@ class AgentRunAdmin(LightListAdmin):
         count = 0
         for run in queryset:
             if run.is_active:
-                run_abort(run=run)
+                run_abort(run=run, actor=request.user)
                 count += 1
         self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
 

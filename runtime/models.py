@@ -228,6 +228,10 @@ class AgentRun(models.Model):
     prompt_entry_id = models.CharField(max_length=64, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Who asked the run to stop (the run's own user, or staff); the error text says which.
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="cancelled_runs"
+    )
     in_flight_entry_id = models.CharField(max_length=64, blank=True)
     rounds = models.PositiveIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)

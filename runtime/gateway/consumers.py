@@ -215,7 +215,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
 def _abort(session_id: str, user, data: dict) -> dict:
     from runtime.runs.prompts import run_abort
 
-    run = run_abort(session_id=session_id)
+    run = run_abort(session_id=session_id, actor=user)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from runtime import llm
@@ -40,6 +40,7 @@ from runtime.models import (
 )
 from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
+from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
 from sessions_tree.context import convert_to_llm
@@ -131,54 +132,45 @@ class Turn:
 # --------------------------------------------------------------------------- entry point
 
 
-def claim_run(run_id) -> AgentRun | None:
-    """Take a queued run (conditional UPDATE: exactly one worker wins)."""
-    now = timezone.now()
-    claimed = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=f"{HOST}:{os.getpid()}:{threading.current_thread().name}",
-        **this_process(),
-    )
-    if not claimed:
-        return None
-    return AgentRun.objects.select_related("agent", "agent__model").get(run_id=run_id)
-
-
 def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Event | None = None) -> AgentRun | None:
     """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable.
+
+    Every change of the run's state is a ``lifecycle`` transition, which sends the
+    ``run_state`` event after its commit. A failure anywhere, the claim included, ends
+    the run in a recorded state (``failed``), never left queued or running behind a
+    task that was acknowledged; if even that record cannot be written, the error goes
+    up and the reaper finds the run (its heartbeat stops).
 
     The caller owns the thread's database connection (the inline pool and Celery
     close stale ones between jobs); it is not recycled here, on the hot path.
     """
-    run = claim_run(run_id)
+    sink = sink or default_sink()
+    worker = f"{HOST}:{os.getpid()}:{threading.current_thread().name}"
+    try:
+        run = lifecycle.claim(run_id, worker=worker, owner=this_process(), sink=sink)
+    except Exception as exc:
+        logger.exception("claiming run %s failed", run_id)
+        lifecycle.fail_unclaimed(run_id, worker=worker, error=f"the run could not be started: {type(exc).__name__}: {exc}", sink=sink)
+        return AgentRun.objects.filter(run_id=run_id).first()
     if run is None:
         return None
-    sink = sink or default_sink()
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     try:
         with RunControl(run, cancel=cancel) as control:
             turn = _prepare(run, coalescer, control)
-            _emit_state(coalescer, run, "running")
             _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
-        _finish(run, RunStatus.ABORTED, error="aborted by the user during compaction")
+        coalescer.flush()
+        lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink)
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
+        coalescer.flush()
         _fail_in_flight(run)
-        _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink)
     finally:
         coalescer.flush()
-    _record_undelivered(run)
     run.refresh_from_db()
-    _emit_state(coalescer, run, run.status)
-    coalescer.flush()
     return run
-
-
-def _emit_state(sink: Coalescer, run: AgentRun, state: str) -> None:
-    sink.emit(se.run_state(run_id=run.run_id, state=state, error=run.error))
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
@@ -226,7 +218,7 @@ def _run(turn: Turn) -> None:
     AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
     while True:
         if turn.control.check():
-            _finish(run, RunStatus.ABORTED, error="aborted before the next model call")
+            _finish(turn, RunStatus.ABORTED, abort_when=" before the next model call")
             return
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
@@ -238,25 +230,25 @@ def _run(turn: Turn) -> None:
             continue
         if stop == "aborted":
             close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
-            _finish(run, RunStatus.ABORTED, error="aborted by the user")
+            _finish(turn, RunStatus.ABORTED, abort_when="")
             return
         if stop == "error":
-            _finish(run, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
+            _finish(turn, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
             return
         calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
             if turn.control.cancelled:
-                _finish(run, RunStatus.ABORTED, error="aborted by the user")
+                _finish(turn, RunStatus.ABORTED, abort_when="")
                 return
             run.rounds += 1
             AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
             _deliver(turn, steered)
             if run.rounds >= turn.agent.max_tool_rounds and not steered:
-                _finish(run, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
+                _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
                 return
             continue
-        follow_up = _next_follow_up(run)
+        follow_up = lifecycle.next_input(run)
         if follow_up is None:
             # Pi's threshold check at the end of the run, while the run is still running
             # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
@@ -267,7 +259,8 @@ def _run(turn: Turn) -> None:
                 raise
             except SummaryFailed as exc:
                 logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
-            follow_up = _next_follow_up(run, finish=True)
+            turn.sink.flush()
+            follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
             if follow_up is None:
                 return
         _deliver(turn, [follow_up])
@@ -278,7 +271,8 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     delivers one twice (the reaper carries it again), never drops it."""
     for item in inputs:
         turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
-        RunInput.objects.filter(pk=item.pk).update(consumed=True)
+        turn.sink.flush()
+        lifecycle.consume(turn.run, item, sink=turn.sink.sink)
 
 
 def _stream_assistant(turn: Turn) -> dict:
@@ -416,9 +410,9 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         crash_point("after_tool")
         turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
         if not steered and index < len(calls) - 1:
-            steered = _take_inputs(turn.run, RunInputKind.STEER)
+            steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if not steered:
-        steered = _take_inputs(turn.run, RunInputKind.STEER)
+        steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     return steered
 
 
@@ -454,40 +448,10 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 # --------------------------------------------------------------------------- run bookkeeping
 
 
-def _take_inputs(run: AgentRun, kind: str) -> list[RunInput]:
-    """The queued inputs of ``kind``, oldest first (``_deliver`` marks them consumed)."""
-    return list(RunInput.objects.filter(run=run, kind=kind, consumed=False).order_by("id"))
-
-
-def _next_follow_up(run: AgentRun, *, finish: bool = False) -> RunInput | None:
-    """The next queued prompt (``_deliver`` marks it consumed once it is in the tree).
-    With ``finish``, when there is none the run is marked completed — atomically with
-    new prompts, which queue on the run under the same row lock."""
-    with transaction.atomic():
-        AgentRun.objects.select_for_update().get(pk=run.pk)
-        item = RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
-        if item is None and finish:
-            _finish(run, RunStatus.COMPLETED)
-        return item
-
-
-def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
-    AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-        status=status, error=error, finished_at=timezone.now(), in_flight_entry_id=""
-    )
-    run.status, run.error = status, error
-
-
-def _record_undelivered(run: AgentRun) -> None:
-    """A run that ended failed or aborted with prompts still queued on it says so: each
-    accepted prompt is answered or refused with a reason, never silently dropped."""
-    run.refresh_from_db(fields=["status", "error"])
-    if run.status not in (RunStatus.FAILED, RunStatus.ABORTED):
-        return
-    waiting = RunInput.objects.filter(run=run, consumed=False).count()
-    if waiting:
-        note = f"{waiting} queued prompt(s) not run: the run ended {run.status}"
-        AgentRun.objects.filter(pk=run.pk).update(error=f"{run.error}; {note}" if run.error else note)
+def _finish(turn: Turn, status: str, *, error: str = "", abort_when: str | None = None) -> None:
+    """End the run (``lifecycle.finish``) after the stream events sent so far."""
+    turn.sink.flush()
+    lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink)
 
 
 def _fail_in_flight(run: AgentRun) -> None:

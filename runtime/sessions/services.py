@@ -159,7 +159,7 @@ def session_delete(*, session_id: str) -> None:
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider.write_lock(session_id), transaction.atomic():
         lock_session(meta)
-        if active_run(session_id, lock=True) is not None:
+        if active_run(session_id) is not None:  # under the row lock: no lock on the runs themselves
             raise SessionBusy("a run is active: abort it before deleting the session")
         RunInput.objects.filter(run__session_id=session_id).delete()
         AgentRun.objects.filter(session_id=session_id).delete()
