@@ -49,7 +49,7 @@ SITECUSTOMIZE = r'''
 import os, threading, time
 
 _count = [0, 0]  # statements, connections opened
-_dir = os.environ.get("NETA_LOADBENCH_COUNTS")
+_dir = os.environ.get("LOADBENCH_COUNTS")
 
 
 def _bump(*_):
@@ -214,7 +214,7 @@ class Stack:
             **{k: v for k, v in os.environ.items() if not k.startswith("NETA_") and k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")},
             "PYTHONPATH": f"{self.workdir / 'site'}{os.pathsep}{REPO}",
             "DJANGO_SETTINGS_MODULE": "neta.settings",
-            "NETA_LOADBENCH_COUNTS": str(self.workdir / "counts"),
+            "LOADBENCH_COUNTS": str(self.workdir / "counts"),
             "NETA_VAR_DIR": str(self.workdir / "var"),
             "NETA_SESSIONS_DIR": str(self.workdir / "sessions"),
             "NETA_WORKSPACE_DIR": str(self.workdir / "workspace"),

@@ -137,7 +137,7 @@ class Turn:
     first_delta: float | None = None
     done: float | None = None
     state: str = ""
-    outcome: str = ""  # ok | failed state | http error | run_state missing | stuck | timeout
+    outcome: str = ""  # ok | failed state | http error | run_state missing | still queued | timeout
 
 
 @dataclass
@@ -286,11 +286,33 @@ async def drive(http: Http, client: Client, turns: int, timeout: float, go: asyn
         if turn.state in TERMINAL:
             turn.outcome = "run_state missing"
         else:
-            turn.outcome = "timeout" if turn.state == "running" else "stuck"
+            turn.outcome = "timeout" if turn.state == "running" else "still queued"
             return  # the next prompt would only queue behind this run: this session stops here
 
 
 # --------------------------------------------------------------------------- one measured phase
+
+
+async def _drain(http: Http, stack: Stack, clients: list[Client], limit: float = 300, still: float = 30) -> float:
+    """After the clients: wait (sockets still open) until no run is active, or the active ones stop moving
+    for ``still`` seconds (then they are wedged, not slow). Returns the seconds waited."""
+    started = last_change = time.monotonic()
+    previous = None
+    tokens = sorted({c.token for c in clients})
+    while time.monotonic() - started < limit:
+        active = []
+        for token in tokens:
+            for status in ("queued", "running"):
+                items = await asyncio.to_thread(http.all_pages, 0, f"/api/runs/?status={status}&limit=200", token)
+                active += [(r["runId"], r["status"]) for r in items]
+        if not active:
+            break
+        if set(active) != previous:
+            previous, last_change = set(active), time.monotonic()
+        elif time.monotonic() - last_change > still:
+            break
+        await asyncio.sleep(2)
+    return time.monotonic() - started
 
 
 def _parse_time(value: str | None) -> float | None:
@@ -363,6 +385,8 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
     go.set()
     await asyncio.gather(*tasks)
     window = time.monotonic() - started
+    drained = await _drain(http, stack, clients)
+    await asyncio.sleep(1)  # the last events of runs that ended in the drain
     after = await asyncio.to_thread(stack.sample)
     for s in sockets:
         await s.close()
@@ -377,7 +401,9 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
     for client in clients:
         status, meta = await http(client.http_server, "GET", f"/api/sessions/{client.session_id}/", client.token)
         finals.append(meta if status == 200 else {})
-    return summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns)
+    result = summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns)
+    result["drain_s"] = drained
+    return result
 
 
 def summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns) -> dict:
@@ -412,6 +438,9 @@ def summarize(stack, clients, runs, finals, before, after, window, background, i
         dup_revisions += len(seen) - len(set(seen))
         entries_written += final.get("entryCount", client.start_entries) - client.start_entries
         entries_seen += client.entries_added
+    by_id = {r["runId"]: r for r in runs}
+    never = sum(1 for c in clients for t in c.turns
+                if t.run_id and by_id.get(t.run_id, {}).get("status") in TERMINAL and t.run_id not in c.terminal)  # fmt: skip
     closes = Counter()
     for client in clients:
         closes.update({str(k): v for k, v in client.closes.items()})
@@ -441,6 +470,7 @@ def summarize(stack, clients, runs, finals, before, after, window, background, i
         "failed_runs": statuses.get("failed", 0) + statuses.get("lost", 0),
         "run_errors": Counter(r["error"][:160] for r in runs if r.get("error")).most_common(3),
         "run_state_missing": outcomes.get("run_state missing", 0),
+        "run_state_never": never,
         "socket_closes": dict(closes),
         "reconnects": sum(c.reconnects for c in clients),
         "lost_revisions": lost_revisions,
@@ -517,10 +547,12 @@ def table(results: list[dict]) -> str:
         row("Questions/turn* raw/-bg", lambda r: (f"{_fmt(r['questions_per_turn']['raw'], 0)}/{_fmt(r['questions_per_turn']['corrected'], 0)}"
                                                    if r["questions_per_turn"] else "-")),
         row("runs completed/failed/lost", lambda r: f"{r['runs'].get('completed', 0)}/{r['runs'].get('failed', 0)}/{r['runs'].get('lost', 0)}"),
-        row("stuck runs (queued/running)", lambda r: f"{r['runs'].get('queued', 0)}/{r['runs'].get('running', 0)}"),
+        row("stuck runs after drain q/r", lambda r: f"{r['runs'].get('queued', 0)}/{r['runs'].get('running', 0)}"),
+        row("turns timed out (client)", lambda r: str(sum(v for k, v in r["outcomes"].items() if k in ("still queued", "timeout")))),
         row("turns not attempted", lambda r: str(r["turns_not_attempted"])),
         row("HTTP errors", lambda r: str(sum(r["http_errors"].values()))),
-        row("run_state missing", lambda r: str(r["run_state_missing"])),
+        row("run_state missing at timeout", lambda r: str(r["run_state_missing"])),
+        row("run_state never received", lambda r: str(r["run_state_never"])),
         row("socket closes (codes)", lambda r: ",".join(f"{k}:{v}" for k, v in r["socket_closes"].items()) or "0"),
         row("tree revisions lost", lambda r: str(r["lost_revisions"])),
         row("entries written/seen", lambda r: f"{r['entries_written']}/{r['entries_seen']}"),
@@ -528,7 +560,7 @@ def table(results: list[dict]) -> str:
         row("log: ChannelFull/over cap.", lambda r: f"{r['logs'].get('ChannelFull', {}).get('count', 0)}/{r['logs'].get('over capacity', {}).get('count', 0)}"),
         row("log: TimeoutError", lambda r: str(r["logs"].get("TimeoutError", {}).get("count", 0))),
         row("log: Tracebacks", lambda r: str(r["logs"].get("Traceback", {}).get("count", 0))),
-        row("window s", lambda r: _fmt(r["window_s"], 1)),
+        row("window s (+ drain s)", lambda r: f"{_fmt(r['window_s'], 0)} (+{_fmt(r.get('drain_s'), 0)})"),
     ]  # fmt: skip
     widths = [max(len(x[i]) for x in [["", *heads], *rows]) for i in range(len(heads) + 1)]
     lines = ["| " + " | ".join(v.ljust(w) for v, w in zip(["", *heads], widths)) + " |"]
@@ -593,7 +625,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=["embedded", "distributed", "both"], default="both")
     parser.add_argument("--sessions", default="1,10,50", help="session counts, comma-separated")
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
-    parser.add_argument("--turn-timeout", type=float, default=60, help="seconds a client waits for a turn's terminal run_state")
+    parser.add_argument("--turn-timeout", type=float, default=120, help="seconds a client waits for a turn's terminal run_state")
     parser.add_argument("--worker-concurrency", type=int, default=4, help="Celery pool size (the inline pool is NETA_INLINE_WORKERS=4)")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")
     parser.add_argument("--json", default="", help="write the figures to this file")
