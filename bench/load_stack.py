@@ -6,9 +6,10 @@ in-memory channel layer and the inline backend. Distributed: two Daphnes and one
 Everything is set up through ``manage.py`` (``migrate``, ``neta_bootstrap``,
 ``token_create``) and environment variables; no Neta module is imported here.
 
-Every process runs in its own process group and is killed as a group (TERM, then
-KILL after 10 s) by :meth:`Stack.stop`, which also drops the MariaDB database,
-the Redis keys under the stack's prefix and (unless ``keep``) the temp dir.
+Every process runs in its own process group. :meth:`Stack.stop` sends TERM to
+each leader, KILL after 10 s, then KILL to whatever is left of each group; it
+drops the MariaDB database and the Redis keys under the stack's prefix, and
+removes the temp dir (unless ``keep``).
 Ports are free ones the kernel picked (bind to port 0).
 
 Statement counting (bench-side, no product change): every process of the stack
@@ -284,12 +285,9 @@ class Stack:
         return tokens
 
     def stop(self) -> None:
-        for _, process in self.processes:
+        for _, process in self.processes:  # the leader first: Celery's warm shutdown stops its own pool
             if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                process.send_signal(signal.SIGTERM)
         for _, process in self.processes:
             try:
                 process.wait(timeout=10)
