@@ -33,7 +33,7 @@ from runtime.realtime.messages import (
     carriable,
 )
 from runtime.realtime.publisher import gateway
-from runtime.realtime.stream_events import STREAM_EVENTS_VERSION
+from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
 from runtime.sessions.access import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
@@ -180,7 +180,7 @@ def _run_state(binding: Binding) -> dict | None:
     run = runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first() or runs.order_by("-created_at", "-pk").first()
     if run is None:
         return None
-    return {"type": "run_state", "runId": str(run[0]), "state": run[1], "error": run[2] or None}
+    return run_state(run_id=run[0], state=run[1], error=run[2])
 
 
 def _subscribed_run_state(binding: Binding) -> dict | None:
