@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from runtime import llm
@@ -39,7 +39,9 @@ from runtime.models import (
     RunInputKind,
     RunStatus,
 )
+from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
+from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
 from sessions_tree.acting import acting_as
@@ -131,55 +133,46 @@ class Turn:
 # --------------------------------------------------------------------------- entry point
 
 
-def claim_run(run_id) -> AgentRun | None:
-    """Take a queued run (conditional UPDATE: exactly one worker wins)."""
-    now = timezone.now()
-    claimed = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=f"{HOST}:{os.getpid()}:{threading.current_thread().name}",
-        **this_process(),
-    )
-    if not claimed:
-        return None
-    return AgentRun.objects.select_related("agent", "agent__model").get(run_id=run_id)
-
-
 def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Event | None = None) -> AgentRun | None:
     """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable.
+
+    Every change of the run's state is a ``lifecycle`` transition, which sends the
+    ``run_state`` event after its commit. A failure anywhere, the claim included, ends
+    the run in a recorded state (``failed``), never left queued or running behind a
+    task that was acknowledged; if even that record cannot be written, the error goes
+    up and the reaper finds the run (its heartbeat stops).
 
     The caller owns the thread's database connection (the inline pool and Celery
     close stale ones between jobs); it is not recycled here, on the hot path.
     """
-    run = claim_run(run_id)
+    sink = sink or default_sink()
+    worker = f"{HOST}:{os.getpid()}:{threading.current_thread().name}"
+    try:
+        run = lifecycle.claim(run_id, worker=worker, owner=this_process(), sink=sink)
+    except Exception as exc:
+        logger.exception("claiming run %s failed", run_id)
+        lifecycle.fail_unclaimed(run_id, worker=worker, error=f"the run could not be started: {type(exc).__name__}: {exc}", sink=sink)
+        return AgentRun.objects.filter(run_id=run_id).first()
     if run is None:
         return None
-    sink = sink or default_sink()
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     try:
         # What the run writes is done for whoever prompted it (sessions_tree.acting).
         with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
             turn = _prepare(run, coalescer, control)
-            _emit_state(coalescer, run, "running")
             _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
-        _finish(run, RunStatus.ABORTED, error="aborted by the user during compaction")
+        coalescer.flush()
+        lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink)
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
+        coalescer.flush()
         _fail_in_flight(run)
-        _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink)
     finally:
         coalescer.flush()
-    _record_undelivered(run)
     run.refresh_from_db()
-    _emit_state(coalescer, run, run.status)
-    coalescer.flush()
     return run
-
-
-def _emit_state(sink: Coalescer, run: AgentRun, state: str) -> None:
-    sink.emit({"type": "run_state", "runId": str(run.run_id), "state": state, "error": run.error or None})
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
@@ -227,7 +220,7 @@ def _run(turn: Turn) -> None:
     AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
     while True:
         if turn.control.check():
-            _finish(run, RunStatus.ABORTED, error="aborted before the next model call")
+            _finish(turn, RunStatus.ABORTED, abort_when=" before the next model call")
             return
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
@@ -239,25 +232,25 @@ def _run(turn: Turn) -> None:
             continue
         if stop == "aborted":
             close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
-            _finish(run, RunStatus.ABORTED, error="aborted by the user")
+            _finish(turn, RunStatus.ABORTED, abort_when="")
             return
         if stop == "error":
-            _finish(run, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
+            _finish(turn, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
             return
         calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
             if turn.control.cancelled:
-                _finish(run, RunStatus.ABORTED, error="aborted by the user")
+                _finish(turn, RunStatus.ABORTED, abort_when="")
                 return
             run.rounds += 1
             AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
             _deliver(turn, steered)
             if run.rounds >= turn.agent.max_tool_rounds and not steered:
-                _finish(run, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
+                _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
                 return
             continue
-        follow_up = _next_follow_up(run)
+        follow_up = lifecycle.next_input(run)
         if follow_up is None:
             # Pi's threshold check at the end of the run, while the run is still running
             # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
@@ -268,7 +261,8 @@ def _run(turn: Turn) -> None:
                 raise
             except SummaryFailed as exc:
                 logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
-            follow_up = _next_follow_up(run, finish=True)
+            turn.sink.flush()
+            follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
             if follow_up is None:
                 return
         _deliver(turn, [follow_up])
@@ -280,7 +274,8 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     for item in inputs:
         with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
             turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
-        RunInput.objects.filter(pk=item.pk).update(consumed=True)
+        turn.sink.flush()
+        lifecycle.consume(turn.run, item, sink=turn.sink.sink)
 
 
 def _stream_assistant(turn: Turn) -> dict:
@@ -307,7 +302,7 @@ def _stream_assistant(turn: Turn) -> dict:
     entry_id = entry["id"]
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id=entry_id)
     crash_point("stream_start")
-    turn.emit({"type": "assistant_stream_start", "entryId": entry_id, "runId": str(turn.run.run_id)})
+    turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
     final: dict | None = None
     last_checkpoint = time.monotonic()
     partial: dict | None = None
@@ -333,8 +328,8 @@ def _stream_assistant(turn: Turn) -> dict:
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status)
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
     _add_usage(turn.run, final.get("usage") or {})
-    turn.emit({"type": "assistant_stream_end", "entryId": entry_id, "stopReason": stop, "runId": str(turn.run.run_id)})
-    turn.emit({"type": "session_context_stats", **_reply_context_stats(turn, final)})
+    turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
+    turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
 
 
@@ -345,31 +340,14 @@ def _forward(turn: Turn, entry_id: str, event) -> None:
         block = _block(event)
         # Where the delta starts in its block, so a client can merge it with a checkpoint.
         offset = max(0, len(block.get(field) or "") - len(event.delta))
-        turn.emit(
-            {
-                "type": "assistant_stream_delta",
-                "entryId": entry_id,
-                "contentIndex": event.content_index,
-                "kind": field,
-                "offset": offset,
-                "delta": event.delta,
-            }
-        )
+        turn.emit(se.assistant_stream_delta(entry_id=entry_id, content_index=event.content_index, kind=field, offset=offset, delta=event.delta))
     elif kind == "toolcall_start":
         block = _block(event)
-        turn.emit(
-            {
-                "type": "tool_call_started",
-                "entryId": entry_id,
-                "contentIndex": event.content_index,
-                "toolCallId": block.get("id"),
-                "name": block.get("name"),
-            }
-        )
+        turn.emit(se.tool_call_started(entry_id=entry_id, content_index=event.content_index, tool_call_id=block.get("id"), name=block.get("name")))
     elif kind == "toolcall_delta":
-        turn.emit({"type": "tool_call_delta", "entryId": entry_id, "contentIndex": event.content_index, "delta": event.delta})
+        turn.emit(se.tool_call_delta(entry_id=entry_id, content_index=event.content_index, delta=event.delta))
     elif kind == "toolcall_end":
-        turn.emit({"type": "tool_call_completed", "entryId": entry_id, "contentIndex": event.content_index, "toolCall": _block(event)})
+        turn.emit(se.tool_call_completed(entry_id=entry_id, content_index=event.content_index, tool_call=_block(event)))
 
 
 def _block(event) -> dict:
@@ -399,8 +377,7 @@ def llm_messages(messages: list[dict]) -> list[dict]:
 
 def _tool_context(turn: Turn, call_id: str) -> ToolContext:
     def progress(partial: ToolResult) -> None:
-        text = partial.text_output()
-        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": text[-8000:], "truncated": len(text) > 8000})
+        turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
     return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress)
 
@@ -420,11 +397,11 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         message = result.to_pi_tool_result(call_id, name)
         turn.provider.append_message(turn.session_id, message)
         crash_point("after_tool")
-        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": result.text_output()[-8000:], "final": True, "isError": result.is_error})
+        turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
         if not steered and index < len(calls) - 1:
-            steered = _take_inputs(turn.run, RunInputKind.STEER)
+            steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if not steered:
-        steered = _take_inputs(turn.run, RunInputKind.STEER)
+        steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     return steered
 
 
@@ -460,40 +437,10 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 # --------------------------------------------------------------------------- run bookkeeping
 
 
-def _take_inputs(run: AgentRun, kind: str) -> list[RunInput]:
-    """The queued inputs of ``kind``, oldest first (``_deliver`` marks them consumed)."""
-    return list(RunInput.objects.filter(run=run, kind=kind, consumed=False).order_by("id"))
-
-
-def _next_follow_up(run: AgentRun, *, finish: bool = False) -> RunInput | None:
-    """The next queued prompt (``_deliver`` marks it consumed once it is in the tree).
-    With ``finish``, when there is none the run is marked completed — atomically with
-    new prompts, which queue on the run under the same row lock."""
-    with transaction.atomic():
-        AgentRun.objects.select_for_update().get(pk=run.pk)
-        item = RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
-        if item is None and finish:
-            _finish(run, RunStatus.COMPLETED)
-        return item
-
-
-def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
-    AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-        status=status, error=error, finished_at=timezone.now(), in_flight_entry_id=""
-    )
-    run.status, run.error = status, error
-
-
-def _record_undelivered(run: AgentRun) -> None:
-    """A run that ended failed or aborted with prompts still queued on it says so: each
-    accepted prompt is answered or refused with a reason, never silently dropped."""
-    run.refresh_from_db(fields=["status", "error"])
-    if run.status not in (RunStatus.FAILED, RunStatus.ABORTED):
-        return
-    waiting = RunInput.objects.filter(run=run, consumed=False).count()
-    if waiting:
-        note = f"{waiting} queued prompt(s) not run: the run ended {run.status}"
-        AgentRun.objects.filter(pk=run.pk).update(error=f"{run.error}; {note}" if run.error else note)
+def _finish(turn: Turn, status: str, *, error: str = "", abort_when: str | None = None) -> None:
+    """End the run (``lifecycle.finish``) after the stream events sent so far."""
+    turn.sink.flush()
+    lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink)
 
 
 def _fail_in_flight(run: AgentRun) -> None:
@@ -521,9 +468,9 @@ def _add_usage(run: AgentRun, usage: dict) -> None:
     )
 
 
-def _reply_context_stats(turn: Turn, final: dict) -> dict:
+def _reply_context_stats(turn: Turn, final: dict) -> se.SessionContextStats:
     """The ``session_context_stats`` stream event: what the model's reply says it used
     (its usage), not the kernel's estimate of the path (``provider.context_stats``)."""
     usage = final.get("usage") or {}
     tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
-    return {"tokens": tokens, "contextWindow": turn.spec.context_window, "model": turn.spec.model_id}
+    return se.session_context_stats(tokens=tokens, context_window=turn.spec.context_window, model=turn.spec.model_id)

@@ -33,7 +33,7 @@ from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import (
-    PROVIDER_KINDS,
+    SESSION_PROVIDER_KINDS,
     get_provider,
     provider_for_session,
     resolve_session_provider_kind,
@@ -184,7 +184,7 @@ def session_delete(*, session_id: str, actor) -> None:
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider.write_lock(session_id), transaction.atomic():
         lock_session(meta)
-        if active_run(session_id, lock=True) is not None:
+        if active_run(session_id) is not None:  # under the row lock: no lock on the runs themselves
             raise SessionBusy("a run is active: abort it before deleting the session")
         RunInput.objects.filter(run__session_id=session_id).delete()
         AgentRun.objects.filter(session_id=session_id).delete()
@@ -249,7 +249,7 @@ def session_import(
     """
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
-    if kind not in PROVIDER_KINDS:
-        raise RuntimeInputError("provider", f"must be one of {', '.join(PROVIDER_KINDS)}")
+    if kind not in SESSION_PROVIDER_KINDS:
+        raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
     with acting_as(actor):
         return import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name)

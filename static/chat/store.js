@@ -15,23 +15,31 @@ import { applyEvent, RevisionGap, ROOT_KEY, TREE_EVENT_TYPES } from "./tree_even
 import { withOlder } from "./tree_model.js";
 import { createLive, liveApplyCheckpoint, liveApplyStream } from "./streaming.js";
 
-export const STREAM_EVENT_TYPES = new Set([
-  "assistant_stream_start",
-  "assistant_stream_delta",
-  "assistant_stream_end",
-  "tool_call_started",
-  "tool_call_delta",
-  "tool_call_completed",
-  "tool_result_streamed",
-  "session_context_stats",
-  "subagent_run_started",
-  "subagent_event",
-  "subagent_run_completed",
-  "run_state",
-]);
+// The streaming events this store reads and the fields each carries: the browser twin of
+// runtime/realtime/stream_events.py (tests/chat/test_stream_types.py holds the two equal,
+// and holds every `event.<field>` this page reads to a declared field). `omitted` (fields
+// the channel layer left out, too large) may come with any of them.
+const ANY_STREAM = { optional: ["omitted"] };
+export const STREAM_EVENT_FIELDS = {
+  assistant_stream_start: { required: ["type", "entryId", "runId"], ...ANY_STREAM },
+  assistant_stream_delta: { required: ["type", "entryId", "contentIndex", "kind", "offset", "delta"], ...ANY_STREAM },
+  assistant_stream_end: { required: ["type", "entryId", "stopReason", "runId"], ...ANY_STREAM },
+  tool_call_started: { required: ["type", "entryId", "contentIndex", "toolCallId", "name"], ...ANY_STREAM },
+  tool_call_delta: { required: ["type", "entryId", "contentIndex", "delta"], ...ANY_STREAM },
+  tool_call_completed: { required: ["type", "entryId", "contentIndex", "toolCall"], ...ANY_STREAM },
+  tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
+  session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
+  run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
+  // Reserved for subagents (issue 8): declared, not sent yet; ignored by the store.
+  subagent_run_started: { required: ["type", "runId", "subagentRunId", "toolCallId", "taskIndex", "agent"], ...ANY_STREAM },
+  subagent_event: { required: ["type", "subagentRunId", "seq", "event"], ...ANY_STREAM },
+  subagent_run_completed: { required: ["type", "subagentRunId", "status", "error"], ...ANY_STREAM },
+};
+export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 
 const ACTIVE_RUN_STATES = new Set(["queued", "running"]);
 const MAX_TOOL_OUTPUTS = 200;
+const MAX_RUN_STATES = 50;
 
 export class SessionStore {
   constructor({ sessionId = null } = {}) {
@@ -42,6 +50,7 @@ export class SessionStore {
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.run = { runId: null, state: "idle", error: null };
+    this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
     this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
     this.readOnly = false;
@@ -295,7 +304,14 @@ export class SessionStore {
   _streamEvent(event, changes) {
     const type = event.type;
     if (type === "run_state") {
+      // The server sends the run's state after every `subscribed` and again on a heartbeat
+      // when this socket's last one is stale (docs/realtime.md): the latest frame wins.
       this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null };
+      if (event.runId) {
+        this._runStates.delete(event.runId);
+        this._runStates.set(event.runId, event.state);
+        if (this._runStates.size > MAX_RUN_STATES) this._runStates.delete(this._runStates.keys().next().value);
+      }
       changes.add("run");
       return;
     }
@@ -387,8 +403,14 @@ export class SessionStore {
     return ACTIVE_RUN_STATES.has(this.run.state) || Boolean(this.snapshot?.inFlight);
   }
 
-  /** Run state known from outside the socket (the REST runs list after a reload). */
+  /**
+   * Run state known from outside the socket (a prompt's ack, the REST runs list after
+   * a reconnect). Runs only move forward (queued → running → an end): an answer that
+   * is behind what the socket said about the same run (a late ack) changes nothing.
+   */
   setRun(run, changes = new Set()) {
+    const told = run?.runId ? this._runStates.get(run.runId) : undefined;
+    if (told !== undefined && runRank(run.state) <= runRank(told)) return;
     this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
     changes.add("run");
     this._notify(changes);
@@ -402,6 +424,10 @@ export class CommandError extends Error {
     this.code = code;
     this.fields = fields;
   }
+}
+
+function runRank(state) {
+  return state === "queued" ? 0 : state === "running" ? 1 : 2;
 }
 
 /** Nothing older loaded yet: `below` is the position where the snapshot's window starts. */

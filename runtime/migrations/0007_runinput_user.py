@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0005_agentrun_process_identity'),
+        ('runtime', '0006_agentrun_cancelled_by'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
