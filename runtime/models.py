@@ -269,6 +269,8 @@ class RunInput(models.Model):
     text = models.TextField()
     images = models.JSONField(default=list, blank=True)
     consumed = models.BooleanField(default=False)
+    # Who sent it (may be staff on another user's run): the entry it becomes names them.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

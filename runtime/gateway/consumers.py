@@ -201,7 +201,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
         outcome = session_prompt(
             session_id=session_id,
             text=data["text"],
-            user=user,
+            actor=user,
             images=[dict(i) for i in data.get("images") or []],
             from_entry_id=data.get("fromEntryId") or None,
             mode=data["mode"],
@@ -226,6 +226,7 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
         result = session_switch_leaf(
             session_id=session_id,
             entry_id=data["entryId"],
+            actor=user,
             summarize=data["summarize"],
             instructions=data.get("instructions") or None,
         )

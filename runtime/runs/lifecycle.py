@@ -107,6 +107,7 @@ def create_run(
     *,
     agent,
     user=None,
+    user_id: int | None = None,
     prompt: str,
     images=None,
     from_entry_id: str = "",
@@ -114,12 +115,12 @@ def create_run(
     backend: str | None = None,
     sink: StreamSink | None = None,
 ) -> AgentRun:
-    """created → ``queued``. The caller holds ``meta``'s row lock (``lock_session``): no other
-    run of the session is active."""
+    """created → ``queued``, for ``user`` (or the user ``user_id``: who prompted). The caller
+    holds ``meta``'s row lock (``lock_session``): no other run of the session is active."""
     run = AgentRun.objects.create(
         session_id=meta.session_id,
         agent=agent,
-        user=user,
+        user_id=getattr(user, "pk", None) or user_id,
         prompt=prompt,
         images=images or [],
         from_entry_id=from_entry_id or "",
@@ -131,14 +132,17 @@ def create_run(
     return run
 
 
-def queue_input(run: AgentRun, *, kind: str, text: str, images=None, sink: StreamSink | None = None) -> RunInput | None:
+def queue_input(
+    run: AgentRun, *, kind: str, text: str, images=None, user=None, user_id: int | None = None, sink: StreamSink | None = None
+) -> RunInput | None:
     """A follow-up or steer ``queued`` on active ``run``; None when the run is no longer
     active. The caller holds the session's row lock, under which a run only stops being
     active through ``finish``/``abort``/``lose``/``fail_queued`` (all of them lock it too)."""
     status = AgentRun.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).values_list("status", flat=True).first()
     if status is None:
         return None
-    item = RunInput.objects.create(run=run, kind=kind, text=text, images=images or [])
+    # ``user`` sent it (staff may queue on someone else's run): the entry it becomes names them.
+    item = RunInput.objects.create(run=run, kind=kind, text=text, images=images or [], user_id=getattr(user, "pk", None) or user_id)
     _announce(run.session_id, run.run_id, status, sink=sink)
     return item
 
@@ -362,9 +366,9 @@ def lose(run: AgentRun, notes: list[str], *, owner: dict, deleting: bool = False
 
 def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str, sink: StreamSink | None) -> tuple[AgentRun | None, str]:
     inputs = pending_inputs(run)
-    prompts = [(i.text, i.images) for i in inputs]
+    prompts = [(i.text, i.images, i.user_id) for i in inputs]  # each keeps who sent it
     if not run.prompt_entry_id and run.prompt:  # died before its own prompt reached the tree
-        prompts.insert(0, (run.prompt, run.images))
+        prompts.insert(0, (run.prompt, run.images, run.user_id))
     if not prompts:
         return None, ""
     RunInput.objects.filter(pk__in=[i.pk for i in inputs], consumed=False).update(consumed=True)
@@ -372,13 +376,13 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str, sink:
         return None, f"{len(prompts)} accepted prompt(s) not run: {gone}"
     current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
     if current is not None:
-        for text, images in prompts:
-            queue_input(current, kind=RunInputKind.FOLLOW_UP, text=text, images=images, sink=sink)
+        for text, images, user_id in prompts:
+            queue_input(current, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id, sink=sink)
         return None, f"{len(prompts)} accepted prompt(s) queued on run {current.run_id}"
-    (text, images), rest = prompts[0], prompts[1:]
-    carried = create_run(meta, agent=run.agent, user=run.user, prompt=text, images=images, model_name=run.model_name, sink=sink)
-    for text, images in rest:
-        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
+    (text, images, user_id), rest = prompts[0], prompts[1:]
+    carried = create_run(meta, agent=run.agent, user_id=user_id, prompt=text, images=images, model_name=run.model_name, sink=sink)
+    for text, images, user_id in rest:
+        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id)
     return carried, f"{len(prompts)} accepted prompt(s) carried into run {carried.run_id}"
 
 

@@ -19,6 +19,7 @@ from runtime.models import (
 from runtime.runs import lifecycle
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.selectors import active_run
+from sessions_tree.acting import acting_as
 from sessions_tree.errors import SessionBusy
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import (
@@ -85,7 +86,7 @@ def session_prompt(
     *,
     session_id: str,
     text: str,
-    user=None,
+    actor,
     images=None,
     from_entry_id: str | None = None,
     mode: str = RunInputKind.FOLLOW_UP,
@@ -98,6 +99,10 @@ def session_prompt(
     to steer it. ``from_entry_id`` continues from a history node (Pi's ``/tree``
     rule): from a user message its parent becomes the leaf, from any other node
     that node.
+
+    ``actor`` is who prompts (the owner, or staff on another user's session; None from
+    the command line): the run records it (``AgentRun.user``), and the tree events the
+    prompt and its run write name it (``SessionEvent.actor``).
     """
     from runtime.runs.reaper import reap_session
 
@@ -107,6 +112,7 @@ def session_prompt(
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
+    run_user = actor if getattr(actor, "pk", None) else None
     if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
         raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
     reap_session(session_id)
@@ -123,15 +129,16 @@ def session_prompt(
         if current is not None:
             if from_entry_id:
                 raise SessionBusy("a run is active: abort it or wait before continuing from another entry")
-            lifecycle.queue_input(current, kind=mode, text=text, images=images)
+            lifecycle.queue_input(current, kind=mode, text=text, images=images, user=run_user)
             return PromptOutcome(run=current, queued_as=mode)
         editor_text = None
         if from_entry_id:
-            editor_text = _continue_from(meta, from_entry_id)
+            with acting_as(actor):
+                editor_text = _continue_from(meta, from_entry_id)
         run = lifecycle.create_run(
             meta,
             agent=agent,
-            user=user,
+            user=run_user,
             prompt=text,
             images=images,
             from_entry_id=from_entry_id or "",

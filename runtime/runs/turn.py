@@ -28,6 +28,7 @@ from django.utils import timezone
 from runtime import llm
 from runtime.agents.specs import model_spec
 from runtime.agents.system_prompt import build_system_prompt
+from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
 from runtime.models import (
@@ -43,12 +44,12 @@ from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
 from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
+from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import provider_for_session
 from sessions_tree.providers.base import SessionTreeProvider
-from toolcatalog.projection import ToolProjection, resolve_tools
-from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, run_tool
+from toolcatalog.protocol import ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class Turn:
     provider: SessionTreeProvider
     sink: Coalescer
     control: RunControl
-    projection: ToolProjection
+    tools: AgentTools  # the effective projection, and the one way a call runs
     cwd: str
     roots: list[str]
     system_prompt: str
@@ -156,7 +157,8 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         return None
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     try:
-        with RunControl(run, cancel=cancel) as control:
+        # What the run writes is done for whoever prompted it (sessions_tree.acting).
+        with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
             turn = _prepare(run, coalescer, control)
             _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
@@ -183,7 +185,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     provider = provider_for_session(run.session_id)
     workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
-    projection = resolve_tools(agent.tool_policy or {})
+    tools = agent_tools(agent)
     return Turn(
         run=run,
         agent=agent,
@@ -191,10 +193,10 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
         provider=provider,
         sink=sink,
         control=control,
-        projection=projection,
+        tools=tools,
         cwd=cwd,
         roots=roots,
-        system_prompt=build_system_prompt(agent, projection, cwd=cwd),
+        system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd),
     )
 
 
@@ -270,7 +272,8 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     """Append queued prompts to the tree, then mark them consumed: a crash in between
     delivers one twice (the reaper carries it again), never drops it."""
     for item in inputs:
-        turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+        with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
+            turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
         turn.sink.flush()
         lifecycle.consume(turn.run, item, sink=turn.sink.sink)
 
@@ -281,7 +284,7 @@ def _stream_assistant(turn: Turn) -> dict:
     request = llm.LlmRequest(
         system_prompt=turn.system_prompt,
         messages=llm_messages(ctx.messages),
-        tools=turn.projection.tool_definitions() if turn.model.supports_tools else [],
+        tools=turn.tools.projection.tool_definitions() if turn.model.supports_tools else [],
         thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
         max_tokens=turn.model.max_output_tokens,
     )
@@ -373,20 +376,10 @@ def llm_messages(messages: list[dict]) -> list[dict]:
 
 
 def _tool_context(turn: Turn, call_id: str) -> ToolContext:
-    policy = turn.agent.tool_policy or {}
-
     def progress(partial: ToolResult) -> None:
         turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
-    return ToolContext(
-        roots=tuple(turn.roots),
-        cwd=turn.cwd,
-        cancel=turn.control.cancel,
-        on_progress=progress,
-        env_passthrough=tuple(policy.get("env_passthrough") or ()),
-        network=bool(policy.get("network", False)),
-        extras={"skill_policy": turn.agent.skill_policy or {}, "for_subagent": False},
-    )
+    return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress)
 
 
 def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
@@ -399,12 +392,8 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         elif steered:
             result = ToolResult.error(SKIPPED_FOR_STEER_TEXT)
         else:
-            try:
-                tool = turn.projection.tool(name)
-            except UnknownTool as exc:
-                result = ToolResult.error(str(exc))
-            else:
-                result = run_tool(tool, _tool_context(turn, call_id), call.get("arguments") or {})
+            # Through the projection: a tool it does not make effective gets an error result.
+            result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
         message = result.to_pi_tool_result(call_id, name)
         turn.provider.append_message(turn.session_id, message)
         crash_point("after_tool")

@@ -43,7 +43,7 @@ async def until_state(socket: Socket, run_id: str, state: str) -> None:
 
 @sync_to_async(thread_sensitive=False)
 def queued_run(session_id: str, user) -> str:
-    return str(session_prompt(session_id=session_id, text="waits", user=user, dispatch=False).run.run_id)
+    return str(session_prompt(session_id=session_id, text="waits", actor=user, dispatch=False).run.run_id)
 
 
 @sync_to_async(thread_sensitive=False)

@@ -58,7 +58,7 @@ def committed(sink: InMemorySink, action):
 
 
 def queued_run(driver, owner=None) -> AgentRun:
-    return session_prompt(session_id=driver.session_id, text="hello", user=owner, dispatch=False).run
+    return session_prompt(session_id=driver.session_id, text="hello", actor=owner, dispatch=False).run
 
 
 def row(run: AgentRun) -> AgentRun:
@@ -183,7 +183,7 @@ def test_a_claim_that_raises_ends_the_run_failed(driver, sink, settings):
     assert states(sink) == [(str(run.run_id), "failed")]
     settings.NETA_TEST_FAULT_AT = ""
     # The session is not wedged: the next prompt starts a run of its own and completes.
-    outcome = session_prompt(session_id=driver.session_id, text="again", dispatch=False)
+    outcome = session_prompt(session_id=driver.session_id, text="again", actor=None, dispatch=False)
     assert outcome.queued_as is None and execute_run(outcome.run.run_id, sink=InMemorySink()).status == RunStatus.COMPLETED
 
 

@@ -10,6 +10,7 @@ from rest_framework import viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
 from runtime.api.pagination import (
@@ -42,14 +43,13 @@ class AgentToolsApi(APIView):
     @extend_schema(summary="The agent's effective tool projection, with the reason for each decision", responses={200: S.ToolProjectionOut, **READ_ERRORS, 409: ERROR})
     def get(self, request, name: str):
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
         if agent is None:
             raise ApiError("not_found", f"no agent named {name!r}", status_code=404)
         try:
-            projection = resolve_tools(agent.tool_policy or {})
+            projection = agent_tool_projection(agent)
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         return Response({"agent": agent.name, **projection.to_dict()})

@@ -38,7 +38,7 @@ class SessionPromptApi(SessionApi):
             outcome = session_prompt(
                 session_id=meta.session_id,
                 text=data["text"],
-                user=request.user,
+                actor=request.user,
                 images=[dict(i) for i in data.get("images") or []],
                 from_entry_id=data.get("fromEntryId") or None,
                 mode=data["mode"],
