@@ -23,6 +23,9 @@ import datetime as dt
 from django.conf import settings
 from django.core import checks
 
+from runtime.models import AgentRun
+from runtime.runs.backends import HOST, process_gone
+
 # Channel layers whose groups exist in one process only.
 PROCESS_LOCAL_LAYERS = ("runtime.realtime.layer.InProcessChannelLayer", "channels.layers.InMemoryChannelLayer")
 # W003 looks at the runs of this last stretch.
@@ -75,8 +78,6 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
     from django.db import DatabaseError
     from django.utils import timezone
 
-    from runtime.models import AgentRun
-    from runtime.runs.backends import HOST, process_gone
 
     now = timezone.now()
     fresh = now - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from skills_registry.policy import SkillPolicy
+from skills_registry.selectors import skill_index_for
 from toolcatalog.projection import ToolProjection
 
 DEFAULT_PROMPT = (
@@ -47,8 +49,6 @@ class PromptParts:
 def skill_index_text(agent, projection: ToolProjection) -> str:
     """The ``<available_skills>`` block for ``agent``; a subagent's projection
     (``projection.for_subagent``) lists only what subagents may load."""
-    from skills_registry.policy import SkillPolicy
-    from skills_registry.selectors import skill_index_for
 
     names = set(projection.effective_names())
     if "read_skill" in names:

@@ -38,6 +38,7 @@ from django.conf import settings
 from runtime.models import Agent, WorkspaceMode
 from sessions_tree.ids import new_session_id
 from sessions_tree.models import AgentSession
+from toolcatalog.protected_paths import protected_match, protected_paths
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +225,6 @@ def preview_cwd(agent: Agent) -> str:
 
 def workspace_conflicts(agent: Agent) -> list[str]:
     """Configuration that would break isolation: problems for ``Agent.clean``."""
-    from toolcatalog.protected_paths import protected_match, protected_paths
 
     problems: list[str] = []
     base = os.path.realpath(agent.working_directory)

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from runtime.errors import RuntimeInputError
+from runtime.runs.summaries import NothingToCompact, SummaryCancelled, SummaryFailed
 from sessions_tree.errors import (
     EntryNotFound,
     InvalidEntry,
@@ -117,15 +118,7 @@ class ErrorInfo:
 
 
 def _summary_error(exc) -> ErrorInfo | None:
-    """Compaction / branch-summary failures (imported lazily: they live next to the LLM layer)."""
-    try:
-        from runtime.runs.summaries import (
-            NothingToCompact,
-            SummaryCancelled,
-            SummaryFailed,
-        )
-    except ImportError:  # pragma: no cover - the LLM layer is not installed
-        return None
+    """Compaction / branch-summary failures."""
     if isinstance(exc, NothingToCompact):
         return ErrorInfo(409, "nothing_to_compact", str(exc))
     if isinstance(exc, SummaryCancelled):

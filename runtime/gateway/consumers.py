@@ -22,7 +22,11 @@ from rest_framework import serializers
 
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
+from runtime.api.parsers import JsonTooDeep, check_json
+from runtime.api.parsers import loads as strict_loads
 from runtime.api.permissions import is_read_only_token
+from runtime.api.tokens import token_problem
+from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, ApiToken
 from runtime.realtime.groups import group_name, token_group, user_group
 from runtime.realtime.messages import (
     DELETED_MESSAGE,
@@ -34,9 +38,14 @@ from runtime.realtime.messages import (
 )
 from runtime.realtime.publisher import gateway
 from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
+from runtime.runs.prompts import run_abort, session_prompt
 from runtime.sessions.access import Access, session_access
+from runtime.sessions.selectors import session_snapshot
+from runtime.sessions.services import session_switch_leaf
+from sessions_tree import jsonl
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
+from sessions_tree.providers import provider_for_session
 from sessions_tree.tree_events import TREE_EVENTS_VERSION
 
 logger = logging.getLogger(__name__)
@@ -109,8 +118,6 @@ def _check(binding: Binding, need: str = "read"):
     """
     from django.contrib.auth import get_user_model
 
-    from runtime.api.tokens import token_problem
-    from runtime.models import ApiToken
 
     user = get_user_model().objects.filter(pk=binding.user_pk).first()
     if user is None or not user.is_active:
@@ -154,13 +161,11 @@ def _bound_read(binding: Binding, read):
 
 
 def _events_since(binding: Binding, revision: int) -> list[dict]:
-    from sessions_tree.providers import provider_for_session
 
     return _bound_read(binding, lambda sid: provider_for_session(sid).events_since(sid, revision))
 
 
 def _snapshot(binding: Binding) -> dict:
-    from runtime.sessions.selectors import session_snapshot
 
     return _bound_read(binding, session_snapshot)
 
@@ -174,7 +179,6 @@ def _heartbeat_check(binding: Binding) -> tuple[int, dict | None]:
 def _run_state(binding: Binding) -> dict | None:
     """The ``run_state`` event of the session's current run: its oldest active one, else
     its latest (terminal) one; None when it never had a run."""
-    from runtime.models import ACTIVE_RUN_STATUSES, AgentRun
 
     runs = AgentRun.objects.filter(session_id=binding.session_id).values_list("run_id", "status", "error")
     run = runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first() or runs.order_by("-created_at", "-pk").first()
@@ -188,14 +192,12 @@ def _subscribed_run_state(binding: Binding) -> dict | None:
 
 
 def _logged_event(binding: Binding, revision: int) -> dict | None:
-    from sessions_tree import jsonl
 
     payload = SessionEvent.objects.filter(session_id=binding.session_pk, revision=revision).values_list("payload", flat=True).first()
     return jsonl.loads(payload) if payload is not None else None
 
 
 def _prompt(session_id: str, user, data: dict) -> dict:
-    from runtime.runs.prompts import session_prompt
 
     try:
         outcome = session_prompt(
@@ -213,14 +215,12 @@ def _prompt(session_id: str, user, data: dict) -> dict:
 
 
 def _abort(session_id: str, user, data: dict) -> dict:
-    from runtime.runs.prompts import run_abort
 
     run = run_abort(session_id=session_id, actor=user)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 
 def _switch_leaf(session_id: str, user, data: dict) -> dict:
-    from runtime.sessions.services import session_switch_leaf
 
     try:
         result = session_switch_leaf(
@@ -395,8 +395,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # The REST parser's rules (runtime/api/parsers.py): nesting bounded, lone
         # surrogate escapes replaced by U+FFFD (orjson refuses them, JSON.parse
         # takes them), non-finite numbers refused. orjson stops at depth 1024 itself.
-        from runtime.api.parsers import JsonTooDeep, check_json
-        from runtime.api.parsers import loads as strict_loads
 
         try:
             try:

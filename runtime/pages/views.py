@@ -21,13 +21,13 @@ from runtime.models import Agent
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.services import session_for_agent
 from sessions_tree.models import AgentSession
+from toolcatalog.sandbox import effective_sandbox
 
 LOGIN_URL = reverse_lazy("pages:login")
 RECENT_SESSIONS = 50
 
 
 def agent_data(agent: Agent) -> dict:
-    from toolcatalog.sandbox import effective_sandbox
 
     model = agent.model
     return {

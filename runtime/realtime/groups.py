@@ -7,6 +7,8 @@ import hashlib
 import re
 import time
 
+from sessions_tree.models import AgentSession
+
 GROUP_PREFIX = "neta.session."
 
 
@@ -48,7 +50,6 @@ def session_key(session_id: str) -> int | None:
     replaced by another one under the same id (an import) never reaches the
     first one's sockets.
     """
-    from sessions_tree.models import AgentSession
 
     return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
 

@@ -50,7 +50,8 @@ from runtime.realtime.messages import (
     stream_messages,
     tree_message,
 )
-from sessions_tree.events import SESSION_DELETED
+from runtime.realtime.sinks import default_sink, set_default_sink
+from sessions_tree.events import SESSION_DELETED, add_publisher
 
 logger = logging.getLogger(__name__)
 
@@ -293,8 +294,6 @@ def recheck_users(user_pks) -> None:
 def install() -> None:
     """Register both producers (``RuntimeConfig.ready``): tree events after commit, and the
     streaming sink of the turn loop."""
-    from runtime.realtime.sinks import default_sink, set_default_sink
-    from sessions_tree.events import add_publisher
 
     add_publisher(publish_tree_event)
     if not isinstance(default_sink(), ChannelsStreamSink):

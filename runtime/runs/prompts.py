@@ -17,7 +17,9 @@ from runtime.models import (
     RunStatus,
 )
 from runtime.runs import lifecycle
+from runtime.runs.backends import cancel_local, submit_run
 from runtime.runs.locks import lock_session, session_or_not_found
+from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
 from sessions_tree.acting import acting_as
 from sessions_tree.errors import SessionBusy
@@ -104,7 +106,6 @@ def session_prompt(
     the command line): the run records it (``AgentRun.user``), and the tree events the
     prompt and its run write name it (``SessionEvent.actor``).
     """
-    from runtime.runs.reaper import reap_session
 
     text = _clean_text(text)
     images = _clean_images(images, text=text)
@@ -145,7 +146,6 @@ def session_prompt(
             model_name=model_name or "",
         )
         if dispatch:
-            from runtime.runs.backends import submit_run
 
             submit_run(run)
     return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
@@ -161,7 +161,6 @@ def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, act
     """Ask the session's active run (or ``run``) to stop, on behalf of ``actor`` (who is
     recorded, and named in the run's error): a running run stops cooperatively, a run
     still queued is aborted at once (``lifecycle.abort``)."""
-    from runtime.runs.backends import cancel_local
 
     outcome = lifecycle.abort(session_id=session_id, run=run, actor=actor)
     if outcome.run is not None and not outcome.stopped and outcome.run.status == RunStatus.RUNNING:

@@ -27,7 +27,9 @@ from runtime.models import (
     RunInput,
 )
 from runtime.runs.locks import lock_session, session_or_not_found
+from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
+from runtime.runs.summaries import compact_session, switch_leaf
 from sessions_tree.acting import acting_as
 from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
@@ -71,7 +73,6 @@ def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
 def session_switch_leaf(
     *, session_id: str, entry_id: str | None, actor, summarize: bool = False, instructions: str | None = None
 ) -> dict:
-    from runtime.runs.summaries import switch_leaf
 
     meta = AgentSession.objects.filter(session_id=session_id).first()
     if meta is None:
@@ -83,7 +84,6 @@ def session_switch_leaf(
 
 
 def session_compact(*, session_id: str, actor, instructions: str | None = None) -> dict:
-    from runtime.runs.summaries import compact_session
 
     meta = AgentSession.objects.filter(session_id=session_id).first()
     if meta is None:
@@ -174,7 +174,6 @@ def session_delete(*, session_id: str, actor) -> None:
     The event log goes with the session, so who deleted it is written to the
     ``runtime.sessions.audit`` log (one INFO line: session, owner, actor).
     """
-    from runtime.runs.reaper import reap_session
 
     meta = session_or_not_found(session_id)
     # A run whose worker died is not active: it does not hold the session, and the prompts

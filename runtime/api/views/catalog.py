@@ -20,6 +20,7 @@ from runtime.api.pagination import (
 from runtime.api.views.base import ERROR, READ_ERRORS
 from runtime.models import Agent, ModelConfig
 from skills_registry.models import SkillResource
+from toolcatalog.policy import PolicyError
 
 
 @extend_schema_view(
@@ -42,7 +43,6 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 class AgentToolsApi(APIView):
     @extend_schema(summary="The agent's effective tool projection, with the reason for each decision", responses={200: S.ToolProjectionOut, **READ_ERRORS, 409: ERROR})
     def get(self, request, name: str):
-        from toolcatalog.policy import PolicyError
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
