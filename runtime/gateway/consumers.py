@@ -36,7 +36,7 @@ from runtime.realtime.messages import (
     WITHDRAWN_MESSAGE,
     carriable,
 )
-from runtime.realtime.publisher import gateway
+from runtime.realtime.publisher import event_publisher
 from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.sessions.access import Access, session_access
@@ -265,7 +265,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     """
 
     async def connect(self):
-        gateway.bind_server_loop(asyncio.get_running_loop())
+        event_publisher.bind_server_loop(asyncio.get_running_loop())
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
         self.group = group_name(self.session_id)
         self.groups_joined: list[str] = []

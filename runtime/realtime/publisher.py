@@ -135,7 +135,7 @@ class _Sender:
             return False
 
 
-class Gateway:
+class EventPublisher:
     """Where this process's realtime messages go (one instance per process)."""
 
     def __init__(self):
@@ -255,40 +255,40 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 
 
 def _flush_at_exit() -> None:
-    sender = gateway._sender
+    sender = event_publisher._sender
     if sender is not None and sender.pid == os.getpid() and _bg is not None and sender.loop is _bg[1]:
         sender.flush(timeout=2.0)
 
 
-gateway = Gateway()
+event_publisher = EventPublisher()
 
 
 def publish_tree_event(session_id: str, event: dict) -> None:
     """The kernel's publisher (``sessions_tree.events.add_publisher``): tree events and
     the ``session_deleted`` notice."""
-    gateway.publish_tree_event(session_id, event)
+    event_publisher.publish_tree_event(session_id, event)
 
 
 def withdraw_user(user_pk: int, reason: str = "user inactive") -> None:
     """The user was deactivated (or deleted): close their sockets (4401)."""
-    gateway.withdraw([user_group(user_pk)], code="authentication_failed", message=reason)
+    event_publisher.withdraw([user_group(user_pk)], code="authentication_failed", message=reason)
 
 
 def withdraw_token(token_pk: int, reason: str = "token revoked") -> None:
     """The token was revoked (or deleted): close the sockets opened with it (4401)."""
-    gateway.withdraw([token_group(token_pk)], code="authentication_failed", message=reason)
+    event_publisher.withdraw([token_group(token_pk)], code="authentication_failed", message=reason)
 
 
 class ChannelsStreamSink:
     """The runtime's streaming sink (``runtime.realtime.sinks.set_default_sink``)."""
 
     def emit(self, session_id: str, event: dict) -> None:
-        gateway.publish_stream_event(session_id, event)
+        event_publisher.publish_stream_event(session_id, event)
 
 
 def recheck_users(user_pks) -> None:
     """These users' roles or permissions changed: their sockets re-check their rights now."""
-    gateway.recheck([user_group(pk) for pk in user_pks])
+    event_publisher.recheck([user_group(pk) for pk in user_pks])
 
 
 def install() -> None:
