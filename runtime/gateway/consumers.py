@@ -327,7 +327,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if message["type"] in GATEWAY_MESSAGES:
             if not self.closing:
                 async with self.delivery:
-                    await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
+                    try:
+                        await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
+                    except Exception:
+                        # A failed read (the database slow or away) must not end the socket:
+                        # the heartbeat refills tree events from the log and re-checks rights.
+                        logger.exception("socket %s could not handle %s", self.session_id, message["type"])
         else:
             await super().dispatch(message)
 
@@ -385,6 +390,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._error(exc.code, exc.message, request_id=request_id, fields=exc.fields)
         except Withdrawn as exc:
             await self._withdraw(exc, request_id)
+        except Exception:
+            # Anything else (a database error on a loaded machine, ...) answers this frame and
+            # leaves the socket open: the client may send it again. Raising here would end the
+            # consumer and Daphne would close the socket with 1011.
+            logger.exception("socket frame failed on %s", self.session_id)
+            await self._error("server_error", "internal error (logged on the server); send the frame again", request_id=request_id)
 
     def _parse(self, text_data, bytes_data) -> dict:
         if text_data is None:
@@ -463,6 +474,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
         try:
             state = await database_sync_to_async(_subscribed_run_state)(self.binding)
         except SessionNotFound:
+            return
+        except Withdrawn:
+            raise
+        except Exception:
+            # Subscribed already: the next heartbeat sends the run's state (run_sent stays unset).
+            logger.exception("socket %s could not read its run state after subscribe", self.session_id)
             return
         if state is None or self.revision is None:
             return

@@ -284,4 +284,9 @@ class Cluster:
 
 
 def cleanup_workdir(path: Path) -> None:
+    """Remove a cluster's work dir (its processes' logs with it), unless
+    ``NETA_CLUSTER_KEEP_WORKDIR`` is set: then it stays, for reading ``<name>.log``."""
+    if os.environ.get("NETA_CLUSTER_KEEP_WORKDIR"):
+        print(f"cluster work dir kept: {path}", file=sys.stderr)
+        return
     shutil.rmtree(path, ignore_errors=True)
