@@ -57,7 +57,7 @@ class FirstEvent:
         kind = event["type"]
         if kind not in self.first:
             self.first[kind] = time.perf_counter() - self.start
-        if kind == "run_state" and event["state"] not in ("running",):
+        if kind == "run_state" and event["state"] not in ("queued", "running"):  # every transition announces itself
             self.done.set()
 
 
