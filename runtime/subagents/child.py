@@ -1,0 +1,495 @@
+"""The subagent child process: ``python -m runtime.subagents.child [--parent-pid PID]``.
+
+It reads the task envelope from its first stdin line, runs its own turn loop over an
+in-memory context (no database, no session store: it cannot write the tree or move a
+leaf), and writes JSONL events on stdout (:mod:`runtime.subagents.protocol`). Stdin then
+carries ``cancel`` and ``proxy_response`` lines.
+
+* **Tools.** ``worker-local`` tools (the toolcatalog builtins) run here, with the
+  parent's confinement: same workspace roots and cwd, the parent's resolved sandbox mode,
+  its protected paths and its NETA_* tool settings (all from the envelope).
+  ``main-process-proxy`` tools (read_skill, read_skill_file …) go to the host as
+  ``proxy_request`` and the child waits for the ``proxy_response`` (or a cancel).
+* **Django.** The tool code reads a few settings through ``django.conf.settings``. The
+  child never imports the project's settings module: it calls
+  ``settings.configure(**envelope tool settings)`` — plain values, no apps, no database,
+  no ``django.setup()``, no ``NETA_SECRET_KEY``.
+* **Limits.** Turns, tool calls, tokens, cost and wall clock (the envelope's ``limits``
+  and ``deadline``) are enforced here too; a stop is ``run_end`` status ``partial`` with
+  the text written so far. The host enforces wall clock and idle again.
+* **Cancel.** A ``cancel`` line (or stdin closing: the host is gone) sets one flag that
+  the model stream, the tools and a proxy wait all watch: the child stops within one
+  LLM step and ends with ``run_error`` ``cancelled`` (or, for a budget reason from the
+  host, ``run_end`` ``partial``), keeping its partial output.
+* **Dies with its parent.** ``PR_SET_PDEATHSIG`` (SIGKILL) is set first thing, then the
+  parent pid is checked against ``--parent-pid`` (no window where the parent died
+  unnoticed).
+
+Anything a library prints to stdout goes to stderr instead: fd 1 is moved to stderr at
+start and events use a private copy of the original pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from typing import IO, Any
+
+from runtime.subagents.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, TaskEnvelope, parse_envelope
+from runtime.subagents.protocol import (
+    BUDGET_CODES,
+    MAX_MESSAGE_TEXT_CHARS,
+    EventWriter,
+    ProtocolError,
+    check_host_message,
+    preview,
+)
+
+PR_SET_PDEATHSIG = 1
+DELTA_FLUSH_CHARS = 400
+DELTA_FLUSH_SECONDS = 0.1
+ABORTED_TOOL_TEXT = "Tool call aborted: the subagent was stopped before it could run."
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_ENVELOPE = 0, 1, 2
+
+
+def die_with_parent(expected_parent: int | None) -> None:
+    """SIGKILL this process when the thread that forked it ends; exit now if it already did."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the closed stdin still ends the run
+        pass
+    if expected_parent and os.getppid() != expected_parent:
+        os._exit(EXIT_INTERNAL)
+
+
+def configure_tool_settings(envelope: TaskEnvelope) -> None:
+    """The tool settings the parent runs with, without the project's settings module."""
+    from django.conf import settings
+
+    if not settings.configured:
+        sandbox = envelope.runtime_config.sandbox
+        settings.configure(NETA_SANDBOX=sandbox.mode, **sandbox.tool_settings)
+
+
+def _text_of(message: dict) -> str:
+    return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+
+
+def _bounded_message(message: dict) -> dict:
+    """The message for the event stream: every text/thinking block capped (the child's
+    final text travels whole in the terminal event)."""
+    out = dict(message)
+    blocks = []
+    for block in message.get("content") or []:
+        key = "text" if block.get("type") == "text" else "thinking" if block.get("type") == "thinking" else None
+        if key and len(block.get(key) or "") > MAX_MESSAGE_TEXT_CHARS:
+            text, _ = preview(block[key], MAX_MESSAGE_TEXT_CHARS)
+            block = {**block, key: text, "truncated": True}
+        blocks.append(block)
+    out["content"] = blocks
+    return out
+
+
+class Stop(Exception):
+    """Ends the loop with a terminal event."""
+
+    def __init__(self, kind: str, **payload: Any):
+        super().__init__(kind)
+        self.kind = kind  # run_end | run_error
+        self.payload = payload
+
+
+class Child:
+    def __init__(self, envelope: TaskEnvelope, writer: EventWriter, stdin: IO[bytes]):
+        from runtime import llm
+
+        self.llm = llm
+        self.envelope = envelope
+        self.writer = writer
+        self.stdin = stdin
+        self.limits = envelope.limits
+        self.cancel = threading.Event()
+        self.cancel_reason: str | None = None
+        self._reason_lock = threading.Lock()
+        self.phase = "starting"
+        self.usage = llm.empty_usage()
+        self.counts = {"turns": 0, "toolCalls": 0, "proxyCalls": 0, "toolErrors": 0}
+        self.messages: list[dict] = []
+        self.texts: list[str] = []
+        self._proxy_lock = threading.Condition()
+        self._proxy_answers: dict[str, dict] = {}
+        self._done = threading.Event()
+        self.started = time.monotonic()
+        self.spec = self._model_spec()
+        self.tools = self._tools()
+
+    # -- setup -------------------------------------------------------------------------
+
+    def _model_spec(self):
+        ref = self.envelope.runtime_config.model
+        api_key = os.environ.get(ref.api_key_env) if ref.api_key_env else None
+        return self.llm.ModelSpec(
+            provider_kind=ref.provider_kind,
+            model_id=ref.model_id,
+            provider_name=ref.provider_name,
+            base_url=ref.base_url,
+            api_key=api_key,
+            context_window=ref.context_window,
+            max_output_tokens=ref.max_output_tokens,
+            supports_tools=ref.supports_tools,
+            supports_thinking=ref.supports_thinking,
+            supports_images=ref.supports_images,
+            prices=dict(ref.prices),
+            options=dict(ref.options),
+        )
+
+    def _tools(self) -> dict[str, tuple[str, Any, dict]]:
+        """name → (route, tool instance or None, definition). Raises EnvelopeError."""
+        import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools
+        from toolcatalog.protocol import UnknownTool, get_tool
+
+        out = {}
+        for i, grant in enumerate(self.envelope.tool_policy.tools):
+            if grant.route == "main-process-proxy":
+                out[grant.name] = (grant.route, None, grant.definition())
+                continue
+            try:
+                tool = get_tool(grant.name)
+            except UnknownTool:
+                raise EnvelopeError(
+                    f"envelope.toolPolicy.tools[{i}]: {grant.name!r} is not a tool this child can run (route worker-local)"
+                ) from None
+            if not tool.manifest.supported_in_worker:
+                raise EnvelopeError(f"envelope.toolPolicy.tools[{i}]: {grant.name!r} cannot run inside a worker process")
+            definition = {"name": tool.name, "description": grant.description or tool.description, "parameters": tool.parameters}
+            out[grant.name] = (grant.route, tool, definition)
+        return out
+
+    def system_prompt(self) -> str:
+        prompt = self.envelope.restricted_system_prompt
+        summary = self.envelope.context_summary.strip()
+        if summary:
+            prompt = f"{prompt}\n\n<parent_context>\n{summary}\n</parent_context>" if prompt else f"<parent_context>\n{summary}\n</parent_context>"
+        return prompt
+
+    # -- threads -----------------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        with self._reason_lock:
+            if self.cancel_reason is None:
+                self.cancel_reason = reason
+        self.cancel.set()
+        with self._proxy_lock:
+            self._proxy_lock.notify_all()
+
+    def _read_stdin(self) -> None:
+        while True:
+            try:
+                line = self.stdin.readline(MAX_ENVELOPE_BYTES)
+            except (OSError, ValueError):
+                line = b""
+            if not line:
+                if not self._done.is_set():
+                    self.request_stop("cancelled")  # the host closed stdin or died
+                return
+            if not line.strip():
+                continue
+            try:
+                import json
+
+                message = check_host_message(json.loads(line))
+            except (ValueError, ProtocolError) as exc:
+                print(f"neta-subagent: ignored a bad host message: {exc}", file=sys.stderr, flush=True)
+                continue
+            if message["type"] == "cancel":
+                self.request_stop(message.get("reason", "cancelled"))
+            else:
+                with self._proxy_lock:
+                    self._proxy_answers[message["requestId"]] = message["result"]
+                    self._proxy_lock.notify_all()
+
+    def _heartbeat(self) -> None:
+        while not self._done.wait(self.limits.heartbeat_seconds):
+            self.writer.emit("heartbeat", phase=self.phase, usage=self.usage, counts=dict(self.counts))
+
+    def _wall_clock(self) -> None:
+        budget = self.limits.wall_clock_seconds
+        if self.envelope.deadline is not None:
+            budget = min(budget, max(0.0, self.envelope.deadline / 1000 - time.time()))
+        if not self._done.wait(budget):
+            self.request_stop("budget_wall_clock")
+
+    # -- the run -----------------------------------------------------------------------
+
+    def run(self) -> dict:
+        for target, name in ((self._read_stdin, "stdin"), (self._heartbeat, "heartbeat"), (self._wall_clock, "wall-clock")):
+            threading.Thread(target=target, name=f"subagent-{name}", daemon=True).start()
+        self.writer.emit(
+            "run_start",
+            agent=self.envelope.agent,
+            depth=self.envelope.depth,
+            pid=os.getpid(),
+            model=self.spec.model_id,
+            tools=[{"name": n, "route": r} for n, (r, _, _) in self.tools.items()],
+        )
+        try:
+            self._loop()
+        except Stop as stop:
+            kind, payload = stop.kind, stop.payload
+        except Exception as exc:  # noqa: BLE001 - a bug here still ends the run with one terminal event
+            traceback.print_exc(file=sys.stderr)
+            kind, payload = "run_error", {"code": "child_crash", "message": f"{type(exc).__name__}: {exc}", "partialText": self.partial_text()}
+        else:  # pragma: no cover - _loop always raises Stop
+            kind, payload = "run_error", {"code": "protocol_error", "message": "the loop ended without a result"}
+        self.phase = "finishing"
+        self._done.set()
+        return self.writer.emit(kind, usage=self.usage, counts=dict(self.counts), **payload)
+
+    def partial_text(self) -> str:
+        return "\n\n".join(t for t in self.texts if t)
+
+    def _stopped(self) -> Stop:
+        """The terminal event for a raised cancel flag."""
+        reason = self.cancel_reason or "cancelled"
+        if reason in BUDGET_CODES:
+            return self._partial(reason)
+        return Stop("run_error", code="cancelled", message="the subagent was cancelled", partialText=self.partial_text())
+
+    def _partial(self, reason: str) -> Stop:
+        return Stop("run_end", status="partial", stopReason=reason, finalText=self.partial_text())
+
+    def _loop(self) -> None:
+        llm = self.llm
+        definitions = [d for _, _, d in self.tools.values()] if self.spec.supports_tools else []
+        self.messages.append({"role": "user", "content": [{"type": "text", "text": self.envelope.task}], "timestamp": int(time.time() * 1000)})
+        system_prompt = self.system_prompt()
+        while True:
+            if self.cancel.is_set():
+                raise self._stopped()
+            self.counts["turns"] += 1
+            turn = self.counts["turns"]
+            request = llm.LlmRequest(
+                system_prompt=system_prompt,
+                messages=list(self.messages),
+                tools=definitions,
+                thinking_level=self.envelope.runtime_config.thinking_level,
+                max_tokens=self.spec.max_output_tokens,
+            )
+            self.phase = "model"
+            final = self._stream(turn, request)
+            self._add_usage(final.get("usage") or {})
+            stop = final.get("stopReason")
+            text = _text_of(final)
+            self.texts.append(text)
+            self.writer.emit("assistant_message", turn=turn, stopReason=stop, message=_bounded_message(final))
+            if stop == "aborted" or self.cancel.is_set():
+                raise self._stopped()
+            if stop == "error":
+                raise Stop("run_error", code="llm_error", message=final.get("errorMessage") or "the model returned an error", partialText=self.partial_text())
+            self.messages.append(final)
+            self._check_usage_budgets()
+            calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
+            if not (calls and stop == "toolUse"):
+                raise Stop("run_end", status="completed", stopReason=stop or "stop", finalText=text)
+            if turn >= self.limits.max_turns:
+                raise self._partial("budget_turns")
+            for call in calls:
+                if self.cancel.is_set():
+                    raise self._stopped()
+                if self.counts["toolCalls"] >= self.limits.max_tool_calls:
+                    raise self._partial("budget_tool_calls")
+                self.counts["toolCalls"] += 1
+                self.messages.append(self._run_call(turn, call))
+
+    def _check_usage_budgets(self) -> None:
+        limits = self.limits
+        if limits.max_tokens is not None and self.usage["totalTokens"] >= limits.max_tokens:
+            raise self._partial("budget_tokens")
+        if limits.max_cost is not None and self.usage["cost"]["total"] >= limits.max_cost:
+            raise self._partial("budget_cost")
+
+    def _add_usage(self, usage: dict) -> None:
+        for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
+            self.usage[key] += int(usage.get(key) or 0)
+        for key, value in (usage.get("cost") or {}).items():
+            if key in self.usage["cost"] and isinstance(value, (int, float)):
+                self.usage["cost"][key] += value
+
+    def _stream(self, turn: int, request) -> dict:
+        pending: list[str] = []
+        pending_kind: str | None = None
+        pending_index: int | None = None
+        last_flush = time.monotonic()
+
+        def flush() -> None:
+            nonlocal pending, last_flush
+            if pending:
+                self.writer.emit("assistant_delta", turn=turn, contentIndex=pending_index, kind=pending_kind, delta="".join(pending))
+                pending = []
+            last_flush = time.monotonic()
+
+        final: dict | None = None
+        partial: dict | None = None
+        try:
+            for event in self.llm.stream(self.spec, request, cancel=self.cancel):
+                partial = event.partial or partial
+                if event.type in ("text_delta", "thinking_delta"):
+                    kind = "text" if event.type == "text_delta" else "thinking"
+                    if (kind, event.content_index) != (pending_kind, pending_index):
+                        flush()
+                        pending_kind, pending_index = kind, event.content_index
+                    pending.append(event.delta)
+                    if sum(map(len, pending)) >= DELTA_FLUSH_CHARS or time.monotonic() - last_flush >= DELTA_FLUSH_SECONDS:
+                        flush()
+                elif event.type in ("text_end", "thinking_end", "toolcall_start"):
+                    flush()
+                elif event.type in ("done", "error"):
+                    final = event.message
+        except Exception as exc:  # noqa: BLE001 - the LLM layer promises not to raise; be safe anyway
+            final = {**(partial or {"role": "assistant", "content": []}), "stopReason": "error", "errorMessage": f"{type(exc).__name__}: {exc}"}
+        flush()
+        if final is None:
+            final = {**(partial or {"role": "assistant", "content": []}), "stopReason": "aborted" if self.cancel.is_set() else "error"}
+            final.setdefault("errorMessage", "the model stream ended without a final message")
+        return final
+
+    def _run_call(self, turn: int, call: dict) -> dict:
+        from toolcatalog.protocol import ToolResult
+
+        call_id, name, arguments = call.get("id") or "", call.get("name") or "", call.get("arguments") or {}
+        entry = self.tools.get(name)
+        route = entry[0] if entry else "refused"
+        self.writer.emit("tool_call", turn=turn, toolCallId=call_id, name=name, arguments=arguments, route=route)
+        if entry is None:
+            result = ToolResult.error(f"tool {name!r} is not available to this subagent")
+        elif self.cancel.is_set():
+            result = ToolResult.error(ABORTED_TOOL_TEXT)
+        elif route == "main-process-proxy":
+            result = self._proxy(call_id, name, arguments)
+        else:
+            result = self._run_local(entry[1], arguments)
+        if result.is_error:
+            self.counts["toolErrors"] += 1
+        text = result.text_output()
+        shown, truncated = preview(text)
+        self.writer.emit(
+            "tool_result",
+            toolCallId=call_id,
+            name=name,
+            isError=result.is_error,
+            preview=shown,
+            truncated=truncated,
+            chars=len(text),
+            details=_bounded_details(result.details),
+        )
+        return result.to_pi_tool_result(call_id, name)
+
+    def _run_local(self, tool, arguments: dict):
+        from toolcatalog.protocol import ToolContext, ToolResult, run_tool
+
+        self.phase = "tool"
+        config = self.envelope.runtime_config
+        policy = self.envelope.tool_policy
+        try:
+            ctx = ToolContext(
+                roots=tuple(config.workspace_roots),
+                cwd=config.cwd,
+                cancel=self.cancel,
+                env_passthrough=policy.env_passthrough,
+                network=policy.network,
+                sandbox=config.sandbox.mode,
+                protected=tuple(config.sandbox.protected_paths),
+                extras={"for_subagent": True},
+            )
+        except ValueError as exc:
+            return ToolResult.error(f"the subagent's workspace is not usable: {exc}")
+        return run_tool(tool, ctx, arguments)
+
+    def _proxy(self, call_id: str, name: str, arguments: dict):
+        from toolcatalog.protocol import ToolResult
+
+        self.phase = "proxy"
+        self.counts["proxyCalls"] += 1
+        request_id = uuid.uuid4().hex
+        self.writer.emit("proxy_request", requestId=request_id, toolCallId=call_id, name=name, arguments=arguments)
+        with self._proxy_lock:
+            while request_id not in self._proxy_answers and not self.cancel.is_set():
+                self._proxy_lock.wait(0.5)
+            answer = self._proxy_answers.pop(request_id, None)
+        if answer is None:
+            return ToolResult.error(ABORTED_TOOL_TEXT)
+        content = [b for b in answer.get("content") or [] if isinstance(b, dict) and b.get("type") in ("text", "image")]
+        details = answer.get("details") if isinstance(answer.get("details"), dict) else None
+        return ToolResult(content=content, details=details, is_error=bool(answer.get("isError")))
+
+
+def _bounded_details(details: dict | None) -> dict | None:
+    """Tool details for the event (a full output is referenced by its path, never inlined)."""
+    if not details:
+        return None
+    import json
+
+    encoded = json.dumps(details, ensure_ascii=False, default=str)
+    if len(encoded) <= 4000:
+        return details
+    keep = {k: v for k, v in details.items() if isinstance(v, (int, float, bool, str)) and len(str(v)) <= 500}
+    keep["truncated"] = True
+    return keep
+
+
+def _event_stream() -> IO[bytes]:
+    """A private copy of stdout for events; fd 1 itself now points at stderr."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "wb", buffering=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runtime.subagents.child", description="Neta subagent child process")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit at once unless this is the parent's pid")
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent_pid)
+    out = _event_stream()
+    stdin = sys.stdin.buffer
+    line = stdin.readline(MAX_ENVELOPE_BYTES + 1)
+    try:
+        envelope = parse_envelope(line)
+    except EnvelopeError as exc:
+        EventWriter(out, _run_id_guess(line)).emit("run_error", code="bad_envelope", message=str(exc), partialText="")
+        return EXIT_BAD_ENVELOPE
+    writer = EventWriter(out, envelope.run_id)
+    try:
+        configure_tool_settings(envelope)
+        child = Child(envelope, writer, stdin)
+    except EnvelopeError as exc:
+        writer.emit("run_error", code="bad_envelope", message=str(exc), partialText="")
+        return EXIT_BAD_ENVELOPE
+    child.run()
+    return EXIT_OK
+
+
+def _run_id_guess(line: bytes) -> str:
+    try:
+        import json
+
+        value = json.loads(line).get("runId")
+        return value if isinstance(value, str) else ""
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    # Not sys.exit: the stdin reader is a daemon thread blocked in a read, and a normal
+    # interpreter shutdown aborts on its buffer lock. Events are written unbuffered.
+    os._exit(code)

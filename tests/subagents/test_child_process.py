@@ -1,0 +1,399 @@
+"""The real child process under its supervisor, driven by the offline scripted model.
+
+Every test starts ``python -m runtime.subagents.child`` for real and checks what a host
+relies on: the event order, one terminal event whatever happens, a scrubbed environment,
+its own process group, cancel and kill escalation, budgets, stalls, garbage on stdout,
+the proxy round trip, and no process left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.subagents.envelope import parse_envelope
+from runtime.subagents.supervisor import ChildSupervisor, SupervisorError, Timings, child_argv, child_environment
+from tests.subagents.helpers import (
+    Recorder,
+    envelope_dict,
+    group_members,
+    make_envelope,
+    processes_with,
+    scripted_rules,
+)
+
+FAST = Timings(term_after=0.5, kill_after=1.5, exit_grace=2.0, wall_clock_grace=0.5)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    path = tmp_path / "workspace"
+    path.mkdir()
+    (path / "notes.txt").write_text("hello\n")
+    return path
+
+
+def supervise(envelope, recorder=None, **kw) -> tuple[ChildSupervisor, Recorder]:
+    recorder = recorder or Recorder()
+    sup = ChildSupervisor(envelope, on_event=recorder, on_noise=recorder.on_noise, timings=kw.pop("timings", FAST), **kw)
+    return sup, recorder
+
+
+def assert_one_terminal(recorder: Recorder, outcome) -> None:
+    terminals = [e for e in recorder.events if e["type"] in ("run_end", "run_error")]
+    assert len(terminals) == 1, recorder.types()
+    assert terminals[0] is outcome.terminal or terminals[0] == outcome.terminal
+    assert recorder.events[-1] == outcome.terminal
+    seqs = [e["seq"] for e in recorder.events]
+    assert seqs == list(range(1, len(seqs) + 1))  # no gap, synthetic terminals included
+
+
+def assert_no_leftovers(outcome) -> None:
+    assert group_members(outcome.pid) == []
+
+
+# --------------------------------------------------------------------------- the happy path
+
+
+def test_a_task_that_lists_the_workspace_runs_start_to_end(workspace):
+    sup, rec = supervise(make_envelope(workspace))
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    types = rec.types()
+    assert types[0] == "run_start" and types[-1] == "run_end"
+    order = [t for t in types if t in ("tool_call", "tool_result", "assistant_message")]
+    assert order == ["assistant_message", "tool_call", "tool_result", "assistant_message"]
+    call = rec.wait_for("tool_call")
+    result = rec.wait_for("tool_result")
+    assert (call["name"], call["route"], call["arguments"]) == ("ls", "worker-local", {"path": "."})
+    assert result["isError"] is False and "notes.txt" in result["preview"]
+    end = outcome.terminal
+    assert end["status"] == "completed" and end["finalText"] == "The workspace holds notes.txt."
+    assert end["counts"]["turns"] == 2 and end["counts"]["toolCalls"] == 1
+    assert end["usage"]["totalTokens"] > 0
+    assert "".join(e["delta"] for e in rec.events if e["type"] == "assistant_delta" and e["turn"] == 2) == end["finalText"]
+    assert outcome.exit_code == 0 and outcome.signal is None and not outcome.synthetic
+    assert outcome.noise["count"] == 0
+    assert_no_leftovers(outcome)
+
+
+def test_context_summary_reaches_the_model_as_part_of_the_system_prompt(workspace):
+    rules = scripted_rules([{"text": "plain"}], rules=[{"match": {"system": "parent_context>\\nPARENT-FACT"}, "reply": [{"text": "saw the fact"}]}])
+    outcome = supervise(make_envelope(workspace, rules=rules, contextSummary="PARENT-FACT: the build is red"))[0].run()
+    assert outcome.terminal["finalText"] == "saw the fact"
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_environment_is_scrubbed_and_the_child_has_its_own_process_group(workspace):
+    canary = "canary-" + os.urandom(6).hex()
+    environ = dict(
+        os.environ,
+        NETA_SECRET_KEY=canary,
+        DATABASE_URL=f"mysql://root:{canary}@db/neta",
+        OTHER_PROVIDER_API_KEY=canary,
+        NETA_TEST_MYSQL_URL=canary,
+        SUBAGENT_MODEL_KEY="the-model-key",
+    )
+    data = envelope_dict(workspace, rules=scripted_rules([{"text": "waiting"}, {"pause_ms": 20000}, {"text": "done"}]))
+    data["runtimeConfig"]["model"]["apiKeyEnv"] = "SUBAGENT_MODEL_KEY"
+    seen = {}
+    rec = Recorder()
+
+    def look(event):
+        pid = event["pid"]
+        seen["environ"] = Path(f"/proc/{pid}/environ").read_bytes()
+        seen["pgid"], seen["sid"] = os.getpgid(pid), os.getsid(pid)
+        seen["cwd"] = os.readlink(f"/proc/{pid}/cwd")
+        sup.cancel(by="test")
+
+    rec.hooks["run_start"] = look
+    sup, _ = supervise(parse_envelope(data), rec, environ=environ)
+    outcome = sup.run()
+    environ_text = seen["environ"].decode()
+    assert canary not in environ_text
+    names = {item.split("=", 1)[0] for item in environ_text.split("\0") if item}
+    assert "SUBAGENT_MODEL_KEY=the-model-key" in environ_text.split("\0")
+    assert not {"NETA_SECRET_KEY", "DATABASE_URL", "OTHER_PROVIDER_API_KEY", "DJANGO_SETTINGS_MODULE"} & names
+    assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "PYTHONPATH", "PYTHONSAFEPATH", "SUBAGENT_MODEL_KEY"}
+    assert outcome.pid != os.getpid()
+    assert seen["pgid"] == outcome.pid != os.getpgid(0)
+    assert seen["sid"] == outcome.pid != os.getsid(0)
+    assert seen["cwd"] == str(workspace.resolve())
+    assert outcome.terminal["code"] == "cancelled"
+
+
+def test_a_key_variable_naming_a_server_setting_is_refused(workspace):
+    data = envelope_dict(workspace)
+    data["runtimeConfig"]["model"]["apiKeyEnv"] = "NETA_SECRET_KEY"
+    with pytest.raises(SupervisorError, match="names a server setting"):
+        child_environment(parse_envelope(data), {"NETA_SECRET_KEY": "x"})
+
+
+def test_the_child_dies_with_its_supervisor(workspace, tmp_path):
+    """A supervising process killed with SIGKILL takes its child with it (PR_SET_PDEATHSIG)."""
+    data = envelope_dict(workspace, rules=scripted_rules([{"text": "long"}, {"pause_ms": 60000}]))
+    script = tmp_path / "host.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "from runtime.subagents.envelope import parse_envelope\n"
+        "from runtime.subagents.supervisor import ChildSupervisor\n"
+        "def started(event):\n"
+        "    if event['type'] == 'run_start':\n"
+        "        print(event['pid'], flush=True)\n"
+        f"sup = ChildSupervisor(parse_envelope(json.loads({json.dumps(json.dumps(data))})), on_event=started)\n"
+        "sup.start()\n"
+        "time.sleep(120)\n"
+    )
+    host = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        child_pid = int(host.stdout.readline())
+        assert group_members(child_pid) == [child_pid]
+        host.kill()
+        host.wait()
+        for _ in range(200):
+            if not group_members(child_pid, alive=True):
+                break
+            time.sleep(0.05)
+        assert group_members(child_pid, alive=True) == []
+    finally:
+        host.kill()
+        host.wait()
+
+
+# --------------------------------------------------------------------------- crash, cancel, stall
+
+
+def test_kill_9_mid_run_gives_a_child_crash_terminal(workspace):
+    rules = scripted_rules([{"text": "Working on it."}, {"pause_ms": 30000}, {"text": "never"}])
+    rec = Recorder()
+    rec.hooks["assistant_delta"] = lambda event: os.kill(sup.pid, signal.SIGKILL)
+    sup, _ = supervise(make_envelope(workspace, rules=rules), rec)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    terminal = outcome.terminal
+    assert terminal["type"] == "run_error" and terminal["code"] == "child_crash" and terminal["synthetic"] is True
+    assert terminal["signal"] == "SIGKILL" and outcome.signal == signal.SIGKILL
+    assert "SIGKILL" in terminal["message"]
+    assert terminal["partialText"].startswith("Work")  # what streamed before the kill is kept
+    assert_no_leftovers(outcome)
+
+
+def test_cancel_during_a_bash_command_ends_cancelled_with_partial_output_and_no_orphans(workspace):
+    marker = f"{30 + os.getpid() % 50}.{int.from_bytes(os.urandom(2), 'big') % 1000:03d}"  # a unique sleep to find it
+    rules = scripted_rules(
+        [{"text": "Running a long command."}, {"tool_call": {"name": "bash", "arguments": {"command": f"sleep {marker}"}}}],
+        [{"text": "never reached"}],
+    )
+    rec = Recorder()
+    rec.hooks["tool_call"] = lambda event: sup.cancel(by="test-user")
+    sup, _ = supervise(make_envelope(workspace, rules=rules), rec)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    terminal = outcome.terminal
+    assert (terminal["type"], terminal["code"]) == ("run_error", "cancelled")
+    assert not outcome.synthetic  # the child itself answered the cancel
+    assert terminal["partialText"] == "Running a long command."
+    assert outcome.cancelled_by == "test-user"
+    assert outcome.killed == []  # no signal was needed
+    result = rec.wait_for("tool_result")
+    assert result["isError"] is True
+    assert_no_leftovers(outcome)
+    assert processes_with(f"sleep {marker}") == []
+
+
+def test_cancel_of_a_child_that_does_not_answer_escalates_to_sigkill(workspace):
+    rules = scripted_rules([{"text": "x"}, {"pause_ms": 30000}])
+    rec = Recorder()
+
+    def freeze(event):
+        os.kill(sup.pid, signal.SIGSTOP)  # the child can read nothing and answer nothing
+        sup.cancel(by="test")
+
+    rec.hooks["run_start"] = freeze
+    sup, _ = supervise(make_envelope(workspace, rules=rules), rec)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    assert outcome.killed == ["SIGTERM", "SIGKILL"]
+    terminal = outcome.terminal
+    assert (terminal["code"], terminal["synthetic"], terminal["signal"]) == ("cancelled", True, "SIGKILL")
+    assert_no_leftovers(outcome)
+
+
+def test_a_silent_child_is_killed_as_stalled(workspace):
+    rules = scripted_rules([{"text": "x"}, {"pause_ms": 30000}])
+    rec = Recorder()
+    rec.hooks["run_start"] = lambda event: os.kill(sup.pid, signal.SIGSTOP)  # no heartbeats any more
+    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"idleSeconds": 1.0, "heartbeatSeconds": 0.2}), rec)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    terminal = outcome.terminal
+    assert (terminal["code"], terminal["synthetic"]) == ("stalled", True)
+    assert outcome.killed == ["SIGKILL"]
+    assert_no_leftovers(outcome)
+
+
+def test_heartbeats_keep_a_slow_but_alive_child_from_stalling(workspace):
+    rules = scripted_rules([{"text": "thinking slowly"}, {"pause_ms": 1500}, {"text": " and done"}])
+    outcome = supervise(make_envelope(workspace, rules=rules, limits={"idleSeconds": 0.8, "heartbeatSeconds": 0.2}))[0].run()
+    assert outcome.terminal["status"] == "completed"
+    assert outcome.terminal["finalText"] == "thinking slowly and done"
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+LOOPING = scripted_rules([{"text": "Again."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}])
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason", "turns", "tool_calls"),
+    [
+        ({"maxTurns": 1}, "budget_turns", 1, 0),
+        ({"maxTurns": 3}, "budget_turns", 3, 2),
+        ({"maxToolCalls": 2}, "budget_tool_calls", 3, 2),
+        ({"maxToolCalls": 0}, "budget_tool_calls", 1, 0),
+        ({"maxTokens": 1}, "budget_tokens", 1, 0),
+    ],
+)
+def test_budgets_stop_the_child_as_partial(workspace, limits, reason, turns, tool_calls):
+    sup, rec = supervise(make_envelope(workspace, rules=LOOPING, limits=limits))
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    end = outcome.terminal
+    assert (end["type"], end["status"], end["stopReason"]) == ("run_end", "partial", reason)
+    assert (end["counts"]["turns"], end["counts"]["toolCalls"]) == (turns, tool_calls)
+    assert end["finalText"] == "\n\n".join(["Again."] * turns)
+
+
+def test_cost_budget(workspace):
+    data = envelope_dict(workspace, rules=LOOPING, limits={"maxCost": 0.000001})
+    data["runtimeConfig"]["model"]["prices"] = {"input": 10, "output": 10}
+    outcome = supervise(parse_envelope(data))[0].run()
+    assert (outcome.terminal["status"], outcome.terminal["stopReason"]) == ("partial", "budget_cost")
+
+
+def test_wall_clock_budget_is_enforced_by_the_child(workspace):
+    rules = scripted_rules([{"text": "Started."}, {"pause_ms": 30000}])
+    sup, rec = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.5, "heartbeatSeconds": 0.2}))
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    end = outcome.terminal
+    assert (end["type"], end["status"], end["stopReason"], end["finalText"]) == ("run_end", "partial", "budget_wall_clock", "Started.")
+    assert outcome.cancelled_by is None  # the host did not need to step in
+    assert_no_leftovers(outcome)
+
+
+def test_wall_clock_is_enforced_by_the_host_when_the_child_cannot(workspace):
+    rules = scripted_rules([{"text": "Started."}, {"pause_ms": 30000}])
+    rec = Recorder()
+    rec.hooks["run_start"] = lambda event: os.kill(sup.pid, signal.SIGSTOP)
+    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.3, "idleSeconds": 30, "heartbeatSeconds": 0.2}), rec)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    assert (outcome.terminal["code"], outcome.terminal["synthetic"]) == ("budget_wall_clock", True)
+    assert outcome.cancelled_by == "host:wall_clock" and outcome.killed == ["SIGTERM", "SIGKILL"]
+
+
+# --------------------------------------------------------------------------- protocol and proxy
+
+
+def test_garbage_on_stdout_is_kept_and_reported_and_the_run_still_ends(workspace, tmp_path):
+    wrapper = tmp_path / "noisy-python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "echo 'this is not JSON'\n"
+        "echo '[1, 2, 3]'\n"
+        "echo '{\"v\": 1, \"runId\": \"someone-else\", \"seq\": 1, \"ts\": 1, \"type\": \"run_start\"}'\n"
+        "head -c 2000000 /dev/zero | tr '\\0' 'x'; echo\n"
+        "echo 'a warning on stderr' >&2\n"
+        f"exec {sys.executable} \"$@\"\n"
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    sup, rec = supervise(make_envelope(workspace), python=str(wrapper))
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    assert outcome.terminal["status"] == "completed"
+    assert outcome.noise["count"] == 4
+    reasons = [item["reason"] for item in outcome.noise["kept"]]
+    assert reasons[0].startswith("not JSON") and reasons[1] == "an event is a JSON object, got list"
+    assert "expected" in reasons[2] and "longer than" in reasons[3]
+    assert [n["reason"] for n in rec.noise] == reasons
+    assert "a warning on stderr" in outcome.stderr_tail
+
+
+def test_a_bad_envelope_is_answered_with_bad_envelope_and_exit_2(workspace):
+    data = envelope_dict(workspace)
+    data["limits"]["maxTurns"] = -1
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(child_argv(), input=json.dumps(data).encode() + b"\n", capture_output=True, env=env, cwd=workspace, timeout=30)
+    assert done.returncode == 2
+    event = json.loads(done.stdout)
+    assert (event["type"], event["code"], event["runId"]) == ("run_error", "bad_envelope", data["runId"])
+    assert "envelope.limits.maxTurns" in event["message"]
+
+
+def test_a_worker_local_grant_the_child_cannot_run_is_a_bad_envelope(workspace):
+    envelope = make_envelope(workspace, tools=[{"name": "read_skill", "route": "worker-local"}])
+    outcome = supervise(envelope)[0].run()
+    assert (outcome.terminal["code"], outcome.exit_code) == ("bad_envelope", 2)
+    assert "read_skill" in outcome.terminal["message"]
+
+
+def test_proxy_tools_go_to_the_host_and_the_answer_comes_back(workspace):
+    rules = scripted_rules(
+        [{"text": "Reading the skill."}, {"tool_call": {"name": "read_skill", "arguments": {"name": "pdf"}}}],
+        [{"text": "Read it."}],
+    )
+    tools = [
+        {"name": "read_skill", "route": "main-process-proxy", "description": "Load a skill.", "parameters": {"type": "object", "properties": {"name": {"type": "string"}}}},
+    ]
+    asked = []
+
+    def handler(event):
+        asked.append(event)
+        return {"content": [{"type": "text", "text": f"# Skill {event['arguments']['name']}\nUse pdftotext."}], "isError": False}
+
+    sup, rec = supervise(make_envelope(workspace, rules=rules, tools=tools), on_proxy_request=handler)
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    assert [(e["name"], e["arguments"]) for e in asked] == [("read_skill", {"name": "pdf"})]
+    result = rec.wait_for("tool_result")
+    assert result["preview"] == "# Skill pdf\nUse pdftotext." and result["isError"] is False
+    assert outcome.terminal["status"] == "completed" and outcome.terminal["counts"]["proxyCalls"] == 1
+
+
+def test_a_failing_proxy_handler_becomes_a_tool_error_not_a_dead_run(workspace):
+    rules = scripted_rules(
+        [{"tool_call": {"name": "read_skill", "arguments": {"name": "pdf"}}}],
+        [{"text": "Could not read it."}],
+    )
+    tools = [{"name": "read_skill", "route": "main-process-proxy"}]
+
+    def handler(event):
+        raise RuntimeError("registry offline")
+
+    sup, rec = supervise(make_envelope(workspace, rules=rules, tools=tools), on_proxy_request=handler)
+    outcome = sup.run()
+    result = rec.wait_for("tool_result")
+    assert result["isError"] is True and "registry offline" in result["preview"]
+    assert outcome.terminal["status"] == "completed"
+
+
+def test_a_tool_the_envelope_does_not_grant_is_refused_inside_the_child(workspace):
+    rules = scripted_rules([{"tool_call": {"name": "write", "arguments": {"path": "x.txt", "content": "no"}}}], [{"text": "ok"}])
+    sup, rec = supervise(make_envelope(workspace, rules=rules))
+    outcome = sup.run()
+    result = rec.wait_for("tool_result")
+    assert result["isError"] is True and "not available to this subagent" in result["preview"]
+    assert not (workspace / "x.txt").exists()
+    assert outcome.terminal["status"] == "completed"
