@@ -26,7 +26,8 @@ def model_spec(model: ModelConfig) -> ModelSpec:
     options = dict(model.options or {})
     rules = options.get("rules")
     if isinstance(rules, str) and not os.path.isabs(rules):
-        options["rules"] = str(Path(__file__).resolve().parent.parent / rules)
+        # Relative to the project root (runtime/agents/specs.py → three levels up).
+        options["rules"] = str(Path(__file__).resolve().parent.parent.parent / rules)
     return ModelSpec(
         provider_kind=model.provider_kind,
         model_id=model.model_id,

@@ -41,6 +41,7 @@ from runtime.models import (
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
+from runtime.subagent_policy import effective_tool_policy
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import provider_for_session
@@ -190,7 +191,8 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     provider = provider_for_session(run.session_id)
     workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
-    projection = resolve_tools(agent.tool_policy or {})
+    tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
+    projection = resolve_tools(tool_policy, runtime_policy=runtime_policy)
     return Turn(
         run=run,
         agent=agent,
@@ -408,7 +410,8 @@ def _tool_context(turn: Turn, call_id: str) -> ToolContext:
         on_progress=progress,
         env_passthrough=tuple(policy.get("env_passthrough") or ()),
         network=bool(policy.get("network", False)),
-        extras={"skill_policy": turn.agent.skill_policy or {}, "for_subagent": False},
+        # The delegate tools (runtime/subagents/) host children for this run and this call.
+        extras={"skill_policy": turn.agent.skill_policy or {}, "for_subagent": False, "turn": turn, "tool_call_id": call_id},
     )
 
 
