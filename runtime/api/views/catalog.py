@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import (
+    OpenApiParameter,
     extend_schema,
     extend_schema_view,
 )
@@ -39,17 +40,36 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class AgentToolsApi(APIView):
-    @extend_schema(summary="The agent's effective tool projection, with the reason for each decision", responses={200: S.ToolProjectionOut, **READ_ERRORS, 409: ERROR})
+    @extend_schema(
+        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child)",
+        parameters=[OpenApiParameter("for", str, enum=["agent", "subagent"], required=False)],
+        responses={200: S.ToolProjectionOut, **READ_ERRORS, 400: ERROR, 409: ERROR},
+    )
     def get(self, request, name: str):
         from toolcatalog.policy import PolicyError
         from toolcatalog.projection import resolve_tools
+
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError, effective_tool_policy
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
         if agent is None:
             raise ApiError("not_found", f"no agent named {name!r}", status_code=404)
+        role = request.query_params.get("for", "agent")
+        if role not in ("agent", "subagent"):
+            raise ApiError("invalid_input", f"for must be 'agent' or 'subagent', not {role!r}", status_code=400)
         try:
-            projection = resolve_tools(agent.tool_policy or {})
+            SubagentPolicy.from_dict(agent.subagent_policy)
+        except SubagentPolicyError as exc:
+            raise ApiError("invalid_agent_config", f"the agent's subagent policy is invalid: {exc}", status_code=409) from exc
+        try:
+            if role == "subagent":  # what a child of this agent's kind gets at most (the parent's policy narrows it further)
+                tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, {}, depth=1)
+                runtime_policy["denied"] = {**runtime_policy.get("denied", {}), "ask_user": "never offered to subagents"}
+                projection = resolve_tools(tool_policy, for_subagent=True, runtime_policy=runtime_policy)
+            else:
+                tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
+                projection = resolve_tools(tool_policy, runtime_policy=runtime_policy)
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         return Response({"agent": agent.name, **projection.to_dict()})
