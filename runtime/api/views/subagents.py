@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from runtime.api.errors import ApiError
-from runtime.api.views.base import READ_ERRORS, WRITE_ERRORS, SessionApi, parse, session_or_404
+from runtime.api.views.base import ERROR, READ_ERRORS, WRITE_ERRORS, SessionApi, parse, session_or_404
 from runtime.models import SubprocessEvent, SubprocessRun
 from runtime.subagents.services import subprocess_run_cancel
 
@@ -111,7 +111,7 @@ class SubagentRunEventsApi(SessionApi):
     @extend_schema(
         summary="A subagent run's events after afterSeq (replay, bounded pages)",
         parameters=[SubagentEventsQuery],
-        responses={200: SubagentEventsOut, **READ_ERRORS, 400: READ_ERRORS[401]},
+        responses={200: SubagentEventsOut, **READ_ERRORS, 400: ERROR},
     )
     def get(self, request, run_id: str):
         run = _run_for(request, run_id, "read")
