@@ -327,3 +327,25 @@ def test_the_reaper_finds_children_of_a_lost_supervisor(workspace):
     row = SubprocessRun.objects.get(pk=rows[0].pk)
     assert row.status == "lost" and row.ended_at is not None
     assert SubprocessEvent.objects.filter(run=row, type="run_error").count() == 1
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("provider", ["file", "mysql"])
+def test_pi_reads_an_exported_session_with_a_finished_batch_as_neta_does(workspace, provider, oracle, tmp_path):
+    import subprocess
+
+    from sessions_tree.pi_files import export_session
+    from sessions_tree.pi_view import DEFAULT
+    from tests.sessions_tree.test_pi_fixtures import _ours_from_file
+
+    parent = parent_with(workspace, delegating("delegate_parallel", TWO), ls_then(ANSWER), provider=provider)
+    assert parent.prompt().status == RunStatus.COMPLETED
+    path = export_session(parent.session_id, tmp_path / "exported.jsonl")
+    done = subprocess.run([str(oracle), "context", str(path)], capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout == _ours_from_file(path, DEFAULT, False)
+    import json
+
+    pi = json.loads(done.stdout)
+    assert [m["role"] for m in pi["messages"]] == ["user", "assistant", "toolResult", "assistant"]
+    assert pi["messages"][2]["content"][0]["text"].count(ANSWER) == 2
