@@ -289,7 +289,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SessionStatusEnum": "sessions_tree.models.SessionStatus",
         "RunStatusEnum": "runtime.models.RunStatus",
-        "SessionProviderEnum": "sessions_tree.models.ProviderKind",
+        "SessionProviderEnum": "sessions_tree.models.SessionProviderKind",
     },
 }
 # Request bodies up to this size (a prompt's images: 8 of 10 MB base64 at most, all together within NETA_MAX_ENTRY_BYTES).

@@ -18,7 +18,7 @@ SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits
 ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
 
 
-class ProviderKind(models.TextChoices):
+class LlmProviderKind(models.TextChoices):
     ANTHROPIC = "anthropic"
     OPENAI = "openai"
     OPENAI_RESPONSES = "openai-responses"
@@ -31,7 +31,7 @@ class ModelConfig(models.Model):
 
     name = models.CharField(max_length=64, unique=True, validators=[SLUG])
     display_name = models.CharField(max_length=200, blank=True)
-    provider_kind = models.CharField(max_length=32, choices=ProviderKind.choices)
+    provider_kind = models.CharField(max_length=32, choices=LlmProviderKind.choices)
     provider_name = models.CharField(
         max_length=64, blank=True, help_text="What entries record as the provider (default: the provider kind)."
     )
@@ -62,9 +62,9 @@ class ModelConfig(models.Model):
 
     def clean(self):
         errors = {}
-        if self.provider_kind in (ProviderKind.OPENAI_COMPATIBLE,) and not self.base_url:
+        if self.provider_kind in (LlmProviderKind.OPENAI_COMPATIBLE,) and not self.base_url:
             errors["base_url"] = "an OpenAI-compatible endpoint needs a base URL"
-        if self.provider_kind in (ProviderKind.ANTHROPIC, ProviderKind.OPENAI, ProviderKind.OPENAI_RESPONSES, ProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
+        if self.provider_kind in (LlmProviderKind.ANTHROPIC, LlmProviderKind.OPENAI, LlmProviderKind.OPENAI_RESPONSES, LlmProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
             errors["api_key_env"] = "name the environment variable that holds the API key"
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             errors["max_output_tokens"] = "must be smaller than the context window"
@@ -82,7 +82,7 @@ class ModelConfig(models.Model):
         """Enabled and, for a remote provider, its key variable is set."""
         if not self.enabled:
             return False
-        return self.provider_kind == ProviderKind.SCRIPTED or self.key_is_set
+        return self.provider_kind == LlmProviderKind.SCRIPTED or self.key_is_set
 
     @property
     def prices(self) -> dict:

@@ -16,16 +16,15 @@ their own read-only, paginated list.
 
 from __future__ import annotations
 
-from sessions_tree import jsonl
-
 from django.contrib import admin
-from django.db.models import BooleanField, Case, Value, When
 from django.core.paginator import Paginator
+from django.db.models import BooleanField, Case, Value, When
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from sessions_tree import jsonl
 from sessions_tree.admin_lists import LightListAdmin
 from sessions_tree.context import estimate_context_tokens, estimate_tokens
 from sessions_tree.errors import EntryNotFound, SessionTreeError

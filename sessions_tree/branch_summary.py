@@ -33,7 +33,13 @@ from sessions_tree.compaction import (
 )
 from sessions_tree.context import estimate_tokens
 from sessions_tree.jsonl import UNDEFINED, js_to_string
-from sessions_tree.path import MissingLeafError, get_path, id_key, index_by_id, js_truthy
+from sessions_tree.path import (
+    MissingLeafError,
+    get_path,
+    id_key,
+    index_by_id,
+    js_truthy,
+)
 
 __all__ = [
     "BRANCH_SUMMARY_MAX_TOKENS",

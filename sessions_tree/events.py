@@ -16,23 +16,22 @@ import copy
 import logging
 from collections.abc import Callable
 
-logger = logging.getLogger(__name__)
-
-ENTRY_ADDED = "session_entry_added"
-ENTRY_UPDATED = "session_entry_updated"
-LEAF_CHANGED = "session_leaf_changed"
-BRANCH_SUMMARY_ADDED = "session_branch_summary_added"
-COMPACTION_ADDED = "session_compaction_added"
-# The session's own fields a snapshot shows (title, status, agent) changed.
-SESSION_UPDATED = "session_updated"
-
-TREE_EVENT_TYPES = frozenset(
-    {ENTRY_ADDED, ENTRY_UPDATED, LEAF_CHANGED, BRANCH_SUMMARY_ADDED, COMPACTION_ADDED, SESSION_UPDATED}
+from sessions_tree import tree_events
+# The type names and each event's shape are declared once, in ``tree_events``; the names
+# are re-exported here for the readers of events (``ev.ENTRY_ADDED``).
+from sessions_tree.tree_events import (  # noqa: F401 - re-exported
+    BRANCH_SUMMARY_ADDED,
+    COMPACTION_ADDED,
+    ENTRY_ADDED,
+    ENTRY_UPDATED,
+    LEAF_CHANGED,
+    SESSION_DELETED,
+    SESSION_UPDATED,
+    TREE_EVENT_TYPES,
+    TREE_EVENTS_VERSION,
 )
-# Not a tree event (no revision, not logged, not applied to snapshots): a notice to the
-# publishers that the session's row is gone, ``{type, sessionId, sessionPk}``. The
-# realtime gateway closes the session's sockets with it.
-SESSION_DELETED = "session_deleted"
+
+logger = logging.getLogger(__name__)
 
 ROOT_KEY = "root"  # childrenByParentId key for entries whose parentId is null
 
@@ -64,15 +63,7 @@ def publish(session_id: str, events: list[dict]) -> None:
 def publish_session_deleted(session_id: str, session_pk: int) -> None:
     """Tell the publishers that the row ``session_pk`` holding ``session_id`` was deleted
     (called after commit). A publisher that only wants tree events skips it by type."""
-    publish(session_id, [{"type": SESSION_DELETED, "sessionId": session_id, "sessionPk": session_pk}])
-
-
-def event_type_for_entry(entry: dict) -> str:
-    if entry.get("type") == "branch_summary":
-        return BRANCH_SUMMARY_ADDED
-    if entry.get("type") == "compaction":
-        return COMPACTION_ADDED
-    return ENTRY_ADDED
+    publish(session_id, [tree_events.session_deleted(session_id=session_id, session_pk=session_pk)])
 
 
 # --- applying events to snapshots ---------------------------------------------------------

@@ -40,7 +40,7 @@ class SessionStatus(models.TextChoices):
     ARCHIVED = "archived"
 
 
-class ProviderKind(models.TextChoices):
+class SessionProviderKind(models.TextChoices):
     FILE = "file"
     MYSQL = "mysql"
 
@@ -53,7 +53,7 @@ class AgentSession(models.Model):
     """
 
     session_id = IdField(max_length=64, unique=True)
-    provider = models.CharField(max_length=16, choices=ProviderKind.choices, default=ProviderKind.FILE)
+    provider = models.CharField(max_length=16, choices=SessionProviderKind.choices, default=SessionProviderKind.FILE)
     header = models.TextField(help_text="The session header line exactly as stored (JSON).")
     root_entry_id = IdField(max_length=64, null=True, blank=True)
     leaf_entry_id = IdField(max_length=64, null=True, blank=True)

@@ -25,7 +25,6 @@ from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider, provider_for_session
 from sessions_tree.providers.base import PendingEntry
 
-
 MAX_REPORTED_LINES = 100
 
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from sessions_tree.context import SessionContext, context_from_path, convert_to_llm
 from sessions_tree.jsonl import UNDEFINED, js_to_string
-from sessions_tree.path import MissingLeafError, id_key, index_by_id, js_truthy, walk_from_entry
+from sessions_tree.path import (
+    MissingLeafError,
+    id_key,
+    index_by_id,
+    js_truthy,
+    walk_from_entry,
+)
 from sessions_tree.tree import get_tree, label_state, session_name
 
 __all__ = ["DEFAULT", "session_view"]

@@ -8,8 +8,8 @@ from django.conf import settings
 
 from runtime.models import (
     Agent,
+    LlmProviderKind,
     ModelConfig,
-    ProviderKind,
 )
 
 DEMO_RULES = "runtime/llm/scripted_demo.yaml"
@@ -19,7 +19,7 @@ EXAMPLE_MODELS = [
     {
         "name": "claude-sonnet",
         "display_name": "Claude Sonnet 4.5",
-        "provider_kind": ProviderKind.ANTHROPIC,
+        "provider_kind": LlmProviderKind.ANTHROPIC,
         "model_id": "claude-sonnet-4-5",
         "api_key_env": "ANTHROPIC_API_KEY",
         "context_window": 200000,
@@ -34,7 +34,7 @@ EXAMPLE_MODELS = [
     {
         "name": "gpt-4-1",
         "display_name": "GPT-4.1",
-        "provider_kind": ProviderKind.OPENAI,
+        "provider_kind": LlmProviderKind.OPENAI,
         "model_id": "gpt-4.1",
         "api_key_env": "OPENAI_API_KEY",
         "context_window": 1047576,
@@ -47,7 +47,7 @@ EXAMPLE_MODELS = [
     {
         "name": "o4-mini",
         "display_name": "OpenAI o4-mini (Responses API, reasoning summaries)",
-        "provider_kind": ProviderKind.OPENAI_RESPONSES,
+        "provider_kind": LlmProviderKind.OPENAI_RESPONSES,
         "model_id": "o4-mini",
         "api_key_env": "OPENAI_API_KEY",
         "context_window": 200000,
@@ -61,7 +61,7 @@ EXAMPLE_MODELS = [
     {
         "name": "deepseek-chat",
         "display_name": "DeepSeek (OpenAI-compatible)",
-        "provider_kind": ProviderKind.OPENAI_COMPATIBLE,
+        "provider_kind": LlmProviderKind.OPENAI_COMPATIBLE,
         "provider_name": "deepseek",
         "model_id": "deepseek-chat",
         "base_url": "https://api.deepseek.com",
@@ -86,7 +86,7 @@ def runtime_bootstrap() -> list[str]:
         name="scripted-demo",
         defaults={
             "display_name": "Scripted demo (offline)",
-            "provider_kind": ProviderKind.SCRIPTED,
+            "provider_kind": LlmProviderKind.SCRIPTED,
             "provider_name": "scripted",
             "model_id": "scripted-demo",
             "context_window": 128000,

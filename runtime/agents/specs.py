@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.conf import settings
+
 from runtime.llm import ModelSpec
-from runtime.models import ModelConfig, ProviderKind
+from runtime.models import LlmProviderKind, ModelConfig
 
 
 class ModelUnavailable(Exception):
@@ -17,7 +19,7 @@ def model_spec(model: ModelConfig) -> ModelSpec:
     if not model.enabled:
         raise ModelUnavailable(f"model {model.name!r} is disabled")
     api_key = None
-    if model.provider_kind != ProviderKind.SCRIPTED:
+    if model.provider_kind != LlmProviderKind.SCRIPTED:
         api_key = os.environ.get(model.api_key_env or "")
         if not api_key:
             raise ModelUnavailable(
@@ -26,8 +28,7 @@ def model_spec(model: ModelConfig) -> ModelSpec:
     options = dict(model.options or {})
     rules = options.get("rules")
     if isinstance(rules, str) and not os.path.isabs(rules):
-        # Relative to the project root (runtime/agents/specs.py → three levels up).
-        options["rules"] = str(Path(__file__).resolve().parent.parent.parent / rules)
+        options["rules"] = str(Path(settings.BASE_DIR) / rules)  # relative rules paths are the checkout's
     return ModelSpec(
         provider_kind=model.provider_kind,
         model_id=model.model_id,

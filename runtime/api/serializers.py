@@ -15,7 +15,7 @@ from runtime.models import Agent, AgentRun, ModelConfig
 from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
 from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
-from sessions_tree.providers import PROVIDER_KINDS
+from sessions_tree.providers import SESSION_PROVIDER_KINDS
 from skills_registry.models import SkillResource
 
 ENTRY_ID_MAX = 80
@@ -100,7 +100,7 @@ class ForkInput(serializers.Serializer):
 class ImportInput(serializers.Serializer):
     file = serializers.FileField(help_text="A Pi session file (JSONL).")
     agent = StrictCharField(required=False, max_length=64)
-    provider = serializers.ChoiceField(required=False, choices=PROVIDER_KINDS)
+    provider = serializers.ChoiceField(required=False, choices=SESSION_PROVIDER_KINDS)
 
 
 class RunListQuery(serializers.Serializer):

@@ -33,13 +33,17 @@ from runtime.realtime.messages import (
     carriable,
 )
 from runtime.realtime.publisher import gateway
+from runtime.realtime.stream_events import STREAM_EVENTS_VERSION
 from runtime.sessions.access import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
+from sessions_tree.tree_events import TREE_EVENTS_VERSION
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+# The shapes of the events this socket forwards (``hello.eventVersions``).
+EVENT_VERSIONS = {"tree": TREE_EVENTS_VERSION, "stream": STREAM_EVENTS_VERSION}
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404  # no such session, or one the caller may not read (indistinguishable on purpose)
 MAX_PENDING_COMMANDS = 16
@@ -286,6 +290,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             {
                 "type": "hello",
                 "protocol": PROTOCOL_VERSION,
+                "eventVersions": EVENT_VERSIONS,
                 "sessionId": self.session_id,
                 "revision": meta.revision,
                 "readOnly": self.read_only,

@@ -6,7 +6,13 @@
 
 from .cost import compute_cost, empty_usage
 from .overflow import is_context_overflow
-from .spec import PROVIDER_KINDS, THINKING_LEVELS, LlmRequest, ModelSpec, StreamEvent
+from .spec import (
+    LLM_PROVIDER_KINDS,
+    THINKING_LEVELS,
+    LlmRequest,
+    ModelSpec,
+    StreamEvent,
+)
 
 _LAZY = {"complete": "calls", "stream": "calls", "ScriptedRulesError": "scripted", "load_script": "scripted"}
 
@@ -25,7 +31,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "PROVIDER_KINDS",
+    "LLM_PROVIDER_KINDS",
     "THINKING_LEVELS",
     "LlmRequest",
     "ModelSpec",

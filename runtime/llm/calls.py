@@ -24,7 +24,7 @@ from .openai_responses import OpenAIResponsesProvider
 from .pump import OPENED, Cancelled, Pump
 from .retry import ProviderError, RetryPolicy
 from .scripted import ScriptedProvider
-from .spec import PROVIDER_KINDS, LlmRequest, ModelSpec, StreamEvent
+from .spec import LLM_PROVIDER_KINDS, LlmRequest, ModelSpec, StreamEvent
 
 log = logging.getLogger("neta.llm")
 
@@ -42,7 +42,7 @@ def stream(model: ModelSpec, request: LlmRequest, *, cancel: threading.Event | N
         return _SCRIPTED.stream(model, request, cancel)
     provider = _WIRE.get(model.provider_kind)
     if provider is None:
-        return _failed(model, f"Unknown provider kind {model.provider_kind!r}; known: {', '.join(PROVIDER_KINDS)}")
+        return _failed(model, f"Unknown provider kind {model.provider_kind!r}; known: {', '.join(LLM_PROVIDER_KINDS)}")
     return _stream_wire(provider, model, request, cancel)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PROVIDER_KINDS = ("anthropic", "openai", "openai-responses", "openai-compatible", "scripted")
+LLM_PROVIDER_KINDS = ("anthropic", "openai", "openai-responses", "openai-compatible", "scripted")
 
 # Pi's thinking levels, in increasing order.
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")

@@ -12,6 +12,7 @@ import orjson
 from django.conf import settings
 
 from runtime.encodable import renderable
+from runtime.realtime.stream_events import SPLIT_TYPES  # streaming types whose large ``delta`` is split
 
 TREE_MESSAGE = "tree.event"
 
@@ -29,9 +30,6 @@ WITHDRAWN_MESSAGE = "access.withdrawn"
 
 # A user's roles or permissions changed: their sockets check their rights again now.
 RECHECK_MESSAGE = "access.recheck"
-
-
-SPLIT_TYPES = ("assistant_stream_delta", "tool_call_delta")
 
 
 ALWAYS_KEPT = frozenset({"type", "sessionId", "entryId", "runId", "contentIndex", "toolCallId", "kind", "name", "state", "stopReason"})

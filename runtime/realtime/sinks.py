@@ -6,9 +6,8 @@ in a sink that publishes to the session's Channels group, tests plug in an
 per stream at most): a client that misses some recovers the text from the
 in-flight entry in the next snapshot or tree event.
 
-Event types: ``assistant_stream_start|delta|end``,
-``tool_call_started|delta|completed``, ``tool_result_streamed``,
-``session_context_stats`` (and the subagent ones, later).
+Event types and their shapes: ``runtime/realtime/stream_events.py`` (the one list,
+``STREAM_EVENT_TYPES``, re-exported here).
 """
 
 from __future__ import annotations
@@ -18,23 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-STREAM_EVENT_TYPES = frozenset(
-    {
-        "assistant_stream_start",
-        "assistant_stream_delta",
-        "assistant_stream_end",
-        "tool_call_started",
-        "tool_call_delta",
-        "tool_call_completed",
-        "tool_result_streamed",
-        "session_context_stats",
-        "subagent_run_started",
-        "subagent_event",
-        "subagent_run_completed",
-        "run_state",
-    }
-)
-
+from runtime.realtime.stream_events import COALESCED_TYPES, STREAM_EVENT_TYPES  # noqa: F401 - re-exported
 
 class StreamSink(Protocol):
     def emit(self, session_id: str, event: dict) -> None: ...
@@ -84,7 +67,7 @@ class Coalescer:
     A non-delta event flushes what is pending first, so order is preserved.
     """
 
-    DELTA_TYPES = ("assistant_stream_delta", "tool_call_delta", "tool_result_streamed")
+    DELTA_TYPES = COALESCED_TYPES
 
     def __init__(self, sink: StreamSink, session_id: str, *, rate: int = 20, clock: Callable[[], float] = time.monotonic):
         self.sink = sink

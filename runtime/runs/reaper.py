@@ -40,6 +40,7 @@ from runtime.models import (
     RunInputKind,
     RunStatus,
 )
+from runtime.realtime import stream_events
 from runtime.realtime.sinks import default_sink
 from runtime.runs.backends import HOST, process_gone, submit_run, this_process
 from runtime.runs.turn import close_open_tool_calls
@@ -120,7 +121,7 @@ def _announce(run: AgentRun) -> None:
     event the turn loop sends), after commit: no tab keeps showing a dead run as running."""
     run.refresh_from_db(fields=["status", "error"])
     try:
-        default_sink().emit(run.session_id, {"type": "run_state", "runId": str(run.run_id), "state": run.status, "error": run.error or None})
+        default_sink().emit(run.session_id, stream_events.run_state(run_id=run.run_id, state=run.status, error=run.error))
     except Exception:  # a missing channel layer never stops the reaper
         logger.exception("could not announce the state of run %s", run.run_id)
 

@@ -38,6 +38,7 @@ from runtime.models import (
     RunInputKind,
     RunStatus,
 )
+from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
@@ -178,7 +179,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
 
 
 def _emit_state(sink: Coalescer, run: AgentRun, state: str) -> None:
-    sink.emit({"type": "run_state", "runId": str(run.run_id), "state": state, "error": run.error or None})
+    sink.emit(se.run_state(run_id=run.run_id, state=state, error=run.error))
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
@@ -306,7 +307,7 @@ def _stream_assistant(turn: Turn) -> dict:
     entry_id = entry["id"]
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id=entry_id)
     crash_point("stream_start")
-    turn.emit({"type": "assistant_stream_start", "entryId": entry_id, "runId": str(turn.run.run_id)})
+    turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
     final: dict | None = None
     last_checkpoint = time.monotonic()
     partial: dict | None = None
@@ -332,8 +333,8 @@ def _stream_assistant(turn: Turn) -> dict:
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status)
     AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
     _add_usage(turn.run, final.get("usage") or {})
-    turn.emit({"type": "assistant_stream_end", "entryId": entry_id, "stopReason": stop, "runId": str(turn.run.run_id)})
-    turn.emit({"type": "session_context_stats", **_reply_context_stats(turn, final)})
+    turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
+    turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
 
 
@@ -344,31 +345,14 @@ def _forward(turn: Turn, entry_id: str, event) -> None:
         block = _block(event)
         # Where the delta starts in its block, so a client can merge it with a checkpoint.
         offset = max(0, len(block.get(field) or "") - len(event.delta))
-        turn.emit(
-            {
-                "type": "assistant_stream_delta",
-                "entryId": entry_id,
-                "contentIndex": event.content_index,
-                "kind": field,
-                "offset": offset,
-                "delta": event.delta,
-            }
-        )
+        turn.emit(se.assistant_stream_delta(entry_id=entry_id, content_index=event.content_index, kind=field, offset=offset, delta=event.delta))
     elif kind == "toolcall_start":
         block = _block(event)
-        turn.emit(
-            {
-                "type": "tool_call_started",
-                "entryId": entry_id,
-                "contentIndex": event.content_index,
-                "toolCallId": block.get("id"),
-                "name": block.get("name"),
-            }
-        )
+        turn.emit(se.tool_call_started(entry_id=entry_id, content_index=event.content_index, tool_call_id=block.get("id"), name=block.get("name")))
     elif kind == "toolcall_delta":
-        turn.emit({"type": "tool_call_delta", "entryId": entry_id, "contentIndex": event.content_index, "delta": event.delta})
+        turn.emit(se.tool_call_delta(entry_id=entry_id, content_index=event.content_index, delta=event.delta))
     elif kind == "toolcall_end":
-        turn.emit({"type": "tool_call_completed", "entryId": entry_id, "contentIndex": event.content_index, "toolCall": _block(event)})
+        turn.emit(se.tool_call_completed(entry_id=entry_id, content_index=event.content_index, tool_call=_block(event)))
 
 
 def _block(event) -> dict:
@@ -400,8 +384,7 @@ def _tool_context(turn: Turn, call_id: str) -> ToolContext:
     policy = turn.agent.tool_policy or {}
 
     def progress(partial: ToolResult) -> None:
-        text = partial.text_output()
-        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": text[-8000:], "truncated": len(text) > 8000})
+        turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
     return ToolContext(
         roots=tuple(turn.roots),
@@ -434,7 +417,7 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         message = result.to_pi_tool_result(call_id, name)
         turn.provider.append_message(turn.session_id, message)
         crash_point("after_tool")
-        turn.emit({"type": "tool_result_streamed", "toolCallId": call_id, "text": result.text_output()[-8000:], "final": True, "isError": result.is_error})
+        turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
         if not steered and index < len(calls) - 1:
             steered = _take_inputs(turn.run, RunInputKind.STEER)
     if not steered:
@@ -535,9 +518,9 @@ def _add_usage(run: AgentRun, usage: dict) -> None:
     )
 
 
-def _reply_context_stats(turn: Turn, final: dict) -> dict:
+def _reply_context_stats(turn: Turn, final: dict) -> se.SessionContextStats:
     """The ``session_context_stats`` stream event: what the model's reply says it used
     (its usage), not the kernel's estimate of the path (``provider.context_stats``)."""
     usage = final.get("usage") or {}
     tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
-    return {"tokens": tokens, "contextWindow": turn.spec.context_window, "model": turn.spec.model_id}
+    return se.session_context_stats(tokens=tokens, context_window=turn.spec.context_window, model=turn.spec.model_id)

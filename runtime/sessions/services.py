@@ -25,7 +25,7 @@ from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import (
-    PROVIDER_KINDS,
+    SESSION_PROVIDER_KINDS,
     get_provider,
     provider_for_session,
     resolve_session_provider_kind,
@@ -210,6 +210,6 @@ def session_import(
     """
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
-    if kind not in PROVIDER_KINDS:
-        raise RuntimeInputError("provider", f"must be one of {', '.join(PROVIDER_KINDS)}")
+    if kind not in SESSION_PROVIDER_KINDS:
+        raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
     return import_session_file(path, provider_kind=kind, user=user, agent=agent.name, source_name=source_name)

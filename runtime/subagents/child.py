@@ -42,7 +42,12 @@ import traceback
 import uuid
 from typing import IO, Any
 
-from runtime.subagents.envelope import MAX_ENVELOPE_BYTES, EnvelopeError, TaskEnvelope, parse_envelope
+from runtime.subagents.envelope import (
+    MAX_ENVELOPE_BYTES,
+    EnvelopeError,
+    TaskEnvelope,
+    parse_envelope,
+)
 from runtime.subagents.protocol import (
     BUDGET_CODES,
     MAX_MESSAGE_TEXT_CHARS,

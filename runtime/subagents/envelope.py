@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from runtime.llm.spec import LLM_PROVIDER_KINDS, THINKING_LEVELS
+
 ENVELOPE_VERSION = 1
 MAX_ENVELOPE_BYTES = 4 * 1024 * 1024  # one stdin line; a bigger envelope is a host bug
 
 ROUTES = ("worker-local", "main-process-proxy")
 SANDBOX_MODES = ("none", "bwrap")
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")  # runtime.llm.THINKING_LEVELS
-PROVIDER_KINDS = ("anthropic", "openai", "openai-responses", "openai-compatible", "scripted")
 
 #: The settings the child's tools read (toolcatalog), copied by the host into the envelope and
 #: given to ``django.conf.settings.configure`` in the child: the same limits and sandbox binary as
@@ -246,7 +246,7 @@ class ModelRef(_Wire):
     """The ``ModelSpec`` the child streams with, minus the key: ``apiKeyEnv`` names the one
     environment variable the supervisor passes through (empty: no key, e.g. scripted)."""
 
-    provider_kind: str = _meta("providerKind", _choice(PROVIDER_KINDS))
+    provider_kind: str = _meta("providerKind", _choice(LLM_PROVIDER_KINDS))
     model_id: str = _meta("modelId", _str(empty=False))
     provider_name: str = _meta("providerName", _str(empty=False))
     base_url: str | None = _meta("baseUrl", _opt(_str()), None)

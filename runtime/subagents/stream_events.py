@@ -1,44 +1,32 @@
-"""The subagent streaming events, declared in one place (DESIGN §6: a projection, never the truth).
+"""The subagent streaming events, built from a run row (DESIGN §6: a projection, never the truth).
 
 ``subagent_run_started``, ``subagent_event`` (coalesced: consecutive ``assistant_delta``
-events of one run and turn travel as one), ``subagent_run_completed``. The truth is the
+events of one run and turn travel as one), ``subagent_run_completed``; their shapes are
+declared with the others in ``runtime/realtime/stream_events.py``. The truth is the
 tree (batch and result entries) and the event table (``GET /api/subagent-runs/{id}/events/``);
 a client that misses some replays from there by ``seq``.
 """
 
 from __future__ import annotations
 
+from runtime.realtime import stream_events as E
 from runtime.subagents.protocol import preview
 
 EVENT_PREVIEW_CHARS = 2000  # an event's long strings are cut for the socket (the table keeps them)
 
 
 def run_started(run, *, pid: int | None) -> dict:
-    return {
-        "type": "subagent_run_started",
-        "runId": str(run.run_id),
-        "batchId": run.batch_id,
-        "batchEntryId": run.batch_entry_id or None,
-        "toolCallId": run.tool_call_id,
-        "taskIndex": run.task_index,
-        "agent": run.agent,
-        "depth": run.depth,
-        "pid": pid,
-    }
+    return E.subagent_run_started(
+        run_id=run.parent_run.run_id, subagent_run_id=run.run_id, batch_id=run.batch_id, batch_entry_id=run.batch_entry_id or None,
+        tool_call_id=run.tool_call_id, task_index=run.task_index, agent=run.agent, depth=run.depth, pid=pid,
+    )  # fmt: skip
 
 
 def run_completed(run) -> dict:
-    return {
-        "type": "subagent_run_completed",
-        "runId": str(run.run_id),
-        "batchId": run.batch_id,
-        "taskIndex": run.task_index,
-        "agent": run.agent,
-        "status": run.status,
-        "errorCode": run.error_code or None,
-        "usage": run.usage or {},
-        "eventCount": run.event_count,
-    }
+    return E.subagent_run_completed(
+        run_id=run.parent_run.run_id, subagent_run_id=run.run_id, batch_id=run.batch_id, task_index=run.task_index, agent=run.agent,
+        status=run.status, error_code=run.error_code or None, error=run.error or None, usage=run.usage or {}, event_count=run.event_count,
+    )  # fmt: skip
 
 
 def _bounded(value, depth: int = 0):
@@ -53,15 +41,10 @@ def _bounded(value, depth: int = 0):
 
 def child_event(run, event: dict, *, first_seq: int | None = None) -> dict:
     """One (possibly merged) child event for the socket; ``firstSeq``..``seq`` is what it covers."""
-    return {
-        "type": "subagent_event",
-        "runId": str(run.run_id),
-        "batchId": run.batch_id,
-        "taskIndex": run.task_index,
-        "firstSeq": first_seq if first_seq is not None else event.get("seq"),
-        "seq": event.get("seq"),
-        "event": _bounded(event),
-    }
+    return E.subagent_event(
+        run_id=run.parent_run.run_id, subagent_run_id=run.run_id, batch_id=run.batch_id, task_index=run.task_index,
+        first_seq=first_seq if first_seq is not None else event["seq"], seq=event["seq"], event=_bounded(event),
+    )  # fmt: skip
 
 
 class EventCoalescer:

@@ -17,8 +17,8 @@ Process rules (DESIGN §7):
 * One monitor thread reads stdout and stderr together (a selector over both, so neither
   pipe fills and blocks the child), parses events, keeps non-protocol lines
   (:class:`~runtime.subagents.protocol.NoiseLog`) and the stderr tail, and applies the
-  host-side limits: idle (no event for ``limits.idleSeconds`` → SIGKILL of the group,
-  ``stalled``) and wall clock (``wallClockSeconds`` / ``deadline`` plus a grace → a
+  host-side limits: idle (no event for ``limits.idleSeconds``, or ``Timings.startup``
+  before the first one → SIGKILL of the group, ``stalled``) and wall clock (``wallClockSeconds`` / ``deadline`` plus a grace → a
   ``cancel`` with reason ``budget_wall_clock``).
 * ``cancel()``: a ``cancel`` line at once, SIGTERM to the process group after 3 s, SIGKILL
   after 8 s, each only while the child has not really exited (``waitid(WNOWAIT)``; the
@@ -90,6 +90,7 @@ class Timings:
     wall_clock_grace: float = 2.0  # the child stops itself first; the host a little later
     exit_grace: float = 5.0  # after the terminal event, how long the child may take to exit
     drain_after_exit: float = 1.0  # reading what is left in the pipes after the exit
+    startup: float = 30.0  # the idle limit before the first event (Python start-up, imports)
     poll: float = 0.05
 
 
@@ -185,6 +186,14 @@ class ChildSupervisor:
         if self._monitor is not None:
             raise SupervisorError("this supervisor already started its child")
         self._t0 = time.monotonic()
+        if self._cancel_at is not None:  # cancelled before it started: it never starts
+            self._spawn_error = None
+            self._started.set()
+            self._finish(None, None)
+            self._monitor = threading.current_thread()
+            return
+        # The envelope goes first on stdin, whatever cancel() queues meanwhile.
+        self._send_raw(self.envelope.to_json().encode("utf-8") + b"\n")
         self._monitor = threading.Thread(target=self._main, name=f"subagent-{self.run_id}", daemon=True)
         self._monitor.start()
         self._started.wait()
@@ -202,6 +211,8 @@ class ChildSupervisor:
         with self._lock:
             if self._cancel_at is not None or self._finished.is_set():
                 return
+            if self._monitor is None and not hasattr(self, "_t0"):
+                self._t0 = time.monotonic()
             self._cancel_at = time.monotonic()
             self._cancel_reason = reason
             self.cancelled_by = by
@@ -230,7 +241,6 @@ class ChildSupervisor:
             return
         self.pid = self.proc.pid
         threading.Thread(target=self._write_stdin, name=f"subagent-{self.run_id}-stdin", daemon=True).start()
-        self._send_raw(self.envelope.to_json().encode("utf-8") + b"\n")
         self._started.set()
         try:
             exit_code, sig = self._watch()
@@ -292,8 +302,9 @@ class ChildSupervisor:
         t = self.timings
         limits = self.envelope.limits
         if self._terminal is None and self._forced is None:
-            if now - self._last_activity > limits.idle_seconds:
-                self._forced = ("stalled", f"no event from the child for {limits.idle_seconds:g} s (idle limit); killed")
+            idle = limits.idle_seconds if self._events else max(limits.idle_seconds, t.startup)
+            if now - self._last_activity > idle:
+                self._forced = ("stalled", f"no event from the child for {idle:g} s (idle limit); killed")
                 self._kill_group(signal.SIGKILL)
                 return
             wall = limits.wall_clock_seconds
@@ -457,6 +468,8 @@ class ChildSupervisor:
             code, message = "spawn_failed", self._spawn_error
         elif self._forced is not None:
             code, message = self._forced
+        elif self._cancel_at is not None and self.pid is None:
+            code, message = self._cancel_reason, f"cancelled by {self.cancelled_by} before the child was started"
         elif self._cancel_at is not None:
             code = self._cancel_reason
             message = f"stopped by the host ({self.cancelled_by}) before the child reported an end; it ended with {how}"

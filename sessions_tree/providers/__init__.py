@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 
 from sessions_tree.errors import SessionNotFound
-from sessions_tree.models import AgentSession, ProviderKind
+from sessions_tree.models import AgentSession, SessionProviderKind
 from sessions_tree.providers.base import SessionTreeProvider
 from sessions_tree.providers.file import FileProvider
 from sessions_tree.providers.mysql import MysqlProvider
 
 logger = logging.getLogger(__name__)
 
-PROVIDER_KINDS = (ProviderKind.FILE.value, ProviderKind.MYSQL.value)
-_CLASSES = {ProviderKind.FILE.value: FileProvider, ProviderKind.MYSQL.value: MysqlProvider}
+SESSION_PROVIDER_KINDS = (SessionProviderKind.FILE.value, SessionProviderKind.MYSQL.value)
+_CLASSES = {SessionProviderKind.FILE.value: FileProvider, SessionProviderKind.MYSQL.value: MysqlProvider}
 
 
 def get_provider(kind: str, *, using: str = "default") -> SessionTreeProvider:
@@ -21,7 +21,7 @@ def get_provider(kind: str, *, using: str = "default") -> SessionTreeProvider:
     try:
         cls = _CLASSES[kind]
     except KeyError:
-        raise ValueError(f"unknown session provider {kind!r} (use one of: {', '.join(PROVIDER_KINDS)})") from None
+        raise ValueError(f"unknown session provider {kind!r} (use one of: {', '.join(SESSION_PROVIDER_KINDS)})") from None
     return cls(using=using)
 
 
@@ -32,17 +32,17 @@ def resolve_session_provider_kind(agent_config) -> str:
     back to ``file`` with a warning.
     """
     if agent_config is None:
-        return ProviderKind.FILE.value
+        return SessionProviderKind.FILE.value
     if isinstance(agent_config, dict):
         value = agent_config.get("session_provider", agent_config.get("sessionProvider"))
     else:
         value = getattr(agent_config, "session_provider", None)
     if value in (None, ""):
-        return ProviderKind.FILE.value
-    if isinstance(value, str) and value.strip().lower() in PROVIDER_KINDS:
+        return SessionProviderKind.FILE.value
+    if isinstance(value, str) and value.strip().lower() in SESSION_PROVIDER_KINDS:
         return value.strip().lower()
     logger.warning("unknown session provider %r in agent config; using 'file'", value)
-    return ProviderKind.FILE.value
+    return SessionProviderKind.FILE.value
 
 
 def provider_for_session(session_id: str, *, using: str = "default") -> SessionTreeProvider:
@@ -61,7 +61,7 @@ def session_source(session_id: str, *, using: str = "default") -> tuple[dict, li
 __all__ = [
     "FileProvider",
     "MysqlProvider",
-    "PROVIDER_KINDS",
+    "SESSION_PROVIDER_KINDS",
     "SessionTreeProvider",
     "get_provider",
     "provider_for_session",

@@ -28,13 +28,26 @@ from django.db import IntegrityError, connections, transaction
 from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
+from sessions_tree import tree_events as te
 from sessions_tree.branch_summary import navigation_target
-from sessions_tree.context import SessionContext, context_from_path
 from sessions_tree.clean import clean_value
-from sessions_tree.errors import EntryNotFound, InvalidEntry, ResyncNeeded, SessionBusy, SessionIdTaken, SessionNotFound
+from sessions_tree.context import SessionContext, context_from_path
+from sessions_tree.errors import (
+    EntryNotFound,
+    InvalidEntry,
+    ResyncNeeded,
+    SessionBusy,
+    SessionIdTaken,
+    SessionNotFound,
+)
 from sessions_tree.ids import new_entry_id, new_session_id, now_iso
 from sessions_tree.index import INDEXES, Record, SessionIndex
-from sessions_tree.limits import MAX_TITLE_CHARS, check_entry_ids, check_entry_size, check_header
+from sessions_tree.limits import (
+    MAX_TITLE_CHARS,
+    check_entry_ids,
+    check_entry_size,
+    check_header,
+)
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import PathError
 from sessions_tree.snapshot import build_snapshot, session_summary
@@ -277,7 +290,7 @@ class SessionTreeProvider:
                 shown = {key: value for key, value in after.items() if before.get(key) != value}
                 if shown:
                     # What a snapshot shows changed: one more revision, one event.
-                    emit(ev.SESSION_UPDATED, session=shown)
+                    emit(te.session_updated, session=shown)
                 else:
                     meta.save(using=self.using)
         return meta
@@ -633,7 +646,7 @@ class SessionTreeProvider:
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
                 self._store_in_flight_begin(meta, pending)
-                emit(ev.ENTRY_ADDED, entry=entry, leafId=new_id, inFlight=True)
+                emit(te.in_flight_added, entry=entry, leaf_id=new_id)
         return entry
 
     def begin_in_flight_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list, metadata: dict | None = None) -> dict:
@@ -655,7 +668,7 @@ class SessionTreeProvider:
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
                 self._store_in_flight_begin(meta, pending)
-                emit(ev.ENTRY_ADDED, entry=entry, leafId=new_id, inFlight=True)
+                emit(te.in_flight_added, entry=entry, leaf_id=new_id)
         return entry
 
     def update_in_flight_fields(self, session_id: str, entry_id: str, fields: dict) -> dict:
@@ -667,7 +680,7 @@ class SessionTreeProvider:
                 pending = pending_entry({**current, **fields})
                 entry = pending.entry
                 meta.in_flight_payload = pending.raw
-                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=True)
+                emit(te.entry_updated, entry=entry, in_flight=True)
         return entry
 
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
@@ -678,7 +691,7 @@ class SessionTreeProvider:
                 pending = pending_entry({**current, "message": message})
                 entry = pending.entry
                 meta.in_flight_payload = pending.raw
-                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=True)
+                emit(te.entry_updated, entry=entry, in_flight=True)
         return entry
 
     def finalize_in_flight(
@@ -723,7 +736,7 @@ class SessionTreeProvider:
                 self._store_in_flight_end(meta, index, pending, status)
                 meta.in_flight_entry_id = None
                 meta.in_flight_payload = ""
-                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=False)
+                emit(te.entry_updated, entry=entry, in_flight=False)
         return entry
 
     def get_in_flight(self, session_id: str) -> dict | None:
@@ -748,7 +761,7 @@ class SessionTreeProvider:
                     raise InvalidEntry(str(exc)) from exc
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = entry_id
-                emit(ev.LEAF_CHANGED, leafId=entry_id, previousLeafId=previous)
+                emit(te.leaf_changed, leaf_id=entry_id, previous_leaf_id=previous)
         return meta
 
     def reset_leaf(self, session_id: str) -> AgentSession:
@@ -757,7 +770,7 @@ class SessionTreeProvider:
             with self._change(session_id) as (meta, index, emit):
                 previous = meta.leaf_entry_id
                 meta.leaf_entry_id = None
-                emit(ev.LEAF_CHANGED, leafId=None, previousLeafId=previous)
+                emit(te.leaf_changed, leaf_id=None, previous_leaf_id=previous)
         return meta
 
     def navigate(self, session_id: str, entry_id: str | None) -> tuple[str | None, str | None]:
@@ -783,7 +796,7 @@ class SessionTreeProvider:
                 previous = meta.leaf_entry_id
                 if new_leaf != previous:
                     meta.leaf_entry_id = new_leaf
-                    emit(ev.LEAF_CHANGED, leafId=new_leaf, previousLeafId=previous)
+                    emit(te.leaf_changed, leaf_id=new_leaf, previous_leaf_id=previous)
         return new_leaf, editor_text
 
     # ------------------------------------------------------------------ forks
@@ -894,8 +907,11 @@ class SessionTreeProvider:
 
     @staticmethod
     def _emitter(session_id: str, base_revision: int, events: list[dict]) -> Callable:
-        def emit(kind: str, **payload) -> None:
-            events.append({"type": kind, "sessionId": session_id, "revision": base_revision + len(events) + 1, **payload})
+        """``emit(constructor, **fields)``: one event of the change, built by its constructor
+        (``sessions_tree.tree_events``) with the session and the next revision."""
+
+        def emit(build: Callable[..., dict], **fields) -> None:
+            events.append(build(session_id=session_id, revision=base_revision + len(events) + 1, **fields))
 
         return emit
 
@@ -950,7 +966,7 @@ class SessionTreeProvider:
                 _count(meta, index, entry)
                 self._store_append(meta, index, [pending])
                 meta.leaf_entry_id = entry["id"]
-                emit(ev.event_type_for_entry(entry), entry=entry, leafId=entry["id"])
+                emit(te.entry_appended, entry=entry, leaf_id=entry["id"])
         return entry
 
 

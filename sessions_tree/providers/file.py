@@ -40,12 +40,24 @@ from pathlib import Path
 import orjson
 from django.conf import settings
 
-from sessions_tree import events as ev
 from sessions_tree import jsonl
+from sessions_tree import tree_events as te
 from sessions_tree.errors import InvalidSessionFile
-from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, record_from_entry, record_from_line
-from sessions_tree.models import AgentSession, ProviderKind
-from sessions_tree.providers.base import PendingEntry, SessionTreeProvider, count_indexed, recount
+from sessions_tree.index import (
+    INDEXES,
+    Record,
+    SessionIndex,
+    gc_paused,
+    record_from_entry,
+    record_from_line,
+)
+from sessions_tree.models import AgentSession, SessionProviderKind
+from sessions_tree.providers.base import (
+    PendingEntry,
+    SessionTreeProvider,
+    count_indexed,
+    recount,
+)
 
 MAX_KEPT_FRAGMENT = 64 * 1024
 
@@ -107,7 +119,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class FileProvider(SessionTreeProvider):
-    kind = ProviderKind.FILE.value
+    kind = SessionProviderKind.FILE.value
 
     def __init__(self, using: str = "default", sessions_dir: Path | None = None):
         super().__init__(using)
@@ -265,9 +277,9 @@ class FileProvider(SessionTreeProvider):
             if record.id == meta.in_flight_entry_id:
                 meta.in_flight_entry_id = None
                 meta.in_flight_payload = ""
-                emit(ev.ENTRY_UPDATED, entry=entry, inFlight=False, recovered=True)
+                emit(te.entry_updated, entry=entry, in_flight=False, recovered=True)
             else:
-                emit(ev.event_type_for_entry(entry), entry=entry, leafId=meta.leaf_entry_id, recovered=True)
+                emit(te.entry_appended, entry=entry, leaf_id=meta.leaf_entry_id, recovered=True)
         if adopted:
             recovered = meta.diagnostics.setdefault("adoptedEntries", [])
             recovered.extend(r.id for r in adopted)

@@ -17,9 +17,21 @@ from collections.abc import Iterator
 from django.db import connections
 from django.db.models import BinaryField, F, Func
 
-from sessions_tree.index import INDEXES, Record, SessionIndex, gc_paused, parse_stored, record_from_entry
+from sessions_tree.index import (
+    INDEXES,
+    Record,
+    SessionIndex,
+    gc_paused,
+    parse_stored,
+    record_from_entry,
+)
 from sessions_tree.limits import MAX_ID_CHARS, max_entry_bytes
-from sessions_tree.models import AgentSession, EntryStatus, ProviderKind, SessionEntry
+from sessions_tree.models import (
+    AgentSession,
+    EntryStatus,
+    SessionEntry,
+    SessionProviderKind,
+)
 from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
@@ -106,7 +118,7 @@ def _batches(rows: list[SessionEntry], *, most: int = 1000) -> Iterator[list[Ses
 
 
 class MysqlProvider(SessionTreeProvider):
-    kind = ProviderKind.MYSQL.value
+    kind = SessionProviderKind.MYSQL.value
 
     def _cache_key(self, meta: AgentSession) -> tuple[str, str, str]:
         return ("mysql", self.using, meta.session_id)

@@ -15,20 +15,27 @@ import { applyEvent, RevisionGap, ROOT_KEY, TREE_EVENT_TYPES } from "./tree_even
 import { withOlder } from "./tree_model.js";
 import { createLive, liveApplyCheckpoint, liveApplyStream } from "./streaming.js";
 
-export const STREAM_EVENT_TYPES = new Set([
-  "assistant_stream_start",
-  "assistant_stream_delta",
-  "assistant_stream_end",
-  "tool_call_started",
-  "tool_call_delta",
-  "tool_call_completed",
-  "tool_result_streamed",
-  "session_context_stats",
-  "subagent_run_started",
-  "subagent_event",
-  "subagent_run_completed",
-  "run_state",
-]);
+// The streaming events this store reads and the fields each carries: the browser twin of
+// runtime/realtime/stream_events.py (tests/chat/test_stream_types.py holds the two equal,
+// and holds every `event.<field>` this page reads to a declared field). `omitted` (fields
+// the channel layer left out, too large) may come with any of them.
+const ANY_STREAM = { optional: ["omitted"] };
+export const STREAM_EVENT_FIELDS = {
+  assistant_stream_start: { required: ["type", "entryId", "runId"], ...ANY_STREAM },
+  assistant_stream_delta: { required: ["type", "entryId", "contentIndex", "kind", "offset", "delta"], ...ANY_STREAM },
+  assistant_stream_end: { required: ["type", "entryId", "stopReason", "runId"], ...ANY_STREAM },
+  tool_call_started: { required: ["type", "entryId", "contentIndex", "toolCallId", "name"], ...ANY_STREAM },
+  tool_call_delta: { required: ["type", "entryId", "contentIndex", "delta"], ...ANY_STREAM },
+  tool_call_completed: { required: ["type", "entryId", "contentIndex", "toolCall"], ...ANY_STREAM },
+  tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
+  session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
+  run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
+  // Subagents (docs/subagents.md): sent by the subagent host; the store does not draw them yet.
+  subagent_run_started: { required: ["type", "runId", "subagentRunId", "batchId", "batchEntryId", "toolCallId", "taskIndex", "agent", "depth", "pid"], ...ANY_STREAM },
+  subagent_event: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "firstSeq", "seq", "event"], ...ANY_STREAM },
+  subagent_run_completed: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "agent", "status", "errorCode", "error", "usage", "eventCount"], ...ANY_STREAM },
+};
+export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 
 const ACTIVE_RUN_STATES = new Set(["queued", "running"]);
 const MAX_TOOL_OUTPUTS = 200;

@@ -20,6 +20,19 @@ export const TREE_EVENT_TYPES = new Set([
   SESSION_UPDATED,
 ]);
 
+// The fields each tree event carries: the twin of sessions_tree/tree_events.py
+// (tests/chat/test_stream_types.py holds the two equal). `context` (the session's context
+// stats after the change) comes with every committed event.
+const TREE_COMMON = ["type", "sessionId", "revision"];
+export const TREE_EVENT_FIELDS = {
+  [ENTRY_ADDED]: { required: [...TREE_COMMON, "entry", "leafId"], optional: ["context", "inFlight", "recovered"] },
+  [ENTRY_UPDATED]: { required: [...TREE_COMMON, "entry", "inFlight"], optional: ["context", "recovered"] },
+  [LEAF_CHANGED]: { required: [...TREE_COMMON, "leafId", "previousLeafId"], optional: ["context"] },
+  [BRANCH_SUMMARY_ADDED]: { required: [...TREE_COMMON, "entry", "leafId"], optional: ["context", "recovered"] },
+  [COMPACTION_ADDED]: { required: [...TREE_COMMON, "entry", "leafId"], optional: ["context", "recovered"] },
+  [SESSION_UPDATED]: { required: [...TREE_COMMON, "session"], optional: ["context"] },
+};
+
 export const ROOT_KEY = "root"; // childrenByParentId key for entries whose parentId is null
 
 export class RevisionGap extends Error {

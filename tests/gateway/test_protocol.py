@@ -9,11 +9,13 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun
+from runtime.realtime.stream_events import STREAM_EVENTS_VERSION
 from runtime.sessions.selectors import session_snapshot
 from sessions_tree import events as ev
 from sessions_tree.events import apply_events
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.providers import get_provider
+from sessions_tree.tree_events import TREE_EVENTS_VERSION
 from tests.gateway.conftest import Socket, api, command, rest
 from tests.sessions_tree.conftest import user_message
 
@@ -32,6 +34,25 @@ async def opened(tree, tokens) -> Socket:
     socket = await Socket.connect(tree.session_id, token=tokens.read_write)
     assert (await socket.recv())["type"] == "hello"
     return socket
+
+
+async def test_hello_says_the_protocol_and_the_event_shapes_versions(tree, tokens, fresh_layer, settings):
+    socket = await Socket.connect(tree.session_id, token=tokens.read_write)
+    try:
+        hello = await socket.recv()
+        assert hello == {
+            "type": "hello",
+            "protocol": 1,
+            "eventVersions": {"tree": TREE_EVENTS_VERSION, "stream": STREAM_EVENTS_VERSION},
+            "sessionId": tree.session_id,
+            "revision": await revision_of(tree.session_id),
+            "readOnly": False,
+            "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
+            "commands": ["subscribe", "prompt", "abort", "switch_leaf", "ping"],
+        }
+        assert TREE_EVENTS_VERSION == 1 and STREAM_EVENTS_VERSION == 1  # what docs/realtime.md says
+    finally:
+        await socket.close()
 
 
 async def test_subscribe_without_a_revision_sends_the_snapshot_then_live_events(tree, tokens, fresh_layer):

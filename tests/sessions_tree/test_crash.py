@@ -36,6 +36,7 @@ import orjson
 import pytest
 from django.conf import settings
 
+from sessions_tree import tree_events
 from sessions_tree.context import build_session_context
 from sessions_tree.errors import EntryNotFound
 from sessions_tree.events import apply_events
@@ -269,6 +270,8 @@ def check_meta(provider, tracked: Tracked, file_ids: list[str]) -> None:
     events = provider.events_since(sid, 0)
     assert [e["revision"] for e in events] == list(range(1, meta.revision + 1))
     assert apply_events(tracked.first_snapshot, events) == provider.get_snapshot(sid)
+    # Adopted lines (``recovered``) too have exactly their declared keys.
+    assert [tree_events.shape_errors(e) for e in events] == [[] for _ in events]
 
 
 def kill_at_random(server: ForkServer, tracked: Tracked, rng: random.Random, acks: Path) -> None:

@@ -12,6 +12,7 @@ import copy
 import pytest
 
 from sessions_tree import events as ev
+from sessions_tree import tree_events
 from sessions_tree.errors import ResyncNeeded
 from sessions_tree.events import RevisionGap, apply_event, apply_events
 from tests.sessions_tree.conftest import assistant_message, tool_result, user_message
@@ -41,6 +42,8 @@ def verify_action(provider, session_id, action, published, django_capture_on_com
     assert events, "the action published no event"
     assert [e["revision"] for e in events] == list(range(before["revision"] + 1, before["revision"] + 1 + len(events)))
     assert all(e["type"] in ev.TREE_EVENT_TYPES for e in events)
+    # Each event has exactly the keys its declaration names (sessions_tree/tree_events.py).
+    assert [tree_events.shape_errors(e) for e in events] == [[] for _ in events]
     after = provider.get_snapshot(session_id)
     assert apply_events(before, events) == after
     assert before == frozen, "apply_event modified its input"
@@ -135,3 +138,27 @@ def test_event_log_is_bounded_and_says_when_it_no_longer_reaches_back(provider, 
         provider.events_since(sid, 1)
     recent = provider.events_since(sid, 135)
     assert [e["revision"] for e in recent] == [136, 137, 138, 139, 140]
+
+
+def test_the_tree_event_constructors_keep_the_stored_key_order():
+    """``SessionEvent.payload`` is the event's JSON: the keys keep the order they always had."""
+    te = tree_events
+    common = {"session_id": "s", "revision": 1}
+    built = [
+        te.entry_appended(**common, entry={"type": "message"}, leaf_id="a"),
+        te.entry_appended(**common, entry={"type": "compaction"}, leaf_id="a", recovered=True),
+        te.in_flight_added(**common, entry={}, leaf_id="a"),
+        te.entry_updated(**common, entry={}, in_flight=False, recovered=True),
+        te.leaf_changed(**common, leaf_id=None, previous_leaf_id="a"),
+        te.session_updated(**common, session={"title": "t"}),
+        te.session_deleted(session_id="s", session_pk=3),
+    ]
+    assert [(e["type"], list(e)) for e in built] == [
+        (ev.ENTRY_ADDED, ["type", "sessionId", "revision", "entry", "leafId"]),
+        (ev.COMPACTION_ADDED, ["type", "sessionId", "revision", "entry", "leafId", "recovered"]),
+        (ev.ENTRY_ADDED, ["type", "sessionId", "revision", "entry", "leafId", "inFlight"]),
+        (ev.ENTRY_UPDATED, ["type", "sessionId", "revision", "entry", "inFlight", "recovered"]),
+        (ev.LEAF_CHANGED, ["type", "sessionId", "revision", "leafId", "previousLeafId"]),
+        (ev.SESSION_UPDATED, ["type", "sessionId", "revision", "session"]),
+        (ev.SESSION_DELETED, ["type", "sessionId", "sessionPk"]),
+    ]

@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from runtime.subagents.envelope import parse_envelope
-from runtime.subagents.supervisor import ChildSupervisor, SupervisorError, Timings, child_argv, child_environment
+from runtime.subagents.supervisor import (
+    ChildSupervisor,
+    SupervisorError,
+    Timings,
+    child_argv,
+    child_environment,
+)
 from tests.subagents.helpers import (
     Recorder,
     envelope_dict,
@@ -154,10 +160,13 @@ def test_the_child_dies_with_its_supervisor(workspace, tmp_path):
         "sup.start()\n"
         "time.sleep(120)\n"
     )
+    child_pid = None
     host = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         child_pid = int(host.stdout.readline())
         assert group_members(child_pid) == [child_pid]
+        # Stopped, the child cannot notice its stdin closing: only PR_SET_PDEATHSIG ends it.
+        os.kill(child_pid, signal.SIGSTOP)
         host.kill()
         host.wait()
         for _ in range(200):
@@ -168,6 +177,8 @@ def test_the_child_dies_with_its_supervisor(workspace, tmp_path):
     finally:
         host.kill()
         host.wait()
+        if child_pid and group_members(child_pid, alive=True):
+            os.killpg(child_pid, signal.SIGKILL)  # the test failed: leave nothing behind
 
 
 # --------------------------------------------------------------------------- crash, cancel, stall
@@ -186,6 +197,29 @@ def test_kill_9_mid_run_gives_a_child_crash_terminal(workspace):
     assert "SIGKILL" in terminal["message"]
     assert terminal["partialText"].startswith("Work")  # what streamed before the kill is kept
     assert_no_leftovers(outcome)
+
+
+def test_kill_9_at_random_points_always_ends_in_one_terminal(workspace):
+    import random
+
+    rng = random.Random(1414)
+    for _ in range(5):
+        kill_at = rng.randint(1, 8)
+        rec = Recorder()
+        sup = None
+
+        def maybe_kill(event, kill_at=kill_at, rec=rec):
+            if len(rec.events) == kill_at and event["type"] not in ("run_end", "run_error"):
+                os.kill(sup.pid, signal.SIGKILL)
+
+        recorder_then_kill = lambda event, rec=rec, hook=maybe_kill: (rec(event), hook(event))  # noqa: E731
+        sup = ChildSupervisor(make_envelope(workspace), on_event=recorder_then_kill, timings=FAST)
+        outcome = sup.run()
+        assert_one_terminal(rec, outcome)
+        assert outcome.terminal["type"] in ("run_end", "run_error")
+        if outcome.terminal["type"] == "run_error":
+            assert outcome.terminal["code"] == "child_crash" and outcome.terminal["signal"] == "SIGKILL"
+        assert_no_leftovers(outcome)
 
 
 def test_cancel_during_a_bash_command_ends_cancelled_with_partial_output_and_no_orphans(workspace):
@@ -238,13 +272,14 @@ def test_a_silent_child_is_killed_as_stalled(workspace):
     assert_one_terminal(rec, outcome)
     terminal = outcome.terminal
     assert (terminal["code"], terminal["synthetic"]) == ("stalled", True)
+    assert rec.types()[0] == "run_start"  # it was stalled after it started, not during start-up
     assert outcome.killed == ["SIGKILL"]
     assert_no_leftovers(outcome)
 
 
 def test_heartbeats_keep_a_slow_but_alive_child_from_stalling(workspace):
-    rules = scripted_rules([{"text": "thinking slowly"}, {"pause_ms": 1500}, {"text": " and done"}])
-    outcome = supervise(make_envelope(workspace, rules=rules, limits={"idleSeconds": 0.8, "heartbeatSeconds": 0.2}))[0].run()
+    rules = scripted_rules([{"text": "thinking slowly"}, {"pause_ms": 3000}, {"text": " and done"}])
+    outcome = supervise(make_envelope(workspace, rules=rules, limits={"idleSeconds": 2.0, "heartbeatSeconds": 0.2}))[0].run()
     assert outcome.terminal["status"] == "completed"
     assert outcome.terminal["finalText"] == "thinking slowly and done"
 
@@ -284,7 +319,8 @@ def test_cost_budget(workspace):
 
 def test_wall_clock_budget_is_enforced_by_the_child(workspace):
     rules = scripted_rules([{"text": "Started."}, {"pause_ms": 30000}])
-    sup, rec = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.5, "heartbeatSeconds": 0.2}))
+    patient = Timings(term_after=0.5, kill_after=1.5, wall_clock_grace=10.0)  # the host stays out of it
+    sup, rec = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.5, "heartbeatSeconds": 0.2}), timings=patient)
     outcome = sup.run()
     assert_one_terminal(rec, outcome)
     end = outcome.terminal
@@ -297,7 +333,7 @@ def test_wall_clock_is_enforced_by_the_host_when_the_child_cannot(workspace):
     rules = scripted_rules([{"text": "Started."}, {"pause_ms": 30000}])
     rec = Recorder()
     rec.hooks["run_start"] = lambda event: os.kill(sup.pid, signal.SIGSTOP)
-    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 0.3, "idleSeconds": 30, "heartbeatSeconds": 0.2}), rec)
+    sup, _ = supervise(make_envelope(workspace, rules=rules, limits={"wallClockSeconds": 1.0, "idleSeconds": 30, "heartbeatSeconds": 0.2}), rec)
     outcome = sup.run()
     assert_one_terminal(rec, outcome)
     assert (outcome.terminal["code"], outcome.terminal["synthetic"]) == ("budget_wall_clock", True)
@@ -397,3 +433,66 @@ def test_a_tool_the_envelope_does_not_grant_is_refused_inside_the_child(workspac
     assert result["isError"] is True and "not available to this subagent" in result["preview"]
     assert not (workspace / "x.txt").exists()
     assert outcome.terminal["status"] == "completed"
+
+
+def test_the_child_loads_no_database_layer_and_no_project_settings(workspace):
+    """The child's whole run (tools included) with only ``django.conf`` configured by value."""
+    probe = (
+        "import io, json, os, sys\n"
+        "from runtime.subagents.envelope import parse_envelope\n"
+        "from runtime.subagents.child import Child, configure_tool_settings\n"
+        "from runtime.subagents.protocol import EventWriter\n"
+        "envelope = parse_envelope(sys.argv[1])\n"
+        "configure_tool_settings(envelope)\n"
+        "read_end, _keep_open = os.pipe()\n"
+        "end = Child(envelope, EventWriter(io.BytesIO(), envelope.run_id), os.fdopen(read_end, 'rb')).run()\n"
+        "from django.conf import settings\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('django.db', 'django.apps', 'neta', 'skills_registry', 'sessions_tree.providers', 'toolcatalog.models')))\n"
+        "from django.core.exceptions import ImproperlyConfigured\n"
+        "from toolcatalog.sandbox import ProcessLimits\n"
+        "try:\n    secret = settings.SECRET_KEY\nexcept ImproperlyConfigured:\n    secret = None\n"
+        "print(json.dumps({'status': end.get('status'), 'loaded': loaded, 'sandbox': settings.NETA_SANDBOX,\n"
+        "                  'secret': secret, 'bashTimeout': ProcessLimits.from_settings().max_timeout}))\n"
+        "sys.stdout.flush(); os._exit(0)\n"
+    )
+    data = envelope_dict(workspace)
+    data["runtimeConfig"]["sandbox"]["toolSettings"] = {"NETA_BASH_MAX_TIMEOUT": 77}
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-P", "-c", probe, json.dumps(data)], capture_output=True, env=env, cwd=workspace, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    assert report == {"status": "completed", "loaded": [], "sandbox": "none", "secret": None, "bashTimeout": 77.0}
+
+
+def test_a_child_that_never_starts_talking_is_stalled_after_the_startup_allowance(workspace):
+    rec = Recorder()
+    sup = ChildSupervisor(
+        make_envelope(workspace, limits={"idleSeconds": 0.5, "heartbeatSeconds": 0.1}),
+        on_event=rec,
+        timings=Timings(startup=1.0, term_after=0.5, kill_after=1.5),
+    )
+    sup.start()
+    os.kill(sup.pid, signal.SIGSTOP)
+    outcome = sup.wait()
+    assert rec.types() == ["run_error"]
+    assert (outcome.terminal["code"], outcome.terminal["synthetic"]) == ("stalled", True)
+    assert "1 s" in outcome.terminal["message"]
+    assert_no_leftovers(outcome)
+
+
+def test_a_child_cancelled_before_it_starts_never_starts(workspace):
+    rec = Recorder()
+    sup = ChildSupervisor(make_envelope(workspace), on_event=rec, timings=FAST)
+    sup.cancel(by="parent-abort")
+    sup.start()
+    outcome = sup.wait(5)
+    assert outcome.pid is None and rec.types() == ["run_error"]
+    assert (outcome.terminal["code"], outcome.terminal["synthetic"], outcome.cancelled_by) == ("cancelled", True, "parent-abort")
+
+
+def test_a_child_that_cannot_be_spawned_gets_a_spawn_failed_terminal(workspace, tmp_path):
+    sup, rec = supervise(make_envelope(workspace), python=str(tmp_path / "no-such-python"))
+    outcome = sup.run()
+    assert_one_terminal(rec, outcome)
+    assert (outcome.terminal["code"], outcome.pid) == ("spawn_failed", None)
+    assert "no-such-python" in outcome.terminal["message"]

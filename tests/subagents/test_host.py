@@ -97,9 +97,18 @@ def test_parallel_delegation_end_to_end(workspace, provider):
     # Live: started and completed for each child, child events coalesced in between.
     started = parent.sink.of_type("subagent_run_started")
     completed = parent.sink.of_type("subagent_run_completed")
-    assert sorted(e["runId"] for e in started) == sorted(e["runId"] for e in completed) == sorted(str(r.run_id) for r in rows)
+    assert sorted(e["subagentRunId"] for e in started) == sorted(e["subagentRunId"] for e in completed) == sorted(str(r.run_id) for r in rows)
+    assert {e["runId"] for e in started} == {str(run.run_id)}
     assert {e["status"] for e in completed} == {"completed"}
     assert parent.sink.of_type("subagent_event")
+    from runtime.realtime.stream_events import shape_errors
+
+    assert [err for _, e in parent.sink.events for err in shape_errors(e)] == []
+    # The socket's child events cover each child's log without a gap (merged deltas as ranges).
+    for row in rows:
+        covered = [(e["firstSeq"], e["seq"]) for e in parent.sink.of_type("subagent_event") if e["subagentRunId"] == str(row.run_id)]
+        assert covered[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in zip(covered, covered[1:]))
+        assert covered[-1][1] == row.event_count
     # Child usage rolls up into the parent run.
     child_out = sum(int((r.usage or {}).get("output") or 0) for r in rows)
     assert child_out > 0

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from sessions_tree.errors import SessionTreeError
 from sessions_tree.pi_files import import_session_file
-from sessions_tree.providers import PROVIDER_KINDS
+from sessions_tree.providers import SESSION_PROVIDER_KINDS
 
 
 class Command(BaseCommand):
@@ -14,7 +14,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", type=Path)
-        parser.add_argument("--provider", choices=PROVIDER_KINDS, default="file")
+        parser.add_argument("--provider", choices=SESSION_PROVIDER_KINDS, default="file")
         parser.add_argument("--database", default="default", help="database alias (default: default)")
 
     def handle(self, *args, paths: list[Path], provider: str, database: str, **options):
