@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 
-from django.db import close_old_connections
+from django.db import connection
 
 from runtime.models import SubprocessRun, SubprocessStatus
 from runtime.realtime.sinks import default_sink
@@ -47,7 +47,7 @@ def supervise_subprocess_run(run_id: str, *, max_per_session: int = 8, sink=None
         return _supervise(claimed, sink)
     finally:
         services.done_event(run_id).set()
-        close_old_connections()
+        connection.close()  # this thread's (or task's) connection: a supervisor thread ends here
 
 
 def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
