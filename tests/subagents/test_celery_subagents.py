@@ -103,3 +103,35 @@ def test_children_run_on_their_own_queue_and_worker(deployment):
     assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
     result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
     assert "Child done: first look" in result["content"][0]["text"] and "Child done: second look" in result["content"][0]["text"]
+
+
+def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(deployment):
+    slow = {**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}}
+    rules_file = deployment.tmp / "slow-rules.json"
+    rules_file.write_text(json.dumps(slow))
+    deployment.python(
+        "from runtime.models import ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+    )
+    deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pids = deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
+        if len(pids) == 2:
+            break
+        time.sleep(0.2)
+    assert len(pids) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    os.killpg(subs.pid, signal.SIGKILL)  # the worker and its pool; the children die with their supervisor
+    subs.wait(timeout=10)
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=90)
+    assert row["status"] == "completed", row  # the parent turn finished, with the failures in its result
+    children = deployment.rows("SELECT status, error_code FROM `{db}`.runtime_subprocessrun")
+    assert [c[0] for c in children] == ["lost", "lost"]
+    for (pid,) in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    result = next(
+        line["message"] for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "toolResult"
+    )
+    assert result["isError"] is True and "lost" in result["content"][0]["text"]
