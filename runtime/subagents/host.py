@@ -205,6 +205,7 @@ class Batch:
             running = self._still_active(running)
             if running:
                 self._pause(running)
+                self._check_batch_budget(rows)
             self._checkpoint(rows)
         self._join()
 
@@ -283,6 +284,27 @@ class Batch:
                 services.subprocess_runs_reap(stale_seconds=settings.NETA_RUN_STALE_SECONDS)
                 break
 
+    def _check_batch_budget(self, rows: list[SubprocessRun]) -> None:
+        """``batch_budget.max_tokens`` / ``max_cost``: the children's usage so far (heartbeats,
+        then their ends) summed; over it, every child still out is stopped with the budget
+        code (a running one ends ``partial`` with its text, a queued one never starts)."""
+        budget = self.policy.batch_budget
+        if self.cancelled_by is not None or (budget.max_tokens is None and budget.max_cost is None):
+            return
+        usages = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).values_list("usage", flat=True))
+        tokens = sum(int((u or {}).get("totalTokens") or 0) for u in usages)
+        cost = sum(float(((u or {}).get("cost") or {}).get("total") or 0) for u in usages)
+        code = None
+        if budget.max_tokens is not None and tokens >= budget.max_tokens:
+            code, what = "budget_tokens", f"{tokens} tokens of {budget.max_tokens}"
+        elif budget.max_cost is not None and cost >= budget.max_cost:
+            code, what = "budget_cost", f"${cost:.4f} of ${budget.max_cost:g}"
+        if code is None:
+            return
+        self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}{code} ({what})"
+        for row in rows:
+            services.subprocess_run_cancel(row, by=self.cancelled_by)
+
     def _check_parent(self, rows: list[SubprocessRun]) -> None:
         if self.cancelled_by is None and self.ctx.cancel.is_set():
             self.cancelled_by = f"parent run {self.turn.run.run_id} aborted"
@@ -325,16 +347,18 @@ class Batch:
 
     def _write_entries(self, rows: list[SubprocessRun]) -> None:
         caps = self._caps(rows)
+        budget_stop = bool(self.cancelled_by and self.cancelled_by.startswith(services.BUDGET_CANCEL_PREFIX))
+        aborted = bool(self.cancelled_by) and not budget_stop
         self.provider.finalize_in_flight(
             self.session_id,
             self.entry_id,
-            status="aborted" if self.cancelled_by else "completed",
+            status="aborted" if aborted else "completed",
             fields={
                 "runs": self._run_summaries(rows),
                 "metadata": {
                     "toolCallId": self.call_id,
                     "parentRunId": str(self.turn.run.run_id),
-                    "state": "cancelled" if self.cancelled_by else "finished",
+                    "state": "cancelled" if aborted else "budget_stopped" if budget_stop else "finished",
                     "cancelledBy": self.cancelled_by,
                     "runs": [run_record(r) for r in rows],
                     "events": events_summary(rows),
@@ -380,7 +404,7 @@ class Batch:
         done = sum(1 for r in rows if r.status == SubprocessStatus.COMPLETED)
         head = f"Subagents: {done}/{len(rows)} completed" + (f", {len(failed)} failed" if failed else "")
         if self.cancelled_by:
-            head += f" (cancelled: {self.cancelled_by})"
+            head += f" (stopped: {self.cancelled_by})"
         if replayed:
             head += " (results of the earlier dispatch of this call)"
         parts = [head + "."]

@@ -58,10 +58,13 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
         return SubprocessRun.objects.get(pk=run.pk)
     pending: list[dict] = []
     lock = threading.Lock()
+    latest: dict = {}  # the usage the child reported last (heartbeats carry it)
 
     def on_event(event: dict) -> None:
         with lock:
             pending.append(event)
+            if isinstance(event.get("usage"), dict):
+                latest["usage"] = event["usage"]
 
     try:
         supervisor = ChildSupervisor(envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope))
@@ -83,10 +86,11 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
             break
         if now - last_beat >= BEAT_SECONDS:
             last_beat = now
-            if services.subprocess_run_beat(run) and not cancelled:
+            if services.subprocess_run_beat(run, usage=latest.get("usage")) and not cancelled:
                 cancelled = True
                 run.refresh_from_db(fields=["cancelled_by"])
-                supervisor.cancel("cancelled", by=run.cancelled_by or "parent")
+                by = run.cancelled_by or "parent"
+                supervisor.cancel(services.cancel_reason(by), by=by)
     _flush(run, pending, lock, coalescer)
     coalescer.flush()
     services.subprocess_run_finish(

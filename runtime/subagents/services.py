@@ -114,10 +114,24 @@ def subprocess_run_started(run: SubprocessRun, *, pid: int | None) -> None:
     SubprocessRun.objects.filter(pk=run.pk, pid__isnull=True).update(pid=pid)
 
 
-def subprocess_run_beat(run: SubprocessRun) -> bool:
-    """Heartbeat; returns whether a cancel was requested."""
-    SubprocessRun.objects.filter(pk=run.pk, status__in=ACTIVE_SUBPROCESS_STATUSES).update(heartbeat_at=timezone.now())
+BUDGET_CANCEL_PREFIX = "batch budget: "
+
+
+def subprocess_run_beat(run: SubprocessRun, *, usage: dict | None = None) -> bool:
+    """Heartbeat (with the usage the child reported so far: the batch budget reads it);
+    returns whether a cancel was requested."""
+    fields = {"heartbeat_at": timezone.now()}
+    if usage:
+        fields["usage"] = usage
+    SubprocessRun.objects.filter(pk=run.pk, status__in=ACTIVE_SUBPROCESS_STATUSES).update(**fields)
     return SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).exists()
+
+
+def cancel_reason(cancelled_by: str) -> str:
+    """What the child is told: a budget code for a batch-budget stop (it ends ``partial``), else ``cancelled``."""
+    if cancelled_by.startswith(BUDGET_CANCEL_PREFIX):
+        return cancelled_by[len(BUDGET_CANCEL_PREFIX) :].split()[0]
+    return "cancelled"
 
 
 def subprocess_events_record(run: SubprocessRun, events: list[dict]) -> None:

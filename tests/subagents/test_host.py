@@ -358,3 +358,19 @@ def test_pi_reads_an_exported_session_with_a_finished_batch_as_neta_does(workspa
     pi = json.loads(done.stdout)
     assert [m["role"] for m in pi["messages"]] == ["user", "assistant", "toolResult", "assistant"]
     assert pi["messages"][2]["content"][0]["text"].count(ANSWER) == 2
+
+
+def test_the_batch_token_budget_stops_every_child_partial(workspace):
+    # Each child lists the workspace (one model turn, with usage), then would think for a minute.
+    slow_second = script(default={"replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"pause_ms": 60000}, {"text": "late"}]]})
+    parent = parent_with(workspace, delegating("delegate_parallel", TWO), slow_second, batch_budget={"max_tokens": 1})
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    rows = list(SubprocessRun.objects.filter(parent_run=run))
+    assert {r.status for r in rows} == {"partial"} and all(r.cancelled_by.startswith("batch budget: budget_tokens") for r in rows)
+    for row in rows:
+        end = SubprocessEvent.objects.filter(run=row).order_by("-seq").first()
+        assert end.type == "run_end" and end.payload["stopReason"] == "budget_tokens"
+    batch = next(e for e in parent.path() if e["type"] == "subagent_batch")
+    assert batch["metadata"]["state"] == "budget_stopped"
+    assert not any(alive(r.pid) for r in rows)
