@@ -30,7 +30,6 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 
 from runtime.models import Agent, ModelConfig, SubprocessEvent, SubprocessRun  # noqa: E402
-from runtime.realtime import sinks  # noqa: E402
 from runtime.runs.prompts import session_prompt  # noqa: E402
 from runtime.runs.turn import execute_run  # noqa: E402
 from runtime.sessions.services import session_start  # noqa: E402
