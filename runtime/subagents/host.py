@@ -232,8 +232,15 @@ class Batch:
         if settings.NETA_TASK_BACKEND == "celery":
             from runtime.subagents.tasks import supervise_subagent
 
+            row.refresh_from_db(fields=["limits"])
+            limits = row.limits or {}
+            # Above the child's own wall clock: the supervisor stops the child first, and a
+            # hard limit would kill the pool process but not the child's process group.
+            hard = int(float(limits.get("wallClockSeconds") or 600) + float(limits.get("idleSeconds") or 60) + 120)
             try:
-                supervise_subagent.apply_async(args=[str(row.run_id), limit], queue=settings.NETA_SUBAGENT_QUEUE)
+                supervise_subagent.apply_async(
+                    args=[str(row.run_id), limit], queue=settings.NETA_SUBAGENT_QUEUE, time_limit=hard, soft_time_limit=hard - 30
+                )
             except Exception as exc:  # noqa: BLE001 - a broker down is a failed child, not a hung parent
                 mark_lost_if_unclaimed(row, f"could not enqueue the child on {settings.NETA_SUBAGENT_QUEUE!r}: {exc}")
             return

@@ -49,7 +49,7 @@ class AgentToolsApi(APIView):
         from toolcatalog.policy import PolicyError
         from toolcatalog.projection import resolve_tools
 
-        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError, effective_tool_policy
+        from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError, effective_tool_policy
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
@@ -65,7 +65,10 @@ class AgentToolsApi(APIView):
         try:
             if role == "subagent":  # what a child of this agent's kind gets at most (the parent's policy narrows it further)
                 tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, {}, depth=1)
-                runtime_policy["denied"] = {**runtime_policy.get("denied", {}), "ask_user": "never offered to subagents"}
+                runtime_policy["denied"] = {
+                    **{name: "a subagent cannot delegate further (depth limit)" for name in DELEGATE_TOOLS},
+                    "ask_user": "never offered to subagents",
+                }
                 projection = resolve_tools(tool_policy, for_subagent=True, runtime_policy=runtime_policy)
             else:
                 tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
