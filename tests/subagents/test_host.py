@@ -12,6 +12,7 @@ import pytest
 from runtime.models import AgentRun, RunStatus, SubprocessEvent, SubprocessRun, SubprocessStatus
 from runtime.realtime.sinks import Coalescer, InMemorySink
 from runtime.runs.prompts import run_abort
+from runtime.sessions.services import session_start
 from runtime.subagents import services
 from runtime.subagents.host import Task, cap_text, delegate
 from sessions_tree.index import INDEXES
@@ -374,3 +375,34 @@ def test_the_batch_token_budget_stops_every_child_partial(workspace):
     batch = next(e for e in parent.path() if e["type"] == "subagent_batch")
     assert batch["metadata"]["state"] == "budget_stopped"
     assert not any(alive(r.pid) for r in rows)
+
+
+def test_kill_9_of_the_child_at_random_points_always_ends_recorded(workspace):
+    import random
+    import signal
+    import time
+
+    rng = random.Random(14)
+    streaming = script(default={"replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], {"delay_ms": 10, "chunk_size": 3, "steps": [{"text": "slow words " * 60}]}]})
+    parent = parent_with(workspace, delegating("delegate_task", {"agent": "helper", "task": "look"}), streaming)
+    seen = set()
+    for _ in range(20):
+        parent.session_id = session_start(agent=parent.agent).session_id  # a fresh parent session each round
+        thread, holder, run = parent.start()
+        row = wait_for(lambda: SubprocessRun.objects.filter(parent_run=run, pid__isnull=False).first(), what="a child pid")
+        time.sleep(rng.uniform(0, 1.5))
+        try:
+            os.kill(row.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it had finished already: that is one of the random points too
+        thread.join(60)
+        assert not thread.is_alive() and holder[0].status == RunStatus.COMPLETED, holder and holder[0].error
+        row.refresh_from_db()
+        seen.add(row.status)
+        assert row.status in ("completed", "failed") and not alive(row.pid)
+        ends = SubprocessEvent.objects.filter(run=row, type__in=("run_end", "run_error"))
+        assert ends.count() == 1
+        if row.status == "failed":
+            assert row.error_code == "child_crash" and row.exit_signal == "SIGKILL" and tool_result(parent)["isError"] is True
+        assert "subagent_result" in parent.types() and parent.provider.get_session(parent.session_id).in_flight_entry_id is None
+    assert "failed" in seen
