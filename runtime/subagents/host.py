@@ -536,18 +536,19 @@ def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allo
 
 
 def allowed_skills_for(child: Agent, policy: SubagentPolicy) -> list[str]:
-    """The allowlist, narrowed to what the child may see as a subagent (privileged skills and
-    those staff closed to subagents never pass)."""
+    """The allowlist, narrowed to what the child may see as a subagent (privileged skills,
+    ``disable-model-invocation`` ones and those staff closed to subagents never pass)."""
     if not policy.skills:
         return []
     from skills_registry.policy import SkillPolicy, SkillPolicyError
-    from skills_registry.selectors import skill_entry_name, skills_visible
+    from skills_registry.selectors import skills_visible
 
     try:
         narrowed = SkillPolicy.from_dict({**(child.skill_policy or {}), "subagent_allowed": list(policy.skills)})
     except SkillPolicyError:
         return []
-    return [skill_entry_name(s) for s in skills_visible(policy=narrowed, for_subagent=True)]
+    # disable-model-invocation: a skill only a person may start is never a child's either.
+    return [s.name for s in skills_visible(policy=narrowed, for_subagent=True) if not s.disable_model_invocation]
 
 
 def restricted_system_prompt(*, parent: Agent, child: Agent, depth: int, policy: SubagentPolicy, grants: list[dict], skills: list[str]) -> str:

@@ -406,3 +406,37 @@ def test_kill_9_of_the_child_at_random_points_always_ends_recorded(workspace):
             assert row.error_code == "child_crash" and row.exit_signal == "SIGKILL" and tool_result(parent)["isError"] is True
         assert "subagent_result" in parent.types() and parent.provider.get_session(parent.session_id).in_flight_entry_id is None
     assert "failed" in seen
+
+
+def test_skills_reach_a_child_only_through_the_allowlist_and_the_host(workspace, tmp_path, settings):
+    from skills_registry.models import SkillResource
+    from skills_registry.services import skills_set_privilege, skills_sync
+    from tests.skills_registry.conftest import write_skill
+
+    roots = tmp_path / "skills"
+    settings.NETA_SKILLS_DIRS = [str(roots)]
+    settings.NETA_SKILLS_PROJECT_DIR = str(tmp_path / "no-project")
+    settings.NETA_SKILLS_HOME = str(tmp_path / "no-home")
+    write_skill(roots, "lint", body="Run the linter like this.")
+    write_skill(roots, "secret", body="Privileged steps.")
+    write_skill(roots, "manual", body="Only a person starts me.", extra="disable-model-invocation: true")
+    write_skill(roots, "unlisted", body="Not on the allowlist.")
+    skills_sync()
+    skills_set_privilege(skills=SkillResource.objects.filter(name="secret"), requires_privilege=True, actor=None)
+    calls = [{"tool_call": {"name": "read_skill", "arguments": {"name": n}}} for n in ("lint", "secret", "unlisted")]
+    child = script(default={"replies": [calls, [{"text": "read what I could"}]]})
+    parent = parent_with(
+        workspace, delegating("delegate_task", {"agent": "helper", "task": "use skills"}), child, skills=["lint", "secret", "manual"]
+    )
+    run = parent.prompt()
+    row = SubprocessRun.objects.get(parent_run=run)
+    assert row.status == "completed", row.error
+    assert row.envelope["allowedSkills"] == ["lint"]
+    assert {t["name"]: t["route"] for t in row.envelope["toolPolicy"]["tools"]}["read_skill"] == "main-process-proxy"
+    results = {e.payload["toolCallId"]: e.payload for e in SubprocessEvent.objects.filter(run=row, type="tool_result")}
+    by_call = {e.payload["toolCallId"]: e.payload["arguments"]["name"] for e in SubprocessEvent.objects.filter(run=row, type="tool_call")}
+    outcome = {by_call[cid]: (r["isError"], r["preview"]) for cid, r in results.items()}
+    assert outcome["lint"][0] is False and "Run the linter" in outcome["lint"][1]
+    assert outcome["secret"][0] is True and outcome["unlisted"][0] is True
+    assert "Privileged" not in outcome["secret"][1]
+    assert SubprocessEvent.objects.filter(run=row, type="proxy_request").count() == 3  # all three went to the host
