@@ -283,7 +283,10 @@ export class SessionStore {
   // ---------------------------------------------------------------- streaming
 
   _syncLive(changes, { reloaded }) {
-    const inFlight = this.snapshot?.inFlight ?? null;
+    // Only an assistant message streams; an in-flight subagent_batch (children running) is
+    // shown by the run's busy state, not as an empty reply.
+    const pending = this.snapshot?.inFlight ?? null;
+    const inFlight = pending !== null && pending.type === "message" ? pending : null;
     if (inFlight === null) {
       if (this.live !== null) {
         this.live = null;
