@@ -3,7 +3,8 @@
 With no name: the session-tree kernel's benchmarks (cold_open, warm_append,
 mysql_provider, snapshot). Any other module of ``bench/`` with a ``main()``
 (chat_page, gateway_fanout, ...) runs by name, with its own output; ``all`` runs
-every one. Each is also ``python -m bench.<name>`` with its own options.
+every one. Each is also ``python -m bench.<name>`` with its own options, which
+``python -m bench <name> [options]`` passes on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from bench.report import Report, machine
 
 KERNEL = ("cold_open", "warm_append", "mysql_provider", "snapshot")
-_HELPERS = {"__init__", "__main__", "environment", "report", "session_shapes", "stored_sessions"}
+_HELPERS = {"__init__", "__main__", "environment", "load_stack", "report", "session_shapes", "stored_sessions"}
 
 
 def available() -> list[str]:
@@ -30,7 +31,9 @@ def main(argv: list[str]) -> None:
     names = available()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="name", help=f"all, or any of: {', '.join(names)}")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and len(args.names) != 1:
+        parser.error(f"options {' '.join(extra)} need exactly one benchmark name before them")
     chosen = names if args.names == ["all"] else (args.names or list(KERNEL))
     unknown = [n for n in chosen if n not in names]
     if unknown:
@@ -43,7 +46,7 @@ def main(argv: list[str]) -> None:
             module.run(report)
         else:  # a benchmark with its own command line and output
             print(f"\n== python -m bench.{name}", flush=True)
-            saved, sys.argv = sys.argv, [f"bench.{name}"]
+            saved, sys.argv = sys.argv, [f"bench.{name}", *extra]
             try:
                 module.main()
             finally:

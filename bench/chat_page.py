@@ -74,7 +74,7 @@ IMPORT = """
 from django.contrib.auth import get_user_model
 from runtime.sessions.services import session_import
 from pathlib import Path
-meta = session_import(path=Path({path!r}), user=get_user_model().objects.get(username="alice"), agent_name="browser", provider_kind="file")
+meta = session_import(path=Path({path!r}), actor=get_user_model().objects.get(username="alice"), agent_name="browser", provider_kind="file")
 print(meta.session_id, meta.entry_count)
 """
 

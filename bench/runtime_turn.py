@@ -72,7 +72,7 @@ def bench_first_event(rounds: int = 30) -> dict:
         previous = streaming.set_default_sink(probe)
         try:
             probe.start = time.perf_counter()
-            session_prompt(session_id=session_id, text="hi")  # inline backend: thread pool, after commit
+            session_prompt(actor=None, session_id=session_id, text="hi")  # inline backend: thread pool, after commit
             probe.done.wait(10)
         finally:
             streaming.set_default_sink(previous)
@@ -93,7 +93,7 @@ def bench_per_delta(deltas: int = 20000) -> dict:
 
     def turn(a) -> float:
         session_id = session_start(agent=a).session_id
-        outcome = session_prompt(session_id=session_id, text="go", dispatch=False)
+        outcome = session_prompt(actor=None, session_id=session_id, text="go", dispatch=False)
         started = time.perf_counter()
         execute_run(outcome.run.run_id, sink=InMemorySink())
         return time.perf_counter() - started
@@ -124,7 +124,7 @@ def bench_tool_loop(rounds: int = 50) -> dict:
     script = {"version": 1, "delay_ms": 0, "rules": [], "default": {"replies": [[tool_step]] * rounds + [[{"text": "done"}]]}}
     agent = setup(script, "loop")
     session_id = session_start(agent=agent).session_id
-    outcome = session_prompt(session_id=session_id, text="loop", dispatch=False)
+    outcome = session_prompt(actor=None, session_id=session_id, text="loop", dispatch=False)
     started = time.perf_counter()
     execute_run(outcome.run.run_id, sink=InMemorySink())
     total = time.perf_counter() - started

@@ -73,7 +73,7 @@ def pct(values, q):
 
 def batch(parent: Agent, probe: Probe):
     session_id = session_start(agent=parent).session_id
-    run = session_prompt(session_id=session_id, text="go", dispatch=False).run
+    run = session_prompt(actor=None, session_id=session_id, text="go", dispatch=False).run
     finished = execute_run(run.run_id, sink=probe)
     assert finished.status == "completed", finished.error
     return list(SubprocessRun.objects.filter(parent_run=finished))

@@ -125,25 +125,48 @@ NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=
 NETA_REDIS_URL = env_str("NETA_REDIS_URL")
 # Key prefix in Redis of the channel layer and the sign-in counts (one per deployment sharing a Redis).
 NETA_CHANNELS_PREFIX = env_str("NETA_CHANNELS_PREFIX", "neta")
+# Messages a socket may have waiting (each socket its own queue, both layers); a full queue
+# drops its oldest message, which the event log and the heartbeat make good (docs/realtime.md).
+NETA_WS_CHANNEL_CAPACITY = env_int("NETA_WS_CHANNEL_CAPACITY", 1000, minimum=1)
 if NETA_REDIS_URL:
+    import socket as _socket
+
+    # Redis pub/sub, fanned out per socket inside each server (runtime/realtime/redis_layer.py;
+    # why not channels_redis' list layer: docs/realtime.md, "Channel layers"). Nothing blocks in
+    # Redis (the subscription is read in 0.1 s polls), so the socket timeout only bounds a
+    # command's reply; keepalive and health checks find a dead connection within ~30 s, and
+    # redis-py then reconnects and subscribes again. The name tells these connections apart.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "runtime.realtime.redis_layer.RedisFanoutLayer",
             "CONFIG": {
-                # redis-py 8 reads with a 5 s socket timeout by default, as long as
-                # channels_redis blocks in BZPOPMIN: every idle socket then died (1011).
-                "hosts": [{"address": NETA_REDIS_URL, "socket_timeout": 30}],
+                "hosts": [
+                    {
+                        "address": NETA_REDIS_URL,
+                        "socket_timeout": 10,
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "socket_keepalive_options": {
+                            getattr(_socket, name): value
+                            for name, value in (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
+                            if hasattr(_socket, name)
+                        },
+                        "health_check_interval": 15,
+                        "client_name": "".join(c if c.isalnum() or c in "-_." else "_" for c in NETA_CHANNELS_PREFIX) + "-channels",
+                    }
+                ],
                 "prefix": NETA_CHANNELS_PREFIX,
-                "capacity": 500,
-                "expiry": 30,
-                "group_expiry": 86400,
+                "capacity": NETA_WS_CHANNEL_CAPACITY,
             },
         }
     }
 else:
-    # The embedded default: in-process, made to scale with many sockets (runtime/realtime/publisher.py).
+    # The embedded default: in-process, made to scale with many sockets (runtime/realtime/layer.py).
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "runtime.realtime.layer.InProcessChannelLayer", "CONFIG": {"capacity": 500, "expiry": 60}}
+        "default": {
+            "BACKEND": "runtime.realtime.layer.InProcessChannelLayer",
+            "CONFIG": {"capacity": NETA_WS_CHANNEL_CAPACITY, "expiry": 60},
+        }
     }
 
 # Where agents work when their config names no cwd.
@@ -161,6 +184,8 @@ NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
+# TEST-ONLY: a claim or finish fails (<point>_error) or deadlocks once on MariaDB (<point>_deadlock).
+NETA_TEST_FAULT_AT = env_str("NETA_TEST_FAULT_AT", "")
 # Streaming deltas are coalesced to at most this many messages per second per stream.
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from runtime.agents.tools import agent_tool_projection
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from runtime.errors import RuntimeInputError
 from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, SubprocessRun, TokenScope
@@ -131,13 +132,9 @@ class AgentAdmin(LightListAdmin):
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
-
-        from runtime.subagent_policy import effective_tool_policy
 
         try:
-            tool_policy, runtime_policy = effective_tool_policy(obj.tool_policy, obj.subagent_policy)
-            projection = resolve_tools(tool_policy, runtime_policy=runtime_policy)
+            projection = agent_tool_projection(obj)  # the delegate tools included when its subagent policy allows
         except PolicyError as exc:
             return f"invalid tool policy: {exc}"
         rows = [
@@ -189,12 +186,11 @@ class AgentAdmin(LightListAdmin):
         from runtime.agents.system_prompt import build_system_prompt
         from runtime.agents.workspaces import preview_cwd
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
 
         if obj.pk is None:
             return "shown once the agent is saved"
         try:
-            text = build_system_prompt(obj, resolve_tools(obj.tool_policy or {}), cwd=preview_cwd(obj))
+            text = build_system_prompt(obj, agent_tool_projection(obj), cwd=preview_cwd(obj))
         except (PolicyError, ValueError) as exc:
             return f"cannot build it: {exc}"
         return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
@@ -266,7 +262,7 @@ class AgentRunAdmin(LightListAdmin):
         count = 0
         for run in queryset:
             if run.is_active:
-                run_abort(run=run)
+                run_abort(run=run, actor=request.user)
                 count += 1
         self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
 
@@ -431,9 +427,9 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def save_model(self, request, obj, form, change):
         sid = obj.session_id
         writes = {
-            "title": lambda value: session_rename(session_id=sid, title=value),
-            "agent": lambda value: session_set_agent(session_id=sid, agent_name=value),
-            "status": lambda value: session_set_status(session_id=sid, status=value),
+            "title": lambda value: session_rename(session_id=sid, title=value, actor=request.user),
+            "agent": lambda value: session_set_agent(session_id=sid, agent_name=value, actor=request.user),
+            "status": lambda value: session_set_status(session_id=sid, status=value, actor=request.user),
         }
         try:
             for field in form.changed_data:
@@ -461,11 +457,11 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     # --- delete ------------------------------------------------------------------
 
     def delete_model(self, request, obj):
-        session_delete(session_id=obj.session_id)
+        session_delete(session_id=obj.session_id, actor=request.user)
 
     def delete_queryset(self, request, queryset):
         for meta in queryset:
-            session_delete(session_id=meta.session_id)
+            session_delete(session_id=meta.session_id, actor=request.user)
 
     def _confirm_delete(self, request, sessions, *, action: bool):
         summaries = []
@@ -490,7 +486,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         deleted, busy = [], []
         for meta in sessions:
             try:
-                session_delete(session_id=meta.session_id)
+                session_delete(session_id=meta.session_id, actor=request.user)
             except SessionBusy:
                 busy.append(meta)
             except SessionNotFound:

@@ -235,6 +235,10 @@ class AgentRun(models.Model):
     prompt_entry_id = models.CharField(max_length=64, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Who asked the run to stop (the run's own user, or staff); the error text says which.
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="cancelled_runs"
+    )
     in_flight_entry_id = models.CharField(max_length=64, blank=True)
     rounds = models.PositiveIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
@@ -272,6 +276,8 @@ class RunInput(models.Model):
     text = models.TextField()
     images = models.JSONField(default=list, blank=True)
     consumed = models.BooleanField(default=False)
+    # Who sent it (may be staff on another user's run): the entry it becomes names them.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

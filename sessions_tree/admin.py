@@ -271,12 +271,12 @@ class SessionEntryAdmin(ReadOnlyAdmin):
 
 @admin.register(SessionEvent)
 class SessionEventAdmin(ReadOnlyAdmin):
-    list_display = ("session", "revision", "type", "created_at")
+    list_display = ("session", "revision", "type", "actor", "created_at")
     list_filter = ("type",)
     search_fields = ("session__session_id",)
-    list_select_related = ("session",)
+    list_select_related = ("session", "actor")
     show_full_result_count = False
-    fields = ("session", "revision", "type", "created_at", "payload_pretty")
+    fields = ("session", "revision", "type", "actor", "created_at", "payload_pretty")
     readonly_fields = fields
 
     @admin.display(description="payload")

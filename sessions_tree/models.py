@@ -145,6 +145,12 @@ class SessionEvent(models.Model):
     revision = models.BigIntegerField()
     type = models.CharField(max_length=64)
     payload = models.TextField()
+    # Who did it (sessions_tree.acting): the user a service acted for — the owner, or staff
+    # acting on someone else's session; null for the command line, the reaper, repairs.
+    # Not part of the event's payload (the socket protocol does not change).
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

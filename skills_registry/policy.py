@@ -126,14 +126,3 @@ class SkillPolicy:
             return False, "not on the subagent whitelist"
         return True, "allowed by the agent's policy"
 
-
-def policy_from_extras(extras: dict[str, Any]) -> tuple[SkillPolicy, bool]:
-    """The caller's policy and subagent flag from ``ToolContext.extras``.
-
-    A missing policy is the default (all skills, no subagent skills).
-    """
-    policy = SkillPolicy.from_dict(extras.get("skill_policy"))
-    for_subagent = extras.get("for_subagent", False)
-    if not isinstance(for_subagent, bool):
-        raise SkillPolicyError("for_subagent", f"must be true or false, not {for_subagent!r}")
-    return policy, for_subagent

@@ -1,11 +1,10 @@
 """The two skill tools: ``read_skill(name)`` and ``read_skill_file(name, path)``.
 
 Both are ordinary tools of the tool catalog. They honour the caller's skill
-policy, passed by the runtime in ``ToolContext.extras["skill_policy"]`` (a
-policy dict or :class:`~skills_registry.policy.SkillPolicy`; missing means
-the default policy) and ``extras["for_subagent"]`` (``True`` inside a
-subagent). A skill the caller may not use is answered exactly like a skill
-that does not exist.
+policy, the typed field ``ToolContext.skill_policy`` (a parsed
+:class:`~skills_registry.policy.SkillPolicy`; None means the default policy),
+and ``ToolContext.for_subagent`` (``True`` inside a subagent). A skill the
+caller may not use is answered exactly like a skill that does not exist.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolManifest, Too
 from skills_registry import conf
 from skills_registry.confinement import ConfinementError, read_confined
 from skills_registry.frontmatter import strip_frontmatter
-from skills_registry.policy import SkillPolicyError, policy_from_extras
+from skills_registry.policy import SkillPolicy
 from skills_registry.selectors import (
     SkillUnavailable,
     skill_entry_name,
@@ -46,12 +45,11 @@ _IMAGE_MAGIC = (
 
 
 def _caller_skill(ctx: ToolContext, name: str):
+    policy = SkillPolicy() if ctx.skill_policy is None else ctx.skill_policy
+    if not isinstance(policy, SkillPolicy):  # another policy-like object: not ours to interpret
+        raise ToolError(f"The caller's skill policy is a {type(policy).__name__}, not a SkillPolicy")
     try:
-        policy, for_subagent = policy_from_extras(ctx.extras)
-    except SkillPolicyError as exc:
-        raise ToolError(f"The caller's skill policy is invalid: {exc}") from None
-    try:
-        return skill_get_for_caller(name=name, policy=policy, for_subagent=for_subagent)
+        return skill_get_for_caller(name=name, policy=policy, for_subagent=ctx.for_subagent)
     except SkillUnavailable as exc:
         raise ToolError(str(exc)) from None
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypedDict
+from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -150,6 +150,20 @@ class CancelSignal(Protocol):
 ProgressCallback = Callable[["ToolResult"], None]
 
 
+@runtime_checkable
+class CallerSkillPolicy(Protocol):
+    """The caller's skill policy as a tool context carries it: a parsed
+    ``skills_registry.policy.SkillPolicy`` (this layer sits below the skills app and
+    cannot name the class; the skill tools check for it)."""
+
+    def name_allowed(self, name: str, *, for_subagent: bool) -> tuple[bool, str]: ...
+
+
+# Keys that were once strings in ``extras`` and are typed fields now: a caller still
+# putting them there would be silently ignored (a subagent seeing the parent's skills).
+_TYPED_NOT_EXTRAS = ("skill_policy", "for_subagent")
+
+
 def _sandbox_default() -> str:
     """The effective sandbox of this process (``NETA_SANDBOX``, with ``auto`` resolved)."""
     from toolcatalog.sandbox import effective_sandbox
@@ -179,8 +193,11 @@ class ToolContext:
     touches even inside a root (default: the server's secrets and stores, see
     :mod:`toolcatalog.protected_paths`).
     ``output_dir`` is where full outputs that were truncated are kept (default:
-    a temp directory). ``extras`` is open for other layers (e.g. the caller's
-    skill policy under ``"skill_policy"``).
+    a temp directory). ``skill_policy`` is the caller's parsed skill policy
+    (``skills_registry.policy.SkillPolicy``; None: the default policy) and
+    ``for_subagent`` says the caller is a subagent (it then sees only the skills
+    whitelisted for subagents, never privileged ones); both are read by the skill
+    tools. ``extras`` is open for other layers, for what no tool here needs to know.
     """
 
     roots: tuple[Path, ...]
@@ -192,9 +209,20 @@ class ToolContext:
     sandbox: str = field(default_factory=_sandbox_default)
     output_dir: Path | None = None
     protected: tuple[Path, ...] = field(default_factory=_protected_default)
+    skill_policy: CallerSkillPolicy | None = None
+    for_subagent: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.for_subagent, bool):
+            raise TypeError(f"for_subagent must be True or False, not {self.for_subagent!r}")
+        if self.skill_policy is not None and not isinstance(self.skill_policy, CallerSkillPolicy):
+            raise TypeError(
+                f"skill_policy must be a parsed skill policy (SkillPolicy.from_dict), not {type(self.skill_policy).__name__}"
+            )
+        misplaced = sorted(set(self.extras) & set(_TYPED_NOT_EXTRAS))
+        if misplaced:
+            raise TypeError(f"{', '.join(misplaced)}: a typed field of ToolContext, not a key of extras")
         if isinstance(self.roots, (str, os.PathLike)):
             self.roots = (self.roots,)  # type: ignore[assignment]
         roots = tuple(Path(os.path.realpath(os.fspath(r))) for r in self.roots)
@@ -381,6 +409,7 @@ def tool_names() -> list[str]:
 
 
 __all__ = [
+    "CallerSkillPolicy",
     "CancelSignal",
     "ContentBlock",
     "EXECUTION_MODES",

@@ -12,6 +12,7 @@ from toolcatalog.models import ToolConfig
 from toolcatalog.policy import ToolPolicy
 from toolcatalog.projection import ToolProjection, resolve_tools
 from toolcatalog.protocol import (
+    CallerSkillPolicy,
     CancelSignal,
     ToolContext,
     ToolResult,
@@ -70,9 +71,15 @@ def tool_context_build(
     on_progress: Callable[[ToolResult], None] | None = None,
     sandbox: str | None = None,
     output_dir: Path | None = None,
+    skill_policy: CallerSkillPolicy | None = None,
+    for_subagent: bool = False,
     extras: dict[str, Any] | None = None,
 ) -> ToolContext:
-    """A context with the policy's env passthrough and network flag (raises ValueError on bad roots)."""
+    """A context with the policy's env passthrough and network flag, the caller's skill policy
+    and whether it is a subagent (raises ValueError on bad roots, TypeError on a bad field).
+
+    The runtime builds every tool context of a run here, the parent's and a subagent's
+    (``for_subagent=True``) alike; ``tool_execute`` then runs a call through the projection."""
     policy = policy if isinstance(policy, ToolPolicy) else ToolPolicy.from_dict(policy, unknown_tools="ignore")
     kwargs: dict[str, Any] = {
         "roots": tuple(roots),
@@ -81,6 +88,8 @@ def tool_context_build(
         "network": policy.network,
         "on_progress": on_progress,
         "output_dir": output_dir,
+        "skill_policy": skill_policy,
+        "for_subagent": for_subagent,
         "extras": dict(extras or {}),
     }
     if cancel is not None:

@@ -44,7 +44,9 @@ class PromptParts:
         return text
 
 
-def skill_index_text(agent, projection: ToolProjection, *, for_subagent: bool = False) -> str:
+def skill_index_text(agent, projection: ToolProjection) -> str:
+    """The ``<available_skills>`` block for ``agent``; a subagent's projection
+    (``projection.for_subagent``) lists only what subagents may load."""
     from skills_registry.policy import SkillPolicy
     from skills_registry.selectors import skill_index_for
 
@@ -56,7 +58,7 @@ def skill_index_text(agent, projection: ToolProjection, *, for_subagent: bool = 
     else:
         return ""
     policy = SkillPolicy.from_dict(agent.skill_policy or {})
-    return skill_index_for(policy=policy, for_subagent=for_subagent, loader=loader).text
+    return skill_index_for(policy=policy, for_subagent=projection.for_subagent, loader=loader).text
 
 
 def build_system_prompt(agent, projection: ToolProjection, *, cwd: str, today: dt.date | None = None) -> str:

@@ -33,7 +33,7 @@ from runtime.realtime.messages import (
     carriable,
 )
 from runtime.realtime.publisher import gateway
-from runtime.realtime.stream_events import STREAM_EVENTS_VERSION
+from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
 from runtime.sessions.access import Access, session_access
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
@@ -50,6 +50,7 @@ MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
 COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
 WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
+ACTIVE_STATES = ("queued", "running")
 
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
@@ -164,10 +165,26 @@ def _snapshot(binding: Binding) -> dict:
     return _bound_read(binding, session_snapshot)
 
 
-def _heartbeat_check(binding: Binding) -> int:
-    """The session's revision, after checking the caller's rights."""
+def _heartbeat_check(binding: Binding) -> tuple[int, dict | None]:
+    """The session's revision and its run state (``_run_state``), after checking the caller's rights."""
     _, meta = _check(binding)
-    return meta.revision
+    return meta.revision, _run_state(binding)
+
+
+def _run_state(binding: Binding) -> dict | None:
+    """The ``run_state`` event of the session's current run: its oldest active one, else
+    its latest (terminal) one; None when it never had a run."""
+    from runtime.models import ACTIVE_RUN_STATUSES, AgentRun
+
+    runs = AgentRun.objects.filter(session_id=binding.session_id).values_list("run_id", "status", "error")
+    run = runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first() or runs.order_by("-created_at", "-pk").first()
+    if run is None:
+        return None
+    return run_state(run_id=run[0], state=run[1], error=run[2])
+
+
+def _subscribed_run_state(binding: Binding) -> dict | None:
+    return _bound_read(binding, lambda sid: _run_state(binding))
 
 
 def _logged_event(binding: Binding, revision: int) -> dict | None:
@@ -184,7 +201,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
         outcome = session_prompt(
             session_id=session_id,
             text=data["text"],
-            user=user,
+            actor=user,
             images=[dict(i) for i in data.get("images") or []],
             from_entry_id=data.get("fromEntryId") or None,
             mode=data["mode"],
@@ -198,7 +215,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
 def _abort(session_id: str, user, data: dict) -> dict:
     from runtime.runs.prompts import run_abort
 
-    run = run_abort(session_id=session_id)
+    run = run_abort(session_id=session_id, actor=user)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 
@@ -209,6 +226,7 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
         result = session_switch_leaf(
             session_id=session_id,
             entry_id=data["entryId"],
+            actor=user,
             summarize=data["summarize"],
             instructions=data.get("instructions") or None,
         )
@@ -230,7 +248,6 @@ GATEWAY_MESSAGES = {
     DELETED_MESSAGE: "session_deleted",
     WITHDRAWN_MESSAGE: "access_withdrawn",
     RECHECK_MESSAGE: "access_recheck",
-    "gateway.heartbeat": "gateway_heartbeat",
 }
 COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
 COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
@@ -256,6 +273,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.gone = False
         self.closing = False
         self.heartbeat: asyncio.Task | None = None
+        # Layer messages, subscribes and heartbeats change what was sent (revision, run
+        # state): one at a time, in the order they take this lock.
+        self.delivery = asyncio.Lock()
+        self.run_sent: tuple[str | None, str] | None = None  # (runId, state) of the last run_state sent
         self.commands: set[asyncio.Task] = set()
         self.command_lock = asyncio.Lock()
         user = self.scope.get("user")
@@ -305,7 +326,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # which does that in its thread. Skipping it here halves the cost per frame.
         if message["type"] in GATEWAY_MESSAGES:
             if not self.closing:
-                await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
+                async with self.delivery:
+                    await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
         else:
             await super().dispatch(message)
 
@@ -355,7 +377,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await database_sync_to_async(_check)(self.binding)
                 await self._send({"type": "pong", "requestId": request_id})
             elif kind == "subscribe":
-                await self._subscribe(frame, request_id)
+                async with self.delivery:
+                    await self._subscribe(frame, request_id)
             else:
                 await self._command(kind, frame, request_id)
         except FrameError as exc:
@@ -421,6 +444,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             if not self.gone and not self.closing:
                 await self.send(text_data=text)
             await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": 0})
+            await self._send_run_state(replayed=0)
             return
         self.revision = None
         try:
@@ -432,6 +456,21 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._send(event)
             self.revision = event["revision"]
         await self._send({"type": "subscribed", "requestId": request_id, "revision": self.revision, "replayed": len(events)})
+        await self._send_run_state(replayed=len(events))
+
+    async def _send_run_state(self, *, replayed: int) -> None:
+        """After ``subscribed``: the run's state as it is now when the run is active, or
+        when it ended and events were replayed (the client was away while things
+        happened: it may have missed the end). The heartbeat sends it on any later change."""
+        try:
+            state = await database_sync_to_async(_subscribed_run_state)(self.binding)
+        except SessionNotFound:
+            return
+        if state is None or self.revision is None:
+            return
+        self.run_sent = (state["runId"], state["state"])
+        if state["state"] in ACTIVE_STATES or replayed > 0:
+            await self._send(state)
 
     async def _command(self, kind: str, frame: dict, request_id) -> None:
         if self.read_only:
@@ -498,7 +537,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def stream_event(self, message: dict) -> None:
         if self.revision is not None and self._ours(message):
-            await self._send(self._traced(message["event"], message))
+            event = message["event"]
+            if event.get("type") == "run_state":
+                self.run_sent = (event.get("runId"), event.get("state"))
+            await self._send(self._traced(event, message))
 
     async def session_deleted(self, message: dict) -> None:
         if self._ours(message):
@@ -523,17 +565,26 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return {**event, "emittedAt": message["emittedAt"]}
         return event
 
-    async def gateway_heartbeat(self, message: dict) -> None:
+    async def _heartbeat(self) -> None:
+        """Check rights, say the socket is alive, refresh group membership, and make good
+        what the layer lost: tree events (from the log) and the run's state."""
         try:
-            current = await database_sync_to_async(_heartbeat_check)(self.binding)
+            current, run = await database_sync_to_async(_heartbeat_check)(self.binding)
         except Withdrawn as exc:
             await self._withdraw(exc)
             return
         await self._send({"type": "heartbeat", "revision": self.revision})
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)  # refresh group expiry
+        try:
+            for group in self.groups_joined:
+                await self.channel_layer.group_add(group, self.channel_name)  # refresh group expiry
+        except Exception as exc:  # the layer is down: the log and the next beat make good what it loses
+            logger.warning("heartbeat of %s could not refresh its groups: %s", self.channel_name, exc)
         if self.revision is not None and current > self.revision:
             await self._fill_gap()  # a doorbell message was lost: catch up from the log
+        if self.revision is not None and run is not None and self.run_sent != (run["runId"], run["state"]):
+            # A run_state was lost (or the socket never saw this run): say where the run is now.
+            self.run_sent = (run["runId"], run["state"])
+            await self._send(run)
 
     async def _fill_gap(self) -> None:
         try:
@@ -551,16 +602,24 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 self.revision = event["revision"]
 
     async def _beat(self) -> None:
+        """The heartbeat task. It does not go through the channel layer (a full or broken
+        layer must not stop it: the beat is what repairs what the layer lost) and no
+        error ends it; it runs under the delivery lock, in turn with every layer message."""
         interval = settings.NETA_WS_HEARTBEAT_SECONDS
-        try:
-            while True:
+        failures = 0
+        while not (self.gone or self.closing):
+            try:
                 await asyncio.sleep(interval)
-                # Through our own channel, so the beat is handled in turn with every other message.
-                await self.channel_layer.send(self.channel_name, {"type": "gateway.heartbeat"})
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # the layer is down: the socket still works for commands
-            logger.exception("heartbeat failed for %s", self.channel_name)
+                async with self.delivery:
+                    if not (self.gone or self.closing):
+                        await self._heartbeat()
+                failures = 0
+            except asyncio.CancelledError:
+                return
+            except Exception:
+                failures += 1
+                if failures == 1 or failures % 20 == 0:  # the database is down: say so, not every beat
+                    logger.exception("heartbeat failed for %s (%d in a row)", self.channel_name, failures)
 
 
 class UnknownSocketConsumer(AsyncWebsocketConsumer):

@@ -3,7 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+
+logger = logging.getLogger(__name__)
+
+
+_DROP_LOG_SECONDS = 10.0
+
+
+def note_dropped(layer) -> None:
+    """A socket's queue was full and a message was dropped: count it (``layer.dropped``)
+    and say so at most every 10 s."""
+    layer.dropped += 1
+    now = time.monotonic()
+    if now - layer._drop_logged_at >= _DROP_LOG_SECONDS:
+        logger.warning(
+            "channel layer: %d messages dropped from full socket queues (capacity %d), %d in all",
+            layer.dropped - layer._dropped_logged, layer.capacity, layer.dropped,
+        )  # fmt: skip
+        layer._drop_logged_at, layer._dropped_logged = now, layer.dropped
 
 
 def _in_memory_base():
@@ -25,6 +44,8 @@ class InProcessChannelLayer(_in_memory_base()):
 
     def __init__(self, *, clean_interval: float = 1.0, **kwargs):
         super().__init__(**kwargs)
+        self.dropped = self._dropped_logged = 0
+        self._drop_logged_at = 0.0
         self.clean_interval = clean_interval
         self._cleaned_at = 0.0
 
@@ -57,4 +78,4 @@ class InProcessChannelLayer(_in_memory_base()):
             try:
                 await self.send(channel, message)
             except ChannelFull:
-                pass  # a stuck consumer loses doorbells; the event log fills its gap
+                note_dropped(self)  # a stuck consumer loses doorbells; the event log fills its gap

@@ -12,7 +12,9 @@ import orjson
 from django.conf import settings
 
 from runtime.encodable import renderable
-from runtime.realtime.stream_events import SPLIT_TYPES  # streaming types whose large ``delta`` is split
+from runtime.realtime.stream_events import (
+    SPLIT_TYPES,  # streaming types whose large ``delta`` is split
+)
 
 TREE_MESSAGE = "tree.event"
 

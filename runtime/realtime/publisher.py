@@ -33,6 +33,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 
 from runtime.realtime.groups import (
     forget_stream_key,
@@ -57,6 +58,9 @@ logger = logging.getLogger(__name__)
 _QUEUE_LIMIT = 10_000
 
 
+_LOG_SECONDS = 10.0
+
+
 class _Sender:
     """A FIFO of (group, message) drained by one task on one event loop."""
 
@@ -67,6 +71,8 @@ class _Sender:
         self.queue: asyncio.Queue | None = None
         self.dropped = 0
         self.sent = 0
+        self.logged_at = 0.0
+        self.logged_dropped = 0
         loop.call_soon_threadsafe(self._start)
 
     def _start(self) -> None:
@@ -87,17 +93,28 @@ class _Sender:
             try:
                 self.queue.put_nowait(item)
             except asyncio.QueueFull:
-                self.dropped += 1  # the doorbell is lossy; the event log is not
+                self._lost("queue full", None)  # the doorbell is lossy; the event log is not
+
+    def _lost(self, reason: str, exc: BaseException | None) -> None:
+        """Count a message that did not leave; log at most every 10 s (an outage is not a log flood)."""
+        self.dropped += 1
+        now = time.monotonic()
+        if now - self.logged_at >= _LOG_SECONDS:
+            logger.warning(
+                "realtime publisher: %d messages not sent since the last report (%d in all, %d sent); last: %s%s",
+                self.dropped - self.logged_dropped, self.dropped, self.sent, reason, f": {exc!r}" if exc else "",
+            )  # fmt: skip
+            self.logged_at, self.logged_dropped = now, self.dropped
 
     async def _drain(self) -> None:
+        # Never ends on an error: a layer error (Redis away, ChannelFull) costs that message only.
         while True:
             group, message = await self.queue.get()
             try:
                 await self.layer.group_send(group, message)
                 self.sent += 1
-            except Exception:
-                self.dropped += 1
-                logger.exception("could not publish to %s", group)
+            except Exception as exc:
+                self._lost(f"group_send to {group}", exc)
             finally:
                 self.queue.task_done()
 
@@ -171,6 +188,11 @@ class Gateway:
         sender = self._current_sender()
         if sender is not None:
             sender.submit(items)
+
+    def stats(self) -> dict:
+        """This process's sender: messages sent and messages lost (queue full, layer errors)."""
+        sender = self._sender
+        return {"sent": sender.sent if sender else 0, "dropped": sender.dropped if sender else 0}
 
     def listening(self) -> bool:
         """Whether anyone could receive what this process sends (else skip the work)."""

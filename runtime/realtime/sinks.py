@@ -19,6 +19,7 @@ from typing import Protocol
 
 from runtime.realtime.stream_events import COALESCED_TYPES, STREAM_EVENT_TYPES  # noqa: F401 - re-exported
 
+
 class StreamSink(Protocol):
     def emit(self, session_id: str, event: dict) -> None: ...
 

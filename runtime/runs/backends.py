@@ -21,8 +21,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from runtime.crash_points import crash_point
 
@@ -99,16 +97,12 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
     short-lived process such as ``runtime_reap``): the server's reaper takes it over
     once this process has exited. Returns False when the run was no longer queued.
     """
-    from runtime.models import AgentRun, RunStatus
+    from runtime.runs.lifecycle import record_submission
 
     backend = backend or run.backend
     owner = this_process() if backend == "inline" else {"host": "", "pid": None, "process_started": None}
-    updated = AgentRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED, submissions=run.submissions).update(
-        backend=backend, submitted_at=timezone.now(), submissions=F("submissions") + 1, **owner
-    )
-    if not updated:
+    if not record_submission(run, backend=backend, owner=owner):
         return False
-    run.backend, run.submissions = backend, run.submissions + 1
     run_id = str(run.run_id)
     if backend == "celery":
         from runtime.runs.tasks import run_agent_turn

@@ -13,12 +13,13 @@ from runtime.errors import RuntimeInputError, non_empty
 from runtime.models import (
     AgentRun,
     ModelConfig,
-    RunInput,
     RunInputKind,
     RunStatus,
 )
+from runtime.runs import lifecycle
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.selectors import active_run
+from sessions_tree.acting import acting_as
 from sessions_tree.errors import SessionBusy
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import (
@@ -85,7 +86,7 @@ def session_prompt(
     *,
     session_id: str,
     text: str,
-    user=None,
+    actor,
     images=None,
     from_entry_id: str | None = None,
     mode: str = RunInputKind.FOLLOW_UP,
@@ -98,6 +99,10 @@ def session_prompt(
     to steer it. ``from_entry_id`` continues from a history node (Pi's ``/tree``
     rule): from a user message its parent becomes the leaf, from any other node
     that node.
+
+    ``actor`` is who prompts (the owner, or staff on another user's session; None from
+    the command line): the run records it (``AgentRun.user``), and the tree events the
+    prompt and its run write name it (``SessionEvent.actor``).
     """
     from runtime.runs.reaper import reap_session
 
@@ -107,6 +112,7 @@ def session_prompt(
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
+    run_user = actor if getattr(actor, "pk", None) else None
     if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
         raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
     reap_session(session_id)
@@ -116,25 +122,27 @@ def session_prompt(
     with store_lock, transaction.atomic():
         # Serialized with session_delete on the row: if the session went meanwhile this is a
         # 404, and once the run below is committed a delete sees it and refuses.
-        lock_session(meta)
-        current = active_run(session_id, lock=True)
+        # The one lock of the decision (runs/locks.py): the session row. Under it the active
+        # run read below stays the active run until this transaction ends.
+        meta = lock_session(meta)
+        current = active_run(session_id)
         if current is not None:
             if from_entry_id:
                 raise SessionBusy("a run is active: abort it or wait before continuing from another entry")
-            RunInput.objects.create(run=current, kind=mode, text=text, images=images)
+            lifecycle.queue_input(current, kind=mode, text=text, images=images, user=run_user)
             return PromptOutcome(run=current, queued_as=mode)
         editor_text = None
         if from_entry_id:
-            editor_text = _continue_from(meta, from_entry_id)
-        run = AgentRun.objects.create(
-            session_id=session_id,
+            with acting_as(actor):
+                editor_text = _continue_from(meta, from_entry_id)
+        run = lifecycle.create_run(
+            meta,
             agent=agent,
-            user=user,
+            user=run_user,
             prompt=text,
             images=images,
             from_entry_id=from_entry_id or "",
             model_name=model_name or "",
-            backend=settings.NETA_TASK_BACKEND,
         )
         if dispatch:
             from runtime.runs.backends import submit_run
@@ -149,25 +157,13 @@ def _continue_from(meta: AgentSession, entry_id: str) -> str | None:
     return editor_text
 
 
-def run_abort(*, session_id: str | None = None, run: AgentRun | None = None) -> AgentRun | None:
-    """Ask the active run to stop (cooperative); a run still queued is aborted at once."""
+def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=None) -> AgentRun | None:
+    """Ask the session's active run (or ``run``) to stop, on behalf of ``actor`` (who is
+    recorded, and named in the run's error): a running run stops cooperatively, a run
+    still queued is aborted at once (``lifecycle.abort``)."""
     from runtime.runs.backends import cancel_local
 
-    with transaction.atomic():
-        if run is None:
-            run = active_run(session_id, lock=True)
-        else:
-            run = AgentRun.objects.select_for_update().get(pk=run.pk)
-        if run is None or not run.is_active:
-            return run
-        if run.status == RunStatus.QUEUED:
-            from django.utils import timezone
-
-            AgentRun.objects.filter(pk=run.pk).update(
-                status=RunStatus.ABORTED, cancel_requested=True, error="aborted before it started", finished_at=timezone.now()
-            )
-        else:
-            AgentRun.objects.filter(pk=run.pk).update(cancel_requested=True)
-    cancel_local(run.run_id)
-    run.refresh_from_db()
-    return run
+    outcome = lifecycle.abort(session_id=session_id, run=run, actor=actor)
+    if outcome.run is not None and not outcome.stopped and outcome.run.status == RunStatus.RUNNING:
+        cancel_local(outcome.run.run_id)  # wake it now if it runs in this process
+    return outcome.run

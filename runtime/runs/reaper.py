@@ -34,18 +34,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runtime.models import (
-    ACTIVE_RUN_STATUSES,
     AgentRun,
-    RunInput,
-    RunInputKind,
     RunStatus,
 )
-from runtime.realtime import stream_events
-from runtime.realtime.sinks import default_sink
+from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, process_gone, submit_run, this_process
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
-from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)
@@ -104,46 +99,33 @@ def _reap_running(stale: int, session_id: str | None, start: bool, deleting: boo
             reason = f"worker {run.worker or '?'} stopped responding (no heartbeat since {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
         else:
             continue
-        carried = _lose(run, reason, deleting=deleting)
+        lost, carried = _lose(run, reason, deleting=deleting)
+        if not lost:
+            continue
         if carried is not None:
-            submit_run(carried, start=start)
+            with transaction.atomic():
+                submit_run(carried, start=start)
         run.refresh_from_db()
         reaped.append(run)
-        _announce(run)
-        if carried is not None:
-            _announce(carried)
         logger.warning("reaped lost run %s of session %s: %s", run.run_id, run.session_id, run.error)
     return reaped
 
 
-def _announce(run: AgentRun) -> None:
-    """Tell the session's open sockets the run's new state (the streaming ``run_state``
-    event the turn loop sends), after commit: no tab keeps showing a dead run as running."""
-    run.refresh_from_db(fields=["status", "error"])
-    try:
-        default_sink().emit(run.session_id, stream_events.run_state(run_id=run.run_id, state=run.status, error=run.error))
-    except Exception:  # a missing channel layer never stops the reaper
-        logger.exception("could not announce the state of run %s", run.run_id)
+def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> tuple[bool, AgentRun | None]:
+    """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns whether
+    it was lost here, and a new run to submit, if one was made.
 
-
-def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> AgentRun | None:
-    """Close ``run``'s entries, mark it lost, carry its undelivered prompts. Returns a new
-    run to submit, if one was made.
-
-    First this process takes the run over (a conditional UPDATE making it the run's
-    owner, heartbeat fresh): one reaper wins, and one that dies midway leaves a run the
-    next round reaps again. The run stays ``running`` while its entries are closed, so a
-    prompt arriving meanwhile queues on it instead of starting a run on a tree with an
-    open in-flight entry. Then, under the session's row lock (the lock ``session_prompt``
-    takes), it becomes ``lost`` and the prompts it holds move on. The provider's own
-    locks are never taken while the row lock is held (their order is store, then row).
+    First this process takes the run over (``lifecycle.take_over``): one reaper wins, and
+    one that dies midway leaves a run the next round reaps again. The run stays
+    ``running`` while its entries are closed, so a prompt arriving meanwhile queues on it
+    instead of starting a run on a tree with an open in-flight entry. Then
+    ``lifecycle.lose`` makes it ``lost`` under the session's row lock and moves the prompts
+    it holds on. The provider's own locks are never taken while the row lock is held
+    (their order is store, then row).
     """
     owner = this_process()
-    taken = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, heartbeat_at=run.heartbeat_at, pid=run.pid).update(
-        heartbeat_at=timezone.now(), **owner
-    )
-    if not taken:  # it finished, beat again or was taken by another reaper meanwhile
-        return None
+    if not lifecycle.take_over(run, owner):  # it finished, beat again or was taken by another reaper meanwhile
+        return False, None
     notes = [reason]
     try:
         finalize_abandoned_entry(run.session_id)
@@ -152,50 +134,7 @@ def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> AgentRun | N
     except Exception as exc:  # never leave the run un-reaped because its tree is odd
         logger.exception("could not close the entries of lost run %s", run.run_id)
         notes.append(f"its in-flight entry could not be closed ({type(exc).__name__}: {exc})")
-    with transaction.atomic():
-        meta = AgentSession.objects.select_for_update().filter(session_id=run.session_id).first()
-        lost = AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, pid=owner["pid"], host=owner["host"]).update(
-            status=RunStatus.LOST, finished_at=timezone.now(), in_flight_entry_id=""
-        )
-        if not lost:
-            return None
-        carried, note = _carry_prompts(run, None if deleting else meta, gone="the session is being deleted" if deleting else "")
-        if note:
-            notes.append(note)
-        AgentRun.objects.filter(pk=run.pk).update(error="; ".join(notes))
-    return carried
-
-
-def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str = "") -> tuple[AgentRun | None, str]:
-    """The prompts ``run`` accepted and never delivered, in order, into a new run (or onto
-    the session's active run). Returns (new run to submit or None, a note for the record)."""
-    inputs = list(RunInput.objects.filter(run=run, consumed=False).order_by("id"))
-    prompts = [(i.text, i.images) for i in inputs]
-    if not run.prompt_entry_id and run.prompt:  # died before its own prompt reached the tree
-        prompts.insert(0, (run.prompt, run.images))
-    if not prompts:
-        return None, ""
-    RunInput.objects.filter(pk__in=[i.pk for i in inputs]).update(consumed=True)
-    if meta is None:
-        return None, f"{len(prompts)} accepted prompt(s) not run: {gone or 'the session no longer exists'}"
-    current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
-    if current is not None:
-        for text, images in prompts:
-            RunInput.objects.create(run=current, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
-        return None, f"{len(prompts)} accepted prompt(s) queued on run {current.run_id}"
-    (text, images), rest = prompts[0], prompts[1:]
-    carried = AgentRun.objects.create(
-        session_id=run.session_id,
-        agent=run.agent,
-        user=run.user,
-        prompt=text,
-        images=images,
-        model_name=run.model_name,
-        backend=settings.NETA_TASK_BACKEND,
-    )
-    for text, images in rest:
-        RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images)
-    return carried, f"{len(prompts)} accepted prompt(s) carried into run {carried.run_id}"
+    return lifecycle.lose(run, notes, owner=owner, deleting=deleting)
 
 
 def finalize_abandoned_entry(session_id: str) -> dict | None:
@@ -231,12 +170,7 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
         else:
             continue  # waiting for a thread of a live process here, or not overdue yet
         if run.submissions >= MAX_SUBMISSIONS:
-            failed = AgentRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED, submissions=run.submissions).update(
-                status=RunStatus.FAILED,
-                finished_at=timezone.now(),
-                error=f"never started: {why}, after {run.submissions} submissions",
-            )
-            if not failed:
+            if not lifecycle.fail_queued(run, why):
                 continue
             logger.warning("failed queued run %s: %s", run.run_id, why)
         else:
@@ -246,7 +180,6 @@ def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
             logger.warning("submitted queued run %s again: %s", run.run_id, why)
         run.refresh_from_db()
         changed.append(run)
-        _announce(run)
     return changed
 
 

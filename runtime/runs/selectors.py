@@ -5,12 +5,13 @@ from __future__ import annotations
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun
 
 
-def active_run(session_id: str, *, lock: bool = False) -> AgentRun | None:
-    """The session's oldest queued or running run (``lock``: ``SELECT … FOR UPDATE``)."""
-    qs = AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at")
-    if lock:
-        qs = qs.select_for_update()
-    return qs.first()
+def active_run(session_id: str) -> AgentRun | None:
+    """The session's oldest queued or running run.
+
+    Never a locking read (it would lock other sessions' runs through the status index):
+    a decision that must hold takes the session's row lock first (``runs/locks.py``),
+    under which the answer stays true until the transaction ends."""
+    return AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
 
 
 def run_state(session_id: str) -> dict:

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from runtime import llm
 from runtime.agents.specs import model_spec
 from runtime.agents.system_prompt import build_system_prompt
+from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
 from runtime.models import (
@@ -40,15 +41,15 @@ from runtime.models import (
 )
 from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
+from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import SummaryCancelled, SummaryFailed
-from runtime.subagent_policy import effective_tool_policy
+from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.providers import provider_for_session
 from sessions_tree.providers.base import SessionTreeProvider
-from toolcatalog.projection import ToolProjection, resolve_tools
-from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, run_tool
+from toolcatalog.protocol import ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class Turn:
     provider: SessionTreeProvider
     sink: Coalescer
     control: RunControl
-    projection: ToolProjection
+    tools: AgentTools  # the effective projection, and the one way a call runs
     cwd: str
     roots: list[str]
     system_prompt: str
@@ -132,54 +133,46 @@ class Turn:
 # --------------------------------------------------------------------------- entry point
 
 
-def claim_run(run_id) -> AgentRun | None:
-    """Take a queued run (conditional UPDATE: exactly one worker wins)."""
-    now = timezone.now()
-    claimed = AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker=f"{HOST}:{os.getpid()}:{threading.current_thread().name}",
-        **this_process(),
-    )
-    if not claimed:
-        return None
-    return AgentRun.objects.select_related("agent", "agent__model").get(run_id=run_id)
-
-
 def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Event | None = None) -> AgentRun | None:
     """Claim and run ``run_id`` to the end. Returns the finished run, or None if not claimable.
+
+    Every change of the run's state is a ``lifecycle`` transition, which sends the
+    ``run_state`` event after its commit. A failure anywhere, the claim included, ends
+    the run in a recorded state (``failed``), never left queued or running behind a
+    task that was acknowledged; if even that record cannot be written, the error goes
+    up and the reaper finds the run (its heartbeat stops).
 
     The caller owns the thread's database connection (the inline pool and Celery
     close stale ones between jobs); it is not recycled here, on the hot path.
     """
-    run = claim_run(run_id)
+    sink = sink or default_sink()
+    worker = f"{HOST}:{os.getpid()}:{threading.current_thread().name}"
+    try:
+        run = lifecycle.claim(run_id, worker=worker, owner=this_process(), sink=sink)
+    except Exception as exc:
+        logger.exception("claiming run %s failed", run_id)
+        lifecycle.fail_unclaimed(run_id, worker=worker, error=f"the run could not be started: {type(exc).__name__}: {exc}", sink=sink)
+        return AgentRun.objects.filter(run_id=run_id).first()
     if run is None:
         return None
-    sink = sink or default_sink()
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     try:
-        with RunControl(run, cancel=cancel) as control:
+        # What the run writes is done for whoever prompted it (sessions_tree.acting).
+        with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
             turn = _prepare(run, coalescer, control)
-            _emit_state(coalescer, run, "running")
             _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
-        _finish(run, RunStatus.ABORTED, error="aborted by the user during compaction")
+        coalescer.flush()
+        lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink)
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
+        coalescer.flush()
         _fail_in_flight(run)
-        _finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink)
     finally:
         coalescer.flush()
-    _record_undelivered(run)
     run.refresh_from_db()
-    _emit_state(coalescer, run, run.status)
-    coalescer.flush()
     return run
-
-
-def _emit_state(sink: Coalescer, run: AgentRun, state: str) -> None:
-    sink.emit(se.run_state(run_id=run.run_id, state=state, error=run.error))
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
@@ -192,8 +185,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     provider = provider_for_session(run.session_id)
     workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
-    tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
-    projection = resolve_tools(tool_policy, runtime_policy=runtime_policy)
+    tools = agent_tools(agent)
     return Turn(
         run=run,
         agent=agent,
@@ -201,10 +193,10 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
         provider=provider,
         sink=sink,
         control=control,
-        projection=projection,
+        tools=tools,
         cwd=cwd,
         roots=roots,
-        system_prompt=build_system_prompt(agent, projection, cwd=cwd),
+        system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd),
     )
 
 
@@ -228,7 +220,7 @@ def _run(turn: Turn) -> None:
     AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
     while True:
         if turn.control.check():
-            _finish(run, RunStatus.ABORTED, error="aborted before the next model call")
+            _finish(turn, RunStatus.ABORTED, abort_when=" before the next model call")
             return
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
@@ -240,25 +232,25 @@ def _run(turn: Turn) -> None:
             continue
         if stop == "aborted":
             close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
-            _finish(run, RunStatus.ABORTED, error="aborted by the user")
+            _finish(turn, RunStatus.ABORTED, abort_when="")
             return
         if stop == "error":
-            _finish(run, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
+            _finish(turn, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
             return
         calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
             if turn.control.cancelled:
-                _finish(run, RunStatus.ABORTED, error="aborted by the user")
+                _finish(turn, RunStatus.ABORTED, abort_when="")
                 return
             run.rounds += 1
             AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
             _deliver(turn, steered)
             if run.rounds >= turn.agent.max_tool_rounds and not steered:
-                _finish(run, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
+                _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
                 return
             continue
-        follow_up = _next_follow_up(run)
+        follow_up = lifecycle.next_input(run)
         if follow_up is None:
             # Pi's threshold check at the end of the run, while the run is still running
             # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
@@ -269,7 +261,8 @@ def _run(turn: Turn) -> None:
                 raise
             except SummaryFailed as exc:
                 logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
-            follow_up = _next_follow_up(run, finish=True)
+            turn.sink.flush()
+            follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
             if follow_up is None:
                 return
         _deliver(turn, [follow_up])
@@ -279,8 +272,10 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     """Append queued prompts to the tree, then mark them consumed: a crash in between
     delivers one twice (the reaper carries it again), never drops it."""
     for item in inputs:
-        turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
-        RunInput.objects.filter(pk=item.pk).update(consumed=True)
+        with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
+            turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+        turn.sink.flush()
+        lifecycle.consume(turn.run, item, sink=turn.sink.sink)
 
 
 def _stream_assistant(turn: Turn) -> dict:
@@ -289,7 +284,7 @@ def _stream_assistant(turn: Turn) -> dict:
     request = llm.LlmRequest(
         system_prompt=turn.system_prompt,
         messages=llm_messages(ctx.messages),
-        tools=turn.projection.tool_definitions() if turn.model.supports_tools else [],
+        tools=turn.tools.projection.tool_definitions() if turn.model.supports_tools else [],
         thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
         max_tokens=turn.model.max_output_tokens,
     )
@@ -381,21 +376,12 @@ def llm_messages(messages: list[dict]) -> list[dict]:
 
 
 def _tool_context(turn: Turn, call_id: str) -> ToolContext:
-    policy = turn.agent.tool_policy or {}
-
     def progress(partial: ToolResult) -> None:
         turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
-    return ToolContext(
-        roots=tuple(turn.roots),
-        cwd=turn.cwd,
-        cancel=turn.control.cancel,
-        on_progress=progress,
-        env_passthrough=tuple(policy.get("env_passthrough") or ()),
-        network=bool(policy.get("network", False)),
-        # The delegate tools (runtime/subagents/) host children for this run and this call.
-        extras={"skill_policy": turn.agent.skill_policy or {}, "for_subagent": False, "turn": turn, "tool_call_id": call_id},
-    )
+    # The delegate tools (runtime/subagents/) host children for this run and this call.
+    extras = {"turn": turn, "tool_call_id": call_id}
+    return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress, extras=extras)
 
 
 def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
@@ -408,20 +394,16 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         elif steered:
             result = ToolResult.error(SKIPPED_FOR_STEER_TEXT)
         else:
-            try:
-                tool = turn.projection.tool(name)
-            except UnknownTool as exc:
-                result = ToolResult.error(str(exc))
-            else:
-                result = run_tool(tool, _tool_context(turn, call_id), call.get("arguments") or {})
+            # Through the projection: a tool it does not make effective gets an error result.
+            result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
         message = result.to_pi_tool_result(call_id, name)
         turn.provider.append_message(turn.session_id, message)
         crash_point("after_tool")
         turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
         if not steered and index < len(calls) - 1:
-            steered = _take_inputs(turn.run, RunInputKind.STEER)
+            steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if not steered:
-        steered = _take_inputs(turn.run, RunInputKind.STEER)
+        steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     return steered
 
 
@@ -457,40 +439,10 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 # --------------------------------------------------------------------------- run bookkeeping
 
 
-def _take_inputs(run: AgentRun, kind: str) -> list[RunInput]:
-    """The queued inputs of ``kind``, oldest first (``_deliver`` marks them consumed)."""
-    return list(RunInput.objects.filter(run=run, kind=kind, consumed=False).order_by("id"))
-
-
-def _next_follow_up(run: AgentRun, *, finish: bool = False) -> RunInput | None:
-    """The next queued prompt (``_deliver`` marks it consumed once it is in the tree).
-    With ``finish``, when there is none the run is marked completed — atomically with
-    new prompts, which queue on the run under the same row lock."""
-    with transaction.atomic():
-        AgentRun.objects.select_for_update().get(pk=run.pk)
-        item = RunInput.objects.filter(run=run, consumed=False).order_by("id").first()
-        if item is None and finish:
-            _finish(run, RunStatus.COMPLETED)
-        return item
-
-
-def _finish(run: AgentRun, status: str, *, error: str = "") -> None:
-    AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-        status=status, error=error, finished_at=timezone.now(), in_flight_entry_id=""
-    )
-    run.status, run.error = status, error
-
-
-def _record_undelivered(run: AgentRun) -> None:
-    """A run that ended failed or aborted with prompts still queued on it says so: each
-    accepted prompt is answered or refused with a reason, never silently dropped."""
-    run.refresh_from_db(fields=["status", "error"])
-    if run.status not in (RunStatus.FAILED, RunStatus.ABORTED):
-        return
-    waiting = RunInput.objects.filter(run=run, consumed=False).count()
-    if waiting:
-        note = f"{waiting} queued prompt(s) not run: the run ended {run.status}"
-        AgentRun.objects.filter(pk=run.pk).update(error=f"{run.error}; {note}" if run.error else note)
+def _finish(turn: Turn, status: str, *, error: str = "", abort_when: str | None = None) -> None:
+    """End the run (``lifecycle.finish``) after the stream events sent so far."""
+    turn.sink.flush()
+    lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink)
 
 
 def _fail_in_flight(run: AgentRun) -> None:

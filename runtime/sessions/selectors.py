@@ -1,10 +1,19 @@
-"""Reading sessions: the snapshot a client starts from."""
+"""Reading sessions: the snapshot a client starts from, the revision a write answers with.
+
+(Who may read or write a session is ``runtime.sessions.access``.)"""
 
 from __future__ import annotations
 
 from runtime.models import Agent
 from runtime.runs.selectors import run_state
+from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
+
+
+def current_revision(session_id: str) -> int:
+    """The session's revision now (0 when it is gone): what a write answers with, so the
+    client knows which tree event its change became."""
+    return AgentSession.objects.filter(session_id=session_id).values_list("revision", flat=True).first() or 0
 
 
 def session_snapshot(session_id: str, *, entry_limit: int | None = None) -> dict:

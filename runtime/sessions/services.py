@@ -3,10 +3,17 @@ switch the leaf, compact, delete.
 
 Views, consumers and commands call these; every read and write of an existing session goes
 through the store the session names (``provider_for_session``).
+
+Every write takes the acting user, ``actor=`` (the owner, or staff acting on another user's
+session; None from the command line), and does its writes ``acting_as(actor)``: the tree
+events it records name that user in ``SessionEvent.actor`` (docs/runtime.md, "Who did it").
+A deletion, which removes the event log with the session, says who in the
+``runtime.sessions.audit`` log.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from django.db import transaction
@@ -21,6 +28,7 @@ from runtime.models import (
 )
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.selectors import active_run
+from sessions_tree.acting import acting_as
 from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
@@ -31,9 +39,17 @@ from sessions_tree.providers import (
     resolve_session_provider_kind,
 )
 
+audit = logging.getLogger("runtime.sessions.audit")
+
 
 def session_start(*, agent: Agent, user=None, title: str = "") -> AgentSession:
-    """A new session for ``agent``, opened like Pi's SDK: model and thinking level first."""
+    """A new session for ``agent`` owned by ``user`` (who also acts: a session is started by
+    its owner), opened like Pi's SDK: model and thinking level first."""
+    with acting_as(user):
+        return _session_start(agent=agent, user=user, title=title)
+
+
+def _session_start(*, agent: Agent, user, title: str) -> AgentSession:
     provider = get_provider(resolve_session_provider_kind(agent))
     session_id, cwd = new_session_workspace(agent, user)  # the Pi cwd: where this session's tools work
     meta = provider.create_session(session_id=session_id, cwd=str(cwd), user=user, agent=agent.name, title=title)
@@ -53,7 +69,7 @@ def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
 
 
 def session_switch_leaf(
-    *, session_id: str, entry_id: str | None, summarize: bool = False, instructions: str | None = None
+    *, session_id: str, entry_id: str | None, actor, summarize: bool = False, instructions: str | None = None
 ) -> dict:
     from runtime.runs.summaries import switch_leaf
 
@@ -62,10 +78,11 @@ def session_switch_leaf(
         raise SessionNotFound(f"no session {session_id!r}")
     if active_run(session_id) is not None:
         raise SessionBusy("a run is active: abort it or wait before moving the leaf")
-    return switch_leaf(session_id, entry_id, agent=agent_for_session(meta), summarize_branch=summarize, instructions=instructions)
+    with acting_as(actor):
+        return switch_leaf(session_id, entry_id, agent=agent_for_session(meta), summarize_branch=summarize, instructions=instructions)
 
 
-def session_compact(*, session_id: str, instructions: str | None = None) -> dict:
+def session_compact(*, session_id: str, actor, instructions: str | None = None) -> dict:
     from runtime.runs.summaries import compact_session
 
     meta = AgentSession.objects.filter(session_id=session_id).first()
@@ -75,7 +92,8 @@ def session_compact(*, session_id: str, instructions: str | None = None) -> dict
         raise SessionBusy("a run is active: abort it or wait before compacting")
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidEntry("instructions must be a string")
-    return compact_session(session_id, agent=agent_for_session(meta), instructions=instructions)
+    with acting_as(actor):
+        return compact_session(session_id, agent=agent_for_session(meta), instructions=instructions)
 
 
 MAX_TITLE = 500
@@ -89,21 +107,23 @@ def clean_title(title) -> str:
     return non_empty("title", title, MAX_TITLE).strip()
 
 
-def session_create(*, user, agent_name: str | None = None, title: str | None = None) -> AgentSession:
-    """A new session for the agent (its provider, model and thinking level), owned by ``user``."""
+def session_create(*, actor, agent_name: str | None = None, title: str | None = None) -> AgentSession:
+    """A new session for the agent (its provider, model and thinking level), owned by ``actor``."""
     agent = agent_by_name(agent_name)
     name = clean_title(title) if title is not None else None
-    meta = session_start(agent=agent, user=user)
+    meta = session_start(agent=agent, user=actor)
     if name is not None:
         # Pi's way to name a session: a session_info entry (the title mirrors it).
-        get_provider(meta.provider).append_session_info(meta.session_id, name=name)
+        with acting_as(actor):
+            get_provider(meta.provider).append_session_info(meta.session_id, name=name)
     return AgentSession.objects.get(pk=meta.pk)
 
 
-def session_rename(*, session_id: str, title: str) -> dict:
+def session_rename(*, session_id: str, title: str, actor) -> dict:
     """Append a ``session_info`` entry (Pi's /name); returns the entry."""
     clean = clean_title(title)
-    return provider_for_session(session_id).append_session_info(session_id, name=clean)
+    with acting_as(actor):
+        return provider_for_session(session_id).append_session_info(session_id, name=clean)
 
 
 def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
@@ -123,23 +143,25 @@ def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
     return agent
 
 
-def session_set_agent(*, session_id: str, agent_name: str) -> AgentSession:
+def session_set_agent(*, session_id: str, agent_name: str, actor) -> AgentSession:
     """Hand the session to another enabled agent; one revision and a ``session_updated`` event.
 
     Its next run uses that agent's model, tools and prompt; a run already active keeps its agent.
     """
     meta = session_or_not_found(session_id)
     agent = agent_for_session_change(meta=meta, agent_name=agent_name)
-    return get_provider(meta.provider).update_session(session_id, agent=agent.name)
+    with acting_as(actor):
+        return get_provider(meta.provider).update_session(session_id, agent=agent.name)
 
 
-def session_set_status(*, session_id: str, status: str) -> AgentSession:
+def session_set_status(*, session_id: str, status: str, actor) -> AgentSession:
     if status not in SessionStatus.values:
         raise RuntimeInputError("status", f"must be one of {', '.join(SessionStatus.values)}")
-    return provider_for_session(session_id).update_session(session_id, status=status)
+    with acting_as(actor):
+        return provider_for_session(session_id).update_session(session_id, status=status)
 
 
-def session_delete(*, session_id: str) -> None:
+def session_delete(*, session_id: str, actor) -> None:
     """Delete the session with everything stored for it, in one transaction.
 
     What goes: its entries (the JSONL file, or the ``SessionEntry`` rows), its meta row and
@@ -148,6 +170,9 @@ def session_delete(*, session_id: str) -> None:
     is queued or running; a session that is gone raises ``SessionNotFound`` (404). Serialized
     with ``session_prompt`` on the session row, so an accepted prompt is never deleted
     before its run has finished.
+
+    The event log goes with the session, so who deleted it is written to the
+    ``runtime.sessions.audit`` log (one INFO line: session, owner, actor).
     """
     from runtime.runs.reaper import reap_session
 
@@ -159,12 +184,24 @@ def session_delete(*, session_id: str) -> None:
     # The providers' lock order: the store's write lock (file: flock), then the row.
     with provider.write_lock(session_id), transaction.atomic():
         lock_session(meta)
-        if active_run(session_id, lock=True) is not None:
+        if active_run(session_id) is not None:  # under the row lock: no lock on the runs themselves
             raise SessionBusy("a run is active: abort it before deleting the session")
         RunInput.objects.filter(run__session_id=session_id).delete()
         AgentRun.objects.filter(session_id=session_id).delete()
         provider.delete_session(session_id)
-    transaction.on_commit(lambda: delete_session_directories(meta))  # its per-session workspace directory (docs/runtime.md)
+    transaction.on_commit(lambda: delete_session_directories(meta))
+    audit.info(
+        "session %s deleted by %s (owner %s)", session_id, _who(actor), _who_id(meta.user_id),
+        extra={"session_id": session_id, "actor_id": getattr(actor, "pk", None), "owner_id": meta.user_id},
+    )
+
+
+def _who(user) -> str:
+    return f"user {user.pk} ({user.get_username()})" if getattr(user, "pk", None) else "the command line (no user)"
+
+
+def _who_id(user_id) -> str:
+    return f"user {user_id}" if user_id else "none"  # its per-session workspace directory (docs/runtime.md)
 
 
 def session_deletion_summary(*, session_id: str) -> dict:
@@ -182,27 +219,29 @@ def session_deletion_summary(*, session_id: str) -> dict:
     }
 
 
-def session_label(*, session_id: str, entry_id: str, label: str | None) -> dict:
+def session_label(*, session_id: str, entry_id: str, label: str | None, actor) -> dict:
     """Set (or with ``None``/"" clear) the label of an entry; returns the label entry."""
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
     if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
         raise RuntimeInputError("label", f"must be a string of at most {MAX_LABEL} characters, or null")
     label = label.strip() if label else None
-    return provider_for_session(session_id).append_label_change(session_id, target_id=entry_id, label=label or None)
+    with acting_as(actor):
+        return provider_for_session(session_id).append_label_change(session_id, target_id=entry_id, label=label or None)
 
 
-def session_fork(*, session_id: str, entry_id: str, user) -> AgentSession:
-    """A new session holding the root→``entry_id`` path (Pi's fork), owned by ``user``."""
+def session_fork(*, session_id: str, entry_id: str, actor) -> AgentSession:
+    """A new session holding the root→``entry_id`` path (Pi's fork), owned by ``actor``."""
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
-    return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=user)
+    with acting_as(actor):
+        return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=actor)
 
 
 def session_import(
-    *, path: Path, user, agent_name: str | None = None, provider_kind: str | None = None, source_name: str | None = None
+    *, path: Path, actor, agent_name: str | None = None, provider_kind: str | None = None, source_name: str | None = None
 ) -> AgentSession:
-    """Import a Pi session file for ``user``. A file that is not a Pi session is refused whole.
+    """Import a Pi session file for ``actor`` (its owner). A file that is not a Pi session is refused whole.
 
     A header id that is already stored (whoever owns it) is replaced by a fresh one,
     so an import never tells whether an id exists; ``diagnostics["import"]`` (the
@@ -212,4 +251,5 @@ def session_import(
     kind = provider_kind or resolve_session_provider_kind(agent)
     if kind not in SESSION_PROVIDER_KINDS:
         raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
-    return import_session_file(path, provider_kind=kind, user=user, agent=agent.name, source_name=source_name)
+    with acting_as(actor):
+        return import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name)

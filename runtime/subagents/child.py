@@ -412,7 +412,7 @@ class Child:
                 network=policy.network,
                 sandbox=config.sandbox.mode,
                 protected=tuple(config.sandbox.protected_paths),
-                extras={"for_subagent": True},
+                for_subagent=True,  # a typed field of the context, no longer a key of extras
             )
         except ValueError as exc:
             return ToolResult.error(f"the subagent's workspace is not usable: {exc}")

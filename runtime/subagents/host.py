@@ -503,17 +503,18 @@ def _event_line(event: SubprocessEvent) -> dict:
 
 def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allowed_skills: list[str]) -> tuple[list[dict], list[dict]]:
     """(grants, denied): parent's effective ∩ child agent's (as a subagent) ∩ the policy; deny wins."""
-    from toolcatalog.projection import resolve_tools
     from toolcatalog.protocol import get_tool
 
+    from runtime.agents.tools import agent_tool_projection
+
     parent_on = set(parent_projection.effective_names())
-    child_projection = resolve_tools(child.tool_policy or {}, for_subagent=True)
+    child_projection = agent_tool_projection(child, for_subagent=True)
     grants, denied = [], []
     for decision in child_projection:
         name = decision.name
         reason = ""
         if name in NEVER_FOR_CHILDREN:
-            reason = "never offered to subagents" if name == "ask_user" else "a child cannot delegate (max depth)"
+            reason = "never offered to subagents" if name == "ask_user" else "a subagent cannot delegate further (depth limit)"
         elif not decision.effective:
             reason = f"off for the child agent as a subagent: {decision.reason}"
         elif name not in parent_on:
@@ -594,7 +595,7 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
     from runtime.subagents.envelope import parse_envelope
 
     skills = allowed_skills_for(child, policy)
-    grants, denied = child_tools(parent.projection, child, policy, allowed_skills=skills)
+    grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills)
     budget = policy.child_budget
     limits = {
         "maxTurns": budget.max_turns,

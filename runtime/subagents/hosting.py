@@ -149,7 +149,10 @@ def _proxy_handler(envelope):
     runs with the child's skill scope (``for_subagent``: the registry's own rules again)."""
     from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
 
+    from skills_registry.policy import SkillPolicy
+
     allowed = list(envelope.allowed_skills)
+    skill_policy = SkillPolicy.from_dict({"allowed": allowed, "subagent_allowed": allowed})
     cfg = envelope.runtime_config
 
     def handle(event: dict) -> dict:
@@ -165,7 +168,8 @@ def _proxy_handler(envelope):
             roots=tuple(cfg.workspace_roots),
             cwd=cfg.cwd,
             sandbox=cfg.sandbox.mode,
-            extras={"skill_policy": {"allowed": allowed, "subagent_allowed": allowed}, "for_subagent": True},
+            skill_policy=skill_policy,
+            for_subagent=True,
         )
         return run_tool(tool, ctx, arguments).to_dict()
 

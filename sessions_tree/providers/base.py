@@ -29,6 +29,7 @@ from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree import tree_events as te
+from sessions_tree.acting import current_actor_id
 from sessions_tree.branch_summary import navigation_target
 from sessions_tree.clean import clean_value
 from sessions_tree.context import SessionContext, context_from_path
@@ -931,8 +932,12 @@ class SessionTreeProvider:
         transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
 
     def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
+        actor_id = current_actor_id()  # who the services said acts (sessions_tree.acting)
         SessionEvent.objects.using(self.using).bulk_create(
-            [SessionEvent(session=meta, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e)) for e in events]
+            [
+                SessionEvent(session=meta, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e), actor_id=actor_id)
+                for e in events
+            ]
         )
         keep = settings.NETA_EVENT_LOG_SIZE
         last = events[-1]["revision"]

@@ -39,6 +39,7 @@ export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 
 const ACTIVE_RUN_STATES = new Set(["queued", "running"]);
 const MAX_TOOL_OUTPUTS = 200;
+const MAX_RUN_STATES = 50;
 
 export class SessionStore {
   constructor({ sessionId = null } = {}) {
@@ -49,6 +50,7 @@ export class SessionStore {
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.run = { runId: null, state: "idle", error: null };
+    this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
     this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
     this.readOnly = false;
@@ -305,7 +307,14 @@ export class SessionStore {
   _streamEvent(event, changes) {
     const type = event.type;
     if (type === "run_state") {
+      // The server sends the run's state after every `subscribed` and again on a heartbeat
+      // when this socket's last one is stale (docs/realtime.md): the latest frame wins.
       this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null };
+      if (event.runId) {
+        this._runStates.delete(event.runId);
+        this._runStates.set(event.runId, event.state);
+        if (this._runStates.size > MAX_RUN_STATES) this._runStates.delete(this._runStates.keys().next().value);
+      }
       changes.add("run");
       return;
     }
@@ -397,8 +406,14 @@ export class SessionStore {
     return ACTIVE_RUN_STATES.has(this.run.state) || Boolean(this.snapshot?.inFlight);
   }
 
-  /** Run state known from outside the socket (the REST runs list after a reload). */
+  /**
+   * Run state known from outside the socket (a prompt's ack, the REST runs list after
+   * a reconnect). Runs only move forward (queued → running → an end): an answer that
+   * is behind what the socket said about the same run (a late ack) changes nothing.
+   */
   setRun(run, changes = new Set()) {
+    const told = run?.runId ? this._runStates.get(run.runId) : undefined;
+    if (told !== undefined && runRank(run.state) <= runRank(told)) return;
     this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
     changes.add("run");
     this._notify(changes);
@@ -412,6 +427,10 @@ export class CommandError extends Error {
     this.code = code;
     this.fields = fields;
   }
+}
+
+function runRank(state) {
+  return state === "queued" ? 0 : state === "running" ? 1 : 2;
 }
 
 /** Nothing older loaded yet: `below` is the position where the snapshot's window starts. */

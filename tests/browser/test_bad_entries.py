@@ -47,7 +47,7 @@ from django.contrib.auth import get_user_model
 from pathlib import Path
 from runtime.sessions.services import session_create
 from sessions_tree.models import AgentSession
-meta = session_create(user=get_user_model().objects.get(username="alice"), agent_name="browser", title="bad entries")
+meta = session_create(actor=get_user_model().objects.get(username="alice"), agent_name="browser", title="bad entries")
 lines = json.loads({lines!r})
 meta = AgentSession.objects.get(pk=meta.pk)
 lines[0] = lines[0].replace("ROOT", meta.leaf_entry_id)

@@ -28,7 +28,7 @@ import json
 from django.contrib.auth import get_user_model
 from runtime.sessions.services import session_create
 from sessions_tree.providers import get_provider
-meta = session_create(user=get_user_model().objects.get(username="alice"), agent_name="browser", title="long")
+meta = session_create(actor=get_user_model().objects.get(username="alice"), agent_name="browser", title="long")
 provider = get_provider(meta.provider)
 sid = meta.session_id
 def say(role, text, parent=None):

@@ -59,11 +59,11 @@ async def layer(request, settings):
     prefix = f"neta_test_rights_{os.getpid()}_{os.urandom(3).hex()}"
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": prefix, "capacity": 500, "expiry": 30},
+            "BACKEND": "runtime.realtime.redis_layer.RedisFanoutLayer",  # the deployed one (neta/settings.py)
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": prefix, "capacity": 500},
         }
     }
-    assert type(get_channel_layer()).__name__ == "RedisChannelLayer"
+    assert type(get_channel_layer()).__name__ == "RedisFanoutLayer"
     yield request.param
     # The publisher's loop shares the layer, so its keys are removed directly, not with flush().
     client = redis.Redis.from_url(REDIS_URL)

@@ -144,4 +144,25 @@ test("an in-flight subagent batch keeps the page busy without an empty streaming
   store.receive({ type: "session_entry_updated", revision: 6, sessionId: "s", entry: { ...batch, metadata: { state: "finished" } }, inFlight: false });
   assert.equal(store.live, null);
   assert.equal(store.snapshot.inFlight, null);
+test("an ack or an HTTP answer that comes after the run's end does not bring the run back", () => {
+  const store = new SessionStore();
+  store.receive({ type: "run_state", runId: "r1", state: "running", error: null });
+  store.receive({ type: "run_state", runId: "r1", state: "completed", error: null });
+  store.setRun({ runId: "r1", state: "queued" }); // the prompt's ack, late
+  assert.deepEqual(store.run, { runId: "r1", state: "completed", error: null });
+  assert.equal(store.running, false);
+  store.setRun({ runId: "r2", state: "queued" }); // a run the socket has not told about yet
+  assert.deepEqual(store.run, { runId: "r2", state: "queued", error: null });
+  // Re-sent after a reconnect's `subscribed` (or by a heartbeat): the terminal state a lost frame carried.
+  store.receive({ type: "run_state", runId: "r2", state: "failed", error: "boom" });
+  assert.deepEqual(store.run, { runId: "r2", state: "failed", error: "boom" });
+});
+
+test("the REST answer after a reconnect brings the end of a run the socket only saw running", () => {
+  const store = new SessionStore();
+  store.receive({ type: "run_state", runId: "r1", state: "running", error: null });
+  store.setRun({ runId: "r1", state: "completed" });
+  assert.deepEqual(store.run, { runId: "r1", state: "completed", error: null });
+  store.setRun({ runId: "r1", state: "running" });
+  assert.equal(store.run.state, "completed");
 });

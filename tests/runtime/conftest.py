@@ -68,13 +68,13 @@ class Driver:
         self.sink = InMemorySink()
 
     def prompt(self, text: str, *, cancel: threading.Event | None = None, **kwargs):
-        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False, **kwargs)
+        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False, **{"actor": None, **kwargs})
         assert outcome.queued_as is None
         return execute_run(outcome.run.run_id, sink=self.sink, cancel=cancel)
 
     def start(self, text: str, **kwargs):
         """Run a prompt on a thread; returns (thread, holder) where holder[0] is the finished run."""
-        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False, **kwargs)
+        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False, **{"actor": None, **kwargs})
         holder: list = []
         cancel = threading.Event()
 

@@ -68,7 +68,7 @@ def conversation(agent: Agent, provider: str = "file", *, owner=None) -> AgentSe
 
 
 def finished_run(meta: AgentSession) -> AgentRun:
-    run = session_prompt(session_id=meta.session_id, text="one more", dispatch=False).run
+    run = session_prompt(actor=None, session_id=meta.session_id, text="one more", dispatch=False).run
     execute_run(run.run_id)
     run.refresh_from_db()
     assert not run.is_active
@@ -119,7 +119,7 @@ def test_deleting_a_session_in_the_admin_removes_file_rows_and_runs(superuser_cl
 @pytest.mark.parametrize("provider", ["file", "mysql"])
 def test_deleting_a_session_with_an_active_run_is_refused_and_says_why(superuser_client, agent, provider):
     meta = conversation(agent, provider)
-    run = session_prompt(session_id=meta.session_id, text="still queued", dispatch=False).run
+    run = session_prompt(actor=None, session_id=meta.session_id, text="still queued", dispatch=False).run
     page = superuser_client.get(f"{SESSIONS}{meta.pk}/delete/").content.decode()
     assert "Will not be deleted" in page and str(run.run_id) in page and "abort it first" in page
     assert 'name="post"' not in page  # nothing to confirm
@@ -137,7 +137,7 @@ def test_deleting_a_session_with_an_active_run_is_refused_and_says_why(superuser
 def test_delete_selected_goes_through_the_service_and_skips_busy_sessions(superuser_client, agent):
     idle_file, idle_rows, busy = conversation(agent, "file"), conversation(agent, "mysql"), conversation(agent, "file")
     finished_run(idle_file)
-    session_prompt(session_id=busy.session_id, text="running", dispatch=False)
+    session_prompt(actor=None, session_id=busy.session_id, text="running", dispatch=False)
     chosen = {"action": "delete_selected", "_selected_action": [idle_file.pk, idle_rows.pk, busy.pk]}
     confirm = superuser_client.post(SESSIONS, chosen)
     assert confirm.status_code == 200
@@ -166,14 +166,17 @@ def test_a_session_whose_file_is_gone_is_reported_not_a_server_error(superuser_c
     assert any(m.startswith("Not deleted:") and "missing" in m for m in messages_of(response)), messages_of(response)
 
 
-def test_the_generic_delete_never_removes_the_row_alone(superuser_client, agent):
+def test_the_generic_delete_never_removes_the_row_alone(superuser_client, agent, staff):
     """The model admin's own delete hooks (used by any other Django path) are the service too."""
     from django.contrib import admin
+    from django.test import RequestFactory
 
     meta = conversation(agent, "file")
     finished_run(meta)
     model_admin = admin.site._registry[AgentSession]
-    model_admin.delete_queryset(None, AgentSession.objects.filter(pk=meta.pk))
+    request = RequestFactory().post(SESSIONS)
+    request.user = staff  # the service is told who deletes
+    model_admin.delete_queryset(request, AgentSession.objects.filter(pk=meta.pk))
     assert_gone(meta)
 
 
@@ -253,7 +256,7 @@ def test_session_set_agent_refuses_unknown_agents(agent):
     meta = conversation(agent)
     for name in ("no-such-agent", "", None):
         with pytest.raises(RuntimeInputError):
-            session_set_agent(session_id=meta.session_id, agent_name=name)
+            session_set_agent(actor=None, session_id=meta.session_id, agent_name=name)
 
 
 def test_every_other_column_is_read_only(superuser_client, agent, outsider, owner):
@@ -282,7 +285,7 @@ def test_staff_with_view_only_see_the_session_and_change_nothing(client, django_
 
 def test_runs_are_read_only_and_aborted_through_run_abort(superuser_client, client, django_user_model, agent):
     meta = conversation(agent)
-    run = session_prompt(session_id=meta.session_id, text="queued", dispatch=False).run
+    run = session_prompt(actor=None, session_id=meta.session_id, text="queued", dispatch=False).run
     runs = "/admin/runtime/agentrun/"
     assert superuser_client.post(f"{runs}{run.pk}/change/", {"status": "completed"}).status_code == 403
     assert superuser_client.post(f"{runs}{run.pk}/delete/", {"post": "yes"}).status_code == 403

@@ -121,7 +121,7 @@ class Deployment:
         out = self.python(
             "from runtime.sessions.services import session_start; from runtime.runs.prompts import session_prompt; from runtime.agents.selectors import default_agent;"
             "s = session_start(agent=default_agent());"
-            f"o = session_prompt(session_id=s.session_id, text={text!r});"
+            f"o = session_prompt(actor=None, session_id=s.session_id, text={text!r});"
             "print(s.session_id, o.run.run_id)"
         )
         session_id, run_id = out.split()

@@ -118,7 +118,7 @@ def test_delete_racing_a_prompt_on_sqlite(race_agent, owner, provider):
             assert run.session_id == sid and run.prompt == f"race {i}"
             assert deleted.json()["error"]["code"] == "session_busy"
             assert AgentSession.objects.filter(session_id=sid).exists()
-            run_abort(run=run)
+            run_abort(actor=None, run=run)
             _wait(lambda: AgentRun.objects.get(run_id=run_id).status not in ACTIVE_RUN_STATUSES, "the run to stop")
             # Now idle: the delete goes through and takes the runs with it.
             assert deleter.delete(f"/api/sessions/{sid}/").status_code == 204
@@ -219,15 +219,15 @@ def test_delete_takes_runs_and_queued_inputs_with_it(make_agent, provider):
     agent = make_agent(rules(), provider=provider)
     meta = session_start(agent=agent)
     sid = meta.session_id
-    first = session_prompt(session_id=sid, text="one", dispatch=False).run
-    session_prompt(session_id=sid, text="queued behind it", dispatch=False)  # a follow-up on the queued run
+    first = session_prompt(actor=None, session_id=sid, text="one", dispatch=False).run
+    session_prompt(actor=None, session_id=sid, text="queued behind it", dispatch=False)  # a follow-up on the queued run
     assert RunInput.objects.filter(run=first).count() == 1
     execute_run(first.run_id)
     assert not AgentRun.objects.filter(session_id=sid, status__in=ACTIVE_RUN_STATUSES).exists()
     other = session_start(agent=agent)  # another session's runs stay
-    session_prompt(session_id=other.session_id, text="elsewhere", dispatch=False)
+    session_prompt(actor=None, session_id=other.session_id, text="elsewhere", dispatch=False)
 
-    session_delete(session_id=sid)
+    session_delete(actor=None, session_id=sid)
 
     assert not AgentSession.objects.filter(session_id=sid).exists()
     assert not SessionEntry.objects.filter(session__session_id=sid).exists()
@@ -248,11 +248,11 @@ def test_delete_is_refused_while_a_run_is_queued_or_running(make_agent, provider
 
     agent = make_agent(rules(), provider=provider)
     meta = session_start(agent=agent)
-    run = session_prompt(session_id=meta.session_id, text="hello", dispatch=False).run
+    run = session_prompt(actor=None, session_id=meta.session_id, text="hello", dispatch=False).run
     for status in ("queued", "running"):
         AgentRun.objects.filter(pk=run.pk).update(status=status)
         with pytest.raises(SessionBusy):
-            session_delete(session_id=meta.session_id)
+            session_delete(actor=None, session_id=meta.session_id)
         assert AgentRun.objects.filter(pk=run.pk).exists()
         assert AgentSession.objects.get(pk=meta.pk).entry_count == meta.entry_count
         if provider == "file":
@@ -267,11 +267,11 @@ def test_prompt_to_a_deleted_session_is_not_found_and_leaves_no_run(make_agent):
     from tests.runtime.conftest import rules
 
     meta = session_start(agent=make_agent(rules()))
-    session_delete(session_id=meta.session_id)
+    session_delete(actor=None, session_id=meta.session_id)
     with pytest.raises(SessionNotFound):
-        session_prompt(session_id=meta.session_id, text="anyone there?", dispatch=False)
+        session_prompt(actor=None, session_id=meta.session_id, text="anyone there?", dispatch=False)
     with pytest.raises(SessionNotFound):
-        session_delete(session_id=meta.session_id)
+        session_delete(actor=None, session_id=meta.session_id)
     assert not AgentRun.objects.filter(session_id=meta.session_id).exists()
 
 
@@ -289,13 +289,13 @@ def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(ma
     from tests.runtime.conftest import rules
 
     meta = session_start(agent=make_agent(rules()))
-    run = session_prompt(session_id=meta.session_id, text="hello", dispatch=False).run
+    run = session_prompt(actor=None, session_id=meta.session_id, text="hello", dispatch=False).run
     long_ago = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS + 60)
     AgentRun.objects.filter(pk=run.pk).update(
         status="running", heartbeat_at=long_ago, started_at=long_ago, prompt_entry_id="u0000001" if prompt_written else ""
     )
 
-    session_delete(session_id=meta.session_id)
+    session_delete(actor=None, session_id=meta.session_id)
 
     assert not AgentSession.objects.filter(session_id=meta.session_id).exists()
     assert not AgentRun.objects.filter(session_id=meta.session_id).exists()

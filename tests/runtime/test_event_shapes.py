@@ -76,7 +76,7 @@ def test_an_aborted_run_says_why_in_its_declared_shape(driver_for):
 
 def test_the_reapers_run_state_has_the_declared_shape(driver_for, settings):
     driver = driver_for(rules(default={"reply": [{"text": "x"}]}))
-    outcome = session_prompt(session_id=driver.session_id, text="hello", dispatch=False)
+    outcome = session_prompt(session_id=driver.session_id, text="hello", actor=None, dispatch=False)
     long_ago = timezone.now() - dt.timedelta(hours=1)
     AgentRun.objects.filter(pk=outcome.run.pk).update(
         status=RunStatus.RUNNING, heartbeat_at=long_ago, started_at=long_ago, host="elsewhere", pid=1

@@ -252,7 +252,7 @@ def test_a_turn_over_the_responses_api_runs_tools_and_replays_its_reasoning(serv
     )
     session_id = session_start(agent=agent).session_id
     for text in ("what is here?", "and now?"):
-        run = session_prompt(session_id=session_id, text=text, dispatch=False).run
+        run = session_prompt(actor=None, session_id=session_id, text=text, dispatch=False).run
         assert execute_run(run.run_id).status == "completed"
     stored = [e["message"] for e in get_provider("file").get_active_path(session_id) if e["type"] == "message"]
     assert [m["role"] for m in stored] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]

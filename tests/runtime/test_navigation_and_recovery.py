@@ -37,12 +37,12 @@ def test_switch_without_summary_just_moves_the_leaf(driver_for):
     driver.prompt("two")
     first_reply = path_of(driver)[3]
     assert first_reply["message"]["role"] == "assistant"
-    result = session_switch_leaf(session_id=driver.session_id, entry_id=first_reply["id"])
+    result = session_switch_leaf(actor=None, session_id=driver.session_id, entry_id=first_reply["id"])
     assert result == {"leafId": first_reply["id"], "editorText": None, "summaryEntry": None}
     assert path_of(driver)[-1]["id"] == first_reply["id"]
     # A user message as target: its parent becomes the leaf, its text comes back.
     second_user = [e for e in get_provider("file").list_entries(driver.session_id) if e.get("message", {}).get("content") == [{"type": "text", "text": "two"}]][0]
-    result = session_switch_leaf(session_id=driver.session_id, entry_id=second_user["id"])
+    result = session_switch_leaf(actor=None, session_id=driver.session_id, entry_id=second_user["id"])
     assert result["leafId"] == second_user["parentId"] and result["editorText"] == "two"
 
 
@@ -51,7 +51,7 @@ def test_switch_with_summary_writes_pis_branch_summary(driver_for):
     driver.prompt("hello")
     anchor = path_of(driver)[-1]
     driver.prompt("make a file")
-    result = session_switch_leaf(session_id=driver.session_id, entry_id=anchor["id"], summarize=True)
+    result = session_switch_leaf(actor=None, session_id=driver.session_id, entry_id=anchor["id"], summarize=True)
     summary = result["summaryEntry"]
     assert summary["type"] == "branch_summary" and summary["parentId"] == anchor["id"] and summary["fromId"] == anchor["id"]
     assert summary["summary"].startswith(
@@ -68,19 +68,19 @@ def test_manual_compaction(driver_for):
     driver = driver_for(rules(summary_rule("## Goal\nCompacted by hand.")))
     for text in ("a", "b", "c"):
         driver.prompt(text)
-    entry = session_compact(session_id=driver.session_id, instructions="focus on b")
+    entry = session_compact(actor=None, session_id=driver.session_id, instructions="focus on b")
     assert entry["type"] == "compaction" and entry["summary"].startswith("## Goal\nCompacted by hand.")
     assert entry["fromHook"] is False and isinstance(entry["tokensBefore"], int)
     from runtime.runs.summaries import NothingToCompact
 
     with pytest.raises(NothingToCompact, match="Already compacted"):
-        session_compact(session_id=driver.session_id)
+        session_compact(actor=None, session_id=driver.session_id)
 
 
 def test_reaper_finalizes_a_run_whose_worker_died(driver_for):
     driver = driver_for(rules())
     provider = get_provider("file")
-    outcome = session_prompt(session_id=driver.session_id, text="doomed", dispatch=False)
+    outcome = session_prompt(actor=None, session_id=driver.session_id, text="doomed", dispatch=False)
     run = outcome.run
     # What a worker leaves behind when it is killed mid-stream: a running run with a
     # stale heartbeat and an in-flight entry with a checkpoint.
@@ -140,9 +140,9 @@ def test_pi_reads_back_what_the_runtime_wrote(driver_for, oracle, tmp_path):
     driver.prompt("hello")
     anchor = path_of(driver)[-1]["id"]
     driver.prompt("make a file")
-    session_switch_leaf(session_id=driver.session_id, entry_id=anchor, summarize=True)
+    session_switch_leaf(actor=None, session_id=driver.session_id, entry_id=anchor, summarize=True)
     driver.prompt("after the summary")
-    session_compact(session_id=driver.session_id)
+    session_compact(actor=None, session_id=driver.session_id)
     seen = len(driver.sink.of_type("assistant_stream_delta"))
     thread, holder, _ = driver.start("slow one")
     import time
@@ -151,7 +151,7 @@ def test_pi_reads_back_what_the_runtime_wrote(driver_for, oracle, tmp_path):
         time.sleep(0.01)
     from runtime.runs.prompts import run_abort
 
-    run_abort(session_id=driver.session_id)
+    run_abort(actor=None, session_id=driver.session_id)
     thread.join(timeout=20)
     provider = get_provider("file")
     header, entries, leaf = provider.session_source(driver.session_id)

@@ -50,7 +50,7 @@ def scenario(workdir: Path) -> None:
     agent = Agent.objects.create(name="rule-agent", model=model, cwd=str(workdir / "workspace"), session_provider="file")
 
     def prompt(session_id: str, text: str) -> None:
-        outcome = session_prompt(session_id=session_id, text=text, dispatch=False)
+        outcome = session_prompt(actor=None, session_id=session_id, text=text, dispatch=False)
         assert outcome.queued_as is None, outcome
         run = execute_run(outcome.run.run_id)
         assert run.status == RunStatus.COMPLETED, f"{text!r} on {store(session_id)} session: {run.status} {run.error}"
@@ -63,10 +63,10 @@ def scenario(workdir: Path) -> None:
         prompt(session_id, "one")
         anchor = provider_for_session(session_id).get_active_path(session_id)[-1]["id"]
         prompt(session_id, "two")
-        result = session_switch_leaf(session_id=session_id, entry_id=anchor, summarize=True)
+        result = session_switch_leaf(actor=None, session_id=session_id, entry_id=anchor, summarize=True)
         assert result["summaryEntry"]["type"] == "branch_summary", result
         prompt(session_id, "three")
-        assert session_compact(session_id=session_id)["type"] == "compaction"
+        assert session_compact(actor=None, session_id=session_id)["type"] == "compaction"
         prompt(session_id, "four")
         messages = provider_for_session(session_id).build_context(session_id).messages
         assert messages[-1]["content"][0]["text"] == "echo: four", messages[-1]
@@ -88,7 +88,7 @@ def scenario(workdir: Path) -> None:
     # A mysql session imported for a file agent takes prompts.
     exported = export_session(mysql_session, workdir / "exported.jsonl")
     provider_for_session(mysql_session).delete_session(mysql_session)
-    imported = session_import(path=exported, user=None, agent_name=agent.name, provider_kind="mysql")
+    imported = session_import(path=exported, actor=None, agent_name=agent.name, provider_kind="mysql")
     assert imported.provider == "mysql" and agent.session_provider == "file"
     prompt(imported.session_id, "after the import")
     exercise(imported.session_id)

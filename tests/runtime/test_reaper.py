@@ -38,7 +38,7 @@ def dead_process() -> dict:
 
 def crashed_run(driver, text: str = "doomed", *, owner: dict | None = None, stale: bool = False, delivered: bool = True) -> AgentRun:
     """A run as a killed worker leaves it: running, its prompt in the tree (or not)."""
-    run = session_prompt(session_id=driver.session_id, text=text, dispatch=False).run
+    run = session_prompt(actor=None, session_id=driver.session_id, text=text, dispatch=False).run
     fields = {"status": RunStatus.RUNNING, "heartbeat_at": timezone.now() - dt.timedelta(seconds=300 if stale else 0), "worker": "w"}
     if delivered:
         entry = provider_for_session(driver.session_id).append_message(
@@ -123,7 +123,7 @@ def test_a_run_of_a_live_process_is_left_alone(driver_for):
 def test_prompts_acked_on_a_dead_run_are_carried_in_order_into_a_new_run(driver_for):
     driver = driver_for(rules())
     dead = crashed_run(driver)  # its process is on another host: only the heartbeat tells
-    acked = [session_prompt(session_id=driver.session_id, text=t, mode=m) for t, m in (("first", "follow_up"), ("second", "steer"), ("third", "follow_up"))]
+    acked = [session_prompt(actor=None, session_id=driver.session_id, text=t, mode=m) for t, m in (("first", "follow_up"), ("second", "steer"), ("third", "follow_up"))]
     assert [o.queued_as for o in acked] == ["follow_up", "steer", "follow_up"] and {o.run.pk for o in acked} == {dead.pk}
     AgentRun.objects.filter(pk=dead.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=300))
     reaped = reap_stale_runs()
@@ -152,7 +152,7 @@ def test_a_run_killed_before_its_prompt_reached_the_tree_is_carried(driver_for):
 def test_a_prompt_for_a_deleted_session_is_recorded_as_not_run(driver_for):
     driver = driver_for(rules())
     dead = crashed_run(driver)
-    assert session_prompt(session_id=driver.session_id, text="too late").queued_as == "follow_up"
+    assert session_prompt(actor=None, session_id=driver.session_id, text="too late").queued_as == "follow_up"
     provider_for_session(driver.session_id).delete_session(driver.session_id)
     AgentRun.objects.filter(pk=dead.pk).update(heartbeat_at=timezone.now() - dt.timedelta(seconds=300))
     reap_stale_runs()
@@ -186,7 +186,7 @@ def test_a_tool_running_at_the_crash_gets_an_aborted_result(driver_for):
 
 
 def queued_run(driver, text: str, **fields) -> AgentRun:
-    run = session_prompt(session_id=driver.session_id, text=text, dispatch=False).run
+    run = session_prompt(actor=None, session_id=driver.session_id, text=text, dispatch=False).run
     AgentRun.objects.filter(pk=run.pk).update(**fields)
     run.refresh_from_db()
     return run
@@ -240,13 +240,13 @@ def test_aborting_a_compaction_records_the_run_as_aborted(driver_for):
         time.sleep(0.02)
     time.sleep(0.3)
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.RUNNING  # still running while it compacts
-    run_abort(session_id=driver.session_id)
+    run_abort(actor=None, session_id=driver.session_id)
     thread.join(timeout=20)
     assert holder[0].status == RunStatus.ABORTED and "compaction" in holder[0].error
     # Before the next prompt: the threshold check compacts again, and is aborted again.
     thread, holder, run = driver.start("again")
     time.sleep(0.5)
-    run_abort(session_id=driver.session_id)
+    run_abort(actor=None, session_id=driver.session_id)
     thread.join(timeout=20)
     assert holder[0].status == RunStatus.ABORTED, holder[0].error
     kinds = [e["type"] for e in provider_for_session(driver.session_id).get_active_path(driver.session_id)]
@@ -260,7 +260,7 @@ def test_prompts_queued_on_a_run_that_fails_are_refused_with_the_reason(driver_f
     deadline = time.monotonic() + 10
     while not driver.sink.of_type("assistant_stream_delta") and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert session_prompt(session_id=driver.session_id, text="queued behind it").queued_as == "follow_up"
+    assert session_prompt(actor=None, session_id=driver.session_id, text="queued behind it").queued_as == "follow_up"
     thread.join(timeout=20)
     finished = AgentRun.objects.get(pk=run.pk)
     assert finished.status == RunStatus.FAILED

@@ -107,7 +107,7 @@ def test_abort_during_text(driver_for):
     driver = driver_for(rules(default={"reply": [{"text": slow, "delay_ms": 5, "chunk_size": 5}]}))
     thread, holder, run = driver.start("talk a lot")
     wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
-    run_abort(session_id=driver.session_id)
+    run_abort(actor=None, session_id=driver.session_id)
     thread.join(timeout=20)
     finished = holder[0]
     assert finished.status == RunStatus.ABORTED
@@ -139,7 +139,7 @@ def test_abort_during_a_tool_kills_it_and_closes_the_transcript(driver_for):
     wait_for(lambda: driver.sink.of_type("tool_call_completed") and len(messages(driver)) >= 2)
     time.sleep(0.3)
     started = time.monotonic()
-    run_abort(session_id=driver.session_id)
+    run_abort(actor=None, session_id=driver.session_id)
     thread.join(timeout=20)
     assert time.monotonic() - started < 10
     assert holder[0].status == RunStatus.ABORTED
@@ -179,7 +179,7 @@ def test_follow_up_is_queued_and_answered(driver_for):
     driver = driver_for(rules(slow))
     thread, holder, run = driver.start("first question")
     wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
-    outcome = session_prompt(session_id=driver.session_id, text="second question")
+    outcome = session_prompt(actor=None, session_id=driver.session_id, text="second question")
     assert outcome.queued_as == "follow_up" and outcome.run.pk == run.pk
     thread.join(timeout=20)
     assert holder[0].status == RunStatus.COMPLETED
@@ -205,7 +205,7 @@ def test_steer_is_delivered_after_the_current_tool_call(driver_for):
     driver = driver_for(script)
     thread, holder, run = driver.start("two slow commands")
     wait_for(lambda: driver.sink.of_type("tool_call_completed"))
-    outcome = session_prompt(session_id=driver.session_id, text="change of plan", mode="steer")
+    outcome = session_prompt(actor=None, session_id=driver.session_id, text="change of plan", mode="steer")
     assert outcome.queued_as == "steer"
     thread.join(timeout=20)
     assert holder[0].status == RunStatus.COMPLETED, holder[0].error
@@ -285,7 +285,7 @@ def test_bad_prompts_are_refused_without_writing(driver_for):
         ({"text": "x", "model_name": "nope"}, "model"),
     ):
         with pytest.raises(RuntimeInputError) as failure:
-            session_prompt(session_id=driver.session_id, dispatch=False, **kwargs)
+            session_prompt(actor=None, session_id=driver.session_id, dispatch=False, **kwargs)
         assert failure.value.field == field
     assert AgentRun.objects.count() == 0
     assert get_provider("file").get_session(driver.session_id).revision == before
@@ -310,7 +310,7 @@ def test_runtime_snapshot_has_the_context_window_and_run_state(driver_for):
     assert snapshot["runtimeContext"]["contextWindow"] == 64000
     assert snapshot["runtimeContext"]["runState"] == {"state": "idle", "runId": None}
     assert snapshot["runtimeContext"]["model"] == {"provider": "scripted", "modelId": "scripted-test"}
-    outcome = session_prompt(session_id=driver.session_id, text="queued", dispatch=False)
+    outcome = session_prompt(actor=None, session_id=driver.session_id, text="queued", dispatch=False)
     assert session_snapshot(driver.session_id)["runtimeContext"]["runState"] == {"state": "queued", "runId": str(outcome.run.run_id)}
 
 
@@ -357,7 +357,7 @@ def test_pi_reads_back_every_turn_scenario(driver_for, oracle, tmp_path):
         thread, holder, _ = driver.start(text)
         wait_for(lambda: len(driver.sink.of_type(wait_kind)) > seen)
         time.sleep(0.2)
-        run_abort(session_id=driver.session_id)
+        run_abort(actor=None, session_id=driver.session_id)
         thread.join(timeout=30)
         assert holder[0].status == RunStatus.ABORTED
     keep(driver)
@@ -365,7 +365,7 @@ def test_pi_reads_back_every_turn_scenario(driver_for, oracle, tmp_path):
     driver = driver_for(script, name="queues")
     thread, holder, _ = driver.start("slow talk")
     wait_for(lambda: driver.sink.of_type("assistant_stream_delta"))
-    session_prompt(session_id=driver.session_id, text="a follow-up")
+    session_prompt(actor=None, session_id=driver.session_id, text="a follow-up")
     thread.join(timeout=30)
     keep(driver)
 

@@ -49,7 +49,7 @@ def mode_of(path: Path) -> int:
 
 def prompt(session_id: str, text: str, user) -> list[dict]:
     """Run one prompt to the end; the toolResult messages it produced."""
-    outcome = session_prompt(session_id=session_id, text=text, user=user, dispatch=False)
+    outcome = session_prompt(session_id=session_id, text=text, actor=user, dispatch=False)
     run = execute_run(outcome.run.run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     provider = get_provider("file")
@@ -112,10 +112,10 @@ def test_a_fork_continues_in_its_parents_directory_for_the_same_user_only(make_a
     meta = session_start(agent=agent, user=alice)
     prompt(meta.session_id, "hello", alice)
     entry = get_provider("file").get_session(meta.session_id).leaf_entry_id
-    own_fork = session_fork(session_id=meta.session_id, entry_id=entry, user=alice)
+    own_fork = session_fork(session_id=meta.session_id, entry_id=entry, actor=alice)
     assert workspace_for(agent, own_fork).cwd == workspace_for(agent, meta).cwd
     assert own_fork.cwd == meta.cwd
-    foreign_fork = session_fork(session_id=meta.session_id, entry_id=entry, user=bob)
+    foreign_fork = session_fork(session_id=meta.session_id, entry_id=entry, actor=bob)
     assert workspace_for(agent, foreign_fork).cwd == workspace / "sessions" / foreign_fork.session_id
 
 
@@ -267,9 +267,9 @@ def test_a_deleted_sessions_directory_goes_with_it_and_an_import_of_its_id_start
     assert (old / "diary.txt").exists()
     shared_file = tmp_path / "alice.jsonl"
     export_session(meta.session_id, shared_file)  # Alice once shared an export of it
-    session_delete(session_id=meta.session_id)
+    session_delete(actor=None, session_id=meta.session_id)
     assert not old.exists()  # the session's directory is deleted with it
-    imported = session_import(path=shared_file, user=bob, agent_name=agent.name)
+    imported = session_import(path=shared_file, actor=bob, agent_name=agent.name)
     assert imported.session_id == meta.session_id  # the id was free again
     looked = prompt(imported.session_id, "bob looks", bob)
     assert "ALICE" not in text_of(looked[0]) + text_of(looked[1]), text_of(looked[0])
@@ -290,10 +290,10 @@ def test_a_fork_keeps_the_files_of_the_directory_it_shared_when_its_parent_is_de
     prompt(parent.session_id, "write notes", alice)
     shared = workspace_for(agent, parent, create=False).cwd
     leaf = AgentSession.objects.get(pk=parent.pk).leaf_entry_id
-    fork = session_fork(session_id=parent.session_id, entry_id=leaf, user=alice)
+    fork = session_fork(session_id=parent.session_id, entry_id=leaf, actor=alice)
     assert workspace_for(agent, fork, create=False).cwd == shared  # it works in its parent's directory
 
-    session_delete(session_id=parent.session_id)
+    session_delete(actor=None, session_id=parent.session_id)
 
     assert not shared.exists()  # nothing is left under the freed id
     fork = AgentSession.objects.get(pk=fork.pk)
@@ -316,11 +316,11 @@ def test_deleting_a_session_handed_to_another_agent_removes_its_directories_in_b
     second.refresh_from_db()
     meta = session_start(agent=first, user=alice)
     prompt(meta.session_id, "write here", alice)
-    session_set_agent(session_id=meta.session_id, agent_name="second")
+    session_set_agent(actor=None, session_id=meta.session_id, agent_name="second")
     prompt(meta.session_id, "write here", alice)
     dirs = [workspace / "sessions" / meta.session_id, elsewhere / "sessions" / meta.session_id]
     assert all(d.is_dir() for d in dirs)
-    session_delete(session_id=meta.session_id)
+    session_delete(actor=None, session_id=meta.session_id)
     assert [d.exists() for d in dirs] == [False, False]
 
 

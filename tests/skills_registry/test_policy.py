@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skills_registry.policy import SkillPolicy, SkillPolicyError, policy_from_extras
+from skills_registry.policy import SkillPolicy, SkillPolicyError
 
 
 def test_defaults():
@@ -58,14 +58,6 @@ def test_subagent_needs_both_lists():
     assert policy.name_allowed("a", for_subagent=True)[0]
     allowed, reason = policy.name_allowed("b", for_subagent=True)
     assert not allowed and "allowed skills" in reason
-
-
-def test_extras():
-    assert policy_from_extras({}) == (SkillPolicy(), False)
-    policy, sub = policy_from_extras({"skill_policy": {"allowed": ["x"]}, "for_subagent": True})
-    assert policy.allowed == ("x",) and sub is True
-    with pytest.raises(SkillPolicyError):
-        policy_from_extras({"for_subagent": "yes"})
 
 
 names = st.lists(st.text(alphabet="abc-", min_size=1, max_size=5), unique=True, max_size=5)

@@ -45,10 +45,9 @@ def registry(skill_env):
 
 
 def ctx(env, policy=None, for_subagent=False):
-    extras = {"for_subagent": for_subagent}
-    if policy is not None:
-        extras["skill_policy"] = policy
-    return ToolContext(roots=(env.tmp,), extras=extras)
+    """The context the runtime builds: the policy parsed, both as typed fields."""
+    parsed = SkillPolicy.from_dict(policy) if policy is not None else None
+    return ToolContext(roots=(env.tmp,), skill_policy=parsed, for_subagent=for_subagent)
 
 
 def call(env, name, args, **kw):
@@ -94,8 +93,22 @@ def test_read_skill_refusals(registry):
     assert manual.is_error and "/skill:manual" in manual.text_output()
     bad_args = call(registry, "read_skill", {"name": 3})
     assert bad_args.is_error and "Invalid arguments" in bad_args.text_output()
-    bad_policy = call(registry, "read_skill", {"name": "lint"}, policy={"allowed": "some"})
-    assert bad_policy.is_error and "allowed" in bad_policy.text_output()
+
+def test_the_policy_and_the_subagent_flag_are_typed_fields(registry):
+    with pytest.raises(TypeError, match="parsed skill policy"):
+        ToolContext(roots=(registry.tmp,), skill_policy={"allowed": ["deploy"]})  # a dict is not a policy
+    with pytest.raises(TypeError, match="for_subagent must be True or False"):
+        ToolContext(roots=(registry.tmp,), for_subagent="yes")
+    for key, value in (("skill_policy", {}), ("for_subagent", True)):  # the old strings are refused, not ignored
+        with pytest.raises(TypeError, match=f"{key}: a typed field of ToolContext"):
+            ToolContext(roots=(registry.tmp,), extras={key: value})
+
+    class NamesOnly:  # policy-like, but not the registry's SkillPolicy
+        def name_allowed(self, name, *, for_subagent):
+            return True, "yes"
+
+    odd = run_tool(get_tool("read_skill"), ToolContext(roots=(registry.tmp,), skill_policy=NamesOnly()), {"name": "lint"})
+    assert odd.is_error and "not a SkillPolicy" in odd.text_output()
 
 
 def test_read_skill_file(registry):

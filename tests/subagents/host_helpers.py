@@ -61,11 +61,11 @@ class Parent:
         return provider_for_session(self.session_id)
 
     def prompt(self, text: str = "please delegate", *, cancel: threading.Event | None = None):
-        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False)
+        outcome = session_prompt(actor=None, session_id=self.session_id, text=text, dispatch=False)
         return execute_run(outcome.run.run_id, sink=self.sink, cancel=cancel)
 
     def start(self, text: str = "please delegate"):
-        outcome = session_prompt(session_id=self.session_id, text=text, dispatch=False)
+        outcome = session_prompt(actor=None, session_id=self.session_id, text=text, dispatch=False)
         holder: list = []
 
         def work():

@@ -28,7 +28,6 @@ from tests.subagents.host_helpers import (
     script,
     wait_for,
 )
-from toolcatalog.projection import resolve_tools
 from toolcatalog.protocol import ToolContext
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -277,14 +276,13 @@ def test_a_replayed_call_never_spawns_twice(workspace):
     events = row.event_count
     call_id = row.tool_call_id
     # The same call again (a retried tool call) through the host's own entry point.
+    from runtime.agents.tools import agent_tools
     from runtime.models import Agent
-    from runtime.subagent_policy import effective_tool_policy
 
     agent = Agent.objects.get(name="boss")
-    tp, rp = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
     turn = SimpleNamespace(
         run=run, agent=agent, provider=parent.provider, session_id=parent.session_id,
-        projection=resolve_tools(tp, runtime_policy=rp), cwd=str(workspace), roots=[str(workspace)],
+        tools=agent_tools(agent), cwd=str(workspace), roots=[str(workspace)],
         sink=Coalescer(InMemorySink(), parent.session_id),
     )  # fmt: skip
     ctx = ToolContext(roots=(workspace,), extras={"turn": turn, "tool_call_id": call_id})

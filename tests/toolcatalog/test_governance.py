@@ -75,10 +75,13 @@ def test_tool_execute_refuses_what_the_projection_blocks(staff, tmp_path):
 
 def test_context_build_carries_policy_env_and_network(tmp_path):
     ctx = services.tool_context_build(
-        policy={"env_passthrough": ["GITHUB_TOKEN"], "network": True}, roots=[tmp_path], extras={"skill_policy": {}}
+        policy={"env_passthrough": ["GITHUB_TOKEN"], "network": True}, roots=[tmp_path], extras={"trace": "x"}
     )
     assert ctx.env_passthrough == ("GITHUB_TOKEN",) and ctx.network is True
-    assert ctx.extras == {"skill_policy": {}}
+    assert ctx.extras == {"trace": "x"}
+    assert ctx.skill_policy is None and ctx.for_subagent is False
+    sub = services.tool_context_build(policy={}, roots=[tmp_path], for_subagent=True)
+    assert sub.for_subagent is True
 
 
 # --- admin -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """What every API view shares: the error schemas, the session lookup with its access check,
-input parsing, the revision a write answers with."""
+input parsing."""
 
 from __future__ import annotations
 
@@ -81,10 +81,6 @@ def entry_field(name: str):
         yield
     except EntryNotFound as exc:
         raise FieldError(name, exc) from exc
-
-
-def current_revision(session_id: str) -> int:
-    return AgentSession.objects.filter(session_id=session_id).values_list("revision", flat=True).first() or 0
 
 
 class SessionApi(APIView):

@@ -11,6 +11,7 @@ from rest_framework import viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
 from runtime.api.pagination import (
@@ -47,9 +48,8 @@ class AgentToolsApi(APIView):
     )
     def get(self, request, name: str):
         from toolcatalog.policy import PolicyError
-        from toolcatalog.projection import resolve_tools
 
-        from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError, effective_tool_policy
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
@@ -63,16 +63,8 @@ class AgentToolsApi(APIView):
         except SubagentPolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's subagent policy is invalid: {exc}", status_code=409) from exc
         try:
-            if role == "subagent":  # what a child of this agent's kind gets at most (the parent's policy narrows it further)
-                tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, {}, depth=1)
-                runtime_policy["denied"] = {
-                    **{name: "a subagent cannot delegate further (depth limit)" for name in DELEGATE_TOOLS},
-                    "ask_user": "never offered to subagents",
-                }
-                projection = resolve_tools(tool_policy, for_subagent=True, runtime_policy=runtime_policy)
-            else:
-                tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
-                projection = resolve_tools(tool_policy, runtime_policy=runtime_policy)
+            # for=subagent: what a child of this agent's kind gets at most (its parent's policy narrows it further)
+            projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         return Response({"agent": agent.name, **projection.to_dict()})

@@ -87,7 +87,7 @@ class SessionImportApi(APIView):
             try:
                 meta = session_import(
                     path=path,
-                    user=request.user,
+                    actor=request.user,
                     agent_name=data.get("agent"),
                     provider_kind=data.get("provider"),
                     source_name=name,

@@ -38,7 +38,7 @@ class SessionPromptApi(SessionApi):
             outcome = session_prompt(
                 session_id=meta.session_id,
                 text=data["text"],
-                user=request.user,
+                actor=request.user,
                 images=[dict(i) for i in data.get("images") or []],
                 from_entry_id=data.get("fromEntryId") or None,
                 mode=data["mode"],
@@ -54,7 +54,7 @@ class SessionAbortApi(SessionApi):
     @extend_schema(summary="Abort the active run (cooperative)", request=None, responses={200: S.AbortOut, **WRITE_ERRORS})
     def post(self, request, session_id: str):
         meta = self.session(request, session_id)
-        run = run_abort(session_id=meta.session_id)
+        run = run_abort(session_id=meta.session_id, actor=request.user)
         if run is not None:
             run = AgentRun.objects.select_related("agent").get(pk=run.pk)
         return Response({"run": S.RunOut(run).data if run is not None else None})

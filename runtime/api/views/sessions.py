@@ -26,14 +26,13 @@ from runtime.api.views.base import (
     SESSION_ID,
     WRITE_ERRORS,
     SessionApi,
-    current_revision,
     entry_field,
     parse,
     safe_filename,
     session_or_404,
 )
 from runtime.sessions.access import visible_sessions
-from runtime.sessions.selectors import session_snapshot
+from runtime.sessions.selectors import current_revision, session_snapshot
 from runtime.sessions.services import (
     session_compact,
     session_create,
@@ -79,7 +78,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     @extend_schema(summary="Create a session", request=S.SessionCreateInput, responses={201: S.SessionOut, **WRITE_ERRORS})
     def create(self, request):
         data = parse(S.SessionCreateInput, request.data)
-        meta = session_create(user=request.user, agent_name=data.get("agent"), title=data.get("title"))
+        meta = session_create(actor=request.user, agent_name=data.get("agent"), title=data.get("title"))
         return Response(S.SessionOut(meta).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -92,16 +91,16 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         meta = self.get_object()
         data = parse(S.SessionUpdateInput, request.data)
         if "title" in data:
-            session_rename(session_id=meta.session_id, title=data["title"])
+            session_rename(session_id=meta.session_id, title=data["title"], actor=request.user)
         if "status" in data:
-            session_set_status(session_id=meta.session_id, status=data["status"])
+            session_set_status(session_id=meta.session_id, status=data["status"], actor=request.user)
         meta.refresh_from_db()
         return Response(S.SessionOut(meta).data)
 
     @extend_schema(summary="Delete a session and its entries", parameters=[SESSION_ID], responses={204: None, **WRITE_ERRORS})
     def destroy(self, request, session_id=None):
         meta = self.get_object()
-        session_delete(session_id=meta.session_id)
+        session_delete(session_id=meta.session_id, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -178,6 +177,7 @@ class SessionLeafSwitchApi(SessionApi):
             result = session_switch_leaf(
                 session_id=meta.session_id,
                 entry_id=data["entryId"],
+                actor=request.user,
                 summarize=data["summarize"],
                 instructions=data.get("instructions") or None,
             )
@@ -190,7 +190,7 @@ class SessionLabelApi(SessionApi):
         meta = self.session(request, session_id)
         data = parse(S.LabelInput, request.data)
         with entry_field("entryId"):
-            entry = session_label(session_id=meta.session_id, entry_id=data["entryId"], label=data["label"])
+            entry = session_label(session_id=meta.session_id, entry_id=data["entryId"], label=data["label"], actor=request.user)
         return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
 
 
@@ -203,7 +203,7 @@ class SessionCompactApi(SessionApi):
     def post(self, request, session_id: str):
         meta = self.session(request, session_id)
         data = parse(S.CompactInput, request.data)
-        entry = session_compact(session_id=meta.session_id, instructions=data.get("instructions") or None)
+        entry = session_compact(session_id=meta.session_id, actor=request.user, instructions=data.get("instructions") or None)
         return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
 
 
@@ -213,7 +213,7 @@ class SessionForkApi(SessionApi):
         meta = self.session(request, session_id)
         data = parse(S.ForkInput, request.data)
         with entry_field("entryId"):
-            fork = session_fork(session_id=meta.session_id, entry_id=data["entryId"], user=request.user)
+            fork = session_fork(session_id=meta.session_id, entry_id=data["entryId"], actor=request.user)
         fork = AgentSession.objects.select_related("user").get(pk=fork.pk)
         return Response(S.SessionOut(fork).data, status=status.HTTP_201_CREATED)
 

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runtime.agents.selectors import default_agent
 from runtime.agents.workspaces import workspace_for
 from runtime.errors import RuntimeInputError
+from runtime.management.acting_user import acting_user, add_as_user_argument
 from runtime.models import Agent, RunStatus
 from runtime.runs.prompts import session_prompt
 from runtime.runs.turn import execute_run
@@ -86,9 +87,11 @@ class Command(BaseCommand):
         parser.add_argument("--session", help="continue this session (default: a new one)")
         parser.add_argument("--from", dest="from_entry", help="continue from this entry (Pi's /tree rule)")
         parser.add_argument("--model", help="use this model for the turn")
+        add_as_user_argument(parser)
 
-    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, **options):
+    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, as_user=None, **options):
         no_color = options.get("no_color", False)
+        actor = acting_user(as_user)
         try:
             chosen = Agent.objects.select_related("model").get(name=agent, enabled=True) if agent else default_agent()
         except Agent.DoesNotExist:
@@ -101,8 +104,10 @@ class Command(BaseCommand):
                     raise CommandError(f"no session {session!r}")
                 session_id = session
             else:
-                session_id = session_start(agent=chosen).session_id
-            outcome = session_prompt(session_id=session_id, text=text, from_entry_id=from_entry, model_name=model, dispatch=False)
+                session_id = session_start(agent=chosen, user=actor).session_id
+            outcome = session_prompt(
+                session_id=session_id, text=text, actor=actor, from_entry_id=from_entry, model_name=model, dispatch=False
+            )
         except (RuntimeInputError, SessionTreeError) as exc:
             raise CommandError(str(exc)) from exc
         if outcome.queued_as:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0005_agentrun_process_identity'),
+        ('runtime', '0007_runinput_user'),
     ]
 
     operations = [

@@ -1,0 +1,242 @@
+"""Delivery under load, on the real distributed stack: two Daphne servers, a Celery
+worker, MariaDB and Redis (``tests/gateway/cluster.py``), the deployed channel layer
+(Redis pub/sub, one bounded queue per socket: docs/realtime.md, "Channel layers").
+
+- 20 sessions × 5 turns, two clients per session (one on each server): every client
+  receives every tree event, in revision order without a gap, and its snapshot plus
+  those events equals the session fetched afresh; every client receives every run's
+  terminal ``run_state``; no socket closes.
+- Per-socket queues of 2 messages with 30 sockets on one server: drops are provoked
+  (the server says so), yet no socket dies, heartbeats go on, and the heartbeat makes
+  good what was dropped (tree events from the log, the run's state re-sent).
+- The layer's Redis connections killed mid-turn (a Redis hiccup): the sockets stay
+  open, the turn's events and terminal state still arrive, the next turn streams live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+
+import pytest
+
+from sessions_tree.events import TREE_EVENT_TYPES, apply_events
+from tests.api.builders import TEST_RULES
+from tests.conftest import require
+from tests.gateway.cluster import REDIS_URL, Cluster, cleanup_workdir, mariadb_available, redis_available
+
+pytestmark = [pytest.mark.slow, pytest.mark.mariadb]
+
+TERMINAL = ("completed", "aborted", "failed", "lost")
+HEARTBEAT_SECONDS = 1
+
+
+class Watcher:
+    """One websocket client that records every frame in the background."""
+
+    def __init__(self, cluster: Cluster, server: int, session_id: str):
+        self.cluster, self.server, self.session_id = cluster, server, session_id
+        self.frames: list[dict] = []
+        self.closed: int | None = None
+        self.changed = asyncio.Event()
+
+    async def open(self, since_revision: int | None = None) -> dict | None:
+        import websockets
+
+        for attempt in range(5):
+            try:
+                self.ws = await websockets.connect(
+                    self.cluster.ws_url(self.server, self.session_id),
+                    additional_headers={"Authorization": f"Token {self.cluster.token}"},
+                    origin=self.cluster.origin(self.server),
+                    max_size=None,
+                    ping_interval=None,
+                )
+                break
+            except websockets.InvalidMessage:
+                # Daphne drops a handshake its application has not answered within 5 s (a
+                # storm of 40 connects on two busy cores): a client tries again, as the page does.
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))
+        self.reader = asyncio.create_task(self._read())
+        await self.ws.send(json.dumps({"type": "subscribe", "sinceRevision": since_revision}))
+        await self.until(lambda f: f["type"] == "subscribed")
+        snapshots = [f["snapshot"] for f in self.frames if f["type"] == "snapshot"]
+        return snapshots[0] if snapshots else None
+
+    async def _read(self) -> None:
+        import websockets
+
+        try:
+            async for raw in self.ws:
+                self.frames.append(json.loads(raw))
+                self.changed.set()
+        except websockets.ConnectionClosed:
+            pass
+        self.closed = self.ws.close_code if self.ws.close_code is not None else -1
+        self.changed.set()
+
+    async def until(self, predicate, timeout: float = 90) -> dict:
+        async with asyncio.timeout(timeout):
+            seen = 0
+            while True:
+                for frame in self.frames[seen:]:
+                    if predicate(frame):
+                        return frame
+                seen = len(self.frames)
+                assert self.closed is None, f"socket closed ({self.closed})"
+                self.changed.clear()
+                await self.changed.wait()
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self.reader
+
+    def tree_events(self) -> list[dict]:
+        return [f for f in self.frames if f.get("type") in TREE_EVENT_TYPES]
+
+    def terminal_states(self) -> dict[str, str]:
+        return {f["runId"]: f["state"] for f in self.frames if f.get("type") == "run_state" and f["state"] in TERMINAL}
+
+    def count(self, kind: str) -> int:
+        return sum(1 for f in self.frames if f.get("type") == kind)
+
+
+def start_cluster(tmp_path_factory, **env) -> tuple[Cluster, object]:
+    require(mariadb_available(), "MariaDB is not reachable on 127.0.0.1:3306")
+    require(redis_available(), "Redis is not reachable")
+    workdir = tmp_path_factory.mktemp("delivery")
+    cluster = Cluster(
+        workdir, servers=2, workers=1, worker_concurrency=2, rules=TEST_RULES,
+        extra_env={"NETA_WS_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS), **env},
+    )  # fmt: skip
+    cluster.__enter__()
+    return cluster, workdir
+
+
+async def _prompt(cluster: Cluster, server: int, sid: str, text: str) -> str:
+    status, body = await asyncio.to_thread(cluster.http, server, "post", f"/api/sessions/{sid}/prompt/", {"text": text})
+    assert status == 202, body
+    return body["run"]["runId"]
+
+
+async def _session(cluster: Cluster, index: int, watchers_per_server: int, turns: int, text) -> dict:
+    """One session driven through ``turns`` prompts; every watcher must see every run end."""
+    status, session = await asyncio.to_thread(cluster.http, index % 2, "post", "/api/sessions/", {"title": f"load {index}"})
+    assert status == 201, session
+    sid = session["sessionId"]
+    watchers = [Watcher(cluster, server, sid) for server in (0, 1) for _ in range(watchers_per_server)]
+    before = await watchers[0].open()
+    for watcher in watchers[1:]:
+        await watcher.open(before["revision"])
+    runs = []
+    for turn in range(turns):
+        run_id = await _prompt(cluster, (index + turn + 1) % 2, sid, text(index, turn))
+        runs.append(run_id)
+        for watcher in watchers:
+            await watcher.until(lambda f: f.get("type") == "run_state" and f.get("runId") == run_id and f["state"] in TERMINAL)
+    return {"sid": sid, "before": before, "watchers": watchers, "runs": runs}
+
+
+async def _check_everything_arrived(cluster: Cluster, result: dict) -> list[str]:
+    """Every watcher got every tree event and every run's end; returns the errors of runs
+    that did not complete (MariaDB deadlocks are the other half of issue 13, not delivery's)."""
+    sid, before, watchers, runs = result["sid"], result["before"], result["watchers"], result["runs"]
+    status, after = await asyncio.to_thread(cluster.http, 0, "get", f"/api/sessions/{sid}/snapshot/")
+    assert status == 200
+    recorded, failed = {}, []
+    for run_id in runs:
+        status, run = await asyncio.to_thread(cluster.http, 0, "get", f"/api/runs/{run_id}/")
+        assert status == 200 and run["status"] in TERMINAL, run
+        recorded[run_id] = run["status"]
+        if run["status"] != "completed":
+            failed.append(run["error"])
+    for watcher in watchers:
+        await watcher.until(lambda f: f.get("type") in TREE_EVENT_TYPES and f["revision"] >= after["revision"])
+        events = watcher.tree_events()
+        assert [e["revision"] for e in events] == list(range(before["revision"] + 1, after["revision"] + 1))
+        assert apply_events(before, events) == after
+        assert watcher.terminal_states() == recorded  # every run's end, as the server recorded it
+        assert watcher.closed is None
+    return failed
+
+
+def test_twenty_sessions_five_turns_every_client_gets_every_event(tmp_path_factory):
+    cluster, workdir = start_cluster(tmp_path_factory)
+    try:
+        asyncio.run(_load(cluster))
+    finally:
+        cluster.stop()
+        cleanup_workdir(workdir)
+
+
+async def _load(cluster: Cluster) -> None:
+    results = await asyncio.gather(*(_session(cluster, i, 1, 5, lambda i, t: f"session {i} turn {t}") for i in range(20)))
+    failed = [error for result in results for error in await _check_everything_arrived(cluster, result)]
+    if failed:  # shown in the summary, not hidden: delivery held for them too
+        warnings.warn(f"{len(failed)} of 100 runs did not complete: {failed[:3]}", stacklevel=1)
+    # Streamed text reached the clients live (not only through the heartbeat's repairs).
+    assert all(any(w.count("assistant_stream_delta") for w in r["watchers"]) for r in results)
+    for result in results:
+        for watcher in result["watchers"]:
+            await watcher.close()
+
+
+def test_full_socket_queues_and_a_redis_hiccup_lose_nothing_for_good(tmp_path_factory):
+    cluster, workdir = start_cluster(tmp_path_factory, NETA_WS_CHANNEL_CAPACITY="2")
+    try:
+        asyncio.run(_small_capacity_and_hiccup(cluster))
+    finally:
+        cluster.stop()
+        cleanup_workdir(workdir)
+
+
+def _kill_layer_connections(cluster: Cluster) -> int:
+    """Close every Redis connection of this cluster's channel layer (named after its prefix)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    name = f"{cluster.name}-channels"
+    killed = 0
+    for info in client.client_list():
+        if info.get("name") == name:
+            killed += client.client_kill_filter(_id=info["id"])
+    return killed
+
+
+async def _small_capacity_and_hiccup(cluster: Cluster) -> None:
+    # 3 sessions, 5 sockets each on each server: 15 on each Daphne, queues of 2 messages;
+    # each turn streams slowly (many deltas), so queues overflow.
+    results = await asyncio.gather(*(_session(cluster, i, 5, 3, lambda i, t: f"please answer slowly {i}.{t}") for i in range(3)))
+    logs = cluster.log("daphne0") + cluster.log("daphne1")
+    assert "dropped from full socket queues" in logs  # the provocation happened
+    for result in results:
+        await _check_everything_arrived(cluster, result)
+    # Heartbeats went on on every socket, after the drops too.
+    marks = {id(w): w.count("heartbeat") for r in results for w in r["watchers"]}
+    await asyncio.sleep(HEARTBEAT_SECONDS * 3)
+    assert all(w.count("heartbeat") > marks[id(w)] for r in results for w in r["watchers"])
+
+    # A Redis hiccup in the middle of a turn: every connection of the layer is killed.
+    first = results[0]
+    sid, watchers = first["sid"], first["watchers"]
+    run_id = await _prompt(cluster, 1, sid, "please answer slowly, again")
+    await watchers[0].until(lambda f: f.get("type") == "assistant_stream_delta")
+    assert _kill_layer_connections(cluster) >= 3  # two servers and the worker at least
+    first["runs"].append(run_id)
+    for watcher in watchers:
+        await watcher.until(lambda f: f.get("type") == "run_state" and f.get("runId") == run_id and f["state"] in TERMINAL)
+    # The layer came back by itself: the next turn streams live to every socket.
+    marks = {id(w): w.count("assistant_stream_delta") for w in watchers}
+    run_id = await _prompt(cluster, 0, sid, "after the hiccup, please answer slowly")
+    first["runs"].append(run_id)
+    for watcher in watchers:
+        await watcher.until(lambda f: f.get("type") == "run_state" and f.get("runId") == run_id and f["state"] in TERMINAL)
+    await _check_everything_arrived(cluster, first)
+    assert all(w.count("assistant_stream_delta") > marks[id(w)] for w in watchers)
+    for result in results:
+        for watcher in result["watchers"]:
+            assert watcher.closed is None
+            await watcher.close()
