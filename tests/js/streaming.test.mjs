@@ -144,6 +144,8 @@ test("an in-flight subagent batch keeps the page busy without an empty streaming
   store.receive({ type: "session_entry_updated", revision: 6, sessionId: "s", entry: { ...batch, metadata: { state: "finished" } }, inFlight: false });
   assert.equal(store.live, null);
   assert.equal(store.snapshot.inFlight, null);
+});
+
 test("an ack or an HTTP answer that comes after the run's end does not bring the run back", () => {
   const store = new SessionStore();
   store.receive({ type: "run_state", runId: "r1", state: "running", error: null });
