@@ -17,7 +17,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 app = Celery("neta", task_cls="celery.contrib.django.task:DjangoTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The beat schedule (the reaper every NETA_REAPER_INTERVAL_SECONDS) is CELERY_BEAT_SCHEDULE in settings.
-app.autodiscover_tasks(["runtime.runs"])  # runtime.runs.tasks: the turn and the reaper round
+# runtime.runs.tasks: the turn and the reaper round; runtime.subagents.tasks: a child's supervisor
+app.autodiscover_tasks(["runtime.runs", "runtime.subagents"])
 
 
 @worker_ready.connect

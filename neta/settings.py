@@ -192,6 +192,9 @@ NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
 # The queue runs are sent to and workers consume (one per deployment sharing a broker).
 CELERY_TASK_DEFAULT_QUEUE = env_str("NETA_CELERY_QUEUE", "celery")
+# Subagent children are supervised by Celery tasks on their own queue (docs/subagents.md):
+# parent turns and children never wait on each other in one worker pool.
+NETA_SUBAGENT_QUEUE = env_str("NETA_SUBAGENT_QUEUE", "subagents")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from runtime.agents.tools import agent_tool_projection
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from runtime.errors import RuntimeInputError
-from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, TokenScope
+from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, SubprocessRun, TokenScope
 from runtime.runs.prompts import run_abort
 from runtime.sessions.services import (
     agent_for_session_change,
@@ -87,8 +87,8 @@ class AgentAdmin(LightListAdmin):
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = (
-        "workspace_layout", "sandbox", "effective_tools", "effective_skills", "system_prompt_preview", "created_at",
-        "updated_at",
+        "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents", "system_prompt_preview",
+        "created_at", "updated_at",
     )
 
     def _with_sandbox(self, extra_context):
@@ -134,7 +134,7 @@ class AgentAdmin(LightListAdmin):
         from toolcatalog.policy import PolicyError
 
         try:
-            projection = agent_tool_projection(obj)
+            projection = agent_tool_projection(obj)  # the delegate tools included when its subagent policy allows
         except PolicyError as exc:
             return f"invalid tool policy: {exc}"
         rows = [
@@ -142,6 +142,29 @@ class AgentAdmin(LightListAdmin):
             for d in projection
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows))
+
+    @admin.display(description="subagents")
+    def subagents(self, obj):
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+
+        try:
+            policy = SubagentPolicy.from_dict(obj.subagent_policy)
+        except SubagentPolicyError as exc:
+            return f"invalid subagent policy: {exc}"
+        if not policy.enabled:
+            return "delegation off (subagent_policy.enabled is false)"
+        b = policy.child_budget
+        return format_html(
+            "<pre>{}</pre>",
+            f"isolation: always a separate OS process (own process group, scrubbed environment)\n"
+            f"child agents: {', '.join(policy.agents)}\n"
+            f"depth {policy.max_depth} · {policy.max_tasks_per_call} tasks per call · {policy.max_concurrency} at once per run, "
+            f"{policy.max_concurrency_per_session} per session\n"
+            f"per child: {b.max_turns} turns, {b.max_tool_calls} tool calls, tokens {b.max_tokens or '∞'}, cost {b.max_cost or '∞'}, "
+            f"{b.wall_clock_seconds:g} s wall clock, {b.idle_seconds:g} s idle\n"
+            f"tools: allow {', '.join(policy.tools_allow) if policy.tools_allow is not None else '(parent ∩ child)'}; "
+            f"deny {', '.join(policy.tools_deny) or '-'}\nskills: {', '.join(policy.skills) or 'none'}",
+        )
 
     @admin.display(description="effective skills")
     def effective_skills(self, obj):
@@ -171,6 +194,42 @@ class AgentAdmin(LightListAdmin):
         except (PolicyError, ValueError) as exc:
             return f"cannot build it: {exc}"
         return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
+
+
+@admin.register(SubprocessRun)
+class SubprocessRunAdmin(LightListAdmin):
+    """Subagent children: the host's records (docs/subagents.md); read-only, cancel through the service."""
+
+    list_display = ("run_id", "session_id", "agent", "task_index", "status", "error_code", "pid", "event_count", "created_at")
+    list_filter = ("status", "mode", "backend")
+    search_fields = ("run_id", "session_id", "batch_id")
+    show_full_result_count = False
+    readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
+    exclude = ("envelope",)
+    actions = ["cancel_runs"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
+
+    @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
+    def cancel_runs(self, request, queryset):
+        from runtime.subagents.services import subprocess_run_cancel
+
+        count = 0
+        for run in queryset:
+            if run.is_active:
+                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)")
+                count += 1
+        self.message_user(request, f"asked {count} subagent run(s) to stop")
 
 
 @admin.register(AgentRun)

@@ -41,6 +41,15 @@ class RuntimeConfig(AppConfig):
         publisher.install()
         access.install()
 
+        # The delegate tools (offered only to agents whose subagent policy enables them).
+        from runtime.subagents.tools import register_delegate_tools
+
+        register_delegate_tools()
+        from runtime.runs.reaper import add_round_hook
+        from runtime.subagents.services import subprocess_runs_reap
+
+        add_round_hook(subprocess_runs_reap)
+
         # Crash recovery: a web process that runs turns itself (inline backend) reaps at
         # start-up the runs its dead predecessors left, and then on a timer. Celery
         # workers start the same timer from neta/celery.py.

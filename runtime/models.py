@@ -164,8 +164,15 @@ class Agent(models.Model):
             SkillPolicy.from_dict(self.skill_policy or {})
         except SkillPolicyError as exc:
             errors["skill_policy"] = [str(exc)]
-        if not isinstance(self.subagent_policy, dict):
-            errors["subagent_policy"] = ["must be a JSON object"]
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+        from toolcatalog.protocol import tool_names
+
+        try:
+            SubagentPolicy.from_dict(
+                self.subagent_policy, known_agents=[*Agent.objects.values_list("name", flat=True), self.name], known_tools=tool_names()
+            )
+        except SubagentPolicyError as exc:
+            errors["subagent_policy"] = [str(exc)]
         if not isinstance(self.workspace_roots, list) or not all(isinstance(r, str) and r for r in self.workspace_roots):
             errors["workspace_roots"] = ["must be a list of paths"]
         if self.cwd and not os.path.isabs(self.cwd):
@@ -319,3 +326,105 @@ class ApiToken(models.Model):
 
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class SubprocessStatus(models.TextChoices):
+    """A subagent child's life (docs/subagents.md, "Records"). The last five are terminal."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+
+
+ACTIVE_SUBPROCESS_STATUSES = (
+    SubprocessStatus.QUEUED,
+    SubprocessStatus.STARTING,
+    SubprocessStatus.RUNNING,
+    SubprocessStatus.CANCELLING,
+)
+
+
+class SubprocessRun(models.Model):
+    """One subagent child: a task of a delegate call, run as a separate OS process.
+
+    ``(parent_run, tool_call_id, task_index)`` is the idempotency key: a replayed tool
+    call finds its rows instead of spawning again."""
+
+    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    session_id = models.CharField(max_length=64, db_index=True)
+    parent_entry_id = models.CharField(max_length=64, blank=True, help_text="The assistant entry holding the delegate call.")
+    batch_id = models.CharField(max_length=64, db_index=True)
+    batch_entry_id = models.CharField(max_length=64, blank=True, help_text="The subagent_batch entry of the call.")
+    parent_run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="subprocess_runs")
+    parent_subprocess = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text="Set for a grandchild."
+    )
+    tool_call_id = models.CharField(max_length=200)
+    task_index = models.PositiveIntegerField()
+    mode = models.CharField(max_length=16, choices=[("single", "single"), ("parallel", "parallel"), ("chain", "chain")])
+    depth = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=16, choices=SubprocessStatus.choices, default=SubprocessStatus.QUEUED, db_index=True)
+    agent = models.CharField(max_length=64)
+    task = models.TextField()
+    backend = models.CharField(max_length=16, default="inline")
+    pid = models.IntegerField(null=True, blank=True)
+    worker_host = models.CharField(max_length=255, blank=True)
+    worker_pid = models.IntegerField(null=True, blank=True, help_text="The supervising process (web process or Celery child).")
+    worker_started = models.BigIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.CharField(max_length=16, blank=True)
+    error_code = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    final_text = models.TextField(blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+    limits = models.JSONField(default=dict, blank=True)
+    envelope = models.JSONField(default=dict, blank=True, help_text="The task envelope (no secrets: key variable names only).")
+    denied_tools = models.JSONField(default=list, blank=True)
+    stderr_tail = models.TextField(blank=True)
+    noise = models.JSONField(default=dict, blank=True)
+    event_count = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    cancelled_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "task_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
+        ]
+        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"subagent {self.run_id} ({self.agent}, {self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_SUBPROCESS_STATUSES
+
+
+class SubprocessEvent(models.Model):
+    """One JSONL event of a child, as the host received it (or wrote it: a synthetic end)."""
+
+    run = models.ForeignKey(SubprocessRun, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=32)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="subprocess_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"

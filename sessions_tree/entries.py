@@ -202,12 +202,18 @@ def session_info_entry(*, id: str, parent_id: str | None, timestamp: str, name: 
     return entry
 
 
-def subagent_batch_entry(*, id: str, parent_id: str | None, timestamp: str, batch_id: str, mode: str, runs: list) -> dict:
-    """Neta: one subagent call (``mode`` single/parallel/chain) and its ``runs``."""
+def subagent_batch_entry(
+    *, id: str, parent_id: str | None, timestamp: str, batch_id: str, mode: str, runs: list, metadata: dict | None = None
+) -> dict:
+    """Neta: one subagent call (``mode`` single/parallel/chain) and its ``runs``; the host
+    adds ``metadata`` (runs, bounded events, final results) when the batch is finalized."""
     entry = _base("subagent_batch", id, parent_id, timestamp)
     entry["batchId"] = batch_id
     entry["mode"] = mode
     entry["runs"] = runs
+    if metadata is not None:
+        _check("metadata", metadata, dict)
+        entry["metadata"] = metadata
     return entry
 
 
@@ -223,8 +229,9 @@ def subagent_result_entry(
     content,
     details=None,
     is_error: bool = False,
+    metadata: dict | None = None,
 ) -> dict:
-    """Neta: the result of one subagent run of a batch."""
+    """Neta: the result of one subagent run of a batch (``metadata``: e.g. bounded process events)."""
     entry = _base("subagent_result", id, parent_id, timestamp)
     entry["batchId"] = batch_id
     entry["runId"] = run_id
@@ -234,4 +241,7 @@ def subagent_result_entry(
     if details is not None:
         entry["details"] = details
     entry["isError"] = is_error
+    if metadata is not None:
+        _check("metadata", metadata, dict)
+        entry["metadata"] = metadata
     return entry

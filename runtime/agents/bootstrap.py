@@ -113,6 +113,9 @@ def runtime_bootstrap() -> list[str]:
             description="The default agent: general help in its workspace.",
             model=model,
             thinking_level="medium" if model.supports_thinking else "off",
+            # The offline demo shows delegation ("please delegate: …"); with a real model it
+            # stays off until staff enable it (docs/subagents.md).
+            subagent_policy={"enabled": True, "agents": ["default"]} if model.pk == demo.pk else {},
         )
         created.append(f"agent default ({model.name})")
     return created

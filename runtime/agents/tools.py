@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.subagent_policy import DELEGATE_TOOLS, effective_tool_policy
 from skills_registry.policy import SkillPolicy
 from toolcatalog.policy import ToolPolicy, parse_policy
 from toolcatalog.projection import ToolProjection, resolve_tools
@@ -43,9 +44,11 @@ class AgentTools:
         cwd: str | None,
         cancel: CancelSignal | None = None,
         on_progress: Callable[[ToolResult], None] | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> ToolContext:
         """A call's context: the workspace, the policy's env passthrough and network flag,
-        the skill policy and the subagent flag of this projection."""
+        the skill policy and the subagent flag of this projection (``extras``: what a tool of
+        a higher room needs, e.g. the delegate tools' turn and call id)."""
         return tool_context_build(
             policy=self.tool_policy,
             roots=roots,
@@ -54,6 +57,7 @@ class AgentTools:
             on_progress=on_progress,
             skill_policy=self.skill_policy,
             for_subagent=self.projection.for_subagent,
+            extras=extras,
         )
 
     def execute(self, name: str, args: Any, ctx: ToolContext) -> ToolResult:
@@ -65,7 +69,12 @@ def agent_tool_projection(agent, *, for_subagent: bool = False) -> ToolProjectio
     """The effective projection of ``agent``'s tool policy: what a run (or, with
     ``for_subagent``, a subagent) of it may call, and why. Pages, the API and the turn
     loop all read it here; ``PolicyError`` on an invalid stored policy."""
-    return resolve_tools(agent.tool_policy or {}, for_subagent=for_subagent)
+    # The delegate tools: on when the subagent policy lets the agent delegate; a subagent
+    # (a child process) never delegates and never asks the user (runtime/subagent_policy.py).
+    tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
+    if for_subagent:
+        runtime_policy = {"denied": {**{n: "a subagent cannot delegate further (depth limit)" for n in DELEGATE_TOOLS}, "ask_user": "never offered to subagents"}}
+    return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy)
 
 
 def agent_tools(agent, *, for_subagent: bool = False) -> AgentTools:

@@ -245,9 +245,10 @@ class AgentDetailOut(AgentOut):
     systemPrompt = serializers.CharField(source="system_prompt")
     toolPolicy = serializers.JSONField(source="tool_policy")
     skillPolicy = serializers.JSONField(source="skill_policy")
+    subagentPolicy = serializers.JSONField(source="subagent_policy")
 
     class Meta(AgentOut.Meta):
-        fields = [*AgentOut.Meta.fields, "systemPrompt", "toolPolicy", "skillPolicy"]
+        fields = [*AgentOut.Meta.fields, "systemPrompt", "toolPolicy", "skillPolicy", "subagentPolicy"]
         read_only_fields = fields
 
 

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from runtime.api.errors import api_not_found
-from runtime.api.views import account, catalog, imports, runs, sessions
+from runtime.api.views import account, catalog, imports, runs, sessions, subagents
 
 router = SimpleRouter(trailing_slash=True)
 router.register("sessions", sessions.SessionViewSet, basename="session")
@@ -40,6 +40,10 @@ urlpatterns = [
     path(SESSION + "compact/", sessions.SessionCompactApi.as_view(), name="session-compact"),
     path(SESSION + "fork/", sessions.SessionForkApi.as_view(), name="session-fork"),
     path(SESSION + "export/", sessions.SessionExportApi.as_view(), name="session-export"),
+    path(SESSION + "subagent-runs/", subagents.SessionSubagentRunsApi.as_view(), name="session-subagent-runs"),
+    path("subagent-runs/<str:run_id>/", subagents.SubagentRunApi.as_view(), name="subagent-run"),
+    path("subagent-runs/<str:run_id>/events/", subagents.SubagentRunEventsApi.as_view(), name="subagent-run-events"),
+    path("subagent-runs/<str:run_id>/cancel/", subagents.SubagentRunCancelApi.as_view(), name="subagent-run-cancel"),
     path("agents/<str:name>/tools/", catalog.AgentToolsApi.as_view(), name="agent-tools"),
     path("me/", account.MeApi.as_view(), name="me"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),

@@ -121,38 +121,55 @@ class RunState(_StreamEvent):
     error: str | None
 
 
-# --- reserved for subagents (DESIGN §7): declared, not emitted yet --------------------------
-# The subagents issue settles these shapes when it emits them (bump nothing: no client
-# has seen them); the browser already knows the types and ignores them.
+# --- subagents (DESIGN §7): sent by the subagent host (runtime/subagents/), never by the turn loop --
+# ``runId`` is the parent run, ``subagentRunId`` the child (``GET /api/subagent-runs/{id}/``).
 
 
 class SubagentRunStarted(_StreamEvent):
-    """Reserved: a child run of the delegate call ``toolCallId`` (task ``taskIndex``) started."""
+    """A child of the delegate call ``toolCallId`` (task ``taskIndex``) started as process ``pid``."""
 
     type: Literal["subagent_run_started"]
     runId: str  # the parent run
     subagentRunId: str
+    batchId: str
+    batchEntryId: str | None  # the in-flight subagent_batch entry
     toolCallId: str
     taskIndex: int
     agent: str
+    depth: int
+    pid: int | None
 
 
 class SubagentEvent(_StreamEvent):
-    """Reserved: one event of a child's JSONL stream (``event``: ``{v, runId, seq, ts, type, …}``)."""
+    """Events ``firstSeq``..``seq`` of a child's JSONL stream as one (consecutive
+    ``assistant_delta`` of one turn merged; long strings cut): ``event`` is the last one,
+    ``{v, runId, seq, ts, type, …}``. Replay: ``GET /api/subagent-runs/{id}/events/?afterSeq=``."""
 
     type: Literal["subagent_event"]
+    runId: str  # the parent run
     subagentRunId: str
+    batchId: str
+    taskIndex: int
+    firstSeq: int
     seq: int
     event: dict[str, Any]
 
 
 class SubagentRunCompleted(_StreamEvent):
-    """Reserved: a child run ended (``status``: completed, failed, aborted, lost)."""
+    """A child ended: ``status`` completed, partial, failed, cancelled, timed_out or lost;
+    ``errorCode`` / ``error`` say why when it did not complete."""
 
     type: Literal["subagent_run_completed"]
+    runId: str  # the parent run
     subagentRunId: str
+    batchId: str
+    taskIndex: int
+    agent: str
     status: str
+    errorCode: str | None
     error: str | None
+    usage: dict[str, Any]
+    eventCount: int
 
 
 # type name → its declaration: the one list of streaming event types.
@@ -171,7 +188,8 @@ STREAM_EVENT_SHAPES: dict[str, type] = {
     "subagent_run_completed": SubagentRunCompleted,
 }
 STREAM_EVENT_TYPES = frozenset(STREAM_EVENT_SHAPES)
-RESERVED_STREAM_EVENT_TYPES = frozenset({"subagent_run_started", "subagent_event", "subagent_run_completed"})
+SUBAGENT_STREAM_EVENT_TYPES = frozenset({"subagent_run_started", "subagent_event", "subagent_run_completed"})
+RESERVED_STREAM_EVENT_TYPES = SUBAGENT_STREAM_EVENT_TYPES  # the turn loop itself never sends these
 
 # Merged by the coalescer (``sinks.Coalescer``): consecutive ones of one stream become one
 # message (deltas concatenate; tool output: the latest wins). A ``final`` one is never held.
@@ -258,3 +276,31 @@ def session_context_stats(*, tokens: int, context_window: int, model: str) -> Se
 def run_state(*, run_id, state: str, error: str | None) -> RunState:
     """``error`` empty or None travels as null."""
     return {"type": "run_state", "runId": str(run_id), "state": state, "error": error or None}
+
+
+def subagent_run_started(
+    *, run_id, subagent_run_id, batch_id: str, batch_entry_id: str | None, tool_call_id: str, task_index: int, agent: str, depth: int, pid: int | None
+) -> SubagentRunStarted:
+    return {
+        "type": "subagent_run_started", "runId": str(run_id), "subagentRunId": str(subagent_run_id), "batchId": batch_id,
+        "batchEntryId": batch_entry_id or None, "toolCallId": tool_call_id, "taskIndex": task_index, "agent": agent,
+        "depth": depth, "pid": pid,
+    }  # fmt: skip
+
+
+def subagent_event(*, run_id, subagent_run_id, batch_id: str, task_index: int, first_seq: int, seq: int, event: dict) -> SubagentEvent:
+    return {
+        "type": "subagent_event", "runId": str(run_id), "subagentRunId": str(subagent_run_id), "batchId": batch_id,
+        "taskIndex": task_index, "firstSeq": first_seq, "seq": seq, "event": event,
+    }  # fmt: skip
+
+
+def subagent_run_completed(
+    *, run_id, subagent_run_id, batch_id: str, task_index: int, agent: str, status: str, error_code: str | None, error: str | None,
+    usage: dict, event_count: int,
+) -> SubagentRunCompleted:
+    return {
+        "type": "subagent_run_completed", "runId": str(run_id), "subagentRunId": str(subagent_run_id), "batchId": batch_id,
+        "taskIndex": task_index, "agent": agent, "status": status, "errorCode": error_code or None, "error": error or None,
+        "usage": usage, "eventCount": event_count,
+    }  # fmt: skip

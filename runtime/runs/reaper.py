@@ -61,7 +61,21 @@ def reap_stale_runs(
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
     changed = _reap_running(stale, session_id, start, deleting)
     changed += _reap_queued(session_id, start)
+    for hook in _round_hooks:  # the rooms above: subagent children of lost supervisors
+        try:
+            hook()
+        except Exception:  # one hook's failure never stops the round
+            logger.exception("reaper hook %r failed", hook)
     return changed
+
+
+_round_hooks: list = []
+
+
+def add_round_hook(hook) -> None:
+    """Run ``hook()`` at the end of every reaper round (``runtime.subagents`` adds its reaper)."""
+    if hook not in _round_hooks:
+        _round_hooks.append(hook)
 
 
 def reap_session(session_id: str, *, deleting: bool = False) -> list[AgentRun]:

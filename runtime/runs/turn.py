@@ -379,7 +379,9 @@ def _tool_context(turn: Turn, call_id: str) -> ToolContext:
     def progress(partial: ToolResult) -> None:
         turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
-    return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress)
+    # The delegate tools (runtime/subagents/) host children for this run and this call.
+    extras = {"turn": turn, "tool_call_id": call_id}
+    return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress, extras=extras)
 
 
 def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:

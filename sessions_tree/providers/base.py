@@ -613,6 +613,7 @@ class SessionTreeProvider:
         content,
         details=None,
         is_error: bool = False,
+        metadata: dict | None = None,
     ) -> dict:
         return self._append_built(
             session_id,
@@ -624,6 +625,7 @@ class SessionTreeProvider:
             content=content,
             details=details,
             is_error=is_error,
+            metadata=metadata,
         )
 
     # ------------------------------------------------------------------ in-flight entries
@@ -648,6 +650,40 @@ class SessionTreeProvider:
                 emit(te.in_flight_added, entry=entry, leaf_id=new_id)
         return entry
 
+    def begin_in_flight_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list, metadata: dict | None = None) -> dict:
+        """Open a ``subagent_batch`` entry as the in-flight entry (a delegate call while its
+        children run): the leaf moves to it, rebuilt contexts and compaction see what is
+        running. ``update_in_flight_fields`` checkpoints it, ``finalize_in_flight(…, fields=…)``
+        stores it."""
+        with self.write_lock(session_id):
+            with self._change(session_id) as (meta, index, emit):
+                new_id = new_entry_id(_TakenIds(index, meta))
+                pending = pending_entry(
+                    E.subagent_batch_entry(
+                        id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(),
+                        batch_id=batch_id, mode=mode, runs=runs, metadata=metadata,
+                    )
+                )  # fmt: skip
+                entry = pending.entry
+                meta.in_flight_entry_id = new_id
+                meta.in_flight_payload = pending.raw
+                meta.leaf_entry_id = new_id
+                self._store_in_flight_begin(meta, pending)
+                emit(te.in_flight_added, entry=entry, leaf_id=new_id)
+        return entry
+
+    def update_in_flight_fields(self, session_id: str, entry_id: str, fields: dict) -> dict:
+        """Checkpoint an in-flight Neta entry (``subagent_batch``): top-level ``fields`` replaced."""
+        with self.write_lock(session_id):
+            with self._change(session_id) as (meta, index, emit):
+                current = self._in_flight(meta, entry_id)
+                _check_neta_fields(current, fields)
+                pending = pending_entry({**current, **fields})
+                entry = pending.entry
+                meta.in_flight_payload = pending.raw
+                emit(te.entry_updated, entry=entry, in_flight=True)
+        return entry
+
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
         _check_message(message)
         with self.write_lock(session_id):
@@ -660,12 +696,20 @@ class SessionTreeProvider:
         return entry
 
     def finalize_in_flight(
-        self, session_id: str, entry_id: str, message: dict | None = None, *, status: str = "completed"
+        self,
+        session_id: str,
+        entry_id: str,
+        message: dict | None = None,
+        *,
+        status: str = "completed",
+        fields: dict | None = None,
     ) -> dict:
         """Store the in-flight entry as a completed (or ``aborted``/``failed``) entry.
 
         Without ``message`` the last checkpoint is kept; for ``aborted``/``failed``
         an assistant message gets Pi's ``stopReason`` (``aborted``/``error``).
+        An in-flight Neta entry (``subagent_batch``) takes ``fields`` instead of a
+        message (top-level keys replaced); without them its checkpoint is stored.
         """
         if status not in ("completed", "aborted", "failed"):
             raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
@@ -674,12 +718,20 @@ class SessionTreeProvider:
         with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
-                final_message = dict(message if message is not None else current["message"])
-                if status != "completed" and final_message.get("role") == "assistant":
-                    stop = "aborted" if status == "aborted" else "error"
-                    if final_message.get("stopReason") not in ("aborted", "error"):
-                        final_message["stopReason"] = stop
-                pending = pending_entry({**current, "message": final_message})
+                if current.get("type") != "message":
+                    if message is not None:
+                        raise InvalidEntry(f"the in-flight entry {entry_id!r} is a {current.get('type')!r} entry, not a message")
+                    _check_neta_fields(current, fields or {})
+                    pending = pending_entry({**current, **(fields or {})})
+                else:
+                    if fields:
+                        raise InvalidEntry("fields are for in-flight Neta entries; a message entry takes a message")
+                    final_message = dict(message if message is not None else current["message"])
+                    if status != "completed" and final_message.get("role") == "assistant":
+                        stop = "aborted" if status == "aborted" else "error"
+                        if final_message.get("stopReason") not in ("aborted", "error"):
+                            final_message["stopReason"] = stop
+                    pending = pending_entry({**current, "message": final_message})
                 entry = pending.entry
                 _count(meta, index, entry)
                 self._store_in_flight_end(meta, index, pending, status)
@@ -947,6 +999,20 @@ def _with_tree_keys(entry: dict, new_id: str, parent_id: str | None) -> dict:
     if entry["type"] in _LATE_ID_TYPES:
         return {"type": entry["type"], **rest, **tree}
     return {"type": entry["type"], **tree, **rest}
+
+
+_FIXED_KEYS = frozenset({"type", "id", "parentId", "timestamp", "batchId"})
+
+
+def _check_neta_fields(current: dict, fields) -> None:
+    """What may change in an in-flight Neta entry: anything but its identity."""
+    if current.get("type") not in E.NETA_ENTRY_TYPES:
+        raise InvalidEntry(f"only Neta entries ({', '.join(sorted(E.NETA_ENTRY_TYPES))}) take fields, not {current.get('type')!r}")
+    if not isinstance(fields, dict):
+        raise InvalidEntry("fields must be a JSON object")
+    fixed = sorted(set(fields) & _FIXED_KEYS)
+    if fixed:
+        raise InvalidEntry(f"fields cannot change {', '.join(fixed)}")
 
 
 def _check_message(message) -> None:

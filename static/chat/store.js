@@ -30,10 +30,10 @@ export const STREAM_EVENT_FIELDS = {
   tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
   session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
   run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
-  // Reserved for subagents (issue 8): declared, not sent yet; ignored by the store.
-  subagent_run_started: { required: ["type", "runId", "subagentRunId", "toolCallId", "taskIndex", "agent"], ...ANY_STREAM },
-  subagent_event: { required: ["type", "subagentRunId", "seq", "event"], ...ANY_STREAM },
-  subagent_run_completed: { required: ["type", "subagentRunId", "status", "error"], ...ANY_STREAM },
+  // Subagents (docs/subagents.md): sent by the subagent host; the store does not draw them yet.
+  subagent_run_started: { required: ["type", "runId", "subagentRunId", "batchId", "batchEntryId", "toolCallId", "taskIndex", "agent", "depth", "pid"], ...ANY_STREAM },
+  subagent_event: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "firstSeq", "seq", "event"], ...ANY_STREAM },
+  subagent_run_completed: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "agent", "status", "errorCode", "error", "usage", "eventCount"], ...ANY_STREAM },
 };
 export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 
@@ -285,7 +285,10 @@ export class SessionStore {
   // ---------------------------------------------------------------- streaming
 
   _syncLive(changes, { reloaded }) {
-    const inFlight = this.snapshot?.inFlight ?? null;
+    // Only an assistant message streams; an in-flight subagent_batch (children running) is
+    // shown by the run's busy state, not as an empty reply.
+    const pending = this.snapshot?.inFlight ?? null;
+    const inFlight = pending !== null && pending.type === "message" ? pending : null;
     if (inFlight === null) {
       if (this.live !== null) {
         this.live = null;

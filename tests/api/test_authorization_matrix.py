@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from runtime.models import AgentRun
+from runtime.subagents.services import subprocess_runs_create
 from sessions_tree.models import AgentSession
 from tests.api.builders import build_tree
 from tests.api.roles import ROLE_PERMS, role_user
@@ -72,6 +73,10 @@ ENDPOINTS = [
     Endpoint("post", "/api/sessions/{sid}/fork/", 201, {"entryId": "{a1}"}),
     Endpoint("get", "/api/sessions/{sid}/export/", 200),
     Endpoint("get", "/api/runs/{run}/", 200),
+    Endpoint("get", "/api/sessions/{sid}/subagent-runs/", 200),
+    Endpoint("get", "/api/subagent-runs/{subrun}/", 200),
+    Endpoint("get", "/api/subagent-runs/{subrun}/events/?afterSeq=0", 200),
+    Endpoint("post", "/api/subagent-runs/{subrun}/cancel/", 200),
     Endpoint("get", "/api/sessions/", 200, session_scoped=False),
     Endpoint("post", "/api/sessions/", 201, {"title": "new"}, session_scoped=False),
     Endpoint("post", "/api/sessions/import/", 201, session_scoped=False, upload=True),
@@ -145,9 +150,13 @@ def test_every_endpoint_for_every_actor(endpoint, client_as, owner, agent):
         if endpoint.write or shared is None:  # reads share one session; writes get a fresh one each
             tree = _compactable_tree(owner, agent) if "compact" in endpoint.path else build_tree(owner, agent)
             run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
-            shared = (tree, run)
-        tree, run = shared
-        names = {"sid": tree.session_id, "run": str(run.run_id), **tree.ids}
+            subrun = subprocess_runs_create(
+                parent_run=run, batch_id="b", tool_call_id="c", mode="single", parent_entry_id="", depth=1,
+                tasks=[{"agent": agent.name, "task": "t"}],
+            )[0]  # fmt: skip
+            shared = (tree, run, subrun)
+        tree, run, subrun = shared
+        names = {"sid": tree.session_id, "run": str(run.run_id), "subrun": str(subrun.run_id), **tree.ids}
         path = _fill(endpoint.path, names)
         client = client_for(actor)
         revision = AgentSession.objects.get(session_id=tree.session_id).revision

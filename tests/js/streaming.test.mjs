@@ -129,6 +129,23 @@ test("commands resolve with their ack and reject with the server's error", async
   assert.equal(store.connection.state, "reconnecting");
 });
 
+test("an in-flight subagent batch keeps the page busy without an empty streaming reply", () => {
+  const store = new SessionStore();
+  const snapshot = {
+    session: { sessionId: "s" }, revision: 4, leafId: "p1", entries: [{ type: "message", id: "p1", parentId: null, timestamp: "t", message: { role: "user", content: "hi" } }],
+    activePath: ["p1"], childrenByParentId: { root: ["p1"] }, labelsByEntryId: {}, inFlight: null, runtimeContext: {},
+    page: { totalEntries: 1, includedEntries: 1, truncated: false, activePathLength: 1, activePathTruncated: false, limit: 2000 },
+  };
+  store.receive({ type: "snapshot", snapshot });
+  const batch = { type: "subagent_batch", id: "b1", parentId: "p1", timestamp: "t", batchId: "x", mode: "parallel", runs: [] };
+  store.receive({ type: "session_entry_added", revision: 5, sessionId: "s", entry: batch, leafId: "b1", inFlight: true });
+  assert.equal(store.live, null);
+  assert.equal(store.running, true);
+  store.receive({ type: "session_entry_updated", revision: 6, sessionId: "s", entry: { ...batch, metadata: { state: "finished" } }, inFlight: false });
+  assert.equal(store.live, null);
+  assert.equal(store.snapshot.inFlight, null);
+});
+
 test("an ack or an HTTP answer that comes after the run's end does not bring the run back", () => {
   const store = new SessionStore();
   store.receive({ type: "run_state", runId: "r1", state: "running", error: null });

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import (
+    OpenApiParameter,
     extend_schema,
     extend_schema_view,
 )
@@ -41,15 +42,29 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class AgentToolsApi(APIView):
-    @extend_schema(summary="The agent's effective tool projection, with the reason for each decision", responses={200: S.ToolProjectionOut, **READ_ERRORS, 409: ERROR})
+    @extend_schema(
+        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child)",
+        parameters=[OpenApiParameter("for", str, enum=["agent", "subagent"], required=False)],
+        responses={200: S.ToolProjectionOut, **READ_ERRORS, 400: ERROR, 409: ERROR},
+    )
     def get(self, request, name: str):
+
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
         if agent is None:
             raise ApiError("not_found", f"no agent named {name!r}", status_code=404)
+        role = request.query_params.get("for", "agent")
+        if role not in ("agent", "subagent"):
+            raise ApiError("invalid_input", f"for must be 'agent' or 'subagent', not {role!r}", status_code=400)
         try:
-            projection = agent_tool_projection(agent)
+            SubagentPolicy.from_dict(agent.subagent_policy)
+        except SubagentPolicyError as exc:
+            raise ApiError("invalid_agent_config", f"the agent's subagent policy is invalid: {exc}", status_code=409) from exc
+        try:
+            # for=subagent: what a child of this agent's kind gets at most (its parent's policy narrows it further)
+            projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         return Response({"agent": agent.name, **projection.to_dict()})

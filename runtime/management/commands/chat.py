@@ -65,6 +65,16 @@ class TerminalSink:
             self.write(f"← {status}: {first}{extra}\n")
         elif kind == "assistant_stream_end":
             self._switch(None)
+        elif kind == "subagent_run_started":
+            self._switch(None)
+            self.write(f"  ⇢ subagent {event.get('taskIndex', 0) + 1} ({event.get('agent')}) started: pid {event.get('pid')}\n")
+        elif kind == "subagent_event" and (event.get("event") or {}).get("type") == "tool_call":
+            self._switch(None)
+            self.write(f"  ⇢ subagent {event.get('taskIndex', 0) + 1} → {(event.get('event') or {}).get('name')}\n")
+        elif kind == "subagent_run_completed":
+            self._switch(None)
+            code = f" ({event['errorCode']})" if event.get("errorCode") else ""
+            self.write(f"  ⇠ subagent {event.get('taskIndex', 0) + 1} ({event.get('agent')}) {event.get('status')}{code}\n")
         self._out.flush()
 
 

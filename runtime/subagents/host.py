@@ -1,0 +1,644 @@
+"""The subagent host: one delegate call, from the model's request to its tool result (DESIGN §7).
+
+``delegate(ctx, mode=…, tasks=[…])`` is what the delegate tools call, inside the parent's
+turn (``ctx.extras["turn"]``, ``ctx.extras["tool_call_id"]``):
+
+1. **Refuse what the policy does not allow**, whatever the model asks: delegation off, a
+   depth at the limit, more tasks than ``max_tasks_per_call``, an agent not on the list.
+2. **Records**: one ``SubprocessRun`` per task, idempotent on (parent run, tool call id, task
+   index) — a replayed call gets its old rows and never spawns twice.
+3. **Tree**: a ``subagent_batch`` entry opened as the in-flight entry at dispatch (the leaf
+   moves to it; reloads and compaction see what is running), checkpointed as runs change.
+4. **Children**: each task's envelope (tools = parent's effective ∩ child agent's ∩ policy,
+   deny wins; skills = the allowlist) stored on its row, then supervised — a thread per child
+   in this process (inline backend) or a Celery task per child on ``NETA_SUBAGENT_QUEUE`` —
+   at most ``max_concurrency`` at once for this run (and ``max_concurrency_per_session``
+   for the session, enforced by the claim). ``chain`` runs them one after the other, each
+   step's ``{previous}`` replaced by the previous final text, and stops at a failure.
+5. **Abort** of the parent cancels every child (queued ones never start).
+6. **End**: the batch entry is finalized (``metadata.runs``, bounded ``metadata.events``,
+   ``metadata.finalResults``), one ``subagent_result`` entry per task is appended, and the
+   tool result holds every child's full final text (capped per child and per batch with
+   head + tail + a reference to the run), flagged as an error when a child failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
+from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, parse_policy_or_disabled
+from runtime.subagents import services
+from runtime.subagents.envelope import (
+    ENVELOPE_VERSION,
+    TaskEnvelope,
+    tool_settings_from_django,
+)
+from toolcatalog.protocol import ToolContext, ToolResult
+
+logger = logging.getLogger(__name__)
+
+WAIT_SECONDS = 0.25
+TASK_PREVIEW_CHARS = 500
+RESULT_ENTRY_MAX_CHARS = 1_000_000  # a subagent_result entry keeps the final text up to this
+PROCESS_EVENTS_KEPT = 40  # metadata.processEvents of a result entry
+NEVER_FOR_CHILDREN = frozenset({"ask_user", *DELEGATE_TOOLS})
+#: How long past its limits the host waits for a child's supervisor before it records it lost.
+LOST_GRACE_SECONDS = 60.0
+
+
+class DelegateRefused(Exception):
+    """The host will not run this call; the message is the tool result the model reads."""
+
+
+@dataclass
+class Task:
+    agent: str
+    task: str
+    context: str = ""
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def delegate(ctx: ToolContext, *, mode: str, tasks: list[Task]) -> ToolResult:
+    turn = ctx.extras.get("turn")
+    call_id = ctx.extras.get("tool_call_id") or ""
+    if turn is None or not call_id:
+        return ToolResult.error("delegate tools run only inside an agent run (no parent run here)")
+    depth = int(ctx.extras.get("depth") or 0)
+    try:
+        policy, agents = _check(turn.agent, tasks, depth=depth)
+    except DelegateRefused as exc:
+        return ToolResult.error(str(exc), details={"refused": True})
+    return Batch(turn, ctx, call_id=call_id, mode=mode, tasks=tasks, policy=policy, agents=agents, depth=depth + 1).run()
+
+
+def _check(parent: Agent, tasks: list[Task], *, depth: int) -> tuple[SubagentPolicy, dict[str, Agent]]:
+    policy, problem = parse_policy_or_disabled(parent.subagent_policy)
+    if problem:
+        raise DelegateRefused(f"Delegation refused: the agent's subagent policy is invalid: {problem}")
+    if not policy.enabled:
+        raise DelegateRefused("Delegation refused: this agent's subagent policy is not enabled.")
+    if depth >= policy.max_depth:
+        raise DelegateRefused(f"Delegation refused: the maximum subagent depth ({policy.max_depth}) is reached.")
+    if not tasks:
+        raise DelegateRefused("Delegation refused: give at least one task.")
+    if len(tasks) > policy.max_tasks_per_call:
+        raise DelegateRefused(
+            f"Delegation refused: {len(tasks)} tasks in one call; this agent may delegate at most {policy.max_tasks_per_call} per call."
+        )
+    agents: dict[str, Agent] = {}
+    for i, task in enumerate(tasks):
+        if not policy.allows_agent(task.agent):
+            allowed = ", ".join(policy.agents) or "none"
+            raise DelegateRefused(f"Delegation refused: task {i + 1} names agent {task.agent!r}, which this agent may not delegate to (allowed: {allowed}).")
+        if task.agent not in agents:
+            child = Agent.objects.select_related("model").filter(name=task.agent, enabled=True).first()
+            if child is None:
+                raise DelegateRefused(f"Delegation refused: task {i + 1} names agent {task.agent!r}, which does not exist or is disabled.")
+            agents[task.agent] = child
+    return policy, agents
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+class Batch:
+    def __init__(self, turn, ctx: ToolContext, *, call_id: str, mode: str, tasks: list[Task], policy: SubagentPolicy, agents: dict, depth: int):
+        self.turn = turn
+        self.ctx = ctx
+        self.call_id = call_id
+        self.mode = mode
+        self.tasks = tasks
+        self.policy = policy
+        self.agents = agents
+        self.depth = depth
+        self.provider = turn.provider
+        self.session_id = turn.session_id
+        self.batch_id = uuid.uuid4().hex
+        self.cancelled_by: str | None = None
+        self.threads: list[threading.Thread] = []
+        self.started_at = time.time()
+        wall = policy.batch_budget.wall_clock_seconds
+        self.deadline_ms = int((self.started_at + wall) * 1000) if wall else None
+
+    # -- the whole call --------------------------------------------------------------
+
+    def run(self) -> ToolResult:
+        parent_entry_id = self.provider.get_session(self.session_id).leaf_entry_id or ""
+        rows = services.subprocess_runs_create(
+            parent_run=self.turn.run,
+            batch_id=self.batch_id,
+            tool_call_id=self.call_id,
+            mode=self.mode,
+            parent_entry_id=parent_entry_id,
+            tasks=[{"agent": t.agent, "task": t.task} for t in self.tasks],
+            depth=self.depth,
+        )
+        if any(r.batch_entry_id for r in rows):  # a replay of a call that was dispatched before
+            self.batch_id = rows[0].batch_id
+            self._wait([r for r in rows if r.is_active], replay=True)
+            return self._tool_result([SubprocessRun.objects.get(pk=r.pk) for r in rows], replayed=True)
+        self.batch_id = rows[0].batch_id
+        entry = self.provider.begin_in_flight_batch(
+            self.session_id,
+            batch_id=self.batch_id,
+            mode=self.mode,
+            runs=self._run_summaries(rows),
+            metadata={"toolCallId": self.call_id, "parentRunId": str(self.turn.run.run_id), "state": "running"},
+        )
+        self.entry_id = entry["id"]
+        SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).update(batch_entry_id=self.entry_id)
+        try:
+            if self.mode == "chain":
+                self._run_chain(rows)
+            else:
+                for row, task in zip(rows, self.tasks):
+                    self._prepare(row, task, task.task)
+                self._run_wave(rows)
+        except Exception as exc:  # the host never leaves the parent hanging: every row ends
+            logger.exception("subagent batch %s failed in the host", self.batch_id)
+            for row in rows:
+                services.subprocess_run_cancel(row, by=f"host error: {type(exc).__name__}")
+            self._wait(rows)
+        rows = [SubprocessRun.objects.get(pk=r.pk) for r in rows]
+        self._write_entries(rows)
+        return self._tool_result(rows)
+
+    # -- envelopes --------------------------------------------------------------------
+
+    def _prepare(self, row: SubprocessRun, task: Task, text: str) -> None:
+        child = self.agents[task.agent]
+        envelope, denied = build_envelope(
+            parent=self.turn, child=child, policy=self.policy, row=row, task_text=text, context=task.context,
+            batch_id=self.batch_id, deadline_ms=self.deadline_ms, depth=self.depth,
+        )  # fmt: skip
+        services.subprocess_run_prepare(
+            row, envelope=envelope.to_dict(), limits=envelope.limits.to_dict(), denied_tools=denied, batch_entry_id=self.entry_id
+        )
+
+    # -- running ------------------------------------------------------------------------
+
+    def _run_wave(self, rows: list[SubprocessRun]) -> None:
+        """Start up to ``max_concurrency`` at once; the next one when one ends."""
+        waiting = list(rows)
+        running: list[SubprocessRun] = []
+        while waiting or running:
+            self._check_parent(rows)
+            while waiting and len(running) < self.policy.max_concurrency and self.cancelled_by is None:
+                row = waiting.pop(0)
+                self._submit(row)
+                running.append(row)
+            if self.cancelled_by is not None:
+                for row in waiting:
+                    services.subprocess_run_cancel(row, by=self.cancelled_by)
+                waiting = []
+            running = self._still_active(running)
+            if running:
+                self._pause(running)
+                self._check_batch_budget(rows)
+            self._checkpoint(rows)
+        self._join()
+
+    def _run_chain(self, rows: list[SubprocessRun]) -> None:
+        previous = ""
+        for i, (row, task) in enumerate(zip(rows, self.tasks)):
+            if self.cancelled_by is not None:
+                services.subprocess_run_cancel(row, by=self.cancelled_by)
+                continue
+            self._prepare(row, task, task.task.replace("{previous}", previous))
+            self._run_wave([row])
+            row.refresh_from_db()
+            if row.status != SubprocessStatus.COMPLETED:
+                for later in rows[i + 1 :]:
+                    services.subprocess_run_cancel(later, by=f"chain stopped at step {i + 1} ({row.status})")
+                break
+            previous = row.final_text
+        self._checkpoint(rows)
+
+    def _submit(self, row: SubprocessRun) -> None:
+        from runtime.subagents.hosting import mark_lost_if_unclaimed, supervise_subprocess_run
+
+        limit = self.policy.max_concurrency_per_session
+        if settings.NETA_TASK_BACKEND == "celery":
+            from runtime.subagents.tasks import supervise_subagent
+
+            row.refresh_from_db(fields=["limits"])
+            limits = row.limits or {}
+            # Above the child's own wall clock: the supervisor stops the child first, and a
+            # hard limit would kill the pool process but not the child's process group.
+            hard = int(float(limits.get("wallClockSeconds") or 600) + float(limits.get("idleSeconds") or 60) + 120)
+            try:
+                supervise_subagent.apply_async(
+                    args=[str(row.run_id), limit], queue=settings.NETA_SUBAGENT_QUEUE, time_limit=hard, soft_time_limit=hard - 30
+                )
+            except Exception as exc:  # noqa: BLE001 - a broker down is a failed child, not a hung parent
+                mark_lost_if_unclaimed(row, f"could not enqueue the child on {settings.NETA_SUBAGENT_QUEUE!r}: {exc}")
+            return
+        thread = threading.Thread(
+            target=supervise_subprocess_run, args=(str(row.run_id),), kwargs={"max_per_session": limit, "sink": self.turn.sink.sink},
+            name=f"subagent-host-{row.run_id}", daemon=True,
+        )  # fmt: skip
+        thread.start()
+        self.threads.append(thread)
+
+    def _still_active(self, rows: list[SubprocessRun]) -> list[SubprocessRun]:
+        if not rows:
+            return []
+        active = set(
+            SubprocessRun.objects.filter(pk__in=[r.pk for r in rows], status__in=services.ACTIVE_SUBPROCESS_STATUSES).values_list("pk", flat=True)
+        )
+        for row in rows:
+            if row.pk not in active:
+                services.forget_done_event(str(row.run_id))
+        return [r for r in rows if r.pk in active]
+
+    def _pause(self, running: list[SubprocessRun]) -> None:
+        """Wait a little, waking at once when a child of this process ends."""
+        events = [services.done_event(str(r.run_id)) for r in running]
+        deadline = time.monotonic() + WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if any(e.is_set() for e in events) or self.ctx.cancel.is_set():
+                return
+            time.sleep(0.02)
+        self._overdue(running)
+
+    def _overdue(self, running: list[SubprocessRun]) -> None:
+        """A child far past its limits whose supervisor says nothing: recorded lost (the
+        parent never hangs on a dead worker); one never claimed by any worker: failed."""
+        now = timezone.now()
+        for row in SubprocessRun.objects.filter(pk__in=[r.pk for r in running]):
+            limits = row.limits or {}
+            budget = float(limits.get("wallClockSeconds") or 600) + float(limits.get("idleSeconds") or 60) + LOST_GRACE_SECONDS
+            if row.status == SubprocessStatus.QUEUED:
+                waited = (now - row.created_at).total_seconds()
+                if row.backend == "celery" and waited > settings.NETA_RUN_CLAIM_SECONDS + budget:
+                    from runtime.subagents.hosting import mark_lost_if_unclaimed
+
+                    mark_lost_if_unclaimed(row, f"no worker on queue {settings.NETA_SUBAGENT_QUEUE!r} took it within {waited:.0f} s")
+                continue
+            beat = row.heartbeat_at or row.started_at or row.created_at
+            if (now - beat).total_seconds() > settings.NETA_RUN_STALE_SECONDS or (row.started_at and (now - row.started_at).total_seconds() > budget):
+                services.subprocess_runs_reap(stale_seconds=settings.NETA_RUN_STALE_SECONDS)
+                break
+
+    def _check_batch_budget(self, rows: list[SubprocessRun]) -> None:
+        """``batch_budget.max_tokens`` / ``max_cost``: the children's usage so far (heartbeats,
+        then their ends) summed; over it, every child still out is stopped with the budget
+        code (a running one ends ``partial`` with its text, a queued one never starts)."""
+        budget = self.policy.batch_budget
+        if self.cancelled_by is not None or (budget.max_tokens is None and budget.max_cost is None):
+            return
+        usages = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).values_list("usage", flat=True))
+        tokens = sum(int((u or {}).get("totalTokens") or 0) for u in usages)
+        cost = sum(float(((u or {}).get("cost") or {}).get("total") or 0) for u in usages)
+        code = None
+        if budget.max_tokens is not None and tokens >= budget.max_tokens:
+            code, what = "budget_tokens", f"{tokens} tokens of {budget.max_tokens}"
+        elif budget.max_cost is not None and cost >= budget.max_cost:
+            code, what = "budget_cost", f"${cost:.4f} of ${budget.max_cost:g}"
+        if code is None:
+            return
+        self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}{code} ({what})"
+        for row in rows:
+            services.subprocess_run_cancel(row, by=self.cancelled_by)
+
+    def _check_parent(self, rows: list[SubprocessRun]) -> None:
+        if self.cancelled_by is None and self.ctx.cancel.is_set():
+            self.cancelled_by = f"parent run {self.turn.run.run_id} aborted"
+            for row in rows:
+                services.subprocess_run_cancel(row, by=self.cancelled_by)
+
+    def _wait(self, rows: list[SubprocessRun], *, replay: bool = False) -> None:
+        running = self._still_active(rows)
+        while running:
+            self._check_parent(running)
+            self._pause(running)
+            running = self._still_active(running)
+        self._join()
+
+    def _join(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=1)
+        self.threads = [t for t in self.threads if t.is_alive()]
+
+    # -- the tree -------------------------------------------------------------------------
+
+    def _run_summaries(self, rows) -> list[dict]:
+        return [
+            {
+                "runId": str(r.run_id), "taskIndex": r.task_index, "agent": r.agent,
+                "task": r.task[:TASK_PREVIEW_CHARS], "status": r.status,
+            }  # fmt: skip
+            for r in rows
+        ]
+
+    def _checkpoint(self, rows: list[SubprocessRun]) -> None:
+        fresh = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).order_by("task_index"))
+        summaries = self._run_summaries(fresh)
+        if summaries != getattr(self, "_last_summaries", None):
+            self._last_summaries = summaries
+            try:
+                self.provider.update_in_flight_fields(self.session_id, self.entry_id, {"runs": summaries})
+            except Exception:  # a checkpoint is an aid for reloads; the final entry is what counts
+                logger.exception("subagent batch %s: checkpoint failed", self.batch_id)
+
+    def _write_entries(self, rows: list[SubprocessRun]) -> None:
+        caps = self._caps(rows)
+        budget_stop = bool(self.cancelled_by and self.cancelled_by.startswith(services.BUDGET_CANCEL_PREFIX))
+        aborted = bool(self.cancelled_by) and not budget_stop
+        self.provider.finalize_in_flight(
+            self.session_id,
+            self.entry_id,
+            status="aborted" if aborted else "completed",
+            fields={
+                "runs": self._run_summaries(rows),
+                "metadata": {
+                    "toolCallId": self.call_id,
+                    "parentRunId": str(self.turn.run.run_id),
+                    "state": "cancelled" if aborted else "budget_stopped" if budget_stop else "finished",
+                    "cancelledBy": self.cancelled_by,
+                    "runs": [run_record(r) for r in rows],
+                    "events": events_summary(rows),
+                    "finalResults": [final_result(r, caps[r.pk]) for r in rows],
+                },
+            },
+        )
+        for row in rows:
+            events = list(
+                SubprocessEvent.objects.filter(run=row).exclude(type__in=("assistant_delta", "heartbeat")).order_by("-seq")[:PROCESS_EVENTS_KEPT]
+            )
+            self.provider.append_subagent_result(
+                self.session_id,
+                batch_id=self.batch_id,
+                run_id=str(row.run_id),
+                agent=row.agent,
+                status=row.status,
+                content={
+                    "results": [
+                        {
+                            "status": row.status, "agent": row.agent, "task": row.task, "taskIndex": row.task_index,
+                            "finalText": row.final_text[:RESULT_ENTRY_MAX_CHARS],
+                            "finalTextChars": len(row.final_text),
+                            "errorCode": row.error_code or None, "error": row.error or None,
+                            "usage": row.usage or {}, "counts": row.counts or {}, "deniedTools": row.denied_tools or [],
+                        }  # fmt: skip
+                    ]
+                },
+                is_error=row.status in services.FAILED_STATUSES,
+                metadata={"processEvents": [_event_line(e) for e in reversed(events)], "eventCount": row.event_count},
+            )
+
+    # -- the tool result ----------------------------------------------------------------------
+
+    def _caps(self, rows) -> dict[int, int]:
+        per_child = self.policy.result_chars_per_child
+        share = self.policy.result_chars_per_batch // max(1, len(rows))
+        return {r.pk: min(per_child, share) for r in rows}
+
+    def _tool_result(self, rows: list[SubprocessRun], *, replayed: bool = False) -> ToolResult:
+        caps = self._caps(rows)
+        failed = [r for r in rows if r.status in services.FAILED_STATUSES]
+        done = sum(1 for r in rows if r.status == SubprocessStatus.COMPLETED)
+        head = f"Subagents: {done}/{len(rows)} completed" + (f", {len(failed)} failed" if failed else "")
+        if self.cancelled_by:
+            head += f" (stopped: {self.cancelled_by})"
+        if replayed:
+            head += " (results of the earlier dispatch of this call)"
+        parts = [head + "."]
+        for row in rows:
+            text, _ = cap_text(row.final_text, caps[row.pk], str(row.run_id))
+            title = f"## Task {row.task_index + 1} — {row.agent}: {row.status}"
+            if row.error_code:
+                title += f" ({row.error_code}{': ' + row.error if row.error else ''})"
+            parts.append(f"{title}\n\n{text or '(no output)'}")
+        details = {
+            "batchId": self.batch_id,
+            "mode": self.mode,
+            "results": [final_result(r, caps[r.pk]) for r in rows],
+        }
+        return ToolResult(content=[{"type": "text", "text": "\n\n".join(parts)}], details=details, is_error=bool(failed))
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def cap_text(text: str, cap: int, run_id: str) -> tuple[str, bool]:
+    """``text`` whole when it fits, else its head and tail around a reference to the run."""
+    if len(text) <= cap:
+        return text, False
+    omitted = len(text) - cap
+    head = cap * 2 // 3
+    tail = cap - head
+    marker = f"\n\n… [{omitted} characters omitted; the full text is subagent run {run_id}: GET /api/subagent-runs/{run_id}/] …\n\n"
+    return text[:head] + marker + text[len(text) - tail :], True
+
+
+def final_result(row: SubprocessRun, cap: int) -> dict:
+    text = row.final_text or ""
+    return {
+        "runId": str(row.run_id),
+        "taskIndex": row.task_index,
+        "agent": row.agent,
+        "status": row.status,
+        "errorCode": row.error_code or None,
+        "chars": len(text),
+        "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        "truncated": len(text) > cap,
+    }
+
+
+def run_record(row: SubprocessRun) -> dict:
+    return {
+        "runId": str(row.run_id),
+        "taskIndex": row.task_index,
+        "agent": row.agent,
+        "status": row.status,
+        "pid": row.pid,
+        "workerHost": row.worker_host or None,
+        "startedAt": row.started_at.isoformat() if row.started_at else None,
+        "endedAt": row.ended_at.isoformat() if row.ended_at else None,
+        "exitCode": row.exit_code,
+        "signal": row.exit_signal or None,
+        "errorCode": row.error_code or None,
+        "cancelledBy": row.cancelled_by or None,
+        "usage": row.usage or {},
+        "counts": row.counts or {},
+        "eventCount": row.event_count,
+    }
+
+
+def events_summary(rows) -> dict:
+    """Bounded: counts per type and per run (the full log is the event table)."""
+    from django.db.models import Count
+
+    by_type = dict(
+        SubprocessEvent.objects.filter(run__in=[r.pk for r in rows]).values_list("type").annotate(n=Count("id")).order_by("type")
+    )
+    return {"total": sum(by_type.values()), "byType": by_type, "perRun": {str(r.run_id): r.event_count for r in rows}}
+
+
+def _event_line(event: SubprocessEvent) -> dict:
+    p = event.payload or {}
+    line = {"seq": event.seq, "type": event.type, "ts": p.get("ts")}
+    for key in ("name", "toolCallId", "isError", "status", "code", "stopReason", "turn"):
+        if key in p:
+            line[key] = p[key]
+    if "preview" in p:
+        line["preview"] = str(p["preview"])[:200]
+    return line
+
+
+# --------------------------------------------------------------------------- the envelope
+
+
+def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allowed_skills: list[str]) -> tuple[list[dict], list[dict]]:
+    """(grants, denied): parent's effective ∩ child agent's (as a subagent) ∩ the policy; deny wins."""
+    from toolcatalog.protocol import get_tool
+
+    from runtime.agents.tools import agent_tool_projection
+
+    parent_on = set(parent_projection.effective_names())
+    child_projection = agent_tool_projection(child, for_subagent=True)
+    grants, denied = [], []
+    for decision in child_projection:
+        name = decision.name
+        reason = ""
+        if name in NEVER_FOR_CHILDREN:
+            reason = "never offered to subagents" if name == "ask_user" else "a subagent cannot delegate further (depth limit)"
+        elif not decision.effective:
+            reason = f"off for the child agent as a subagent: {decision.reason}"
+        elif name not in parent_on:
+            reason = "the parent run does not have it (a child never gets more than its parent)"
+        else:
+            ok, why = policy.tool_decision(name)
+            if not ok:
+                reason = why
+            elif decision.route == "worker-local" and get_tool(name).manifest.kind != "builtin":
+                reason = "only the builtin tools run inside the child process"
+            elif name in ("read_skill", "read_skill_file") and not allowed_skills:
+                reason = "no skills are allowed for subagents (subagent_policy.skills)"
+        if reason:
+            if decision.effective or name in parent_on:
+                denied.append({"name": name, "reason": reason})
+            continue
+        tool = get_tool(name)
+        grants.append({"name": name, "route": decision.route, "description": decision.description, "parameters": tool.parameters})
+    return grants, denied
+
+
+def allowed_skills_for(child: Agent, policy: SubagentPolicy) -> list[str]:
+    """The allowlist, narrowed to what the child may see as a subagent (privileged skills,
+    ``disable-model-invocation`` ones and those staff closed to subagents never pass)."""
+    if not policy.skills:
+        return []
+    from skills_registry.policy import SkillPolicy, SkillPolicyError
+    from skills_registry.selectors import skills_visible
+
+    try:
+        narrowed = SkillPolicy.from_dict({**(child.skill_policy or {}), "subagent_allowed": list(policy.skills)})
+    except SkillPolicyError:
+        return []
+    # disable-model-invocation: a skill only a person may start is never a child's either.
+    return [s.name for s in skills_visible(policy=narrowed, for_subagent=True) if not s.disable_model_invocation]
+
+
+def restricted_system_prompt(*, parent: Agent, child: Agent, depth: int, policy: SubagentPolicy, grants: list[dict], skills: list[str]) -> str:
+    lines = [child.system_prompt.strip()] if child.system_prompt.strip() else []
+    lines.append(
+        f"You are a subagent of agent {parent.name!r}, working on one task it delegated to you (depth {depth} of {policy.max_depth}). "
+        "You run in a separate process with a restricted set of tools; you cannot ask the user anything and cannot delegate further. "
+        "Your final message is returned to the parent in full: make it a complete, self-contained answer to the task."
+    )
+    lines.append("Tools: " + (", ".join(g["name"] for g in grants) or "none") + ".")
+    if skills:
+        lines.append("Skills you may load with read_skill: " + ", ".join(skills) + ".")
+    return "\n\n".join(lines)
+
+
+def model_ref(model) -> dict:
+    """The child's model, without its key (``apiKeyEnv`` names the one variable it gets).
+    ``model_spec`` resolves a scripted model's relative rules path (the child's cwd is the
+    workspace) and refuses a disabled model or one whose key is not set."""
+    from runtime.agents.specs import model_spec
+
+    spec = model_spec(model)
+    return {
+        "providerKind": model.provider_kind,
+        "modelId": spec.model_id,
+        "providerName": spec.provider_name,
+        "baseUrl": spec.base_url,
+        "apiKeyEnv": model.api_key_env or "",
+        "contextWindow": model.context_window,
+        "maxOutputTokens": model.max_output_tokens,
+        "supportsTools": model.supports_tools,
+        "supportsThinking": model.supports_thinking,
+        "supportsImages": model.supports_images,
+        "prices": model.prices,
+        "options": dict(spec.options or {}),
+    }
+
+
+def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: SubprocessRun, task_text: str, context: str, batch_id: str, deadline_ms, depth: int) -> tuple[TaskEnvelope, list[dict]]:
+    from toolcatalog.protected_paths import protected_paths
+    from toolcatalog.sandbox import effective_sandbox
+
+    from runtime.subagents.envelope import parse_envelope
+
+    skills = allowed_skills_for(child, policy)
+    grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills)
+    budget = policy.child_budget
+    limits = {
+        "maxTurns": budget.max_turns,
+        "maxToolCalls": budget.max_tool_calls,
+        "maxTokens": budget.max_tokens,
+        "maxCost": budget.max_cost,
+        "wallClockSeconds": budget.wall_clock_seconds,
+        "idleSeconds": budget.idle_seconds,
+        "heartbeatSeconds": min(2.0, budget.idle_seconds / 3),
+    }
+    thinking = child.thinking_level if child.model.supports_thinking else "off"
+    data = {
+        "v": ENVELOPE_VERSION,
+        "runId": row.run_id.hex,
+        "sessionId": parent.session_id,
+        "parentEntryId": row.parent_entry_id,
+        "parentRunId": str(parent.run.run_id),
+        "batchId": batch_id,
+        "toolCallId": row.tool_call_id,
+        "taskIndex": row.task_index,
+        "depth": depth,
+        "agent": child.name,
+        "task": task_text,
+        "restrictedSystemPrompt": restricted_system_prompt(parent=parent.agent, child=child, depth=depth, policy=policy, grants=grants, skills=skills),
+        "toolPolicy": {
+            "tools": grants,
+            "envPassthrough": list((parent.agent.tool_policy or {}).get("env_passthrough") or []),
+            "network": bool((parent.agent.tool_policy or {}).get("network", False)),
+        },
+        "allowedSkills": skills,
+        "contextSummary": context or "",
+        "runtimeConfig": {
+            "model": model_ref(child.model),
+            "thinkingLevel": thinking,
+            "cwd": parent.cwd,
+            "workspaceRoots": list(parent.roots),
+            "sandbox": {
+                "mode": effective_sandbox().mode,
+                "protectedPaths": [str(p) for p in protected_paths()],
+                "toolSettings": tool_settings_from_django(),
+            },
+        },
+        "limits": limits,
+        "deadline": deadline_ms,
+    }
+    return parse_envelope(data), denied

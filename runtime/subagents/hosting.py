@@ -1,0 +1,187 @@
+"""Supervising one subagent child, wherever it runs: a thread of the web process (inline
+backend) or a Celery task on ``NETA_SUBAGENT_QUEUE`` (``runtime/subagents/tasks.py``).
+
+``supervise_subprocess_run(run_id)`` claims the row (a conditional UPDATE; a second
+delivery of the same task finds it taken and does nothing), starts the child with
+:class:`~runtime.subagents.supervisor.ChildSupervisor` from the envelope stored on the row,
+records its events in batches, publishes the streaming projection, heartbeats, polls the
+row's ``cancel_requested`` flag (a parent abort, the REST cancel) and writes the one
+terminal state. Proxy requests (``read_skill`` …) run here, in a process with the registry,
+re-checked against the envelope.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import connection
+
+from runtime.models import SubprocessRun, SubprocessStatus
+from runtime.realtime.sinks import default_sink
+from runtime.subagents import services
+from runtime.subagents import stream_events as S
+from runtime.subagents.envelope import EnvelopeError, parse_envelope
+from runtime.subagents.protocol import PROTOCOL_VERSION, now_ms
+from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
+
+logger = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 0.2  # events are written to the table and the socket at least this often
+BEAT_SECONDS = 1.0
+CLAIM_WAIT_SECONDS = 0.25  # a session at its concurrency limit: try the claim again
+
+
+def supervise_subprocess_run(run_id: str, *, max_per_session: int = 8, sink=None) -> SubprocessRun | None:
+    """Claim and supervise ``run_id`` to its end; returns the finished row (None: not ours)."""
+    sink = sink or default_sink()
+    try:
+        while True:
+            claimed = services.subprocess_run_claim(run_id, max_per_session=max_per_session)
+            if claimed is not False:
+                break
+            time.sleep(CLAIM_WAIT_SECONDS)  # the session's other children hold every slot
+        if claimed is None:
+            return None
+        return _supervise(claimed, sink)
+    finally:
+        services.done_event(run_id).set()
+        connection.close()  # this thread's (or task's) connection: a supervisor thread ends here
+
+
+def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
+    try:
+        envelope = parse_envelope(run.envelope)
+    except EnvelopeError as exc:
+        _finish_without_child(run, sink, "bad_envelope", f"the host built an invalid envelope: {exc}")
+        return SubprocessRun.objects.get(pk=run.pk)
+    pending: list[dict] = []
+    lock = threading.Lock()
+    latest: dict = {}  # the usage the child reported last (heartbeats carry it)
+
+    def on_event(event: dict) -> None:
+        with lock:
+            pending.append(event)
+            if isinstance(event.get("usage"), dict):
+                latest["usage"] = event["usage"]
+
+    try:
+        supervisor = ChildSupervisor(envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope))
+        supervisor.start()
+    except SupervisorError as exc:
+        _finish_without_child(run, sink, "spawn_failed", str(exc))
+        return SubprocessRun.objects.get(pk=run.pk)
+    services.subprocess_run_started(run, pid=supervisor.pid)
+    run.refresh_from_db()
+    sink.emit(run.session_id, S.run_started(run, pid=supervisor.pid))
+    coalescer = S.EventCoalescer(run, lambda e: sink.emit(run.session_id, e))
+    last_beat = 0.0
+    cancelled = False
+    while True:
+        outcome = supervisor.wait(FLUSH_SECONDS)
+        _flush(run, pending, lock, coalescer)
+        now = time.monotonic()
+        if outcome is not None:
+            break
+        if now - last_beat >= BEAT_SECONDS:
+            last_beat = now
+            if services.subprocess_run_beat(run, usage=latest.get("usage")) and not cancelled:
+                cancelled = True
+                run.refresh_from_db(fields=["cancelled_by"])
+                by = run.cancelled_by or "parent"
+                supervisor.cancel(services.cancel_reason(by), by=by)
+    _flush(run, pending, lock, coalescer)
+    coalescer.flush()
+    services.subprocess_run_finish(
+        run,
+        terminal=outcome.terminal,
+        exit_code=outcome.exit_code,
+        exit_signal=_signal_name(outcome.signal),
+        stderr_tail=outcome.stderr_tail,
+        noise=outcome.noise,
+        cancelled_by=outcome.cancelled_by or "",
+    )
+    run.refresh_from_db()
+    sink.emit(run.session_id, S.run_completed(run))
+    return run
+
+
+def _signal_name(sig) -> str:
+    if not sig:
+        return ""
+    import signal
+
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
+def _flush(run: SubprocessRun, pending: list, lock: threading.Lock, coalescer: S.EventCoalescer) -> None:
+    with lock:
+        batch, pending[:] = list(pending), []
+    if not batch:
+        return
+    try:
+        services.subprocess_events_record(run, batch)
+    except Exception:  # a recording hiccup never loses the run (the terminal state is written apart)
+        logger.exception("subagent %s: could not record %d events", run.run_id, len(batch))
+    for event in batch:
+        coalescer.add(event)
+    coalescer.flush()
+
+
+def _finish_without_child(run: SubprocessRun, sink, code: str, message: str) -> None:
+    terminal = {
+        "v": PROTOCOL_VERSION, "runId": run.run_id.hex, "seq": 1, "ts": now_ms(), "type": "run_error",
+        "code": code, "message": message, "partialText": "", "synthetic": True,
+    }  # fmt: skip
+    services.subprocess_events_record(run, [terminal])
+    services.subprocess_run_finish(run, terminal=terminal)
+    run.refresh_from_db()
+    sink.emit(run.session_id, S.run_completed(run))
+
+
+def _proxy_handler(envelope):
+    """The host side of ``proxy_request``: the supervisor checked that the tool is granted as
+    a proxy tool; here skills are re-checked against the envelope's allowlist and the tool
+    runs with the child's skill scope (``for_subagent``: the registry's own rules again)."""
+    from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
+
+    from skills_registry.policy import SkillPolicy
+
+    allowed = list(envelope.allowed_skills)
+    skill_policy = SkillPolicy.from_dict({"allowed": allowed, "subagent_allowed": allowed})
+    cfg = envelope.runtime_config
+
+    def handle(event: dict) -> dict:
+        name = event.get("name")
+        arguments = event.get("arguments") if isinstance(event.get("arguments"), dict) else {}
+        if name in ("read_skill", "read_skill_file") and arguments.get("name") not in allowed:
+            return {"content": [{"type": "text", "text": f"skill {arguments.get('name')!r} is not available to this subagent"}], "isError": True}
+        try:
+            tool = get_tool(name)
+        except UnknownTool as exc:
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        ctx = ToolContext(
+            roots=tuple(cfg.workspace_roots),
+            cwd=cfg.cwd,
+            sandbox=cfg.sandbox.mode,
+            skill_policy=skill_policy,
+            for_subagent=True,
+        )
+        return run_tool(tool, ctx, arguments).to_dict()
+
+    return handle
+
+
+def mark_lost_if_unclaimed(run: SubprocessRun, why: str) -> None:
+    """A queued run whose submission failed: recorded as failed, never silent."""
+    terminal = {
+        "v": PROTOCOL_VERSION, "runId": run.run_id.hex, "seq": 1, "ts": now_ms(), "type": "run_error",
+        "code": "spawn_failed", "message": why, "partialText": "", "synthetic": True,
+    }  # fmt: skip
+    if SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(status=SubprocessStatus.STARTING):
+        services.subprocess_events_record(run, [terminal])
+        services.subprocess_run_finish(run, terminal=terminal)

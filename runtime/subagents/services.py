@@ -1,0 +1,263 @@
+"""Writes of the subagent records: ``SubprocessRun`` and ``SubprocessEvent`` (DESIGN §7).
+
+The database is the truth. A run row goes ``queued`` → ``starting`` (claimed by one
+supervisor: a conditional UPDATE, so a redelivered Celery message is a no-op) →
+``running`` (the child said ``run_start``) → one terminal status, written once
+(``subprocess_run_finish`` only moves a run that is not terminal yet). A parent that
+cancels sets ``cancel_requested``; the supervisor polls it. A queued run that is cancelled
+never starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runtime.models import (
+    ACTIVE_SUBPROCESS_STATUSES,
+    AgentRun,
+    RunStatus,
+    SubprocessEvent,
+    SubprocessRun,
+    SubprocessStatus,
+)
+from runtime.runs.backends import process_gone, this_process
+from sessions_tree.models import AgentSession
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_STATUSES = (
+    SubprocessStatus.COMPLETED,
+    SubprocessStatus.PARTIAL,
+    SubprocessStatus.FAILED,
+    SubprocessStatus.CANCELLED,
+    SubprocessStatus.TIMED_OUT,
+    SubprocessStatus.LOST,
+)
+FAILED_STATUSES = (SubprocessStatus.FAILED, SubprocessStatus.CANCELLED, SubprocessStatus.TIMED_OUT, SubprocessStatus.LOST)
+
+
+def subprocess_runs_create(*, parent_run: AgentRun, batch_id: str, tool_call_id: str, mode: str, parent_entry_id: str, tasks: list[dict], depth: int) -> list[SubprocessRun]:
+    """The rows of one delegate call, idempotent on ``(parent run, tool call id, task index)``:
+    a replayed call gets the rows it made the first time (and so never spawns twice)."""
+    rows = []
+    for index, task in enumerate(tasks):
+        existing = SubprocessRun.objects.filter(parent_run=parent_run, tool_call_id=tool_call_id, task_index=index).first()
+        if existing is None:
+            try:
+                with transaction.atomic():
+                    existing = SubprocessRun.objects.create(
+                        session_id=parent_run.session_id,
+                        parent_run=parent_run,
+                        parent_entry_id=parent_entry_id,
+                        batch_id=batch_id,
+                        tool_call_id=tool_call_id,
+                        task_index=index,
+                        mode=mode,
+                        depth=depth,
+                        agent=task["agent"],
+                        task=task["task"],
+                        backend=settings.NETA_TASK_BACKEND,
+                    )
+            except IntegrityError:  # a concurrent replay made it first
+                existing = SubprocessRun.objects.get(parent_run=parent_run, tool_call_id=tool_call_id, task_index=index)
+        rows.append(existing)
+    return rows
+
+
+def subprocess_run_prepare(run: SubprocessRun, *, envelope: dict, limits: dict, denied_tools: list, batch_entry_id: str) -> None:
+    SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(
+        envelope=envelope, limits=limits, denied_tools=denied_tools, batch_entry_id=batch_entry_id
+    )
+
+
+def subprocess_run_claim(run_id, *, max_per_session: int) -> SubprocessRun | None | bool:
+    """Take a queued run for this process: ``queued → starting``, under the session row's lock
+    so that no more than ``max_per_session`` children of the session run at once.
+
+    Returns the claimed row, ``None`` when it is not claimable (taken, cancelled, finished),
+    ``False`` when the session is at its limit (try again later)."""
+    with transaction.atomic():
+        run = SubprocessRun.objects.filter(run_id=run_id).first()
+        if run is None or run.status != SubprocessStatus.QUEUED:
+            return None
+        AgentSession.objects.select_for_update().filter(session_id=run.session_id).first()
+        busy = SubprocessRun.objects.filter(
+            session_id=run.session_id, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING, SubprocessStatus.CANCELLING)
+        ).count()
+        if busy >= max_per_session:
+            return False
+        me = this_process()
+        now = timezone.now()
+        claimed = SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED, cancel_requested=False).update(
+            status=SubprocessStatus.STARTING,
+            started_at=now,
+            heartbeat_at=now,
+            worker_host=me["host"],
+            worker_pid=me["pid"],
+            worker_started=me["process_started"],
+        )
+    if not claimed:
+        return None
+    return SubprocessRun.objects.get(pk=run.pk)
+
+
+def subprocess_run_started(run: SubprocessRun, *, pid: int | None) -> None:
+    SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.STARTING).update(status=SubprocessStatus.RUNNING, pid=pid, heartbeat_at=timezone.now())
+    SubprocessRun.objects.filter(pk=run.pk, pid__isnull=True).update(pid=pid)
+
+
+BUDGET_CANCEL_PREFIX = "batch budget: "
+
+
+def subprocess_run_beat(run: SubprocessRun, *, usage: dict | None = None) -> bool:
+    """Heartbeat (with the usage the child reported so far: the batch budget reads it);
+    returns whether a cancel was requested."""
+    fields = {"heartbeat_at": timezone.now()}
+    if usage:
+        fields["usage"] = usage
+    SubprocessRun.objects.filter(pk=run.pk, status__in=ACTIVE_SUBPROCESS_STATUSES).update(**fields)
+    return SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).exists()
+
+
+def cancel_reason(cancelled_by: str) -> str:
+    """What the child is told: a budget code for a batch-budget stop (it ends ``partial``), else ``cancelled``."""
+    if cancelled_by.startswith(BUDGET_CANCEL_PREFIX):
+        return cancelled_by[len(BUDGET_CANCEL_PREFIX) :].split()[0]
+    return "cancelled"
+
+
+def subprocess_events_record(run: SubprocessRun, events: list[dict]) -> None:
+    """A batch of events (``seq`` unique per run: a repeat is ignored)."""
+    if not events:
+        return
+    SubprocessEvent.objects.bulk_create(
+        [SubprocessEvent(run=run, seq=e["seq"], type=e["type"], payload=e) for e in events], ignore_conflicts=True
+    )
+    SubprocessRun.objects.filter(pk=run.pk).update(event_count=F("event_count") + len(events))
+
+
+def status_for_terminal(terminal: dict) -> tuple[str, str]:
+    """(run status, error code) for a terminal event."""
+    if terminal["type"] == "run_end":
+        return (SubprocessStatus.COMPLETED if terminal.get("status") == "completed" else SubprocessStatus.PARTIAL), ""
+    code = terminal.get("code") or "child_crash"
+    if code == "cancelled":
+        return SubprocessStatus.CANCELLED, code
+    if code in ("stalled", "budget_wall_clock"):
+        return SubprocessStatus.TIMED_OUT, code
+    return SubprocessStatus.FAILED, code
+
+
+def subprocess_run_finish(run: SubprocessRun, *, terminal: dict, exit_code=None, exit_signal=None, stderr_tail: str = "", noise=None, cancelled_by: str = "") -> bool:
+    """Write the one terminal state (only for a run that has none yet); roll its usage up
+    into the parent run. Returns whether this call wrote it."""
+    status, code = status_for_terminal(terminal)
+    text = terminal.get("finalText") if terminal["type"] == "run_end" else terminal.get("partialText")
+    usage = terminal.get("usage") or {}
+    updated = SubprocessRun.objects.filter(pk=run.pk, status__in=ACTIVE_SUBPROCESS_STATUSES).update(
+        status=status,
+        error_code=code,
+        error="" if terminal["type"] == "run_end" else str(terminal.get("message") or ""),
+        final_text=text or "",
+        usage=usage,
+        counts=terminal.get("counts") or {},
+        exit_code=exit_code,
+        exit_signal=exit_signal or "",
+        stderr_tail=(stderr_tail or "")[-16000:],
+        noise=noise or {},
+        cancelled_by=cancelled_by or "",
+        ended_at=timezone.now(),
+    )
+    if updated and usage:
+        cost = Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
+        AgentRun.objects.filter(pk=run.parent_run_id).update(
+            input_tokens=F("input_tokens") + int(usage.get("input") or 0),
+            output_tokens=F("output_tokens") + int(usage.get("output") or 0),
+            cache_read_tokens=F("cache_read_tokens") + int(usage.get("cacheRead") or 0),
+            cache_write_tokens=F("cache_write_tokens") + int(usage.get("cacheWrite") or 0),
+            cost=F("cost") + cost,
+        )
+    return bool(updated)
+
+
+def subprocess_run_cancel(run: SubprocessRun, *, by: str) -> SubprocessRun:
+    """Ask a child to stop. A queued one is cancelled at once (it never starts); a running
+    one is told by its supervisor (stdin ``cancel`` → SIGTERM +3 s → SIGKILL +8 s)."""
+    now = timezone.now()
+    queued = SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(
+        status=SubprocessStatus.CANCELLED, cancel_requested=True, cancelled_by=by, ended_at=now,
+        error_code="cancelled", error="cancelled before it started",
+    )  # fmt: skip
+    if not queued:
+        SubprocessRun.objects.filter(pk=run.pk, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING)).update(
+            status=SubprocessStatus.CANCELLING, cancel_requested=True, cancelled_by=by
+        )
+    run.refresh_from_db()
+    return run
+
+
+def subprocess_runs_cancel_for_parent(parent_run_pk: int, *, by: str) -> int:
+    runs = list(SubprocessRun.objects.filter(parent_run_id=parent_run_pk, status__in=ACTIVE_SUBPROCESS_STATUSES))
+    for run in runs:
+        subprocess_run_cancel(run, by=by)
+    return len(runs)
+
+
+def subprocess_runs_reap(*, stale_seconds: float | None = None) -> list[SubprocessRun]:
+    """Children whose supervisor is gone (its process on this host no longer runs, or its
+    heartbeat went stale) end ``lost``: a synthetic terminal event is recorded, the usage
+    they reported is kept. Returns the runs it changed."""
+    stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
+    cutoff = timezone.now() - dt.timedelta(seconds=stale)
+    lost = []
+    for run in SubprocessRun.objects.filter(status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING, SubprocessStatus.CANCELLING)):
+        gone = process_gone(run.worker_host, run.worker_pid, run.worker_started)
+        if not gone and not (run.heartbeat_at is not None and run.heartbeat_at < cutoff):
+            continue
+        why = "its supervising process is gone" if gone else f"no heartbeat from its supervisor for {stale:g} s"
+        last = SubprocessEvent.objects.filter(run=run).order_by("-seq").first()
+        terminal = {
+            "v": 1, "runId": run.run_id.hex, "seq": (last.seq if last else 0) + 1, "ts": int(timezone.now().timestamp() * 1000),
+            "type": "run_error", "code": "child_crash", "message": f"lost: {why}", "partialText": "", "synthetic": True,
+        }  # fmt: skip
+        with transaction.atomic():
+            updated = SubprocessRun.objects.filter(pk=run.pk, status=run.status).update(
+                status=SubprocessStatus.LOST, error_code="lost", error=f"lost: {why}", ended_at=timezone.now()
+            )
+            if updated:
+                subprocess_events_record(run, [terminal])
+        if updated:
+            run.refresh_from_db()
+            lost.append(run)
+            logger.warning("subagent run %s of session %s lost: %s", run.run_id, run.session_id, why)
+    orphans = SubprocessRun.objects.filter(status__in=ACTIVE_SUBPROCESS_STATUSES, cancel_requested=False).exclude(
+        parent_run__status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
+    )
+    for run in orphans:  # the parent run ended (lost, aborted) while this child was still out
+        subprocess_run_cancel(run, by=f"parent run {run.parent_run.run_id} ended ({run.parent_run.status})")
+    return lost
+
+
+# --------------------------------------------------------------------------- in-process wakeups
+
+_done_events: dict[str, threading.Event] = {}
+_done_lock = threading.Lock()
+
+
+def done_event(run_id: str) -> threading.Event:
+    """Set in this process when ``run_id`` ends here (embedded backend: no polling delay)."""
+    with _done_lock:
+        return _done_events.setdefault(str(run_id), threading.Event())
+
+
+def forget_done_event(run_id: str) -> None:
+    with _done_lock:
+        _done_events.pop(str(run_id), None)

@@ -1,0 +1,18 @@
+"""The Celery task that supervises one subagent child (queue ``NETA_SUBAGENT_QUEUE``).
+
+Acks late: a worker that dies mid-child leaves the message to be delivered again, and the
+claim (a conditional UPDATE ``queued → starting``) makes that second delivery a no-op; the
+reaper records the child of a dead worker as ``lost``. Run a worker for it with
+``celery -A neta worker -Q subagents --prefetch-multiplier 1 --pool prefork`` (README).
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="runtime.supervise_subagent", acks_late=True, ignore_result=True)
+def supervise_subagent(run_id: str, max_per_session: int = 8) -> None:
+    from runtime.subagents.hosting import supervise_subprocess_run
+
+    supervise_subprocess_run(run_id, max_per_session=max_per_session)

@@ -1,0 +1,137 @@
+"""Subagents on the distributed backend with real parts: a Celery worker for runs, another
+for ``NETA_SUBAGENT_QUEUE`` (prefork, prefetch 1), Redis, MariaDB — separate processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import REPO
+from tests.runtime.test_celery_worker import Deployment
+
+pytestmark = pytest.mark.slow
+
+RULES = {
+    "version": 1,
+    "rules": [
+        {
+            "match": "delegate",
+            "replies": [
+                [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                    {"agent": "default", "task": "first look"}, {"agent": "default", "task": "second look"}]}}}],
+                [{"text": "Summarized."}],
+            ],
+        }
+    ],
+    "default": {"replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": "Child done: {{user}}"}]]},
+}  # fmt: skip
+
+
+class SubagentDeployment(Deployment):
+    def __init__(self, tmp):
+        super().__init__(tmp)
+        self.subagent_queue = f"neta-sub-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.env["NETA_SUBAGENT_QUEUE"] = self.subagent_queue
+        rules_file = tmp / "subagent-rules.json"
+        rules_file.write_text(json.dumps(RULES))
+        self.python(
+            "from runtime.models import ModelConfig;"
+            f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+        )
+        self.workers: list[subprocess.Popen] = []
+
+    def start(self, queue: str, pool: list[str], name: str) -> subprocess.Popen:
+        log_path = self.tmp / f"{name}.log"
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "neta", "worker", "-l", "info", "-Q", queue, "-n", f"{name}@%h",
+             *pool, "--without-gossip", "--without-mingle"],
+            cwd=REPO, env=self.env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        self.workers.append(worker)
+        deadline = time.monotonic() + 60
+        while "ready." not in log_path.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        return worker
+
+    def rows(self, sql: str, *args):
+        cursor = self.conn.cursor()
+        cursor.execute(sql.replace("{db}", self.db), args)
+        return cursor.fetchall()
+
+    def stop(self):
+        for worker in self.workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=10)
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    d = SubagentDeployment(tmp_path)
+    yield d
+    d.stop()
+    d.close()
+
+
+def test_children_run_on_their_own_queue_and_worker(deployment):
+    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=120)
+    assert row["status"] == "completed", (row, (deployment.tmp / "subagents.log").read_text()[-3000:])
+    children = deployment.rows(
+        "SELECT status, backend, worker_pid, pid, final_text, event_count FROM `{db}`.runtime_subprocessrun ORDER BY task_index"
+    )
+    assert [c[0] for c in children] == ["completed", "completed"]
+    assert {c[1] for c in children} == {"celery"}
+    # Supervised by the subagent worker's pool processes, not by the runs worker; each child its own process.
+    subagent_pool = {int(p) for p in subprocess.run(["pgrep", "-g", str(subs.pid)], capture_output=True, text=True).stdout.split()}
+    assert all(c[2] in subagent_pool and c[2] != runs.pid for c in children)
+    assert children[0][3] != children[1][3]
+    assert [c[4] for c in children] == ["Child done: first look", "Child done: second look"]
+    lines = deployment.export(session_id)
+    kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
+    kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
+    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
+    result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
+    assert "Child done: first look" in result["content"][0]["text"] and "Child done: second look" in result["content"][0]["text"]
+
+
+def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(deployment):
+    slow = {**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}}
+    rules_file = deployment.tmp / "slow-rules.json"
+    rules_file.write_text(json.dumps(slow))
+    deployment.python(
+        "from runtime.models import ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+    )
+    deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pids = deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
+        if len(pids) == 2:
+            break
+        time.sleep(0.2)
+    assert len(pids) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    os.killpg(subs.pid, signal.SIGKILL)  # the worker and its pool; the children die with their supervisor
+    subs.wait(timeout=10)
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=90)
+    assert row["status"] == "completed", row  # the parent turn finished, with the failures in its result
+    children = deployment.rows("SELECT status, error_code FROM `{db}`.runtime_subprocessrun")
+    assert [c[0] for c in children] == ["lost", "lost"]
+    for (pid,) in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    result = next(
+        line["message"] for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "toolResult"
+    )
+    assert result["isError"] is True and "lost" in result["content"][0]["text"]
