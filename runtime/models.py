@@ -31,7 +31,9 @@ class ModelConfig(models.Model):
 
     name = models.CharField(max_length=64, unique=True, validators=[SLUG])
     display_name = models.CharField(max_length=200, blank=True)
-    provider_kind = models.CharField(max_length=32, choices=LlmProviderKind.choices)
+    provider_kind = models.CharField(
+        "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text="Whose wire protocol this model is called with."
+    )
     provider_name = models.CharField(
         max_length=64, blank=True, help_text="What entries record as the provider (default: the provider kind)."
     )
@@ -118,7 +120,13 @@ class Agent(models.Model):
     description = models.TextField(blank=True)
     system_prompt = models.TextField(blank=True)
     model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
-    session_provider = models.CharField(max_length=16, choices=[("file", "file"), ("mysql", "mysql")], default="file")
+    session_provider = models.CharField(
+        "session store",
+        max_length=16,
+        choices=[("file", "file"), ("mysql", "mysql")],
+        default="file",
+        help_text="Where this agent's new sessions are kept: a JSONL file each, or MySQL rows. Existing sessions stay in their store.",
+    )
     restore_last_session = models.BooleanField(default=True)
     cwd = models.CharField(max_length=1000, blank=True, help_text="Working directory (default: NETA_WORKSPACE_DIR).")
     workspace_roots = models.JSONField(default=list, blank=True, help_text="Extra roots tools may touch (list of paths).")

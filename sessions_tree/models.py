@@ -53,7 +53,10 @@ class AgentSession(models.Model):
     """
 
     session_id = IdField(max_length=64, unique=True)
-    provider = models.CharField(max_length=16, choices=SessionProviderKind.choices, default=SessionProviderKind.FILE)
+    provider = models.CharField(
+        "session store", max_length=16, choices=SessionProviderKind.choices, default=SessionProviderKind.FILE,
+        help_text="Where the entries are kept: one Pi JSONL file, or MySQL rows.",
+    )  # fmt: skip
     header = models.TextField(help_text="The session header line exactly as stored (JSON).")
     root_entry_id = IdField(max_length=64, null=True, blank=True)
     leaf_entry_id = IdField(max_length=64, null=True, blank=True)

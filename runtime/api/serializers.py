@@ -100,7 +100,7 @@ class ForkInput(serializers.Serializer):
 class ImportInput(serializers.Serializer):
     file = serializers.FileField(help_text="A Pi session file (JSONL).")
     agent = StrictCharField(required=False, max_length=64)
-    provider = serializers.ChoiceField(required=False, choices=SESSION_PROVIDER_KINDS)
+    provider = serializers.ChoiceField(required=False, choices=SESSION_PROVIDER_KINDS, help_text="The session store to import into (default: the agent's).")
 
 
 class RunListQuery(serializers.Serializer):
@@ -136,6 +136,7 @@ class SessionOut(serializers.ModelSerializer):
             "createdAt", "updatedAt",
         ]  # fmt: skip
         read_only_fields = fields
+        extra_kwargs = {"provider": {"help_text": "The session store: file (one Pi JSONL file) or mysql."}}
 
 
 class ImportLineOut(serializers.Serializer):
@@ -201,7 +202,7 @@ class RunOut(serializers.ModelSerializer):
 
 class ModelOut(serializers.ModelSerializer):
     displayName = serializers.CharField(source="display_name")
-    providerKind = serializers.CharField(source="provider_kind")
+    providerKind = serializers.CharField(source="provider_kind", help_text="The LLM provider: whose wire protocol calls this model.")
     modelId = serializers.CharField(source="model_id")
     contextWindow = serializers.IntegerField(source="context_window")
     maxOutputTokens = serializers.IntegerField(source="max_output_tokens")
@@ -225,7 +226,7 @@ class ModelOut(serializers.ModelSerializer):
 
 class AgentOut(serializers.ModelSerializer):
     model = serializers.CharField(source="model.name")
-    sessionProvider = serializers.CharField(source="session_provider")
+    sessionProvider = serializers.CharField(source="session_provider", help_text="The session store of the agent's new sessions (file or mysql).")
     thinkingLevel = serializers.CharField(source="thinking_level")
     maxToolRounds = serializers.IntegerField(source="max_tool_rounds")
     restoreLastSession = serializers.BooleanField(source="restore_last_session")
