@@ -110,6 +110,13 @@ DATABASES = {
 _test_mysql_url = env_str("NETA_TEST_MYSQL_URL")
 if _test_mysql_url:
     DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
+# Persistent connections: a thread keeps its connection between requests, inline runs
+# and Celery tasks (closed when older than this many seconds; 0: after each one), and
+# checks it before reusing it, so a connection the server dropped is replaced, not failed on.
+NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 300, minimum=0)
+for _database in DATABASES.values():
+    _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
+    _database["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Sessions -----------------------------------------------------------------
@@ -149,7 +156,9 @@ else:
 # Where agents work when their config names no cwd.
 NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=BASE_DIR)
 # Inline backend: turns run on this many threads inside the web process.
-NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 4, minimum=1)
+# A turn mostly waits on its model (I/O), so the pool is sized for concurrent sessions,
+# not for cores: 64 threads serve 50 sessions of a 2 s model at ~24 turns/s here.
+NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 # The reaper runs this often: a timer thread in the inline backend's web process and

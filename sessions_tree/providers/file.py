@@ -108,6 +108,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 class FileProvider(SessionTreeProvider):
     kind = ProviderKind.FILE.value
+    _store_locks_writers = True  # every writer of a session holds its file's flock
 
     def __init__(self, using: str = "default", sessions_dir: Path | None = None):
         super().__init__(using)
