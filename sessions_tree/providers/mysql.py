@@ -24,6 +24,7 @@ from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
 _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
+_EXPORT_PAGE = 500
 _FETCH_BATCH = 250  # small enough that parsing starts while the server still sends (1k rows: 6.6 -> 5 ms)
 
 
@@ -232,6 +233,26 @@ class MysqlProvider(SessionTreeProvider):
             cursor.execute(sql, params)
             while batch := cursor.fetchmany(_FETCH_BATCH):
                 yield batch
+
+    def export_lines(self, session_id: str) -> Iterator[str]:
+        """The session as Pi v3 JSONL lines, rows read a page at a time (constant memory;
+        the connection is free between pages, so a slow download holds nothing)."""
+        meta = self.get_session(session_id)
+        yield meta.header + "\n"
+        after = 0
+        while True:
+            page = list(
+                SessionEntry.objects.using(self.using)
+                .filter(session_id=meta.pk, seq__gt=after, seq__lte=meta.last_seq)
+                .exclude(status=EntryStatus.IN_FLIGHT)
+                .order_by("seq")
+                .values_list("seq", "payload")[:_EXPORT_PAGE]
+            )
+            for seq, payload in page:
+                yield payload + "\n"
+            if len(page) < _EXPORT_PAGE:
+                return
+            after = page[-1][0]
 
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
