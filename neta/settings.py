@@ -127,6 +127,8 @@ NETA_EVENT_LOG_SIZE = env_int("NETA_EVENT_LOG_SIZE", 1000, minimum=10)
 NETA_SNAPSHOT_ENTRY_LIMIT = env_int("NETA_SNAPSHOT_ENTRY_LIMIT", 2000, minimum=10)
 # Entries the in-process session indexes may hold in all (least recently used sessions are dropped first).
 NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=1000)
+# ... and at most this many sessions' indexes (small sessions cost memory the entry count does not see).
+NETA_INDEX_CACHE_SESSIONS = env_int("NETA_INDEX_CACHE_SESSIONS", 2000, minimum=10)
 
 # --- Realtime and tasks -------------------------------------------------------
 NETA_REDIS_URL = env_str("NETA_REDIS_URL")
