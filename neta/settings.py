@@ -159,7 +159,8 @@ else:
 NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=BASE_DIR)
 # Inline backend: turns run on this many threads inside the web process.
 # A turn mostly waits on its model (I/O), so the pool is sized for concurrent sessions,
-# not for cores: 64 threads serve 50 sessions of a 2 s model at ~24 turns/s here.
+# not for cores: 64 threads never queue 50 sessions of a 2 s model (4 threads cap that
+# at 2 turns/s); `python -m bench runtime_turn concurrent` measures it.
 NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
