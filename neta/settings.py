@@ -110,6 +110,13 @@ DATABASES = {
 _test_mysql_url = env_str("NETA_TEST_MYSQL_URL")
 if _test_mysql_url:
     DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
+# Persistent connections: a thread keeps its connection between requests, inline runs
+# and Celery tasks (closed when older than this many seconds; 0: after each one), and
+# checks it before reusing it, so a connection the server dropped is replaced, not failed on.
+NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 300, minimum=0)
+for _database in DATABASES.values():
+    _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
+    _database["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Sessions -----------------------------------------------------------------
@@ -120,6 +127,8 @@ NETA_EVENT_LOG_SIZE = env_int("NETA_EVENT_LOG_SIZE", 1000, minimum=10)
 NETA_SNAPSHOT_ENTRY_LIMIT = env_int("NETA_SNAPSHOT_ENTRY_LIMIT", 2000, minimum=10)
 # Entries the in-process session indexes may hold in all (least recently used sessions are dropped first).
 NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=1000)
+# ... and at most this many sessions' indexes (small sessions cost memory the entry count does not see).
+NETA_INDEX_CACHE_SESSIONS = env_int("NETA_INDEX_CACHE_SESSIONS", 2000, minimum=10)
 
 # --- Realtime and tasks -------------------------------------------------------
 NETA_REDIS_URL = env_str("NETA_REDIS_URL")
@@ -172,7 +181,10 @@ else:
 # Where agents work when their config names no cwd.
 NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=BASE_DIR)
 # Inline backend: turns run on this many threads inside the web process.
-NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 4, minimum=1)
+# A turn mostly waits on its model (I/O), so the pool is sized for concurrent sessions,
+# not for cores: 64 threads never queue 50 sessions of a 2 s model (4 threads cap that
+# at 2 turns/s); `python -m bench runtime_turn concurrent` measures it.
+NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 # The reaper runs this often: a timer thread in the inline backend's web process and

@@ -393,8 +393,12 @@ class IndexCache:
     however large it is.
     """
 
-    def __init__(self, limit: Callable[[], int]):
+    def __init__(self, limit: Callable[[], int], sessions: Callable[[], int] | None = None):
         self._limit = limit
+        # Also at most this many indexes: an index of an empty or tiny session costs
+        # ~1-2 KB that the entry budget does not see (a process creating sessions
+        # all day would keep every one).
+        self._sessions = sessions
         self._items: OrderedDict[Hashable, SessionIndex] = OrderedDict()
         self._sizes: dict[Hashable, int] = {}
         self._total = 0
@@ -465,6 +469,12 @@ class IndexCache:
         self._items[key] = index
         self._items.move_to_end(key)
         self._total -= self._sizes.pop(key, 0)
+        most = self._sessions() if self._sessions is not None else None
+        while most is not None and len(self._items) > max(1, most):
+            oldest = next(iter(self._items))
+            del self._items[oldest]
+            self._total -= self._sizes.pop(oldest, 0)
+            self.evictions += 1
 
 
 def _cache_limit() -> int:
@@ -473,4 +483,10 @@ def _cache_limit() -> int:
     return settings.NETA_INDEX_CACHE_ENTRIES
 
 
-INDEXES = IndexCache(_cache_limit)
+def _cache_sessions() -> int:
+    from django.conf import settings
+
+    return settings.NETA_INDEX_CACHE_SESSIONS
+
+
+INDEXES = IndexCache(_cache_limit, _cache_sessions)

@@ -120,12 +120,12 @@ def maybe_auto_compact(turn) -> dict | None:
     agent = turn.agent
     if not agent.compaction_enabled:
         return None
-    provider = turn.provider
-    ctx = provider.build_context(turn.session_id)
+    provider, meta = turn.provider, turn.meta  # the turn's copy of the row: no read of its own
+    ctx = provider.build_context(turn.session_id, meta=meta)
     last = next((m for m in reversed(ctx.messages) if m.get("role") == "assistant"), None)
     if last is None or last.get("stopReason") == "aborted":
         return None
-    path = provider.get_active_path(turn.session_id)
+    path = provider.get_active_path(turn.session_id, meta=meta)
     tokens = threshold_context_tokens(last, path_entries=path, context_messages=ctx.messages)
     if tokens is None or not should_compact(tokens, turn.spec.context_window, compaction_settings(agent)):
         return None
@@ -133,6 +133,8 @@ def maybe_auto_compact(turn) -> dict | None:
         return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel)
     except NothingToCompact:
         return None
+    finally:
+        turn.meta = provider.get_session(turn.session_id)  # compaction wrote without the turn's copy
 
 
 def switch_leaf(

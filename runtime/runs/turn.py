@@ -47,8 +47,9 @@ from runtime.runs.summaries import SummaryCancelled, SummaryFailed
 from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
-from sessions_tree.providers import provider_for_session
-from sessions_tree.providers.base import SessionTreeProvider
+from sessions_tree.models import AgentSession
+from sessions_tree.providers import open_session, provider_for_session
+from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog.protocol import ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,11 @@ class Turn:
     cwd: str
     roots: list[str]
     system_prompt: str
+    # The session row, read once when the turn is prepared and kept current by every
+    # write the turn passes it to (``meta=``), so no step reads it again on its own.
+    meta: AgentSession | None = None
+    # The prompt's message, stored together with the first reply's in-flight entry.
+    pending_prompt: dict | None = None
     spec: llm.ModelSpec = field(init=False)
     overflow_retried: bool = False
 
@@ -182,8 +188,8 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
         model = ModelConfig.objects.get(name=run.model_name)
     # The session's own store, whatever the agent's setting says now (it only chooses
     # where *new* sessions go).
-    provider = provider_for_session(run.session_id)
-    workspace = workspace_for(agent, provider.get_session(run.session_id))  # per session / user / shared
+    provider, meta = open_session(run.session_id)
+    workspace = workspace_for(agent, meta)  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
     tools = agent_tools(agent)
     return Turn(
@@ -197,6 +203,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
         cwd=cwd,
         roots=roots,
         system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd),
+        meta=meta,
     )
 
 
@@ -215,11 +222,12 @@ def _run(turn: Turn) -> None:
 
     run = turn.run
     maybe_auto_compact(turn)
-    entry = turn.provider.append_message(turn.session_id, user_message(run.prompt, run.images))
-    # From now on the prompt is in the tree: a reaper finding this run lost will not carry it again.
-    AgentRun.objects.filter(pk=run.pk).update(prompt_entry_id=entry["id"])
+    # Stored with the reply's in-flight entry (one write), and ``prompt_entry_id`` in the
+    # same transaction: once the prompt is in the tree a reaper will not carry it again.
+    turn.pending_prompt = user_message(run.prompt, run.images)
     while True:
         if turn.control.check():
+            _store_pending_prompt(turn)
             _finish(turn, RunStatus.ABORTED, abort_when=" before the next model call")
             return
         final = _stream_assistant(turn)
@@ -229,6 +237,7 @@ def _run(turn: Turn) -> None:
 
             turn.overflow_retried = True
             compact_session(turn.session_id, agent=turn.agent, model=turn.model, cancel=turn.control.cancel)
+            turn.meta = turn.provider.get_session(turn.session_id)  # compaction wrote without the turn's copy
             continue
         if stop == "aborted":
             close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
@@ -273,21 +282,26 @@ def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     delivers one twice (the reaper carries it again), never drops it."""
     for item in inputs:
         with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
-            turn.provider.append_message(turn.session_id, user_message(item.text, item.images))
+            turn.provider.append_message(turn.session_id, user_message(item.text, item.images), meta=turn.meta)
         turn.sink.flush()
         lifecycle.consume(turn.run, item, sink=turn.sink.sink)
 
 
+def _store_pending_prompt(turn: Turn) -> None:
+    """The prompt into the tree when no reply follows it (an abort before the first call)."""
+    prompt, turn.pending_prompt = turn.pending_prompt, None
+    if prompt is not None:
+        pk = turn.run.pk
+        turn.provider.append_message(
+            turn.session_id,
+            prompt,
+            meta=turn.meta,
+            also=lambda entry: AgentRun.objects.filter(pk=pk).update(prompt_entry_id=entry["id"]),
+        )
+
+
 def _stream_assistant(turn: Turn) -> dict:
     provider, session_id = turn.provider, turn.session_id
-    ctx = provider.build_context(session_id)
-    request = llm.LlmRequest(
-        system_prompt=turn.system_prompt,
-        messages=llm_messages(ctx.messages),
-        tools=turn.tools.projection.tool_definitions() if turn.model.supports_tools else [],
-        thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
-        max_tokens=turn.model.max_output_tokens,
-    )
     placeholder = {
         "role": "assistant",
         "content": [],
@@ -298,9 +312,27 @@ def _stream_assistant(turn: Turn) -> dict:
         "stopReason": "stop",
         "timestamp": now_ms(),
     }
-    entry = provider.begin_in_flight(session_id, placeholder)
+    before = [turn.pending_prompt] if turn.pending_prompt is not None else []
+    run_pk = turn.run.pk
+
+    def opened(entries: list[dict]) -> None:  # in the write's transaction
+        fields = {"in_flight_entry_id": entries[-1]["id"]}
+        if before:
+            fields["prompt_entry_id"] = entries[0]["id"]
+        AgentRun.objects.filter(pk=run_pk).update(**fields)
+
+    entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
+    turn.pending_prompt = None
     entry_id = entry["id"]
-    AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id=entry_id)
+    # The context the reply answers: the path up to the entry just opened (no read of the row).
+    ctx = provider.build_context(session_id, entry["parentId"] or ROOT, meta=turn.meta)
+    request = llm.LlmRequest(
+        system_prompt=turn.system_prompt,
+        messages=llm_messages(ctx.messages),
+        tools=turn.tools.projection.tool_definitions() if turn.model.supports_tools else [],
+        thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
+        max_tokens=turn.model.max_output_tokens,
+    )
     crash_point("stream_start")
     turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
     final: dict | None = None
@@ -313,7 +345,7 @@ def _stream_assistant(turn: Turn) -> dict:
             if event.type in ("done", "error"):
                 final = event.message
             elif partial is not None and time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
-                provider.update_in_flight_entry(session_id, entry_id, partial)
+                provider.update_in_flight_entry(session_id, entry_id, partial, meta=turn.meta)
                 last_checkpoint = time.monotonic()
     except Exception as exc:  # the LLM layer promises not to raise; be safe anyway
         logger.exception("stream failed")
@@ -325,9 +357,11 @@ def _stream_assistant(turn: Turn) -> dict:
     crash_point("finalize")
     stop = final.get("stopReason")
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
-    stored = provider.finalize_in_flight(session_id, entry_id, final, status=status)
-    AgentRun.objects.filter(pk=turn.run.pk).update(in_flight_entry_id="")
-    _add_usage(turn.run, final.get("usage") or {})
+    usage = final.get("usage") or {}
+    # The run's in-flight mark and usage in the finalizing transaction (one UPDATE).
+    stored = provider.finalize_in_flight(
+        session_id, entry_id, final, status=status, meta=turn.meta, also=lambda _: _add_usage(turn.run, usage, in_flight_entry_id="")
+    )
     turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
     turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
@@ -397,7 +431,7 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
             # Through the projection: a tool it does not make effective gets an error result.
             result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
         message = result.to_pi_tool_result(call_id, name)
-        turn.provider.append_message(turn.session_id, message)
+        turn.provider.append_message(turn.session_id, message, meta=turn.meta)
         crash_point("after_tool")
         turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
         if not steered and index < len(calls) - 1:
@@ -457,7 +491,8 @@ def _fail_in_flight(run: AgentRun) -> None:
         logger.exception("could not finalize the in-flight entry of run %s", run.run_id)
 
 
-def _add_usage(run: AgentRun, usage: dict) -> None:
+def _add_usage(run: AgentRun, usage: dict, **fields) -> None:
+    """Add a reply's usage to the run's totals (and set ``fields`` in the same UPDATE)."""
     from django.db.models import F
 
     cost = Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
@@ -467,6 +502,7 @@ def _add_usage(run: AgentRun, usage: dict) -> None:
         cache_read_tokens=F("cache_read_tokens") + int(usage.get("cacheRead") or 0),
         cache_write_tokens=F("cache_write_tokens") + int(usage.get("cacheWrite") or 0),
         cost=F("cost") + cost,
+        **fields,
     )
 
 

@@ -53,6 +53,14 @@ def provider_for_session(session_id: str, *, using: str = "default") -> SessionT
     return get_provider(kind, using=using)
 
 
+def open_session(session_id: str, *, using: str = "default") -> tuple[SessionTreeProvider, AgentSession]:
+    """The provider that holds ``session_id`` and the session's meta row, in one read."""
+    meta = AgentSession.objects.using(using).filter(session_id=session_id).first()
+    if meta is None:
+        raise SessionNotFound(f"no session {session_id!r}")
+    return get_provider(meta.provider, using=using), meta
+
+
 def session_source(session_id: str, *, using: str = "default") -> tuple[dict, list[dict], str | None]:
     """(header, entries, leaf) of a stored session, for ``session_context`` and exports."""
     return provider_for_session(session_id, using=using).session_source(session_id)
@@ -64,6 +72,7 @@ __all__ = [
     "SESSION_PROVIDER_KINDS",
     "SessionTreeProvider",
     "get_provider",
+    "open_session",
     "provider_for_session",
     "resolve_session_provider_kind",
     "session_source",

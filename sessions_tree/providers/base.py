@@ -105,6 +105,9 @@ class SessionTreeProvider:
     """Tree semantics over a storage backend. Subclasses implement the ``_store_*`` hooks."""
 
     kind = ""
+    # True when the store's write lock alone excludes every other writer of a session
+    # (then ``_change`` keeps the store's own writes out of the DB transaction).
+    _store_locks_writers = False
 
     def __init__(self, using: str = "default"):
         self.using = using
@@ -128,6 +131,11 @@ class SessionTreeProvider:
         """
         return self._store_lock(self.get_session(session_id))
 
+    def _write_locked(self, session_id: str, meta: AgentSession | None) -> contextlib.AbstractContextManager:
+        """``write_lock`` for the provider's own writes: with a caller's ``meta`` (the
+        session as the caller last saw it) the lock is taken without reading the row again."""
+        return self._store_lock(meta) if meta is not None else self.write_lock(session_id)
+
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         """The session's index, brought up to date with the store."""
         raise NotImplementedError
@@ -138,6 +146,12 @@ class SessionTreeProvider:
 
     def _store_in_flight_begin(self, meta: AgentSession, pending: PendingEntry) -> None:
         """Record that an entry is in flight (the meta row already holds its payload)."""
+
+    def _store_append_and_begin(self, meta: AgentSession, index: SessionIndex, appended: list[PendingEntry], pending: PendingEntry) -> None:
+        """``_store_append(appended)`` (if any), then ``_store_in_flight_begin(pending)``."""
+        if appended:
+            self._store_append(meta, index, appended)
+        self._store_in_flight_begin(meta, pending)
 
     def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
         self._store_append(meta, index, [pending])
@@ -323,9 +337,12 @@ class SessionTreeProvider:
             raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
         return record.entry
 
-    def get_active_path(self, session_id: str, leaf_id: str | None = None) -> list[dict]:
-        """Entries root→leaf (default: the persisted leaf; ``ROOT``: none)."""
-        meta = self.get_session(session_id)
+    def get_active_path(self, session_id: str, leaf_id: str | None = None, *, meta: AgentSession | None = None) -> list[dict]:
+        """Entries root→leaf (default: the persisted leaf; ``ROOT``: none).
+
+        ``meta``: the session as the caller holds it (kept current by the writes it was
+        passed to), instead of reading the row again."""
+        meta = meta or self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
         try:
@@ -351,9 +368,11 @@ class SessionTreeProvider:
             return [*above, leaf], problem
         return index.path_ids_reported(leaf)
 
-    def build_context(self, session_id: str, leaf_id: str | None = None) -> SessionContext:
-        """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root)."""
-        meta = self.get_session(session_id)
+    def build_context(self, session_id: str, leaf_id: str | None = None, *, meta: AgentSession | None = None) -> SessionContext:
+        """Pi's context at ``leaf_id`` (default: the persisted leaf; ``ROOT``: the empty root).
+
+        ``meta`` as for ``get_active_path``."""
+        meta = meta or self.get_session(session_id)
         index = self._store_index(meta)
         leaf = self._chosen_leaf(meta, index, leaf_id)
         try:
@@ -523,9 +542,27 @@ class SessionTreeProvider:
             session_id, lambda parent, new_id: builder(id=new_id, parent_id=parent, timestamp=now_iso(), **fields)
         )
 
-    def append_message(self, session_id: str, message: dict) -> dict:
+    def append_message(
+        self,
+        session_id: str,
+        message: dict,
+        *,
+        meta: AgentSession | None = None,
+        also: Callable[[dict], None] | None = None,
+    ) -> dict:
+        """Append a message at the leaf.
+
+        ``meta``: the caller's copy of the session row: the write lock is taken
+        without reading it again, and it is brought up to date with the change.
+        ``also(entry)``: the caller's own writes, in the change's transaction.
+        """
         _check_message(message)
-        return self._append_built(session_id, E.message_entry, message=message)
+        return self._append_one(
+            session_id,
+            lambda parent, new_id: E.message_entry(id=new_id, parent_id=parent, timestamp=now_iso(), message=message),
+            meta_hint=meta,
+            also=also,
+        )
 
     def append_thinking_level_change(self, session_id: str, thinking_level: str) -> dict:
         return self._append_built(session_id, E.thinking_level_change_entry, thinking_level=thinking_level)
@@ -630,33 +667,62 @@ class SessionTreeProvider:
 
     # ------------------------------------------------------------------ in-flight entries
 
-    def begin_in_flight(self, session_id: str, message: dict) -> dict:
+    def begin_in_flight(
+        self,
+        session_id: str,
+        message: dict,
+        *,
+        before: list[dict] = (),
+        meta: AgentSession | None = None,
+        also: Callable[[list[dict]], None] | None = None,
+    ) -> dict:
         """Open the streaming entry: a ``message`` entry that only this call's owner may update.
 
         The leaf moves to it; no other entry can be appended until it is finalized.
+        ``before``: messages appended at the leaf first, in the same write (one
+        revision and one event each; a turn's prompt and its reply's entry).
+        ``meta`` as for ``append_message``; ``also(entries)`` gets the stored
+        ``before`` entries and the in-flight entry, inside the transaction.
         """
         _check_message(message)
-        with self.write_lock(session_id):
-            with self._change(session_id) as (meta, index, emit):
-                new_id = new_entry_id(_TakenIds(index, meta))
-                pending = pending_entry(
-                    E.message_entry(id=new_id, parent_id=self._leaf(meta, index), timestamp=now_iso(), message=message)
-                )
+        for item in before:
+            _check_message(item)
+        stored: list[dict] = []
+        with self._write_locked(session_id, meta):
+            with self._change(session_id, meta, also and (lambda: also(stored))) as (meta_row, index, emit):
+                if meta_row.in_flight_entry_id:
+                    raise SessionBusy(
+                        f"session {session_id} has entry {meta_row.in_flight_entry_id} in flight; finalize it first"
+                    )
+                taken = _TakenIds(index, meta_row)
+                parent = self._leaf(meta_row, index)
+                appended: list[PendingEntry] = []
+                for item in before:
+                    new_id = new_entry_id(_Also(taken, appended))
+                    appended.append(pending_entry(E.message_entry(id=new_id, parent_id=parent, timestamp=now_iso(), message=item)))
+                    parent = new_id
+                if appended:
+                    self._add_at_leaf(meta_row, index, emit, appended, store=False)
+                new_id = new_entry_id(_Also(taken, appended))
+                pending = pending_entry(E.message_entry(id=new_id, parent_id=parent, timestamp=now_iso(), message=message))
                 entry = pending.entry
-                meta.in_flight_entry_id = new_id
-                meta.in_flight_payload = pending.raw
-                meta.leaf_entry_id = new_id
-                self._store_in_flight_begin(meta, pending)
+                meta_row.in_flight_entry_id = new_id
+                meta_row.in_flight_payload = pending.raw
+                meta_row.leaf_entry_id = new_id
+                self._store_append_and_begin(meta_row, index, appended, pending)
                 emit(te.in_flight_added, entry=entry, leaf_id=new_id)
-        return entry
+                stored[:] = [*(p.entry for p in appended), entry]
+        return stored[-1]
 
     def begin_in_flight_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list, metadata: dict | None = None) -> dict:
         """Open a ``subagent_batch`` entry as the in-flight entry (a delegate call while its
         children run): the leaf moves to it, rebuilt contexts and compaction see what is
         running. ``update_in_flight_fields`` checkpoints it, ``finalize_in_flight(…, fields=…)``
         stores it."""
-        with self.write_lock(session_id):
+        with self._write_locked(session_id, None):
             with self._change(session_id) as (meta, index, emit):
+                if meta.in_flight_entry_id:
+                    raise SessionBusy(f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first")
                 new_id = new_entry_id(_TakenIds(index, meta))
                 pending = pending_entry(
                     E.subagent_batch_entry(
@@ -668,13 +734,13 @@ class SessionTreeProvider:
                 meta.in_flight_entry_id = new_id
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
-                self._store_in_flight_begin(meta, pending)
+                self._store_append_and_begin(meta, index, [], pending)
                 emit(te.in_flight_added, entry=entry, leaf_id=new_id)
         return entry
 
     def update_in_flight_fields(self, session_id: str, entry_id: str, fields: dict) -> dict:
         """Checkpoint an in-flight Neta entry (``subagent_batch``): top-level ``fields`` replaced."""
-        with self.write_lock(session_id):
+        with self._write_locked(session_id, None):
             with self._change(session_id) as (meta, index, emit):
                 current = self._in_flight(meta, entry_id)
                 _check_neta_fields(current, fields)
@@ -684,14 +750,14 @@ class SessionTreeProvider:
                 emit(te.entry_updated, entry=entry, in_flight=True)
         return entry
 
-    def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict) -> dict:
+    def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict, *, meta: AgentSession | None = None) -> dict:
         _check_message(message)
-        with self.write_lock(session_id):
-            with self._change(session_id) as (meta, index, emit):
-                current = self._in_flight(meta, entry_id)
+        with self._write_locked(session_id, meta):
+            with self._change(session_id, meta) as (meta_row, index, emit):
+                current = self._in_flight(meta_row, entry_id)
                 pending = pending_entry({**current, "message": message})
                 entry = pending.entry
-                meta.in_flight_payload = pending.raw
+                meta_row.in_flight_payload = pending.raw
                 emit(te.entry_updated, entry=entry, in_flight=True)
         return entry
 
@@ -703,6 +769,8 @@ class SessionTreeProvider:
         *,
         status: str = "completed",
         fields: dict | None = None,
+        meta: AgentSession | None = None,
+        also: Callable[[dict], None] | None = None,
     ) -> dict:
         """Store the in-flight entry as a completed (or ``aborted``/``failed``) entry.
 
@@ -710,14 +778,16 @@ class SessionTreeProvider:
         an assistant message gets Pi's ``stopReason`` (``aborted``/``error``).
         An in-flight Neta entry (``subagent_batch``) takes ``fields`` instead of a
         message (top-level keys replaced); without them its checkpoint is stored.
+        ``meta`` and ``also(entry)`` as for ``append_message``.
         """
         if status not in ("completed", "aborted", "failed"):
             raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
         if message is not None:
             _check_message(message)
-        with self.write_lock(session_id):
-            with self._change(session_id) as (meta, index, emit):
-                current = self._in_flight(meta, entry_id)
+        stored: list[dict] = []
+        with self._write_locked(session_id, meta):
+            with self._change(session_id, meta, also and (lambda: also(stored[0]))) as (meta_row, index, emit):
+                current = self._in_flight(meta_row, entry_id)
                 if current.get("type") != "message":
                     if message is not None:
                         raise InvalidEntry(f"the in-flight entry {entry_id!r} is a {current.get('type')!r} entry, not a message")
@@ -733,12 +803,13 @@ class SessionTreeProvider:
                             final_message["stopReason"] = stop
                     pending = pending_entry({**current, "message": final_message})
                 entry = pending.entry
-                _count(meta, index, entry)
-                self._store_in_flight_end(meta, index, pending, status)
-                meta.in_flight_entry_id = None
-                meta.in_flight_payload = ""
+                _count(meta_row, index, entry)
+                self._store_in_flight_end(meta_row, index, pending, status)
+                meta_row.in_flight_entry_id = None
+                meta_row.in_flight_payload = ""
                 emit(te.entry_updated, entry=entry, in_flight=False)
-        return entry
+                stored[:] = [entry]
+        return stored[0]
 
     def get_in_flight(self, session_id: str) -> dict | None:
         meta = self.get_session(session_id)
@@ -863,27 +934,56 @@ class SessionTreeProvider:
         return self._load_meta(session_id, for_update=True)
 
     @contextlib.contextmanager
-    def _change(self, session_id: str, hint: AgentSession | None = None):
+    def _change(self, session_id: str, hint: AgentSession | None = None, also: Callable[[], None] | None = None):
         """One transaction: lock the meta row, let the caller change things, bump revision per event.
 
         The caller holds the store's write lock. If the store says a dead writer
         left something behind, that is repaired first, in a transaction of its
         own (so that the repair stands even when the caller's change fails), and
         the change starts again from the repaired state.
+
+        ``hint``: the caller's copy of the meta row, brought up to date with the
+        committed change (so the caller's next read or write need not read it again).
+        ``also``: the caller's own writes, run inside the same transaction (they commit
+        with the change, or not at all).
+
+        A store whose write lock alone serializes every writer of the session
+        (``_store_locks_writers``: the file provider's ``flock``) reads the meta and
+        writes its file before the transaction, which then only holds the meta
+        update and the event rows: SQLite's database-wide writer lock is not held
+        across a file's ``fdatasync``. A failure between the two leaves a durable
+        line the meta does not acknowledge, which the next write adopts (as a crash
+        there always did).
         """
         events: list[dict] = []
         meta_box: list[AgentSession] = []
         for attempt in range(3):
             try:
-                with transaction.atomic(using=self.using):
-                    meta = self._meta_for_update(session_id)
+                if self._store_locks_writers:
+                    meta = self._load_meta(session_id, for_update=False)
                     meta_box[:] = [meta]
                     if attempt < 2 and self._store_recovery_needed(meta):
                         raise _RecoverFirst
                     index = self._store_index(meta)
                     yield meta, index, self._emitter(session_id, meta.revision, events)
-                    self._commit(meta, index, events)
+                    with transaction.atomic(using=self.using):
+                        self._commit(meta, index, events)
+                        if also is not None:
+                            also()
+                else:
+                    with transaction.atomic(using=self.using):
+                        meta = self._meta_for_update(session_id)
+                        meta_box[:] = [meta]
+                        if attempt < 2 and self._store_recovery_needed(meta):
+                            raise _RecoverFirst
+                        index = self._store_index(meta)
+                        yield meta, index, self._emitter(session_id, meta.revision, events)
+                        self._commit(meta, index, events)
+                        if also is not None:
+                            also()
                 INDEXES.grew(self._cache_key(meta), index)  # what the change appended counts against the budget
+                if hint is not None and hint is not meta:
+                    _copy_meta(meta, hint)
                 return
             except _RecoverFirst:
                 self._recover(session_id)
@@ -952,9 +1052,12 @@ class SessionTreeProvider:
         *,
         parent_override: str | None | object = MISSING,
         wants_index: bool = False,
+        meta_hint: AgentSession | None = None,
+        also: Callable[[dict], None] | None = None,
     ) -> dict:
-        with self.write_lock(session_id):
-            with self._change(session_id) as (meta, index, emit):
+        stored: list[dict] = []
+        with self._write_locked(session_id, meta_hint):
+            with self._change(session_id, meta_hint, also and (lambda: also(stored[0]))) as (meta, index, emit):
                 if meta.in_flight_entry_id:
                     raise SessionBusy(
                         f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
@@ -967,12 +1070,33 @@ class SessionTreeProvider:
                         raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
                 new_id = new_entry_id(_TakenIds(index, meta))
                 pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
-                entry = pending.entry
-                _count(meta, index, entry)
-                self._store_append(meta, index, [pending])
-                meta.leaf_entry_id = entry["id"]
-                emit(te.entry_appended, entry=entry, leaf_id=entry["id"])
-        return entry
+                self._add_at_leaf(meta, index, emit, [pending])
+                stored[:] = [pending.entry]
+        return stored[0]
+
+    def _add_at_leaf(
+        self, meta: AgentSession, index: SessionIndex, emit: Callable, pending: list[PendingEntry], *, store: bool = True
+    ) -> None:
+        """Store ``pending`` (each the child of the one before), count them, move the leaf
+        to the last one; one event each. ``store=False``: the caller stores them."""
+        _count(meta, index, pending[0].entry)
+        for item in pending[1:]:  # a chain: each the first child of the entry before (no new tip, no root)
+            _count_kind(meta, item.entry)
+        if store:
+            self._store_append(meta, index, pending)
+        for item in pending:
+            entry = item.entry
+            meta.leaf_entry_id = entry["id"]
+            emit(te.entry_appended, entry=entry, leaf_id=entry["id"])
+
+
+_META_FIELDS = tuple(f.attname for f in AgentSession._meta.concrete_fields)
+
+
+def _copy_meta(source: AgentSession, target: AgentSession) -> None:
+    """``target`` (a caller's copy of the row) as ``source`` was committed."""
+    for name in _META_FIELDS:
+        setattr(target, name, getattr(source, name))
 
 
 class _RecoverFirst(Exception):
@@ -987,6 +1111,16 @@ class _TakenIds:
 
     def __contains__(self, entry_id: str) -> bool:
         return entry_id in self.index.by_id or entry_id == self.meta.in_flight_entry_id
+
+
+class _Also:
+    """Taken ids plus the ids of entries built in this change but not stored yet."""
+
+    def __init__(self, taken, pending: list[PendingEntry]):
+        self.taken, self.pending = taken, pending
+
+    def __contains__(self, entry_id: str) -> bool:
+        return entry_id in self.taken or any(p.entry["id"] == entry_id for p in self.pending)
 
 
 def _with_tree_keys(entry: dict, new_id: str, parent_id: str | None) -> dict:

@@ -120,6 +120,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 class FileProvider(SessionTreeProvider):
     kind = SessionProviderKind.FILE.value
+    _store_locks_writers = True  # every writer of a session holds its file's flock
 
     def __init__(self, using: str = "default", sessions_dir: Path | None = None):
         super().__init__(using)
@@ -219,6 +220,44 @@ class FileProvider(SessionTreeProvider):
         if grew:
             INDEXES.grew(cache_key, index)
         return index
+
+    def export_lines(self, session_id: str):
+        """The session as Pi v3 JSONL lines, read from the file in chunks (constant memory).
+
+        Only the acknowledged bytes (``last_seq``) are read, and they are never rewritten
+        (appends go after them, a torn tail is cut after them), so no lock is held while
+        the caller consumes the lines. The lines are the ones reads show: the same parser
+        skips what the index skips.
+        """
+        meta = self.get_session(session_id)
+        with self._store_lock(meta, shared=True):
+            meta = self.get_session(session_id)
+        size = meta.last_seq
+        yield meta.header + "\n"
+        scratch = SessionIndex()
+        with open(meta.session_file, "rb") as handle:
+            done, carry, first = 0, b"", True
+            while done < size:
+                block = handle.read(min(EXPORT_CHUNK, size - done))
+                if not block:
+                    break  # the file was cut behind our back: export what is there
+                done += len(block)
+                data = carry + block
+                end = data.rfind(b"\n")
+                if end < 0:
+                    carry = data
+                    continue
+                data, carry = data[: end + 1], data[end + 1 :]
+                offset = 0
+                if first and data.startswith(b"\xef\xbb\xbf"):
+                    data, offset = data[3:], 3
+                first = False
+                _index_lines(scratch, data, offset, _DROP_PARSED)
+                for record in scratch.records:
+                    yield record.raw_text + "\n"
+                scratch.records.clear()
+                scratch.by_id.clear()
+                scratch.first_child.clear()
 
     def _cache_key(self, meta: AgentSession) -> tuple[str, str]:
         return ("file", meta.session_file)
@@ -379,6 +418,8 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
 
 
 _KEEP_ALL = object()
+_DROP_PARSED = object()  # an id no entry has: parse each line, keep none (exports)
+EXPORT_CHUNK = 1 << 20
 
 
 def _index_lines(index: SessionIndex, data: bytes, offset: int, want) -> None:

@@ -36,6 +36,7 @@ from sessions_tree.providers.base import PendingEntry, SessionTreeProvider
 
 _FIELDS = ("seq", "entry_id", "parent_entry_id", "type", "payload", "status", "shadowed")
 _BINARY_CAST = {"mysql": "CAST(%(expressions)s AS BINARY)", "sqlite": "CAST(%(expressions)s AS BLOB)"}
+_EXPORT_PAGE = 500
 _FETCH_BATCH = 250  # small enough that parsing starts while the server still sends (1k rows: 6.6 -> 5 ms)
 
 
@@ -149,14 +150,17 @@ class MysqlProvider(SessionTreeProvider):
         # The session row's FOR UPDATE lock (taken in _change) serializes writers.
         return contextlib.nullcontext()
 
-    def _write_lock(self, session_id: str):
+    def _write_locked(self, session_id: str, meta):
         return contextlib.nullcontext()  # no query: _change's SELECT ... FOR UPDATE finds (or misses) the row
 
     def _store_index(self, meta: AgentSession) -> SessionIndex:
         key = self._cache_key(meta)
         index = INDEXES.get_or_add(key, lambda: SessionIndex(source_key=meta.pk), lambda ix: ix.source_key == meta.pk)
+        # While an entry is in flight its row is the newest (nothing is appended after
+        # it), and the index leaves it out until it is finalized.
+        newest = meta.last_seq - 1 if meta.in_flight_entry_id else meta.last_seq
         with index.lock:
-            if index.position >= meta.last_seq:
+            if index.position >= newest:
                 return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
             with gc_paused():
                 if index.position == 0:
@@ -242,6 +246,26 @@ class MysqlProvider(SessionTreeProvider):
             while batch := cursor.fetchmany(_FETCH_BATCH):
                 yield batch
 
+    def export_lines(self, session_id: str) -> Iterator[str]:
+        """The session as Pi v3 JSONL lines, rows read a page at a time (constant memory;
+        the connection is free between pages, so a slow download holds nothing)."""
+        meta = self.get_session(session_id)
+        yield meta.header + "\n"
+        after = 0
+        while True:
+            page = list(
+                SessionEntry.objects.using(self.using)
+                .filter(session_id=meta.pk, seq__gt=after, seq__lte=meta.last_seq)
+                .exclude(status=EntryStatus.IN_FLIGHT)
+                .order_by("seq")
+                .values_list("seq", "payload")[:_EXPORT_PAGE]
+            )
+            for seq, payload in page:
+                yield payload + "\n"
+            if len(page) < _EXPORT_PAGE:
+                return
+            after = page[-1][0]
+
     def _visible_records(self, meta: AgentSession, index: SessionIndex) -> list[Record]:
         records = index.records
         if records and records[-1].seq > meta.last_seq:
@@ -266,13 +290,29 @@ class MysqlProvider(SessionTreeProvider):
                     index.add(record)
                     index.position = row.seq
 
+    def _store_append_and_begin(self, meta: AgentSession, index: SessionIndex, appended: list[PendingEntry], pending: PendingEntry) -> None:
+        rows = []
+        for item in appended:
+            meta.last_seq += 1
+            rows.append(entry_row(meta, meta.last_seq, item))
+        meta.last_seq += 1
+        in_flight = entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT)
+        SessionEntry.objects.using(self.using).bulk_create([*rows, in_flight])  # one INSERT
+        if rows:
+            self._index_own(index, rows)
+
     def _store_in_flight_begin(self, meta: AgentSession, pending: PendingEntry) -> None:
         meta.last_seq += 1
         entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT).save(using=self.using)
 
     def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
-        row = SessionEntry.objects.using(self.using).get(session=meta, entry_id=pending.entry["id"])
-        row.payload = pending.raw
-        row.status = status
-        row.save(using=self.using, update_fields=["payload", "status"])
+        rows = SessionEntry.objects.using(self.using).filter(session=meta, entry_id=pending.entry["id"])
+        # The in-flight row is the newest (``last_seq``): one UPDATE, and the index learns it from what we hold.
+        if rows.filter(seq=meta.last_seq, status=EntryStatus.IN_FLIGHT).update(payload=pending.raw, status=status):
+            row = entry_row(meta, meta.last_seq, pending, status=status)
+        else:  # a row stored otherwise (an older version's, or a repair's)
+            row = rows.get()
+            row.payload = pending.raw
+            row.status = status
+            row.save(using=self.using, update_fields=["payload", "status"])
         self._index_own(index, [row])

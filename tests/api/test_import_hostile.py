@@ -152,6 +152,12 @@ def _get_all(client, sid: str, pk: int, entry_ids: list[str]) -> None:
     failures = []
     for url in urls:
         response = client.get(url)
+        if response.streaming:  # the export: read it whole, so a failure mid-stream shows
+            try:
+                b"".join(response.streaming_content)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                failures.append(f"{url}: failed while streaming: {exc!r}")
+                continue
         if response.status_code >= 500:
             failures.append(f"{url}: {response.status_code} {response.content[:300]!r}")
         elif response["Content-Type"].startswith("application/json"):

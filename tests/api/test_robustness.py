@@ -175,7 +175,7 @@ def test_stored_content_json_cannot_carry_still_renders(owner, agent, provider):
     snapshot = c.get(f"/api/sessions/{tree.session_id}/snapshot/").json()
     assert snapshot["activePath"][-1] == "bad00001"
     export = c.get(f"/api/sessions/{tree.session_id}/export/")
-    assert export.status_code == 200 and b"bad00001" in export.content
+    assert export.status_code == 200 and b"bad00001" in b"".join(export.streaming_content)
 
 
 def test_the_renderer_survives_any_value():

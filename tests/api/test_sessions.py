@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sessions_tree.models import AgentSession
-from sessions_tree.providers import get_provider
+from sessions_tree.providers import SessionTreeProvider, get_provider
 from tests.conftest import FIXTURES
 
 
@@ -154,19 +154,22 @@ def test_export_is_the_pi_file_and_import_reads_it_back(client_for, tree, tmp_pa
     response = client.get(f"/api/sessions/{tree.session_id}/export/")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/x-ndjson")
-    assert response.content == "".join(get_provider("file").export_lines(tree.session_id)).encode()
+    exported = b"".join(response.streaming_content)
+    assert exported == "".join(get_provider("file").export_lines(tree.session_id)).encode()
+    # Streamed from the file, the same bytes as the lines the index holds.
+    assert exported == "".join(SessionTreeProvider.export_lines(get_provider("file"), tree.session_id)).encode()
     # The same file again: the session id is taken, so the copy gets a fresh one
     # (an import never tells whether an id exists) and keeps every entry line.
     path = tmp_path / "again.jsonl"
-    path.write_bytes(response.content)
+    path.write_bytes(exported)
     with path.open("rb") as fh:
         again = client.post("/api/sessions/import/", {"file": fh}, format="multipart")
     assert again.status_code == 201, again.content
     body = again.json()
     assert body["import"]["idChanged"] == {"from": tree.session_id, "to": body["sessionId"]}
     assert body["sessionId"] != tree.session_id
-    copy = client.get(f"/api/sessions/{body['sessionId']}/export/").content.split(b"\n")
-    assert copy[1:] == response.content.split(b"\n")[1:]
+    copy = b"".join(client.get(f"/api/sessions/{body['sessionId']}/export/").streaming_content).split(b"\n")
+    assert copy[1:] == exported.split(b"\n")[1:]
     assert json.loads(copy[0])["id"] == body["sessionId"]
 
 
@@ -177,7 +180,7 @@ def test_import_a_pi_file_keeps_every_line(client_for, agent):
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["owner"] == "outsider" and body["provider"] == "mysql" and body["agent"] == "default"
-    exported = client_for("outsider").get(f"/api/sessions/{body['sessionId']}/export/").content
+    exported = b"".join(client_for("outsider").get(f"/api/sessions/{body['sessionId']}/export/").streaming_content)
     assert exported.decode().splitlines() == [line for line in source.read_text().splitlines() if line.strip()]
 
 

@@ -360,7 +360,7 @@ async def test_a_socket_never_follows_its_session_id_into_another_users_session(
     session — also when the deletion's doorbell never rang."""
     settings.NETA_WS_HEARTBEAT_SECONDS = 600
     alice, bob = await api(owner), await api(outsider)
-    exported = (await rest(alice, "get", f"/api/sessions/{tree.session_id}/export/")).content
+    exported = b"".join((await rest(alice, "get", f"/api/sessions/{tree.session_id}/export/")).streaming_content)
     socket = await Socket.connect(tree.session_id, cookie=await sync_to_async(session_cookie)(owner))
     try:
         await opened(socket)

@@ -201,3 +201,34 @@ def test_sessions_written_through_the_api_read_back_the_same_in_pi(provider, ora
         ctx = provider.build_context(sid, chosen)
         assert ctx.messages == pi["messages"]
         assert ctx.source_entry_ids == pi["messageEntryIds"]
+
+
+def test_streamed_export_is_the_lines_reads_show(provider, monkeypatch):
+    """``export_lines`` streams from the store (file chunks, row pages), and yields
+    exactly the lines the index holds: the header, every stored entry, never the entry
+    in flight; across chunk and page boundaries and after a damaged line."""
+    from sessions_tree.providers import file as file_provider
+    from sessions_tree.providers import mysql as mysql_provider
+    from sessions_tree.providers.base import SessionTreeProvider
+
+    monkeypatch.setattr(file_provider, "EXPORT_CHUNK", 300)  # a few lines a chunk, lines cut across
+    monkeypatch.setattr(mysql_provider, "_EXPORT_PAGE", 3)
+    meta = provider.create_session(cwd="/w")
+    sid = meta.session_id
+    for i in range(10):
+        provider.append_message(sid, user_message(f"question {i} " + "x" * (i * 40)))
+        provider.append_message(sid, assistant_message(f"answer {i}"))
+    if provider.kind == "file":
+        with open(provider.get_session(sid).session_file, "ab") as fh:
+            fh.write(b"{not json\n")  # damage behind Neta's back: skipped, as reads skip it
+        provider.append_message(sid, user_message("after the damage"))
+    provider.begin_in_flight(sid, assistant_message("streaming"))
+
+    def indexed() -> list[str]:
+        forget_process_caches()
+        return list(SessionTreeProvider.export_lines(provider, sid))
+
+    streamed = list(provider.export_lines(sid))
+    assert streamed == indexed()
+    assert len(streamed) == 1 + provider.get_session(sid).entry_count
+    assert not any('"streaming"' in line for line in streamed)

@@ -84,3 +84,12 @@ def test_sessions_dropped_from_the_cache_read_back_whole(provider, settings):
     provider.build_context(sessions[1])
     provider.append_message(sessions[0], user_message("again"))
     assert [m["content"][0]["text"] for m in provider.build_context(sessions[0]).messages][-2:] == ["after", "again"]
+
+
+def test_small_indexes_are_bounded_by_count_too():
+    """Empty sessions cost no entries, so the entry budget alone would keep them all."""
+    cache = IndexCache(lambda: 1000, lambda: 3)
+    for key in "abcde":
+        load(cache, key, 0)
+    assert len(cache) == 3 and "a" not in cache and "b" not in cache and "e" in cache
+    assert cache.stats()["evictions"] == 2

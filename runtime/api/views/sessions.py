@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.http import HttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
@@ -218,6 +222,30 @@ class SessionForkApi(SessionApi):
         return Response(S.SessionOut(fork).data, status=status.HTTP_201_CREATED)
 
 
+EXPORT_CHUNK_BYTES = 64 * 1024
+
+
+def _chunks(lines) -> Iterator[bytes]:
+    """``lines`` as UTF-8 chunks of about ``EXPORT_CHUNK_BYTES``."""
+    buffer: list[str] = []
+    size = 0
+    for line in lines:
+        buffer.append(line)
+        size += len(line)
+        if size >= EXPORT_CHUNK_BYTES:
+            yield "".join(buffer).encode("utf-8")
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer).encode("utf-8")
+
+
+async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    done = object()
+    pull = sync_to_async(lambda: next(chunks, done), thread_sensitive=True)
+    while (chunk := await pull()) is not done:
+        yield chunk
+
+
 class SessionExportApi(SessionApi):
     @extend_schema(
         summary="Download the session as a Pi JSONL file",
@@ -225,7 +253,13 @@ class SessionExportApi(SessionApi):
     )
     def get(self, request, session_id: str):
         meta = self.session(request, session_id)
-        data = "".join(get_provider(meta.provider).export_lines(meta.session_id)).encode("utf-8")
-        response = HttpResponse(data, content_type="application/x-ndjson; charset=utf-8")
+        chunks = _chunks(get_provider(meta.provider).export_lines(meta.session_id))
+        first = next(chunks, b"")  # a session gone meanwhile fails here, as an error answer, not mid-download
+        # Streamed: memory stays constant in the session's size. Under ASGI the chunks are
+        # pulled through an async iterator (Django would read a sync one whole first).
+        body = itertools.chain([first], chunks)
+        if "wsgi.version" not in request.META:
+            body = _async_chunks(body)
+        response = StreamingHttpResponse(body, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{safe_filename(meta.session_id)}.jsonl"'
         return response
