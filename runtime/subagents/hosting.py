@@ -18,7 +18,7 @@ import time
 
 from django.db import connection
 
-from runtime.models import SubprocessRun, SubprocessStatus
+from runtime.models import SubprocessRun
 from runtime.realtime.sinks import default_sink
 from runtime.subagents import services
 from runtime.subagents import stream_events as S
@@ -182,6 +182,6 @@ def mark_lost_if_unclaimed(run: SubprocessRun, why: str) -> None:
         "v": PROTOCOL_VERSION, "runId": run.run_id.hex, "seq": 1, "ts": now_ms(), "type": "run_error",
         "code": "spawn_failed", "message": why, "partialText": "", "synthetic": True,
     }  # fmt: skip
-    if SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(status=SubprocessStatus.STARTING):
+    if services.subprocess_run_take_unclaimed(run):
         services.subprocess_events_record(run, [terminal])
         services.subprocess_run_finish(run, terminal=terminal)

@@ -109,6 +109,12 @@ def subprocess_run_claim(run_id, *, max_per_session: int) -> SubprocessRun | Non
     return SubprocessRun.objects.get(pk=run.pk)
 
 
+def subprocess_run_take_unclaimed(run: SubprocessRun) -> bool:
+    """``queued → starting`` for a run nobody will claim (its submission failed), so the
+    caller can record its end; False when someone claimed it meanwhile."""
+    return bool(SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(status=SubprocessStatus.STARTING))
+
+
 def subprocess_run_started(run: SubprocessRun, *, pid: int | None) -> None:
     SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.STARTING).update(status=SubprocessStatus.RUNNING, pid=pid, heartbeat_at=timezone.now())
     SubprocessRun.objects.filter(pk=run.pk, pid__isnull=True).update(pid=pid)
