@@ -173,7 +173,7 @@ def bench_lean(turns: int = 200) -> dict:
         agent.save()
 
         def turn(session_id):
-            outcome = session_prompt(session_id=session_id, text="go", dispatch=False)
+            outcome = session_prompt(actor=None, session_id=session_id, text="go", dispatch=False)
             run = execute_run(outcome.run.run_id, sink=InMemorySink())
             assert run.status == "completed", run.error
 
@@ -212,7 +212,7 @@ def bench_concurrent(sessions: int = 50, turns: int = 3, model_ms: int = 2000) -
     def client(session_id):
         for _ in range(turns):
             started = time.perf_counter()
-            session_prompt(session_id=session_id, text="hi")
+            session_prompt(actor=None, session_id=session_id, text="hi")
             if not done[session_id].acquire(timeout=120):
                 raise RuntimeError(f"session {session_id}: no terminal run_state")
             latencies.append(time.perf_counter() - started)
@@ -265,7 +265,7 @@ def bench_memory(sessions: int = 1000, turns: int = 1000) -> dict:
     gc.collect()
     after_sessions = rss_kb()
     for i in range(turns):
-        outcome = session_prompt(session_id=ids[i % len(ids)], text="hi", dispatch=False)
+        outcome = session_prompt(actor=None, session_id=ids[i % len(ids)], text="hi", dispatch=False)
         execute_run(outcome.run.run_id, sink=InMemorySink())
     gc.collect()
     after_turns = rss_kb()

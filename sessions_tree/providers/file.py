@@ -224,7 +224,8 @@ class FileProvider(SessionTreeProvider):
     def export_lines(self, session_id: str):
         """The session as Pi v3 JSONL lines, read from the file in chunks (constant memory).
 
-        Only the acknowledged bytes (``last_seq``) are read, and they are never rewritten
+        Only the bytes reads show are read (the acknowledged ``last_seq``, or the index's
+        position past it), and they are never rewritten
         (appends go after them, a torn tail is cut after them), so no lock is held while
         the caller consumes the lines. The lines are the ones reads show: the same parser
         skips what the index skips.
@@ -232,7 +233,9 @@ class FileProvider(SessionTreeProvider):
         meta = self.get_session(session_id)
         with self._store_lock(meta, shared=True):
             meta = self.get_session(session_id)
-        size = meta.last_seq
+            # What reads show: the complete lines the index has parsed (a file damaged or
+            # adopted after a crash can hold whole lines past the acknowledged size).
+            size = max(meta.last_seq, self._store_index(meta).position)
         yield meta.header + "\n"
         scratch = SessionIndex()
         with open(meta.session_file, "rb") as handle:
