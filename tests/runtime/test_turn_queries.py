@@ -64,12 +64,14 @@ def test_a_two_call_turn_stays_within_its_query_budget(driver_for, provider):
     assert len(writes) == 5
     # The session row is read once when the turn is prepared and once by each write
     # (its lock), never again on its own; the run's bookkeeping rides in those writes.
+    # The lifecycle locks the row at the claim and at the finish (its key, then the row
+    # by that key: runtime/runs/locks.py::lock_session_id), two queries each.
     meta_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "sessions_tree_agentsession"' in q]
-    assert len(meta_reads) == 1 + len(writes)
+    assert len(meta_reads) == 1 + len(writes) + 2 * 2
     run_updates = [q for q in queries if q.startswith('UPDATE "runtime_agentrun"')]
     assert len(run_updates) <= 7  # claim, 2 x (opened, finished), rounds, finish
     if transactions >= 0:
-        assert transactions <= 7
+        assert transactions <= 8  # 9 before issue 13
 
 
 @pytest.mark.xfail(strict=True, reason="the run lifecycle's queries (claim, follow-ups, finish) are still to be slimmed")
