@@ -19,10 +19,20 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
+from runtime.agents.workspaces import preview_cwd, workspace_layout
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from runtime.errors import RuntimeInputError
-from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, SubprocessRun, TokenScope
+from runtime.models import (
+    Agent,
+    AgentRun,
+    ApiToken,
+    ModelConfig,
+    RunInput,
+    SubprocessRun,
+    TokenScope,
+)
 from runtime.runs.prompts import run_abort
 from runtime.sessions.services import (
     agent_for_session_change,
@@ -33,10 +43,16 @@ from runtime.sessions.services import (
     session_set_agent,
     session_set_status,
 )
+from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
 from sessions_tree.models import AgentSession
+from skills_registry.policy import SkillPolicy, SkillPolicyError
+from skills_registry.selectors import skills_visibility_report
+from toolcatalog.policy import PolicyError
+from toolcatalog.sandbox import effective_sandbox
 
 
 def _pretty(value) -> str:
@@ -75,7 +91,6 @@ class RunInputInline(ViewOnly, admin.TabularInline):
 
 def sandbox_line() -> str:
     """"sandbox: bwrap" or "sandbox: none — why" (the process's effective NETA_SANDBOX)."""
-    from toolcatalog.sandbox import effective_sandbox
 
     return f"sandbox: {effective_sandbox().describe}"
 
@@ -106,7 +121,6 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="where tools work")
     def workspace_layout(self, obj):
-        from runtime.agents.workspaces import workspace_layout
 
         return workspace_layout(obj)
 
@@ -131,7 +145,6 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="effective tools")
     def effective_tools(self, obj):
-        from toolcatalog.policy import PolicyError
 
         try:
             projection = agent_tool_projection(obj)  # the delegate tools included when its subagent policy allows
@@ -145,7 +158,6 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="subagents")
     def subagents(self, obj):
-        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 
         try:
             policy = SubagentPolicy.from_dict(obj.subagent_policy)
@@ -168,8 +180,6 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="effective skills")
     def effective_skills(self, obj):
-        from skills_registry.policy import SkillPolicy, SkillPolicyError
-        from skills_registry.selectors import skills_visibility_report
 
         try:
             policy = SkillPolicy.from_dict(obj.skill_policy or {})
@@ -183,9 +193,6 @@ class AgentAdmin(LightListAdmin):
 
     @admin.display(description="system prompt (as a run would build it now)")
     def system_prompt_preview(self, obj):
-        from runtime.agents.system_prompt import build_system_prompt
-        from runtime.agents.workspaces import preview_cwd
-        from toolcatalog.policy import PolicyError
 
         if obj.pk is None:
             return "shown once the agent is saved"
@@ -222,7 +229,6 @@ class SubprocessRunAdmin(LightListAdmin):
 
     @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
     def cancel_runs(self, request, queryset):
-        from runtime.subagents.services import subprocess_run_cancel
 
         count = 0
         for run in queryset:

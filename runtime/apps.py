@@ -30,6 +30,7 @@ class RuntimeConfig(AppConfig):
     name = "runtime"
 
     def ready(self):
+        # Imports here, not at the top: Django loads app code only once the app registry is ready.
         from runtime import checks  # noqa: F401 - registers the runtime system checks
 
         # The realtime gateway: tree events (after commit) and streaming events go to

@@ -160,8 +160,8 @@ class Agent(models.Model):
         return self.name
 
     def clean(self):
-        from skills_registry.policy import SkillPolicy, SkillPolicyError
-        from toolcatalog.policy import PolicyError, ToolPolicy
+        from skills_registry.policy import SkillPolicy, SkillPolicyError  # the validators load after the models (they import apps)
+        from toolcatalog.policy import PolicyError, ToolPolicy  # the validators load after the models (they import apps)
 
         errors: dict[str, list[str]] = {}
         try:
@@ -172,8 +172,8 @@ class Agent(models.Model):
             SkillPolicy.from_dict(self.skill_policy or {})
         except SkillPolicyError as exc:
             errors["skill_policy"] = [str(exc)]
-        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
-        from toolcatalog.protocol import tool_names
+        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError  # the validators load after the models (they import apps)
+        from toolcatalog.protocol import tool_names  # the validators load after the models (they import apps)
 
         try:
             SubagentPolicy.from_dict(
@@ -188,7 +188,7 @@ class Agent(models.Model):
         elif len(os.fsencode(self.working_directory)) > MAX_WORKSPACE_BYTES:
             errors["cwd"] = [f"must be at most {MAX_WORKSPACE_BYTES} bytes long (session folders are named after it)"]
         if "cwd" not in errors and "workspace_roots" not in errors:
-            from runtime.agents.workspaces import workspace_conflicts
+            from runtime.agents.workspaces import workspace_conflicts  # a cycle: the workspace rules query Agent
 
             problems = workspace_conflicts(self)
             if problems:

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 
 from runtime.crash_points import crash_point
+from runtime.models import AgentRun, RunStatus
+from runtime.runs.lifecycle import record_submission
 
 HOST = socket.gethostname()
 
@@ -97,7 +99,6 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
     short-lived process such as ``runtime_reap``): the server's reaper takes it over
     once this process has exited. Returns False when the run was no longer queued.
     """
-    from runtime.runs.lifecycle import record_submission
 
     backend = backend or run.backend
     owner = this_process() if backend == "inline" else {"host": "", "pid": None, "process_started": None}
@@ -105,7 +106,9 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
         return False
     run_id = str(run.run_id)
     if backend == "celery":
-        from runtime.runs.tasks import run_agent_turn
+        from runtime.runs.tasks import (
+            run_agent_turn,  # a cycle: the task calls back into this module
+        )
 
         run_agent_turn.delay_on_commit(run_id)
     elif start:
@@ -117,7 +120,9 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
 def _inline_job(run_id: str, event: threading.Event) -> None:
     from django.db import close_old_connections
 
-    from runtime.runs.turn import execute_run
+    from runtime.runs.turn import (
+        execute_run,  # a cycle: the turn loop reads this module's process identity
+    )
 
     close_old_connections()  # a pooled thread may hold a connection that went stale
     try:
@@ -138,6 +143,5 @@ def cancel_local(run_id) -> None:
 def record_receiver(run_id: str) -> None:
     """A Celery worker child took the task of queued ``run_id``: record it as the run's owner
     until it claims the run, so a child killed in between is seen as gone at once."""
-    from runtime.models import AgentRun, RunStatus
 
     AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(**this_process())

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from runtime.crash_points import crash_point
+from runtime.runs.backends import record_receiver
+from runtime.runs.reaper import reap_stale_runs as reap
+from runtime.runs.turn import execute_run
+
 
 @shared_task(name="runtime.run_agent_turn", acks_late=True, ignore_result=True)
 def run_agent_turn(run_id: str) -> None:
-    from runtime.crash_points import crash_point
-    from runtime.runs.backends import record_receiver
-    from runtime.runs.turn import execute_run
 
     record_receiver(run_id)  # the run's owner until it is claimed: a kill in between is seen at once
     crash_point("claim")  # test-only: a worker killed between taking the task and claiming the run
@@ -18,6 +20,5 @@ def run_agent_turn(run_id: str) -> None:
 
 @shared_task(name="runtime.reap_stale_runs", ignore_result=True)
 def reap_stale_runs() -> int:
-    from runtime.runs.reaper import reap_stale_runs as reap
 
     return len(reap())

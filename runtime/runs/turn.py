@@ -43,7 +43,12 @@ from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
 from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, this_process
-from runtime.runs.summaries import SummaryCancelled, SummaryFailed
+from runtime.runs.summaries import (
+    SummaryCancelled,
+    SummaryFailed,
+    compact_session,
+    maybe_auto_compact,
+)
 from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
@@ -218,7 +223,6 @@ def user_message(text: str, images: list | None = None) -> dict:
 
 
 def _run(turn: Turn) -> None:
-    from runtime.runs.summaries import maybe_auto_compact
 
     run = turn.run
     maybe_auto_compact(turn)
@@ -233,7 +237,6 @@ def _run(turn: Turn) -> None:
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
         if not turn.overflow_retried and llm.is_context_overflow(final, turn.spec.context_window):
-            from runtime.runs.summaries import compact_session
 
             turn.overflow_retried = True
             compact_session(turn.session_id, agent=turn.agent, model=turn.model, cancel=turn.control.cancel)

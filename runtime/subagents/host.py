@@ -34,15 +34,28 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils import timezone
 
+from runtime.agents.specs import model_spec
+from runtime.agents.tools import agent_tool_projection
 from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
-from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, parse_policy_or_disabled
+from runtime.subagent_policy import (
+    DELEGATE_TOOLS,
+    SubagentPolicy,
+    parse_policy_or_disabled,
+)
 from runtime.subagents import services
 from runtime.subagents.envelope import (
     ENVELOPE_VERSION,
     TaskEnvelope,
+    parse_envelope,
     tool_settings_from_django,
 )
-from toolcatalog.protocol import ToolContext, ToolResult
+from runtime.subagents.hosting import mark_lost_if_unclaimed, supervise_subprocess_run
+from runtime.subagents.tasks import supervise_subagent
+from skills_registry.policy import SkillPolicy, SkillPolicyError
+from skills_registry.selectors import skills_visible
+from toolcatalog.protected_paths import protected_paths
+from toolcatalog.protocol import ToolContext, ToolResult, get_tool
+from toolcatalog.sandbox import effective_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -226,11 +239,9 @@ class Batch:
         self._checkpoint(rows)
 
     def _submit(self, row: SubprocessRun) -> None:
-        from runtime.subagents.hosting import mark_lost_if_unclaimed, supervise_subprocess_run
 
         limit = self.policy.max_concurrency_per_session
         if settings.NETA_TASK_BACKEND == "celery":
-            from runtime.subagents.tasks import supervise_subagent
 
             row.refresh_from_db(fields=["limits"])
             limits = row.limits or {}
@@ -282,7 +293,6 @@ class Batch:
             if row.status == SubprocessStatus.QUEUED:
                 waited = (now - row.created_at).total_seconds()
                 if row.backend == "celery" and waited > settings.NETA_RUN_CLAIM_SECONDS + budget:
-                    from runtime.subagents.hosting import mark_lost_if_unclaimed
 
                     mark_lost_if_unclaimed(row, f"no worker on queue {settings.NETA_SUBAGENT_QUEUE!r} took it within {waited:.0f} s")
                 continue
@@ -503,9 +513,7 @@ def _event_line(event: SubprocessEvent) -> dict:
 
 def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allowed_skills: list[str]) -> tuple[list[dict], list[dict]]:
     """(grants, denied): parent's effective ∩ child agent's (as a subagent) ∩ the policy; deny wins."""
-    from toolcatalog.protocol import get_tool
 
-    from runtime.agents.tools import agent_tool_projection
 
     parent_on = set(parent_projection.effective_names())
     child_projection = agent_tool_projection(child, for_subagent=True)
@@ -541,8 +549,6 @@ def allowed_skills_for(child: Agent, policy: SubagentPolicy) -> list[str]:
     ``disable-model-invocation`` ones and those staff closed to subagents never pass)."""
     if not policy.skills:
         return []
-    from skills_registry.policy import SkillPolicy, SkillPolicyError
-    from skills_registry.selectors import skills_visible
 
     try:
         narrowed = SkillPolicy.from_dict({**(child.skill_policy or {}), "subagent_allowed": list(policy.skills)})
@@ -569,7 +575,6 @@ def model_ref(model) -> dict:
     """The child's model, without its key (``apiKeyEnv`` names the one variable it gets).
     ``model_spec`` resolves a scripted model's relative rules path (the child's cwd is the
     workspace) and refuses a disabled model or one whose key is not set."""
-    from runtime.agents.specs import model_spec
 
     spec = model_spec(model)
     return {
@@ -589,10 +594,7 @@ def model_ref(model) -> dict:
 
 
 def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: SubprocessRun, task_text: str, context: str, batch_id: str, deadline_ms, depth: int) -> tuple[TaskEnvelope, list[dict]]:
-    from toolcatalog.protected_paths import protected_paths
-    from toolcatalog.sandbox import effective_sandbox
 
-    from runtime.subagents.envelope import parse_envelope
 
     skills = allowed_skills_for(child, policy)
     grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills)

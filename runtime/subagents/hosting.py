@@ -25,6 +25,8 @@ from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
 from runtime.subagents.protocol import PROTOCOL_VERSION, now_ms
 from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
+from skills_registry.policy import SkillPolicy
+from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +149,7 @@ def _proxy_handler(envelope):
     """The host side of ``proxy_request``: the supervisor checked that the tool is granted as
     a proxy tool; here skills are re-checked against the envelope's allowlist and the tool
     runs with the child's skill scope (``for_subagent``: the registry's own rules again)."""
-    from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
 
-    from skills_registry.policy import SkillPolicy
 
     allowed = list(envelope.allowed_skills)
     skill_policy = SkillPolicy.from_dict({"allowed": allowed, "subagent_allowed": allowed})

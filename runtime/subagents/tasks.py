@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from runtime.subagents.hosting import supervise_subprocess_run
+
 
 @shared_task(name="runtime.supervise_subagent", acks_late=True, ignore_result=True)
 def supervise_subagent(run_id: str, max_per_session: int = 8) -> None:
-    from runtime.subagents.hosting import supervise_subprocess_run
 
     supervise_subprocess_run(run_id, max_per_session=max_per_session)

@@ -20,6 +20,7 @@ from runtime.api.pagination import (
 )
 from runtime.api.views.base import ERROR, READ_ERRORS
 from runtime.models import Agent, ModelConfig
+from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from toolcatalog.policy import PolicyError
 
@@ -49,7 +50,6 @@ class AgentToolsApi(APIView):
     )
     def get(self, request, name: str):
 
-        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 
         qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
         agent = qs.filter(name=name).first()
