@@ -1,0 +1,122 @@
+"""A Redis "restart" during a Celery-hosted batch: while the children run, every Redis
+connection of this deployment's workers (broker, result and channel-layer clients) is
+killed with ``CLIENT KILL`` — the shared server itself is never restarted. Every child run
+still ends in a recorded terminal state and the parent turn finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.subagents.test_celery_subagents import RULES, deployment  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.slow
+
+TERMINAL = {"completed", "partial", "failed", "cancelled", "timed_out", "lost"}
+REDIS_PORT = 6379
+
+
+def socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    except OSError:
+        pass
+    return inodes
+
+
+def redis_client_addrs(pids: set[int]) -> set[str]:
+    """``ip:port`` (as Redis's CLIENT LIST shows them) of the TCP connections to Redis held by ``pids``."""
+    inodes = set().union(*(socket_inodes(p) for p in pids)) if pids else set()
+    addrs = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], int(fields[9])
+            if int(remote.split(":")[1], 16) == REDIS_PORT and inode in inodes:
+                ip_hex, port_hex = local.split(":")
+                ip = ".".join(str(int(ip_hex[i : i + 2], 16)) for i in (6, 4, 2, 0))
+                addrs.add(f"{ip}:{int(port_hex, 16)}")
+    return addrs
+
+
+def group_pids(*pgids: int) -> set[int]:
+    found = set()
+    for pgid in pgids:
+        out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout
+        found |= {int(p) for p in out.split()}
+    return found
+
+
+def kill_worker_connections(*workers) -> int:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=REDIS_PORT)
+    try:
+        addrs = redis_client_addrs(group_pids(*(w.pid for w in workers)))
+        known = {info["addr"] for info in client.client_list()}
+        killed = 0
+        for addr in addrs & known:
+            try:
+                killed += bool(client.client_kill(addr))
+            except redis.ResponseError:  # already gone
+                pass
+        return killed
+    finally:
+        client.close()
+
+
+def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(deployment):  # noqa: F811
+    slow_children = {**RULES, "default": {"replies": [
+        [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
+        [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
+    ]}}  # fmt: skip
+    rules_file = deployment.tmp / "slow-children.json"
+    rules_file.write_text(json.dumps(slow_children))
+    deployment.python(
+        "from runtime.models import ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+    )
+    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    deadline = time.monotonic() + 90
+    running = []
+    while time.monotonic() < deadline:
+        running = deployment.rows("SELECT id FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
+        if len(running) == 2:
+            break
+        time.sleep(0.2)
+    assert len(running) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    # The "restart": every connection of both workers to Redis is dropped, twice, a second apart.
+    killed = kill_worker_connections(runs, subs)
+    assert killed > 0  # the provocation happened
+    time.sleep(1)
+    kill_worker_connections(runs, subs)
+
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
+    logs = "\n".join((deployment.tmp / f"{n}.log").read_text()[-3000:] for n in ("runs", "subagents"))
+    assert row["status"] == "completed", (row, logs)
+    children = deployment.rows("SELECT status, error_code, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
+    assert len(children) == 2 and all(c[0] in TERMINAL and c[3] is not None for c in children), (children, logs)
+    # Each child's terminal state is recorded as exactly one terminal event.
+    ends = deployment.rows(
+        "SELECT e.run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent e WHERE e.type IN ('run_end', 'run_error') GROUP BY e.run_id"
+    )
+    assert sorted(n for _, n in ends) == [1, 1], ends
+    assert [c[0] for c in children] == ["completed", "completed"], (children, logs)
+    assert [c[2] for c in children] == ["Child done: first look", "Child done: second look"]
+    lines = deployment.export(session_id)
+    kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
+    kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
+    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
