@@ -204,7 +204,7 @@ class AgentAdmin(LightListAdmin):
 
 
 @admin.register(SubprocessRun)
-class SubprocessRunAdmin(LightListAdmin):
+class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     """Subagent children: the host's records (docs/subagents.md); read-only, cancel through the service."""
 
     list_display = ("run_id", "session_id", "agent", "task_index", "status", "error_code", "pid", "event_count", "created_at")
@@ -215,21 +215,11 @@ class SubprocessRunAdmin(LightListAdmin):
     exclude = ("envelope",)
     actions = ["cancel_runs"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
     def has_cancel_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
     @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
     def cancel_runs(self, request, queryset):
-
         count = 0
         for run in queryset:
             if run.is_active:
@@ -239,7 +229,7 @@ class SubprocessRunAdmin(LightListAdmin):
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(LightListAdmin):
+class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_display = ("run_id", "session_id", "agent", "status", "rounds", "output_tokens", "cost", "created_at", "worker")
     list_filter = ("status", "backend", ("agent", LightRelatedFilter))
     search_fields = ("run_id", "session_id")
@@ -249,17 +239,8 @@ class AgentRunAdmin(LightListAdmin):
     inlines = [RunInputInline]
     actions = ["abort_runs"]
 
-    # Runs are the runtime's records: no add or edit, and no delete (they go with their
-    # session, through session_delete). Staff who may change runs may abort them.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
+    # Runs are the runtime's records: no add or edit, and no delete (ViewOnly: they go with
+    # their session, through session_delete). Staff who may change runs may abort them.
     def has_abort_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
