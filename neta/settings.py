@@ -110,10 +110,12 @@ DATABASES = {
 _test_mysql_url = env_str("NETA_TEST_MYSQL_URL")
 if _test_mysql_url:
     DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
-# Persistent connections: a thread keeps its connection between requests, inline runs
-# and Celery tasks (closed when older than this many seconds; 0: after each one), and
-# checks it before reusing it, so a connection the server dropped is replaced, not failed on.
-NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 300, minimum=0)
+# Persistent connections: a thread keeps its connection between its jobs (closed when
+# older than this many seconds; 0: after each one) and checks it before reusing it. Off by
+# default: under ASGI each request's sync code runs on a short-lived thread, so kept
+# connections pile up (Django's advice; the suite saw MariaDB's 1040 "Too many
+# connections" with 300). Worth setting for Celery workers (NETA_DB_CONN_MAX_AGE=300).
+NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
     _database["CONN_HEALTH_CHECKS"] = True
