@@ -48,7 +48,7 @@ class SubagentRunOut(serializers.Serializer):
     cancelRequested = serializers.BooleanField(source="cancel_requested")
     cancelledBy = serializers.CharField(source="cancelled_by")
 
-    def get_parentSubagentRunId(self, run) -> str | None:  # noqa: N802 - the wire name
+    def get_parentSubagentRunId(self, run) -> str | None:
         """The child run that delegated this one (a grandchild), else null."""
         return str(run.parent_subprocess.run_id) if run.parent_subprocess_id else None
 
