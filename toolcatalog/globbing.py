@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import regex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import regex
 
 from toolcatalog.protocol import ToolError
 
@@ -26,6 +29,8 @@ class GlobError(ToolError):
 
 
 def _translate(pattern: str) -> str:
+    import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
     out: list[str] = []
     i = 0
     n = len(pattern)
@@ -114,6 +119,8 @@ class Glob:
 
 
 def compile_glob(pattern: str) -> Glob:
+    import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
     if not isinstance(pattern, str) or not pattern.strip():
         raise GlobError("glob pattern is empty")
     if len(pattern) > MAX_PATTERN_LENGTH:

@@ -20,7 +20,10 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pathspec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathspec
 
 from toolcatalog.protocol import CancelSignal, ToolCancelled
 
@@ -61,6 +64,8 @@ class IgnoreRules:
         self.specs = specs
 
     def with_directory(self, dir_fd: int, rel: tuple[str, ...]) -> IgnoreRules:
+        import pathspec  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
         added = []
         text = _read_small(".gitignore", dir_fd)
         if text:

@@ -14,7 +14,10 @@ import stat
 from collections import deque
 from typing import Any
 
-import regex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import regex
 
 from toolcatalog.builtins.listing import finish_listing
 from toolcatalog.file_kinds import SNIFF_BYTES, looks_binary
@@ -117,6 +120,8 @@ class GrepTool(Tool):
     manifest = ToolManifest(kind="builtin", execution_mode="in-process")
 
     def _compile(self, args: dict[str, Any]) -> regex.Pattern:
+        import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
         pattern = args["pattern"]
         if len(pattern) > MAX_PATTERN_LENGTH:
             raise ToolError(f"grep pattern is longer than {MAX_PATTERN_LENGTH} characters")
