@@ -32,6 +32,7 @@ from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.2  # events are written to the table and the socket at least this often
+MIN_FLUSH_SECONDS = 0.05  # … and as soon as they arrive, but a burst within this travels as one write
 BEAT_SECONDS = 1.0
 CLAIM_WAIT_SECONDS = 0.25  # a session at its concurrency limit: try the claim again
 
@@ -62,12 +63,14 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     pending: list[dict] = []
     lock = threading.Lock()
     latest: dict = {}  # the usage the child reported last (heartbeats carry it)
+    arrived = threading.Event()
 
     def on_event(event: dict) -> None:
         with lock:
             pending.append(event)
             if isinstance(event.get("usage"), dict):
                 latest["usage"] = event["usage"]
+        arrived.set()
 
     delegations = _Delegations()
     try:
@@ -82,10 +85,17 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     coalescer = S.EventCoalescer(run, lambda e: sink.emit(run.session_id, e))
     last_beat = 0.0
     cancelled = False
+    last_flush = 0.0
     while True:
-        outcome = supervisor.wait(FLUSH_SECONDS)
+        # Woken by an event (the socket hears it within MIN_FLUSH_SECONDS, not a fixed tick) or the tick.
+        arrived.wait(FLUSH_SECONDS)
+        outcome = supervisor.wait(0)
+        since = time.monotonic() - last_flush
+        if outcome is None and since < MIN_FLUSH_SECONDS:
+            time.sleep(MIN_FLUSH_SECONDS - since)
+        arrived.clear()
         _flush(run, pending, lock, coalescer)
-        now = time.monotonic()
+        now = last_flush = time.monotonic()
         if outcome is not None:
             break
         if now - last_beat >= BEAT_SECONDS:
