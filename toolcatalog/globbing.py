@@ -12,13 +12,12 @@ so a pathological pattern fails with a clear error instead of hanging.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
+
+from toolcatalog.protocol import ToolError
 
 if TYPE_CHECKING:
     import regex
-
-from toolcatalog.protocol import ToolError
 
 MATCH_TIMEOUT = 0.5
 MAX_PATTERN_LENGTH = 1000

@@ -21,15 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
 
 from sessions_tree.clean import clean_text  # one function: lone surrogates become U+FFFD everywhere
 from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, ToolManifest, WorkerRoute
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 # --- results ------------------------------------------------------------------
 
@@ -320,7 +318,7 @@ def defer_schema_checks() -> None:
 
 
 def _validator_for(tool: Tool) -> Draft202012Validator:
-    Draft202012Validator = _jsonschema().Draft202012Validator  # noqa: N806 - the class
+    Draft202012Validator = _jsonschema().Draft202012Validator
     schema = tool.parameters
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:  # the id of a collected dict may be reused

@@ -19,13 +19,12 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
+
+from toolcatalog.protocol import CancelSignal, ToolCancelled
 
 if TYPE_CHECKING:
     import pathspec
-
-from toolcatalog.protocol import CancelSignal, ToolCancelled
 
 MAX_IGNORE_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 64

@@ -24,7 +24,7 @@ from runtime.subagent_policy import DELEGATE_TOOLS
 from runtime.subagents import services
 from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
-from runtime.subagents.protocol import PROTOCOL_VERSION, now_ms
+from runtime.subagents.protocol import PROTOCOL_VERSION, TERMINAL_TYPES, now_ms
 from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
 from skills_registry.policy import SkillPolicy
 from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
@@ -70,11 +70,25 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
             pending.append(event)
             if isinstance(event.get("usage"), dict):
                 latest["usage"] = event["usage"]
+            if event.get("type") in TERMINAL_TYPES:
+                latest["terminal"] = True
         arrived.set()
 
     delegations = _Delegations()
+    holder: list[ChildSupervisor] = []
+
+    def stop_child(by: str) -> None:
+        """Stop the child now (its delegate call came back because it is being cancelled:
+        the cancel goes to its stdin before the answer, so it never carries on)."""
+        delegations.cancel.set()
+        if holder:
+            holder[0].cancel(services.cancel_reason(by), by=by)
+
     try:
-        supervisor = ChildSupervisor(envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations))
+        supervisor = ChildSupervisor(
+            envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child)
+        )
+        holder.append(supervisor)
         supervisor.start()
     except SupervisorError as exc:
         _finish_without_child(run, sink, "spawn_failed", str(exc))
@@ -88,8 +102,11 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     last_flush = 0.0
     while True:
         # Woken by an event (the socket hears it within MIN_FLUSH_SECONDS, not a fixed tick) or the tick.
-        arrived.wait(FLUSH_SECONDS)
-        outcome = supervisor.wait(0)
+        if latest.get("terminal"):  # nothing more to hear: wake on the exit itself
+            outcome = supervisor.wait(FLUSH_SECONDS)
+        else:
+            arrived.wait(FLUSH_SECONDS)
+            outcome = supervisor.wait(0)
         since = time.monotonic() - last_flush
         if outcome is None and since < MIN_FLUSH_SECONDS:
             time.sleep(MIN_FLUSH_SECONDS - since)
@@ -189,7 +206,7 @@ class _Delegations:
             return self._cond.wait_for(lambda: self._active == 0, timeout)
 
 
-def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, delegations: _Delegations | None = None):
+def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, delegations: _Delegations | None = None, stop_child=None):
     """The host side of ``proxy_request``: the supervisor checked that the tool is granted as
     a proxy tool; here skills are re-checked against the envelope's allowlist and the tool
     runs with the child's skill scope (``for_subagent``: the registry's own rules again).
@@ -211,7 +228,11 @@ def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, del
 
             with delegations:
                 try:
-                    return delegate_from_child(run, envelope, event, sink=sink or default_sink(), cancel=delegations.cancel)
+                    answer = delegate_from_child(run, envelope, event, sink=sink or default_sink(), cancel=delegations.cancel)
+                    asked = SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).values_list("cancelled_by", flat=True).first()
+                    if asked is not None and stop_child is not None:
+                        stop_child(asked or "parent")
+                    return answer
                 finally:
                     connection.close()  # this proxy thread's connection
         if name in ("read_skill", "read_skill_file") and arguments.get("name") not in allowed:

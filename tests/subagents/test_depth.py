@@ -14,7 +14,16 @@ from runtime.runs.prompts import run_abort
 from runtime.subagents.envelope import parse_envelope
 from runtime.subagents.host import delegate_from_child
 from sessions_tree.index import INDEXES
-from tests.subagents.host_helpers import Parent, alive, delegating, ls_then, make_agent, policy, script, wait_for
+from tests.subagents.host_helpers import (
+    Parent,
+    alive,
+    delegating,
+    ls_then,
+    make_agent,
+    policy,
+    script,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

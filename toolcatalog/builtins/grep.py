@@ -12,12 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from typing import Any
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import regex
+from typing import TYPE_CHECKING, Any
 
 from toolcatalog.builtins.listing import finish_listing
 from toolcatalog.file_kinds import SNIFF_BYTES, looks_binary
@@ -28,6 +23,9 @@ from toolcatalog.protected_paths import protected_identities, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, truncate_line
 from toolcatalog.workspace_walk import ancestor_rules, walk
+
+if TYPE_CHECKING:
+    import regex
 
 DEFAULT_LIMIT = 100
 MAX_CONTEXT = 50
