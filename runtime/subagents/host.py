@@ -123,8 +123,7 @@ class ChildParent:
         self.agent = Agent.objects.select_related("model").filter(name=envelope.agent).first() or Agent(name=envelope.agent)
         self.delegation_policy = (envelope.delegation or {}).get("policy")
         self.sink = _SinkHolder(sink)
-        self.tools = _SinkHolder(None)
-        self.tools.projection = _Names(t.name for t in envelope.tool_policy.tools)
+        self.tools = _ToolsHolder(_Names(t.name for t in envelope.tool_policy.tools))
         self.cwd = envelope.runtime_config.cwd
         self.roots = list(envelope.runtime_config.workspace_roots)
         self.env_passthrough = list(envelope.tool_policy.env_passthrough)
@@ -132,9 +131,14 @@ class ChildParent:
         self.parent_run_id = str(row.run_id)
 
 
-class _SinkHolder:
+class _SinkHolder:  # ``turn.sink.sink``
     def __init__(self, sink):
         self.sink = sink
+
+
+class _ToolsHolder:  # ``turn.tools.projection``
+    def __init__(self, projection):
+        self.projection = projection
 
 
 def delegate_from_child(row: SubprocessRun, envelope: TaskEnvelope, event: dict, *, sink, cancel: threading.Event) -> dict:
@@ -148,7 +152,7 @@ def delegate_from_child(row: SubprocessRun, envelope: TaskEnvelope, event: dict,
     arguments = event.get("arguments") if isinstance(event.get("arguments"), dict) else {}
     if name not in DELEGATE_TOOLS:
         return ToolResult.error(f"{name!r} is not a delegate tool").to_dict()
-    if not envelope.delegation or not (envelope.delegation or {}).get("policy"):
+    if not (envelope.delegation or {}).get("policy"):
         return ToolResult.error("Delegation refused: this subagent may not delegate.", details={"refused": True}).to_dict()
     ctx = ToolContext(
         roots=tuple(envelope.runtime_config.workspace_roots),
