@@ -13,12 +13,15 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from audit.admin import AuditedModelAdmin
+from audit.services import record
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
@@ -60,7 +63,8 @@ def _pretty(value) -> str:
 
 
 @admin.register(ModelConfig)
-class ModelConfigAdmin(LightListAdmin):
+class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
+    audit_action = "model"
     list_display = ("name", "display_name", "provider_kind", "model_id", "context_window", "enabled", "key_status")
     list_filter = ("provider_kind", "enabled")
     search_fields = ("name", "model_id", "display_name")
@@ -96,7 +100,8 @@ def sandbox_line() -> str:
 
 
 @admin.register(Agent)
-class AgentAdmin(LightListAdmin):
+class AgentAdmin(AuditedModelAdmin, LightListAdmin):
+    audit_action = "agent"
     list_display = ("name", "model", "session_provider", "workspace", "thinking_level", "max_tool_rounds", "enabled")
     list_filter = ("session_provider", "workspace_mode", "enabled", ("model", LightRelatedFilter))
     list_select_related = ("model",)
@@ -223,7 +228,7 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         count = 0
         for run in queryset:
             if run.is_active:
-                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)")
+                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)", actor=request.user)
                 count += 1
         self.message_user(request, f"asked {count} subagent run(s) to stop")
 
@@ -312,7 +317,11 @@ class ApiTokenAdmin(LightListAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            obj.save(update_fields=["name"])  # the one field offered: never write back the rest (a revoke meanwhile)
+            before = ApiToken.objects.filter(pk=obj.pk).values_list("name", flat=True).first()
+            with transaction.atomic():
+                obj.save(update_fields=["name"])  # the one field offered: never write back the rest (a revoke meanwhile)
+                if before != obj.name:
+                    record(actor=request.user, action="token.rename", target=obj, before={"name": before}, after={"name": obj.name})
             return
         issued = api_token_create(
             user=form.cleaned_data["user"],
@@ -338,7 +347,7 @@ class ApiTokenAdmin(LightListAdmin):
     def revoke_tokens(self, request, queryset):
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):
-            api_token_revoke(token=token)
+            api_token_revoke(token=token, actor=request.user)
             count += 1
         self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
 

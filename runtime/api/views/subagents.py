@@ -135,5 +135,5 @@ class SubagentRunCancelApi(SessionApi):
     def post(self, request, run_id: str):
         run = _run_for(request, run_id, "write")
         who = getattr(request.user, "username", "") or "api"
-        run = subprocess_run_cancel(run, by=f"user {who} (api)")
+        run = subprocess_run_cancel(run, by=f"user {who} (api)", actor=request.user)
         return Response(SubagentRunOut(run).data)
