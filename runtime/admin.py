@@ -12,20 +12,30 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from audit.admin import AuditedModelAdmin
 from audit.services import record
+from runtime.agents.report import agent_report, agent_reports
+from runtime.agents.services import EDITABLE as AGENT_EDITABLE
+from runtime.agents.services import agent_update
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
+from runtime.console.agent_policies import (
+    POLICY_FORMS,
+    SkillPolicyForm,
+    SubagentPolicyForm,
+    ToolPolicyForm,
+    changed_policies,
+)
 from runtime.errors import RuntimeInputError
 from runtime.models import (
     Agent,
@@ -101,15 +111,22 @@ def sandbox_line() -> str:
 
 @admin.register(Agent)
 class AgentAdmin(AuditedModelAdmin, LightListAdmin):
+    """The agent list (model, store, usable, effective tool and skill counts, delegation) and
+    page, and the structured policy editors (``<id>/policies/``). Changes to an existing agent
+    go through ``agent_update`` (validated, audited); the name is fixed once it exists."""
+
     audit_action = "agent"
-    list_display = ("name", "model", "session_provider", "workspace", "thinking_level", "max_tool_rounds", "enabled")
+    list_display = (
+        "name", "model", "session_provider", "usable", "tool_count", "skill_count", "subagents_on", "workspace", "enabled",
+    )  # fmt: skip
+    list_blobs_shown = ("tool_policy", "skill_policy", "subagent_policy")  # summarized: the counts
     list_filter = ("session_provider", "workspace_mode", "enabled", ("model", LightRelatedFilter))
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = (
-        "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents", "system_prompt_preview",
-        "created_at", "updated_at",
-    )
+        "policy_editor", "warnings", "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents",
+        "system_prompt_preview", "created_at", "updated_at",
+    )  # fmt: skip
 
     def _with_sandbox(self, extra_context):
         return {**(extra_context or {}), "subtitle": sandbox_line()}
@@ -119,6 +136,36 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         return super().changeform_view(request, object_id, form_url, self._with_sandbox(extra_context))
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)  # evaluated once; the template reuses the cache
+        reports = agent_reports(rows)
+        for agent in rows:
+            agent._console_report = reports[agent.pk]
+        return changelist
+
+    def _report(self, obj):
+        report = getattr(obj, "_console_report", None)
+        if report is None:
+            report = obj._console_report = agent_report(obj)
+        return report
+
+    @admin.display(description="usable", boolean=True)
+    def usable(self, obj):
+        return self._report(obj).usable
+
+    @admin.display(description="tools")
+    def tool_count(self, obj):
+        return self._report(obj).tool_count
+
+    @admin.display(description="skills")
+    def skill_count(self, obj):
+        return self._report(obj).skill_count
+
+    @admin.display(description="subagents", boolean=True)
+    def subagents_on(self, obj):
+        return self._report(obj).subagents_enabled
 
     @admin.display(description="workspace", ordering="workspace_mode")
     def workspace(self, obj):
@@ -133,9 +180,31 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     def sandbox(self, obj):
         return sandbox_line()
 
+    @admin.display(description="policies")
+    def policy_editor(self, obj):
+        if obj.pk is None:
+            return "editable once the agent is saved"
+        url = reverse("admin:runtime_agent_policies", args=[obj.pk])
+        return format_html('<a class="button" href="{}">Edit tool, skill and subagent policies</a>', url)
+
+    @admin.display(description="warnings")
+    def warnings(self, obj):
+        if obj.pk is None:
+            return "—"
+        found = self._report(obj).warnings
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
+
     def get_readonly_fields(self, request, obj=None):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
         return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            return super().save_model(request, obj, form, change)  # created (audited by the mixin)
+        fields = [name for name in form.changed_data if name in AGENT_EDITABLE]
+        saved = agent_update(agent_id=obj.pk, actor=request.user, changes={name: getattr(obj, name) for name in fields})
+        obj.refresh_from_db()
+        return saved
 
     def get_deleted_objects(self, objs, request):
         # Sessions name their agent too (no foreign key): deleting it would hand them to
@@ -201,11 +270,65 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
 
         if obj.pk is None:
             return "shown once the agent is saved"
-        try:
-            text = build_system_prompt(obj, agent_tool_projection(obj), cwd=preview_cwd(obj))
-        except (PolicyError, ValueError) as exc:
-            return f"cannot build it: {exc}"
-        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
+        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", prompt_preview(obj))
+
+    # --- the structured policy editors ----------------------------------------------
+
+    def get_urls(self):
+        urls = super().get_urls()
+        view = self.admin_site.admin_view(self.policies_view)
+        return [path("<path:object_id>/policies/", view, name="runtime_agent_policies"), *urls]
+
+    def policies_view(self, request, object_id):
+        agent = self.get_object(request, object_id)
+        if agent is None:
+            raise Http404("no such agent")
+        if not self.has_view_or_change_permission(request, agent):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, agent)
+        if request.method == "POST" and not can_change:
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else None
+        forms_ = {
+            "tools": ToolPolicyForm(data, prefix="tools", policy=agent.tool_policy),
+            "skills": SkillPolicyForm(data, prefix="skills", policy=agent.skill_policy),
+            "subagents": SubagentPolicyForm(data, prefix="sub", policy=agent.subagent_policy, agent=agent),
+        }
+        errors: dict = {}
+        if data is not None and all(f.is_valid() for f in forms_.values()):
+            changes = changed_policies(agent, {
+                "tool_policy": forms_["tools"].policy(),
+                "skill_policy": forms_["skills"].policy(),
+                "subagent_policy": forms_["subagents"].policy(),
+            })  # fmt: skip
+            try:
+                agent_update(agent_id=agent.pk, actor=request.user, changes=changes)
+            except ValidationError as exc:
+                errors = exc.message_dict
+            else:
+                self.message_user(request, f"Saved the policies of {agent.name}.", messages.SUCCESS)
+                return HttpResponseRedirect(request.path)
+        elif data is not None:
+            errors = {"form": ["some fields are not valid (marked below)"]}
+        report = agent_report(agent)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta, "original": agent, "title": f"Policies of {agent.name}",
+            "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
+            "tool_pairs": list(zip(report.tools or (), report.subagent_tools or ())),
+            "skill_pairs": list(zip(report.skills, report.subagent_skills)),
+            "stored": {name: json.dumps(getattr(agent, name), indent=2, ensure_ascii=False) for name in POLICY_FORMS},
+            "prompt": prompt_preview(agent), **forms_,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/runtime/agent/policies.html", context, status=400 if errors else 200)
+
+
+def prompt_preview(agent) -> str:
+    """The system prompt a run of ``agent`` would be sent now (its own model's capabilities)."""
+    try:
+        return build_system_prompt(agent, agent_tool_projection(agent), cwd=preview_cwd(agent))
+    except (PolicyError, ValueError) as exc:
+        return f"cannot build it: {exc}"
 
 
 @admin.register(SubprocessRun)
