@@ -14,6 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import OuterRef, Subquery, Sum
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -47,19 +48,27 @@ from runtime.models import (
     TokenScope,
 )
 from runtime.runs.prompts import run_abort
+from runtime.runs.selectors import active_run
 from runtime.sessions.services import (
     agent_for_session_change,
     clean_title,
+    session_compact,
     session_delete,
     session_deletion_summary,
+    session_fork,
     session_rename,
     session_set_agent,
     session_set_status,
+    session_switch_leaf,
 )
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
-from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
+from sessions_tree.admin_lists import (
+    LightChangeList,
+    LightListAdmin,
+    LightRelatedFilter,
+)
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
 from sessions_tree.models import AgentSession
 from skills_registry.policy import SkillPolicy, SkillPolicyError
@@ -523,10 +532,173 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     while a run is active). Nothing here saves the row itself."""
 
     form = SessionChangeForm
-    readonly_fields = (*AgentSessionAdmin.readonly_fields, "user", "metadata")
+    list_display = (
+        "session_id", "title", "user", "agent", "provider", "leaf_entry_id", "entry_count", "branches", "compaction_count",
+        "run_state", "updated_at", "total_cost", "has_diagnostics",
+    )  # fmt: skip
+    list_filter = ("provider", "status", "agent", ("updated_at", admin.DateFieldListFilter))
+    readonly_fields = ("runs_table", *AgentSessionAdmin.readonly_fields, "user", "metadata")
     fields = ("title", "agent", "status", *readonly_fields)
     actions = ["delete_selected"]
     delete_template = "admin/sessions_tree/agentsession/delete_sessions.html"
+    change_form_template = "admin/sessions_tree/agentsession/console_change_form.html"
+
+    # --- addressed by session id ---------------------------------------------------
+
+    def get_object(self, request, object_id, from_field=None):
+        """``object_id`` is the session id (``/admin/sessions_tree/agentsession/<session id>/``);
+        a numeric primary key still works for old links."""
+        meta = self.get_queryset(request).filter(session_id=object_id).first()
+        if meta is None and str(object_id).isdigit():
+            meta = super().get_object(request, object_id, from_field)
+        return meta
+
+    def get_changelist(self, request, **kwargs):
+        return SessionChangeList
+
+    @admin.display(description="console")
+    def console_links(self, obj):
+        return format_html(
+            '<a href="{}">Tree</a> · <a href="{}">Context at the leaf</a> · <a href="{}">Open in chat</a>',
+            reverse("admin:sessions_tree_agentsession_tree", args=[obj.session_id]),
+            reverse("admin:sessions_tree_agentsession_context", args=[obj.session_id]),
+            reverse("pages:session", args=[obj.session_id]),
+        )
+
+    # --- the list: run state and cost in the rows' one query -----------------------
+
+    def list_queryset(self, queryset):
+        runs = AgentRun.objects.filter(session_id=OuterRef("session_id"))
+        return super().list_queryset(queryset).annotate(
+            listed_run_status=Subquery(runs.order_by("-created_at").values("status")[:1]),
+            listed_cost=Subquery(runs.order_by().values("session_id").annotate(total=Sum("cost")).values("total")[:1]),
+        )
+
+    @admin.display(description="run")
+    def run_state(self, obj):
+        status = getattr(obj, "listed_run_status", None)
+        if status is None:
+            return "—"
+        return format_html('<span class="console-badge {}">{}</span>', status, status)
+
+    @admin.display(description="cost $")
+    def total_cost(self, obj):
+        cost = getattr(obj, "listed_cost", None)
+        return "—" if cost is None else f"{cost:.4f}"
+
+    # --- the page: runs, subagent runs, actions ----------------------------------
+
+    @admin.display(description="runs")
+    def runs_table(self, obj):
+        runs = list(
+            AgentRun.objects.filter(session_id=obj.session_id).defer("prompt", "images", "error").select_related("user").order_by("-created_at")[:50]
+        )
+        children = list(
+            SubprocessRun.objects.filter(session_id=obj.session_id).only(
+                "run_id", "agent", "task_index", "status", "parent_run_id", "created_at"
+            ).order_by("-created_at")[:50]
+        )  # fmt: skip
+        if not runs and not children:
+            return "no runs"
+        run_rows = format_html_join(
+            "", '<tr><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (reverse("admin:runtime_agentrun_change", args=[r.pk]), str(r.run_id)[:8], r.status, r.status,
+                 r.user or "—", r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.output_tokens, f"{r.cost:.4f}")
+                for r in runs
+            ),
+        )  # fmt: skip
+        child_rows = format_html_join(
+            "", '<tr><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>task {}</td><td colspan="2">{}</td></tr>',
+            (
+                (reverse("admin:runtime_subprocessrun_change", args=[c.pk]), str(c.run_id)[:8], c.status, c.status, c.agent,
+                 c.task_index, c.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+                for c in children
+            ),
+        )  # fmt: skip
+        return format_html(
+            '<table class="console-table"><thead><tr><th>run</th><th>status</th><th>user / agent</th><th>created</th>'
+            "<th>output tokens</th><th>cost $</th></tr></thead><tbody>{}</tbody></table>{}",
+            run_rows,
+            format_html('<h4>Subagent runs</h4><table class="console-table"><tbody>{}</tbody></table>', child_rows) if children else "",
+        )
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        mine = [
+            path("<path:object_id>/leaf/", wrap(self.leaf_view), name="sessions_tree_agentsession_leaf"),
+            path("<path:object_id>/compact/", wrap(self.compact_view), name="sessions_tree_agentsession_compact"),
+            path("<path:object_id>/fork/", wrap(self.fork_view), name="sessions_tree_agentsession_fork"),
+            path("<path:object_id>/archive/", wrap(self.archive_view), name="sessions_tree_agentsession_archive"),
+            path("<path:object_id>/abort/", wrap(self.abort_view), name="sessions_tree_agentsession_abort"),
+        ]
+        return [*mine, *super().get_urls()]
+
+    def _writable(self, request, object_id) -> AgentSession:
+        if request.method != "POST":
+            raise PermissionDenied  # actions change things: POST only (the page's buttons)
+        meta = self.get_object(request, object_id)
+        if meta is None:
+            raise Http404("no such session")
+        if not self.has_change_permission(request, meta):
+            raise PermissionDenied
+        return meta
+
+    def _done(self, request, meta, text: str, level=messages.SUCCESS):
+        self.message_user(request, text, level)
+        return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.session_id]))
+
+    def _refused(self, request, meta, exc):
+        return self._done(request, meta, f"Refused: {exc}", messages.ERROR)
+
+    def leaf_view(self, request, object_id):
+        """Move the leaf to an entry (empty: before the first entry), through ``session_switch_leaf``."""
+        meta = self._writable(request, object_id)
+        entry_id = (request.POST.get("entry_id") or "").strip() or None
+        try:
+            result = session_switch_leaf(session_id=meta.session_id, entry_id=entry_id, actor=request.user, summarize=request.POST.get("summarize") == "on")
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, f"The leaf is now {result.get('leafId') or 'before the first entry'}.")
+
+    def compact_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        try:
+            session_compact(session_id=meta.session_id, actor=request.user, instructions=request.POST.get("instructions") or None)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, "Compacted: a compaction entry now summarizes the older part of the path.")
+
+    def fork_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        entry_id = (request.POST.get("entry_id") or "").strip() or meta.leaf_entry_id
+        try:
+            fork = session_fork(session_id=meta.session_id, entry_id=entry_id or "", actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, fork, f"Forked at {entry_id}: this is the new session (owned by you).")
+
+    def archive_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        status = "active" if meta.status == "archived" else "archived"
+        try:
+            session_set_status(session_id=meta.session_id, status=status, actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, f"The session is {status}.")
+
+    def abort_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        if not request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"):
+            raise PermissionDenied
+        run = run_abort(session_id=meta.session_id, actor=request.user)
+        return self._done(request, meta, "No run was active." if run is None else f"Asked run {run.run_id} to stop ({run.status}).")
+
+    def context_view(self, request, object_id: str):
+        response = super().context_view(request, object_id)
+        if isinstance(response, TemplateResponse) and self.has_change_permission(request, response.context_data.get("original")):
+            response.context_data["leaf_action_url"] = reverse("admin:sessions_tree_agentsession_leaf", args=[response.context_data["original"].session_id])
+        return response
 
     def has_change_permission(self, request, obj=None):
         return admin.ModelAdmin.has_change_permission(self, request, obj)
@@ -541,6 +713,14 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         # Not inside Django's request-wide transaction: each service runs its own, taking the
         # store's lock before the row's (on SQLite an outer transaction would hold the
         # database's write lock while waiting for the file's).
+        if object_id is not None:
+            meta = self.get_object(request, object_id)
+            if meta is not None:
+                run = active_run(meta.session_id)
+                extra_context = {
+                    **(extra_context or {}), "active_run": run, "session_meta": meta,
+                    "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
+                }  # fmt: skip
         return self._changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request, obj, form, change):
@@ -632,7 +812,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         if request.method == "POST" and request.POST.get("post") == "yes":
             if self._delete(request, [meta]):
                 return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_changelist"))
-            return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.pk]))
+            return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.session_id]))
         return self._confirm_delete(request, [meta], action=False)
 
     @admin.action(description="Delete selected sessions (files, entries and runs)", permissions=["delete"])
@@ -642,3 +822,10 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             self._delete(request, sessions)
             return None  # back to the list
         return self._confirm_delete(request, sessions, action=True)
+
+
+class SessionChangeList(LightChangeList):
+    """A session's row links to its session id, not its primary key."""
+
+    def url_for_result(self, result):
+        return reverse("admin:sessions_tree_agentsession_change", args=[result.session_id], current_app=self.model_admin.admin_site.name)
