@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import OuterRef, Subquery, Sum
+from django.db.models import Count, OuterRef, Subquery, Sum
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -25,13 +25,19 @@ from audit.admin import AuditedModelAdmin
 from audit.services import record
 from runtime.agents.report import agent_report, agent_reports
 from runtime.agents.services import EDITABLE as AGENT_EDITABLE
-from runtime.agents.services import agent_update
+from runtime.agents.services import agent_set_access, agent_update
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
-from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
+from runtime.api.tokens import (
+    MAX_TOKEN_DAYS,
+    api_token_create,
+    api_token_revoke,
+    api_token_rotate,
+)
 from runtime.console.agent_policies import (
     POLICY_FORMS,
+    AgentAccessForm,
     SkillPolicyForm,
     SubagentPolicyForm,
     ToolPolicyForm,
@@ -126,14 +132,16 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
 
     audit_action = "agent"
     list_display = (
-        "name", "model", "session_provider", "usable", "tool_count", "skill_count", "subagents_on", "workspace", "enabled",
+        "name", "model", "session_provider", "usable", "tool_count", "skill_count", "subagents_on", "who_may_use", "workspace",
+        "enabled",
     )  # fmt: skip
+    exclude = ("access_restricted", "allowed_users", "allowed_groups")  # the access page (agent_set_access)
     list_blobs_shown = ("tool_policy", "skill_policy", "subagent_policy")  # summarized: the counts
     list_filter = ("session_provider", "workspace_mode", "enabled", ("model", LightRelatedFilter))
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = (
-        "policy_editor", "warnings", "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents",
+        "policy_editor", "access", "warnings", "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents",
         "system_prompt_preview", "created_at", "updated_at",
     )  # fmt: skip
 
@@ -159,6 +167,34 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         if report is None:
             report = obj._console_report = agent_report(obj)
         return report
+
+    def list_queryset(self, queryset):
+        return super().list_queryset(queryset).annotate(
+            listed_users=Count("allowed_users", distinct=True), listed_groups=Count("allowed_groups", distinct=True)
+        )
+
+    @admin.display(description="who may use it")
+    def who_may_use(self, obj):
+        if not obj.access_restricted:
+            return "everyone"
+        users = getattr(obj, "listed_users", None)
+        groups = getattr(obj, "listed_groups", None)
+        if users is None:
+            users, groups = obj.allowed_users.count(), obj.allowed_groups.count()
+        return f"{users} user(s), {groups} group(s)"
+
+    @admin.display(description="who may use it")
+    def access(self, obj):
+        if obj.pk is None:
+            return "everyone (editable once the agent is saved)"
+        url = reverse("admin:runtime_agent_access", args=[obj.pk])
+        if obj.access_restricted:
+            users = ", ".join(obj.allowed_users.values_list("username", flat=True)) or "no user"
+            groups = ", ".join(obj.allowed_groups.values_list("name", flat=True)) or "no group"
+            shown = f"only {users}; members of {groups}"
+        else:
+            shown = "everyone"
+        return format_html('{} · <a href="{}">Change who may use it</a>', shown, url)
 
     @admin.display(description="usable", boolean=True)
     def usable(self, obj):
@@ -286,7 +322,34 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     def get_urls(self):
         urls = super().get_urls()
         view = self.admin_site.admin_view(self.policies_view)
-        return [path("<path:object_id>/policies/", view, name="runtime_agent_policies"), *urls]
+        access = self.admin_site.admin_view(self.access_view)
+        return [
+            path("<path:object_id>/policies/", view, name="runtime_agent_policies"),
+            path("<path:object_id>/access/", access, name="runtime_agent_access"),
+            *urls,
+        ]
+
+    def access_view(self, request, object_id):
+        """Who may use the agent: everyone, or the users and groups ticked (``agent_set_access``)."""
+        agent = self.get_object(request, object_id)
+        if agent is None:
+            raise Http404("no such agent")
+        if not self.has_view_or_change_permission(request, agent):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, agent)
+        if request.method == "POST" and not can_change:
+            raise PermissionDenied
+        form = AgentAccessForm(request.POST if request.method == "POST" else None, agent=agent)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            agent_set_access(agent_id=agent.pk, actor=request.user, restricted=data["restricted"], users=data["users"], groups=data["groups"])
+            self.message_user(request, f"Saved who may use {agent.name}.", messages.SUCCESS)
+            return HttpResponseRedirect(request.path)
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "original": agent,
+            "title": f"Who may use {agent.name}", "form": form, "can_change": can_change,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/runtime/agent/access.html", context)
 
     def policies_view(self, request, object_id):
         agent = self.get_object(request, object_id)
@@ -416,7 +479,7 @@ class ApiTokenAdmin(LightListAdmin):
     list_filter = ("scope", ("revoked_at", admin.EmptyFieldListFilter))
     search_fields = ("prefix", "name", "user__username")
     list_select_related = ("user",)
-    actions = ["revoke_tokens"]
+    actions = ["revoke_tokens", "rotate_tokens"]
     readonly_fields = ("prefix_display", "user", "scope", "state", "created_at", "created_by", "expires_at", "revoked_at", "last_used_at")
 
     def get_form(self, request, obj=None, **kwargs):
@@ -474,6 +537,23 @@ class ApiTokenAdmin(LightListAdmin):
             ),
             messages.WARNING,
         )
+
+    @admin.action(description="Rotate the selected tokens (new secrets shown once, the old ones stop working)", permissions=["change"])
+    def rotate_tokens(self, request, queryset):
+        for token in queryset.select_related("user"):
+            try:
+                issued = api_token_rotate(token=token, actor=request.user)
+            except ValueError as exc:
+                self.message_user(request, f"Not rotated: {token}: {exc}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                format_html(
+                    "Rotated {} → <code class=\"console-secret\">{}</code> for {} — copy it now, it will not be shown again; {}… no longer works.",
+                    token.prefix, issued.secret, token.user, token.prefix,
+                ),
+                messages.WARNING,
+            )  # fmt: skip
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):

@@ -8,7 +8,7 @@ from audit.services import changed_fields, record
 from runtime.models import Agent
 
 EDITABLE = frozenset(
-    f.name for f in Agent._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at")
+    f.name for f in Agent._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at", "access_restricted")
 )
 
 
@@ -36,3 +36,31 @@ def agent_update(*, agent_id: int, actor, changes: dict) -> Agent:
 def _value(agent: Agent, name: str):
     field = Agent._meta.get_field(name)
     return field.value_from_object(agent)
+
+
+def agent_access_summary(agent: Agent) -> dict:
+    return {
+        "access_restricted": agent.access_restricted,
+        "allowed_users": sorted(agent.allowed_users.values_list("username", flat=True)),
+        "allowed_groups": sorted(agent.allowed_groups.values_list("name", flat=True)),
+    }
+
+
+def agent_set_access(*, agent_id: int, actor, restricted: bool, users=(), groups=()) -> Agent:
+    """Who may use agent ``agent_id``: everyone (``restricted`` false), or only ``users`` and
+    the members of ``groups`` (runtime/agents/access.py). One transaction with an
+    ``agent.set_access`` audit row naming the users and groups before and after."""
+    if not isinstance(restricted, bool):
+        raise TypeError("restricted must be true or false")
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent_id)
+        before = agent_access_summary(agent)
+        agent.access_restricted = restricted
+        agent.save(update_fields=["access_restricted", "updated_at"])
+        agent.allowed_users.set(list(users))
+        agent.allowed_groups.set(list(groups))
+        after = agent_access_summary(agent)
+        old, new = changed_fields(before, after)
+        if new:
+            record(actor=actor, action="agent.set_access", target=agent, before=old, after=new)
+    return agent

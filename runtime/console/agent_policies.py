@@ -8,6 +8,8 @@ parsers ``Agent.clean`` runs (``agent_update``), and their messages are shown pe
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from runtime.models import Agent
 from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError
@@ -212,3 +214,19 @@ def changed_policies(agent: Agent, proposed: dict) -> dict:
 
 
 POLICY_FORMS = {"tool_policy": ToolPolicyForm, "skill_policy": SkillPolicyForm, "subagent_policy": SubagentPolicyForm}
+
+
+class AgentAccessForm(forms.Form):
+    """Who may use an agent (``agent_set_access``)."""
+
+    restricted = forms.BooleanField(required=False, label="only the users and groups ticked may use it")
+    users = forms.ModelMultipleChoiceField(queryset=None, required=False, widget=forms.CheckboxSelectMultiple)
+    groups = forms.ModelMultipleChoiceField(queryset=None, required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args, agent: Agent, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["users"].queryset = get_user_model().objects.filter(is_active=True).order_by("username")
+        self.fields["groups"].queryset = Group.objects.order_by("name")
+        self.initial.update(
+            restricted=agent.access_restricted, users=list(agent.allowed_users.all()), groups=list(agent.allowed_groups.all())
+        )

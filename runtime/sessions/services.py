@@ -131,8 +131,9 @@ def clean_title(title) -> str:
 
 
 def session_create(*, actor, agent_name: str | None = None, title: str | None = None) -> AgentSession:
-    """A new session for the agent (its provider, model and thinking level), owned by ``actor``."""
-    agent = agent_by_name(agent_name)
+    """A new session for the agent (its provider, model and thinking level), owned by ``actor``,
+    who must be allowed to use it (an agent they may not use is answered as unknown)."""
+    agent = agent_by_name(agent_name, for_user=actor)
     name = clean_title(title) if title is not None else None
     meta = session_start(agent=agent, user=actor)
     if name is not None:

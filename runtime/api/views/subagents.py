@@ -11,7 +11,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from runtime.api.errors import ApiError
-from runtime.api.views.base import ERROR, READ_ERRORS, WRITE_ERRORS, SessionApi, parse, session_or_404
+from runtime.api.views.base import (
+    ERROR,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    SessionApi,
+    parse,
+    session_or_404,
+)
 from runtime.models import SubprocessEvent, SubprocessRun
 from runtime.subagents.services import subprocess_run_cancel
 
