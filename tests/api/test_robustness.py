@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from runtime.api.parsers import MAX_JSON_DEPTH, check_json, loads
 from runtime.api.renderers import SafeJSONRenderer
-from runtime.encodable import TOO_DEEP, renderable
 from runtime.api.tokens import api_token_create
+from runtime.encodable import TOO_DEEP, renderable
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
 from tests.api.builders import build_tree
