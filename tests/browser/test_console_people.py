@@ -121,7 +121,7 @@ def test_an_operator_walks_the_console(browser, server):
 
     # 3. Reset the leaf (to before the first entry), then delete the session.
     page.goto(f"{base}/admin/sessions_tree/agentsession/{facts['session']}/change/")
-    page.click("input[value='Move the leaf']")
+    page.click("input[value='Reset the leaf']")
     assert "before the first entry" in succeeded(page)
     assert "(before the first entry)" in page.inner_text("#session-actions")
     page.click("#session-actions a.deletelink")
