@@ -222,3 +222,15 @@ def test_user_and_group_edits_in_the_console_are_recorded_without_the_password(c
     assert response.status_code == 302
     row = AuditEntry.objects.get(action="user.set_password")
     assert row.before is None and row.after is None and row.target_id == str(owner.pk)
+
+
+def test_a_staff_import_over_the_api_is_recorded(agent, staff):
+    from tests.conftest import FIXTURES
+
+    client = APIClient()
+    client.force_login(staff)
+    with (FIXTURES / "02-branches.jsonl").open("rb") as fh:
+        response = client.post("/api/sessions/import/", {"file": fh}, format="multipart")
+    assert response.status_code == 201, response.content
+    row = AuditEntry.objects.get(action="session.import")
+    assert row.target_id == response.json()["sessionId"] and row.via == "api" and row.after["entry_count"] > 0
