@@ -39,7 +39,7 @@ def editor_data(page) -> dict:
     data = {}
     for key in ("tools", "skills", "subagents"):
         form = page.context[key]
-        for name, field in form.fields.items():
+        for name in form.fields:
             value = form[name].value()
             if isinstance(value, bool):
                 if value:
