@@ -114,7 +114,9 @@ class Stop(Exception):
 
 class Child:
     def __init__(self, envelope: TaskEnvelope, writer: EventWriter, stdin: IO[bytes]):
-        from runtime import llm  # here, not at the top: the child's start-up (spawn → run_start) stays light
+        from runtime import (
+            llm,  # here, not at the top: the child's start-up (spawn → run_start) stays light
+        )
 
         self.llm = llm
         self.envelope = envelope
@@ -370,7 +372,9 @@ class Child:
         return final
 
     def _run_call(self, turn: int, call: dict) -> dict:
-        from toolcatalog.protocol import ToolResult  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (
+            ToolResult,  # loaded on first use: a light start-up
+        )
 
         call_id, name, arguments = call.get("id") or "", call.get("name") or "", call.get("arguments") or {}
         entry = self.tools.get(name)
@@ -401,7 +405,11 @@ class Child:
         return result.to_pi_tool_result(call_id, name)
 
     def _run_local(self, tool, arguments: dict):
-        from toolcatalog.protocol import ToolContext, ToolResult, run_tool  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (  # loaded on first use: a light start-up
+            ToolContext,
+            ToolResult,
+            run_tool,
+        )
 
         self.phase = "tool"
         configure_tool_settings(self.envelope)  # before the first tool reads a setting; Django's import waits till then
@@ -423,7 +431,9 @@ class Child:
         return run_tool(tool, ctx, arguments)
 
     def _proxy(self, call_id: str, name: str, arguments: dict):
-        from toolcatalog.protocol import ToolResult  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (
+            ToolResult,  # loaded on first use: a light start-up
+        )
 
         self.phase = "proxy"
         self.counts["proxyCalls"] += 1
