@@ -291,6 +291,7 @@ export class SessionStore {
     // shown by the run's busy state, not as an empty reply.
     const pending = this.snapshot?.inFlight ?? null;
     const inFlight = pending !== null && pending.type === "message" ? pending : null;
+    if (pending !== null && inFlight === null) changes.add("live"); // a batch's checkpoint: its panel redraws
     if (inFlight === null) {
       if (this.live !== null) {
         this.live = null;

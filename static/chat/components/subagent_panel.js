@@ -1,0 +1,172 @@
+// A `subagent_batch` node as one panel: a row per child (agent, task, status, elapsed,
+// tokens/cost, last activity, why it did not complete), each expandable into the
+// child's own stream — its text, thinking and tool cards drawn by the same renderers as
+// the parent's. Live from `subagent_*` events; after a reload (or for a finished batch)
+// from the tree entries plus the replay endpoint, through the same reducer
+// (subagents.js), so the view is the same either way. Per-child and batch cancel.
+
+import { useEffect, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { ToolCard } from "./tool_renderers.js";
+import { api } from "../api.js";
+import { renderMarkdown } from "../markdown.js";
+import { formatCost, formatTokens } from "../conversation_model.js";
+import { batchRows, heldBatchRows, isTerminalChild, usageCost, usageTokens } from "../subagents.js";
+import { STATE_LABELS, stateToken } from "../state_tokens.js";
+
+const REPLAY_PAGE = 500;
+const replaying = new Set(); // runIds with a replay request in flight (one at a time per child)
+
+async function replay(store, runId, fields) {
+  if (replaying.has(runId)) return;
+  replaying.add(runId);
+  try {
+    for (let round = 0; round < 50; round += 1) {
+      const after = store.subagents.get(runId)?.lastSeq ?? 0;
+      const page = await api(`subagent-runs/${encodeURIComponent(runId)}/events/?afterSeq=${after}&limit=${REPLAY_PAGE}`);
+      store.subagentReplayed(runId, page.events, fields);
+      if (!page.hasMore || page.events.length === 0) break;
+    }
+  } catch (e) {
+    console.warn(`neta: could not replay subagent run ${runId}`, e);
+  } finally {
+    replaying.delete(runId);
+  }
+}
+
+function elapsed(row, now) {
+  if (!row.startedAt) return null;
+  const end = row.endedAt ?? (isTerminalChild(row.status) ? row.startedAt : now);
+  const seconds = Math.max(0, Math.round((end - row.startedAt) / 1000));
+  return seconds >= 60 ? `${Math.floor(seconds / 60)}m ${seconds % 60}s` : `${seconds}s`;
+}
+
+function useTicker(active) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!active) return undefined;
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [active]);
+  return now;
+}
+
+export function StateBadge({ status, label = null }) {
+  const token = stateToken(status);
+  return html`<span class=${`state-badge state-${token}`} data-state=${token}>${label ?? STATE_LABELS[token]}</span>`;
+}
+
+function ChildStream({ store, row }) {
+  useStore(store, ["subagents"]);
+  const child = store.subagents.get(row.runId) ?? null;
+  useEffect(() => {
+    // After a reload (nothing live for this child), a hole in the live events, or a
+    // finished child whose stream was not watched: the replay endpoint fills it in.
+    if (!child || child.gap || (isTerminalChild(row.status) && child.lastSeq === 0)) replay(store, row.runId, { agent: row.agent, taskIndex: row.taskIndex });
+  }, [row.runId, child?.gap, child === null]);
+  const items = child?.items ?? [];
+  return html`
+    <div class="child-stream" data-subagent-stream=${row.runId}>
+      ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? "Loading its events…" : "Starting…"}</p>` : null}
+      ${items.map((item) => {
+        if (item.kind === "tool") return html`<${ToolCard} key=${item.key} call=${item.call} result=${item.result} store=${null} streaming=${false} />`;
+        if (item.kind === "thinking") return html`<details key=${item.key} class="thinking"><summary>Thinking<span class="muted"> · ${item.text.length} chars</span></summary><div class="thinking-text">${item.text}</div></details>`;
+        return html`<div key=${item.key} class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(item.text) }}></div>`;
+      })}
+      ${row.finalText && !items.some((i) => i.kind === "text") ? html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(row.finalText) }}></div>` : null}
+    </div>
+  `;
+}
+
+function ChildRow({ store, row, now, live, onError }) {
+  const [open, setOpen] = useState(false);
+  const tokens = usageTokens(row.usage);
+  const cost = usageCost(row.usage);
+  const cancel = async () => {
+    try {
+      await api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" });
+    } catch (e) {
+      onError(`Could not cancel: ${e.message}`);
+    }
+  };
+  return html`
+    <li class=${`subagent-row state-${row.token}`} data-run-id=${row.runId} data-status=${row.status}>
+      <div class="subagent-row-line">
+        <button type="button" class="panel-toggle subagent-expand" aria-expanded=${open} onClick=${() => setOpen(!open)} title="Show this subagent's stream">
+          <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
+          <span class="subagent-agent">${row.agent}</span>
+          <span class="subagent-task" title=${row.task}>${row.task || `task ${row.taskIndex + 1}`}</span>
+        </button>
+        <${StateBadge} status=${row.status} label=${row.status === "lost" ? "lost" : null} />
+        <span class="subagent-elapsed muted" title="elapsed">${elapsed(row, now) ?? ""}</span>
+        <span class="subagent-usage muted" title="tokens · cost">${tokens !== null ? `${formatTokens(tokens)} tok` : ""}${cost !== null ? ` · ${formatCost(cost)}` : ""}</span>
+        ${live && !isTerminalChild(row.status) ? html`<button type="button" class="icon-button danger-text" onClick=${cancel} aria-label=${`Cancel subagent ${row.taskIndex + 1}`}>Cancel</button>` : null}
+      </div>
+      ${row.why ? html`<div class="subagent-why">${row.why}</div>` : row.lastActivity ? html`<div class="subagent-activity muted">${row.lastActivity}</div>` : null}
+      ${open ? html`<${ChildStream} store=${store} row=${row} />` : null}
+    </li>
+  `;
+}
+
+function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
+  const [error, setError] = useState(null);
+  const running = rows.some((r) => !isTerminalChild(r.status));
+  const now = useTicker(live && running);
+  const counts = {};
+  for (const row of rows) counts[row.token] = (counts[row.token] ?? 0) + 1;
+  const token = live && running ? "running" : state === "cancelled" ? "aborted" : rows.some((r) => ["failed", "timed-out", "aborted"].includes(r.token)) ? "failed" : rows.some((r) => r.token === "partial") ? "partial" : "done";
+  const cancelAll = async () => {
+    for (const row of rows.filter((r) => !isTerminalChild(r.status))) {
+      try {
+        await api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" });
+      } catch (e) {
+        setError(`Could not cancel: ${e.message}`);
+      }
+    }
+  };
+  return html`
+    <section class=${`panel subagent-panel state-${token}`} aria-label="Subagents" data-entry-id=${batchEntryId ?? undefined} data-state=${token}>
+      <header class="panel-head">
+        <span class="panel-title">⇶ ${title}</span>
+        <span class="muted">${rows.length} ${rows.length === 1 ? "child" : "children"}${Object.entries(counts).map(([k, n]) => ` · ${n} ${STATE_LABELS[k]}`).join("")}</span>
+        <span class="spacer"></span>
+        ${live && running ? html`<button type="button" class="icon-button danger-text" onClick=${cancelAll}>Cancel all</button>` : null}
+      </header>
+      <ul class="subagent-rows">
+        ${rows.map((row) => html`<${ChildRow} key=${row.runId} store=${store} row=${row} now=${now} live=${live} onError=${setError} />`)}
+      </ul>
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+    </section>
+  `;
+}
+
+/** A batch entry (finished, in the conversation; or in flight, below it). */
+export function SubagentPanel({ store, entry, results = {}, inFlight = false }) {
+  useStore(store, ["subagents"]);
+  const rows = batchRows(entry, { results, children: store.subagents, inFlight });
+  const mode = entry.mode === "chain" ? "chain" : entry.mode === "single" ? "task" : "parallel";
+  return html`<${BatchFrame} store=${store} rows=${rows} title=${`Subagents (${mode})`} state=${entry.metadata?.state} live=${inFlight} batchEntryId=${entry.id} />`;
+}
+
+/** Children seen on the socket before their batch entry arrived (replaced by it when it does). */
+export function HeldBatches({ store }) {
+  useStore(store, ["subagents", "tree"]);
+  const held = store.heldBatches();
+  if (held.size === 0) return null;
+  return [...held.entries()].map(([batchId, children]) => html`<${BatchFrame} key=${batchId} store=${store} rows=${heldBatchRows(children)} title="Subagents (starting)" live=${true} />`);
+}
+
+/** The conversation item of a finished `subagent_batch` entry (its results joined to it). */
+export function SubagentBatchNode({ entry, results, store }) {
+  return html`<div class="msg msg-node msg-subagents" data-entry-id=${entry.id}><${SubagentPanel} store=${store} entry=${entry} results=${results ?? {}} /></div>`;
+}
+
+/** A tree row's status for batch and result nodes. */
+export function SubagentRowStatus({ entry, inFlight }) {
+  if (entry?.type === "subagent_result") return html`<${StateBadge} status=${entry.status} />`;
+  if (entry?.type !== "subagent_batch") return null;
+  const state = entry.metadata?.state;
+  const status = inFlight ? "running" : state === "cancelled" ? "cancelled" : state === "budget_stopped" ? "partial" : "completed";
+  return html`<${StateBadge} status=${status} />`;
+}
