@@ -8,7 +8,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
-import { ToolCard } from "./tool_renderers.js";
+import { registerToolRenderer, ToolCard } from "./tool_renderers.js";
 import { api } from "../api.js";
 import { renderMarkdown } from "../markdown.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
@@ -166,7 +166,35 @@ export function SubagentBatchNode({ entry, results, store }) {
 export function SubagentRowStatus({ entry, inFlight }) {
   if (entry?.type === "subagent_result") return html`<${StateBadge} status=${entry.status} />`;
   if (entry?.type !== "subagent_batch") return null;
+  return html`<${StateBadge} status=${inFlight ? "running" : batchStatus(entry)} />`;
+}
+
+/** One word for a finished batch: all completed, else the worst of its children. */
+export function batchStatus(entry) {
   const state = entry.metadata?.state;
-  const status = inFlight ? "running" : state === "cancelled" ? "cancelled" : state === "budget_stopped" ? "partial" : "completed";
-  return html`<${StateBadge} status=${status} />`;
+  if (state === "cancelled") return "cancelled";
+  const statuses = (Array.isArray(entry.runs) ? entry.runs : []).map((r) => r?.status);
+  for (const worst of ["failed", "lost", "timed_out", "cancelled", "partial"]) if (statuses.includes(worst)) return worst;
+  return state === "budget_stopped" ? "partial" : "completed";
+}
+
+registerToolRenderer("delegate_task", delegateRenderer((args) => [args]));
+registerToolRenderer("delegate_parallel", delegateRenderer((args) => args?.tasks));
+registerToolRenderer("delegate_chain", delegateRenderer((args) => args?.steps));
+
+function delegateRenderer(tasksOf) {
+  return {
+    summary: (args) => {
+      const tasks = Array.isArray(tasksOf(args)) ? tasksOf(args) : [];
+      return `${tasks.length} ${tasks.length === 1 ? "task" : "tasks"}: ${tasks.map((t) => t?.agent ?? "?").join(", ")}`;
+    },
+    Body: ({ args, result }) => {
+      const tasks = Array.isArray(tasksOf(args)) ? tasksOf(args) : [];
+      const text = result?.message?.content?.find?.((b) => b?.type === "text")?.text ?? "";
+      return html`
+        <ol class="delegate-tasks">${tasks.map((t, i) => html`<li key=${i}><code>${String(t?.agent ?? "?")}</code> ${String(t?.task ?? "")}</li>`)}</ol>
+        ${result ? html`<details class="delegate-result"><summary class="tool-section-label">Result (what the model read)</summary><pre class="tool-output"><code>${text}</code></pre></details>` : null}
+      `;
+    },
+  };
 }
