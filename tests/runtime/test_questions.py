@@ -11,12 +11,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from runtime.agents.tools import agent_tools
+from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.prompts import run_abort
 from runtime.runs.questions import QuestionNotFound, answer_question, expire_questions
 from runtime.runs.reaper import reap_stale_runs
 from runtime.runs.turn import execute_run
-from runtime.errors import RuntimeInputError
 from sessions_tree.providers import provider_for_session
 from tests.runtime.conftest import rules
 
