@@ -374,7 +374,15 @@ export class SessionStore {
 
   /** Batches known only from live events so far (their entry has not arrived): batchId → children. */
   heldBatches() {
-    return heldBatches(this.subagents, (id) => this.byId.has(id));
+    if (this.subagents.size === 0) return new Map();
+    const snapshot = this.snapshot;
+    if (this._batchIds?.entries !== snapshot?.entries || this._batchIds?.inFlight !== snapshot?.inFlight) {
+      const ids = new Set();
+      for (const entry of [...(snapshot?.entries ?? []), snapshot?.inFlight]) if (entry?.type === "subagent_batch") ids.add(entry.batchId);
+      this._batchIds = { entries: snapshot?.entries, inFlight: snapshot?.inFlight, ids };
+    }
+    const ids = this._batchIds.ids;
+    return heldBatches(this.subagents, (batchId, entryId) => ids.has(batchId) || (entryId !== null && this.byId.has(entryId)));
   }
 
   // ---------------------------------------------------------------- reads

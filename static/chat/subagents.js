@@ -215,7 +215,7 @@ export function batchRows(entry, { results = {}, children = new Map(), inFlight 
     const cancelledBy = record.cancelledBy ?? null;
     let why = null;
     if (status in WHY) {
-      why = [WHY[status], errorCode && errorCode !== status ? `(${errorCode})` : null, error, cancelledBy ? `by ${cancelledBy}` : null].filter(Boolean).join(" ");
+      why = `${WHY[status]}${errorCode && errorCode !== status ? ` (${errorCode})` : ""}${error ? `: ${error}` : ""}${cancelledBy ? ` — by ${cancelledBy}` : ""}`;
     }
     return {
       runId: run.runId,
@@ -298,11 +298,14 @@ export function applySubagentReplay(children, runId, rows, fields = {}) {
   return map;
 }
 
-/** Batches seen only through live events, whose tree entry is not here yet: batchId → children. */
-export function heldBatches(children, hasEntry) {
+/**
+ * Batches seen only through live events, whose tree entry is not here yet: batchId →
+ * children. `hasBatch(batchId, batchEntryId)` says whether the tree holds that batch.
+ */
+export function heldBatches(children, hasBatch) {
   const held = new Map();
   for (const child of children.values()) {
-    if (!child.batchId || (child.batchEntryId && hasEntry(child.batchEntryId))) continue;
+    if (!child.batchId || hasBatch(child.batchId, child.batchEntryId ?? null)) continue;
     if (!held.has(child.batchId)) held.set(child.batchId, new Map());
     held.get(child.batchId).set(child.runId, child);
   }

@@ -168,7 +168,13 @@ test("events before their batch entry are held, then the entry replaces them; th
   };
   const final = batchRows(batchEntry("completed"), { results, children: store.subagents });
   assert.deepEqual(final.map((r) => [r.status, r.token]), [["completed", "done"], ["timed_out", "timed-out"]]);
-  assert.equal(final[1].why, "timed out (stalled) no event for 60 s");
+  assert.equal(final[1].why, "timed out (stalled): no event for 60 s");
+  // A child known only from a late event (no start: a reload came in between) is covered
+  // by its batch's entry too, through the batch id.
+  store.receive({ type: "subagent_run_completed", runId: "parent", subagentRunId: "late-run", batchId: "b1", taskIndex: 2, agent: "default", status: "cancelled", errorCode: "cancelled", error: null, usage: {}, eventCount: 3 });
+  assert.equal(store.heldBatches().size, 0);
+  store.receive({ type: "subagent_run_completed", runId: "parent", subagentRunId: "other-run", batchId: "b2", taskIndex: 0, agent: "default", status: "completed", errorCode: null, error: null, usage: {}, eventCount: 3 });
+  assert.deepEqual([...store.heldBatches().keys()], ["b2"]);
 });
 
 test("every status maps to one of the state tokens", () => {
