@@ -5,6 +5,7 @@
 // from the tree entries plus the replay endpoint, through the same reducer
 // (subagents.js), so the view is the same either way. Per-child and batch cancel.
 
+import { Component } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
@@ -57,6 +58,23 @@ export function StateBadge({ status, label = null }) {
   return html`<span class=${`state-badge state-${token}`} data-state=${token}>${label ?? STATE_LABELS[token]}</span>`;
 }
 
+/** One item of a child's stream; redrawn only when it changed (the reducer keeps the others). */
+class StreamItem extends Component {
+  shouldComponentUpdate(next) {
+    return next.item !== this.props.item || next.live !== this.props.live;
+  }
+
+  render({ item, live }) {
+    if (item.kind === "tool") return html`<${ToolCard} call=${item.call} result=${item.result} store=${null} streaming=${false} />`;
+    if (item.kind === "thinking") return html`<details class="thinking"><summary>Thinking<span class="muted"> · ${item.text.length} chars</span></summary><div class="thinking-text">${item.text}</div></details>`;
+    // The text a child is still writing is plain (eight streams of markdown re-parsed at
+    // every delta would hold the main thread); it becomes markdown once the next item
+    // starts or the child ends (bench/chat_subagents.py).
+    if (live) return html`<div class="child-live-text">${item.text.length > 4000 ? `…${item.text.slice(-4000)}` : item.text}</div>`;
+    return html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(item.text) }}></div>`;
+  }
+}
+
 function ChildStream({ store, row }) {
   useStore(store, ["subagents"]);
   const child = store.subagents.get(row.runId) ?? null;
@@ -69,11 +87,7 @@ function ChildStream({ store, row }) {
   return html`
     <div class="child-stream" data-subagent-stream=${row.runId}>
       ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? "Loading its events…" : "Starting…"}</p>` : null}
-      ${items.map((item) => {
-        if (item.kind === "tool") return html`<${ToolCard} key=${item.key} call=${item.call} result=${item.result} store=${null} streaming=${false} />`;
-        if (item.kind === "thinking") return html`<details key=${item.key} class="thinking"><summary>Thinking<span class="muted"> · ${item.text.length} chars</span></summary><div class="thinking-text">${item.text}</div></details>`;
-        return html`<div key=${item.key} class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(item.text) }}></div>`;
-      })}
+      ${items.map((item, i) => html`<${StreamItem} key=${item.key} item=${item} live=${i === items.length - 1 && !isTerminalChild(row.status)} />`)}
       ${row.finalText && !items.some((i) => i.kind === "text") ? html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(row.finalText) }}></div>` : null}
     </div>
   `;
