@@ -173,3 +173,17 @@ def test_the_rest_answer_validates_and_resumes(driver_for, django_user_model, se
         threading.Event().wait(0.05)
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.COMPLETED
     assert tool_results(driver.session_id)[0]["content"][0]["text"] == "The user answered: red"
+
+
+def test_the_subagent_host_never_grants_ask_user(make_agent):
+    from runtime.agents.tools import agent_tool_projection
+    from runtime.subagent_policy import SubagentPolicy
+    from runtime.subagents.host import child_tools
+
+    agent = make_agent(rules(), subagent_policy={"enabled": True, "agents": ["tester"]})
+    parent = agent_tool_projection(agent)
+    assert "ask_user" in parent.effective_names()
+    grants, denied = child_tools(parent, agent, SubagentPolicy.from_dict(agent.subagent_policy), allowed_skills=[])
+    names = {g["name"] for g in grants}
+    assert "ask_user" not in names and "todo" in names
+    assert {"name": "ask_user", "reason": "never offered to subagents"} in denied
