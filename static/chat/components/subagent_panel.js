@@ -129,7 +129,8 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
   const now = useTicker(live && running);
   const counts = {};
   for (const row of rows) counts[row.token] = (counts[row.token] ?? 0) + 1;
-  const token = live && running ? "running" : state === "cancelled" ? "aborted" : rows.some((r) => ["failed", "timed-out", "aborted"].includes(r.token)) ? "failed" : rows.some((r) => r.token === "partial") ? "partial" : "done";
+  const worst = ["failed", "timed-out", "aborted", "partial"].find((t) => rows.some((r) => r.token === t));
+  const token = live && running ? "running" : state === "cancelled" ? "aborted" : worst ?? "done";
   const cancelAll = async () => {
     for (const row of rows.filter((r) => !isTerminalChild(r.status))) {
       try {
