@@ -25,7 +25,7 @@ from bench.chat_page import LONGTASKS
 from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, login, prepare, server_env, start_daphne, stop_daphne
 
 FEED = """
-async ({children, seconds, rate}) => {
+async ({children, seconds, rate, expand}) => {
   const store = window.neta.store;
   const sid = store.sessionId;
   const parent = store.snapshot.leafId;
@@ -43,7 +43,7 @@ async ({children, seconds, rate}) => {
     send(i, {type: 'run_start', agent: 'default', depth: 1, pid: 1000 + i, model: 'bench', tools: []});
   }
   await new Promise((r) => requestAnimationFrame(r));
-  for (const button of document.querySelectorAll('.subagent-expand')) button.click();
+  if (expand) for (const button of document.querySelectorAll('.subagent-expand')) button.click();
   const frames = [];
   const t0 = performance.now();
   let tick = 0;
@@ -79,6 +79,7 @@ def main(argv=None) -> int:
     parser.add_argument("--children", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--rate", type=int, default=10, help="subagent_event frames per second per child")
+    parser.add_argument("--collapsed", action="store_true", help="leave the rows closed (the streams are not drawn)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
                 polling=500,
             )
             page.wait_for_timeout(1000)
-            result = page.evaluate(FEED, {"children": args.children, "seconds": args.seconds, "rate": args.rate})
+            result = page.evaluate(FEED, {"children": args.children, "seconds": args.seconds, "rate": args.rate, "expand": not args.collapsed})
             tasks = page.evaluate(f"() => window.__longtasks.filter((t) => t.start >= {result['t0']}).map((t) => Math.round(t.duration))")
             # The same page for the same time with nothing fed: what the machine itself costs now.
             idle_t0 = page.evaluate("() => performance.now()")

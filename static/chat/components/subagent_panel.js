@@ -6,7 +6,7 @@
 // (subagents.js), so the view is the same either way. Per-child and batch cancel.
 
 import { Component } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useReducer, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer, ToolCard } from "./tool_renderers.js";
@@ -59,24 +59,85 @@ export function StateBadge({ status, label = null }) {
 }
 
 /** One item of a child's stream; redrawn only when it changed (the reducer keeps the others). */
+const idle = typeof requestIdleCallback === "function" ? (fn) => requestIdleCallback(fn, { timeout: 500 }) : (fn) => setTimeout(fn, 0);
+const unidle = typeof cancelIdleCallback === "function" ? cancelIdleCallback : clearTimeout;
+
 class StreamItem extends Component {
-  shouldComponentUpdate(next) {
-    return next.item !== this.props.item || next.live !== this.props.live;
+  shouldComponentUpdate(next, nextState) {
+    return next.item !== this.props.item || next.live !== this.props.live || nextState.html !== this.state.html;
   }
 
-  render({ item, live }) {
+  componentDidMount() {
+    this.schedule();
+  }
+
+  componentDidUpdate() {
+    this.schedule();
+  }
+
+  componentWillUnmount() {
+    if (this.pending) unidle(this.pending);
+  }
+
+  /** A finished text becomes markdown in an idle moment, one item per task (eight children
+   * finishing a turn together would otherwise parse eight texts in one long task). */
+  schedule() {
+    const { item, live } = this.props;
+    if (live || item.kind !== "text" || this.state.source === item.text || this.pending) return;
+    this.pending = idle(() => {
+      this.pending = null;
+      const text = this.props.item.text;
+      this.setState({ html: renderMarkdown(text), source: text });
+    });
+  }
+
+  render({ item, live }, { html: rendered, source }) {
     if (item.kind === "tool") return html`<${ToolCard} call=${item.call} result=${item.result} store=${null} streaming=${false} />`;
     if (item.kind === "thinking") return html`<details class="thinking"><summary>Thinking<span class="muted"> · ${item.text.length} chars</span></summary><div class="thinking-text">${item.text}</div></details>`;
     // The text a child is still writing is plain (eight streams of markdown re-parsed at
     // every delta would hold the main thread); it becomes markdown once the next item
     // starts or the child ends (bench/chat_subagents.py).
-    if (live) return html`<div class="child-live-text">${item.text.length > 4000 ? `…${item.text.slice(-4000)}` : item.text}</div>`;
-    return html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(item.text) }}></div>`;
+    if (live || source !== item.text) return html`<div class="child-live-text">${item.text.length > 1500 ? `…${item.text.slice(-1500)}` : item.text}</div>`;
+    return html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: rendered }}></div>`;
+  }
+}
+
+const STREAM_REDRAW_MS = 250;
+
+/** Like useStore, at most once per `ms`: eight live streams redraw 4 times a second, not at every frame. */
+function useThrottledStore(store, part, ms) {
+  const [, force] = useReducer((n) => n + 1, 0);
+  useEffect(() => {
+    let timer = null;
+    const off = store.subscribe((changes) => {
+      if (!changes.has(part) || timer !== null) return;
+      timer = setTimeout(() => {
+        timer = null;
+        force();
+      }, ms);
+    });
+    return () => {
+      off();
+      clearTimeout(timer);
+    };
+  }, [store]);
+}
+
+/** The stream box redraws on its own clock (above), not with every redraw of its row. */
+class ChildStreamBox extends Component {
+  shouldComponentUpdate(next) {
+    const a = this.props.row;
+    const b = next.row;
+    return a.runId !== b.runId || a.status !== b.status || a.finalText !== b.finalText;
+  }
+
+  render({ store, row }) {
+    return html`<${ChildStream} store=${store} row=${row} />`;
   }
 }
 
 function ChildStream({ store, row }) {
-  useStore(store, ["subagents"]);
+  useThrottledStore(store, "subagents", STREAM_REDRAW_MS);
   const child = store.subagents.get(row.runId) ?? null;
   useEffect(() => {
     // After a reload (nothing live for this child), a hole in the live events, or a
@@ -118,7 +179,7 @@ function ChildRow({ store, row, now, live, onError }) {
         ${live && !isTerminalChild(row.status) ? html`<button type="button" class="icon-button danger-text" onClick=${cancel} aria-label=${`Cancel subagent ${row.taskIndex + 1}`}>Cancel</button>` : null}
       </div>
       ${row.why ? html`<div class="subagent-why">${row.why}</div>` : row.lastActivity ? html`<div class="subagent-activity muted">${row.lastActivity}</div>` : null}
-      ${open ? html`<${ChildStream} store=${store} row=${row} />` : null}
+      ${open ? html`<${ChildStreamBox} store=${store} row=${row} />` : null}
     </li>
   `;
 }
@@ -158,7 +219,7 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
 
 /** A batch entry (finished, in the conversation; or in flight, below it). */
 export function SubagentPanel({ store, entry, results = {}, inFlight = false }) {
-  useStore(store, ["subagents"]);
+  useThrottledStore(store, "subagents", STREAM_REDRAW_MS); // the entry itself comes as a prop
   const rows = batchRows(entry, { results, children: store.subagents, inFlight });
   const mode = entry.mode === "chain" ? "chain" : entry.mode === "single" ? "task" : "parallel";
   return html`<${BatchFrame} store=${store} rows=${rows} title=${`Subagents (${mode})`} state=${entry.metadata?.state} live=${inFlight} batchEntryId=${entry.id} />`;
@@ -166,7 +227,8 @@ export function SubagentPanel({ store, entry, results = {}, inFlight = false }) 
 
 /** Children seen on the socket before their batch entry arrived (replaced by it when it does). */
 export function HeldBatches({ store }) {
-  useStore(store, ["subagents", "tree"]);
+  useStore(store, ["tree"]);
+  useThrottledStore(store, "subagents", STREAM_REDRAW_MS);
   const held = store.heldBatches();
   if (held.size === 0) return null;
   return [...held.entries()].map(([batchId, children]) => html`<${BatchFrame} key=${batchId} store=${store} rows=${heldBatchRows(children)} title="Subagents (starting)" live=${true} />`);
