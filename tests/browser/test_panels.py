@@ -27,6 +27,7 @@ RULES = {
     "chunk_size": 4,
     "delay_ms": 15,
     "rules": [
+        {"match": {"contains": "child task three"}, "reply": {"steps": [{"text": "Trying."}], "error": "503 the model is overloaded"}},
         {"match": {"contains": "child task"}, "replies": [
             [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
             [{"pause_ms": 5000}, {"text": "The workspace holds **notes.md** and `src/`."}],
@@ -35,6 +36,7 @@ RULES = {
             [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
                 {"agent": "panels", "task": "child task one: list the files"},
                 {"agent": "panels", "task": "child task two: describe the workspace"},
+                {"agent": "panels", "task": "child task three: this one fails"},
             ]}}}],
             [{"text": "Both subagents reported back."}],
         ]},
@@ -161,6 +163,18 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Thanks. The user answered: In one line")
     wait_idle(page)
     page.screenshot(path=str(SHOTS / "panels-plan-390.png"))
+    # An unanswered question expires (the server's reaper round, every 10 s) with a clear result.
+    send(page, "ask me, and I will not answer")
+    expect(question).to_be_visible()
+    server.python(
+        "from runtime.models import AgentRun\n"
+        "run = AgentRun.objects.get(status='waiting')\n"
+        "AgentRun.objects.filter(pk=run.pk).update(question={**run.question, 'expiresAt': run.question['askedAt']})\n"
+    )
+    expect(question).to_have_count(0, timeout=40_000)
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("the question expired")
+    expect(page.locator(".stable-list .tool-card[data-tool=ask_user]").last.locator(".tool-status")).to_have_text("✗ error")
+    wait_idle(page)
     box = page.locator(".plan-panel").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
@@ -169,12 +183,12 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     context.close()
 
 
-def test_a_delegate_turn_shows_two_children_live_and_after_a_reload(browser, server, panels_agent, artifacts):
+def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, server, panels_agent, artifacts):
     context, page = open_page(browser, server)
     send(page, "please delegate this")
     panel = page.locator(".live-slot .subagent-panel")
     rows = panel.locator(".subagent-row")
-    expect(rows).to_have_count(2)
+    expect(rows).to_have_count(3)
     expect(rows.nth(0).locator(".subagent-task")).to_have_text("child task one: list the files")
     # Both children run as processes and report live (their first text, then their tool).
     expect(rows.nth(0).locator(".state-badge")).to_have_attribute("data-state", "running")
@@ -182,17 +196,19 @@ def test_a_delegate_turn_shows_two_children_live_and_after_a_reload(browser, ser
     expect(rows.nth(0).locator(".subagent-activity")).to_contain_text("ls")
     live_states = [rows.nth(i).get_attribute("data-status") for i in range(2)]
     assert live_states == ["running", "running"], live_states
+    expect(rows.nth(2)).to_have_attribute("data-status", "failed")  # the third one's model fails at once
+    expect(rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
     rows.nth(0).locator(".subagent-expand").click()
     expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
     expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
-    expect(page.locator(".stable-list .tool-card[data-tool=delegate_parallel] .tool-summary")).to_have_text("2 tasks: panels, panels")
+    expect(page.locator(".stable-list .tool-card[data-tool=delegate_parallel] .tool-summary")).to_have_text("3 tasks: panels, panels, panels")
     page.screenshot(path=str(SHOTS / "panels-subagents-1440.png"))
 
     # A reload mid-batch: the same rows from the tree entry, the stream from the replay endpoint.
     page.reload()
     page.wait_for_selector("html[data-conversation-ready]")
-    expect(rows).to_have_count(2)
-    assert [rows.nth(i).get_attribute("data-status") for i in range(2)] == ["running", "running"]
+    expect(rows).to_have_count(3)
+    assert [rows.nth(i).get_attribute("data-status") for i in range(3)] == ["running", "running", "failed"]
     rows.nth(0).locator(".subagent-expand").click()
     expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
     expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
@@ -202,18 +218,21 @@ def test_a_delegate_turn_shows_two_children_live_and_after_a_reload(browser, ser
     wait_idle(page, timeout=60_000)
     final = page.locator(".stable-list .subagent-panel")
     done_rows = final.locator(".subagent-row")
-    expect(done_rows).to_have_count(2)
+    expect(done_rows).to_have_count(3)
     expect(done_rows.nth(0)).to_have_attribute("data-status", "completed")
     expect(done_rows.nth(1)).to_have_attribute("data-status", "cancelled")
     expect(done_rows.nth(1).locator(".state-badge")).to_have_attribute("data-state", "aborted")
     expect(done_rows.nth(1).locator(".subagent-why")).to_contain_text("cancelled")
+    expect(done_rows.nth(2)).to_have_attribute("data-status", "failed")
+    expect(done_rows.nth(2).locator(".state-badge")).to_have_attribute("data-state", "failed")
+    expect(done_rows.nth(2).locator(".subagent-why")).to_contain_text("failed (llm_error)")
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Both subagents reported back.")
     # The tree shows the batch and result nodes with their own icons and statuses.
     tree = page.locator(".tree-row.kind-subagent_batch")
     expect(tree).to_have_count(1)
     expect(tree.locator(".state-badge")).to_have_count(1)
-    expect(page.locator(".tree-row.kind-subagent_result .state-badge")).to_have_count(2)
-    expect(page.locator(".tree-row.kind-subagent_batch .state-badge")).to_have_attribute("data-state", "aborted")  # one child cancelled
+    expect(page.locator(".tree-row.kind-subagent_result .state-badge")).to_have_count(3)
+    expect(page.locator(".tree-row.kind-subagent_batch .state-badge")).to_have_attribute("data-state", "failed")  # its worst child
     done_rows.nth(0).locator(".subagent-expand").click()
     expect(done_rows.nth(0).locator(".child-stream")).to_contain_text("notes.md")
     final.scroll_into_view_if_needed()
