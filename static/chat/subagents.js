@@ -22,6 +22,7 @@ export function emptyChild(runId, fields = {}) {
     phase: null,
     lastActivity: null,
     startedTs: null,
+    lastTs: null,
     endedTs: null,
     errorCode: null,
     error: null,
@@ -81,6 +82,7 @@ export function applyChildEvent(child, event, firstSeq = event?.seq) {
   let next = { ...child, lastSeq: event.seq, gap: false };
   const ts = typeof event.ts === "number" ? event.ts : null;
   if (next.startedTs === null && ts !== null) next.startedTs = ts;
+  if (ts !== null) next.lastTs = ts;
   const act = activity(event);
   if (act) next.lastActivity = act;
   switch (event.type) {

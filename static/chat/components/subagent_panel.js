@@ -38,7 +38,7 @@ async function replay(store, runId, fields) {
 
 function elapsed(row, now) {
   if (!row.startedAt) return null;
-  const end = row.endedAt ?? (isTerminalChild(row.status) ? row.startedAt : now);
+  const end = row.endedAt ?? (isTerminalChild(row.status) ? row.child?.lastTs ?? row.startedAt : now);
   const seconds = Math.max(0, Math.round((end - row.startedAt) / 1000));
   return seconds >= 60 ? `${Math.floor(seconds / 60)}m ${seconds % 60}s` : `${seconds}s`;
 }
