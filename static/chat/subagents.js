@@ -46,26 +46,26 @@ function toolItem(id, name = "", args = {}) {
   return { kind: "tool", key: `tool:${id}`, call: { type: "toolCall", id, name, arguments: args }, result: null };
 }
 
-function activity(event) {
-  switch (event.type) {
+function activity(ce) {
+  switch (ce.type) {
     case "run_start":
       return "started";
     case "assistant_delta":
-      return event.kind === "thinking" ? "thinking…" : "writing…";
+      return ce.kind === "thinking" ? "thinking…" : "writing…";
     case "assistant_message":
       return "answered";
     case "tool_call":
-      return `tool ${event.name ?? ""}`.trim();
+      return `tool ${ce.name ?? ""}`.trim();
     case "tool_result":
-      return `${event.name ?? "tool"} ${event.isError ? "failed" : "done"}`;
+      return `${ce.name ?? "tool"} ${ce.isError ? "failed" : "done"}`;
     case "proxy_request":
-      return `tool ${event.name ?? ""} (main process)`.trim();
+      return `tool ${ce.name ?? ""} (main process)`.trim();
     case "heartbeat":
       return null;
     case "run_end":
-      return event.status === "partial" ? `stopped: ${event.stopReason ?? "budget"}` : "finished";
+      return ce.status === "partial" ? `stopped: ${ce.stopReason ?? "budget"}` : "finished";
     case "run_error":
-      return `${event.code ?? "error"}: ${event.message ?? ""}`.trim();
+      return `${ce.code ?? "error"}: ${ce.message ?? ""}`.trim();
     default:
       return null;
   }
@@ -73,41 +73,41 @@ function activity(event) {
 
 /**
  * One child event applied to `child` (returns a new child; the same one for a duplicate).
- * `firstSeq` is the first seq the event covers (live merged deltas), else `event.seq`.
+ * `firstSeq` is the first seq the event covers (live merged deltas), else its `seq`.
  */
-export function applyChildEvent(child, event, firstSeq = event?.seq) {
-  if (!event || typeof event.seq !== "number") return child;
-  if (event.seq <= child.lastSeq) return child; // seen (a replay overlapping the live events)
+export function applyChildEvent(child, ce, firstSeq = ce?.seq) {
+  if (!ce || typeof ce.seq !== "number") return child;
+  if (ce.seq <= child.lastSeq) return child; // seen (a replay overlapping the live events)
   if (firstSeq > child.lastSeq + 1) return child.gap ? child : { ...child, gap: true };
-  let next = { ...child, lastSeq: event.seq, gap: false };
-  const ts = typeof event.ts === "number" ? event.ts : null;
+  let next = { ...child, lastSeq: ce.seq, gap: false };
+  const ts = typeof ce.ts === "number" ? ce.ts : null;
   if (next.startedTs === null && ts !== null) next.startedTs = ts;
   if (ts !== null) next.lastTs = ts;
-  const act = activity(event);
+  const act = activity(ce);
   if (act) next.lastActivity = act;
-  switch (event.type) {
+  switch (ce.type) {
     case "run_start":
-      next.pid = event.pid ?? next.pid;
+      next.pid = ce.pid ?? next.pid;
       if (!TERMINAL.has(next.status)) next.status = "running";
       break;
     case "heartbeat":
-      next.phase = event.phase ?? next.phase;
-      if (event.usage) next.usage = event.usage;
-      if (event.counts) next.counts = event.counts;
+      next.phase = ce.phase ?? next.phase;
+      if (ce.usage) next.usage = ce.usage;
+      if (ce.counts) next.counts = ce.counts;
       break;
     case "assistant_delta": {
-      const kind = event.kind === "thinking" ? "thinking" : "text";
-      const key = `${event.turn}:${event.contentIndex}:${kind}`;
-      next.items = withItem(next.items, key, () => ({ kind, key, text: "" }), (i) => ({ ...i, text: i.text + (event.delta ?? "") }));
+      const kind = ce.kind === "thinking" ? "thinking" : "text";
+      const key = `${ce.turn}:${ce.contentIndex}:${kind}`;
+      next.items = withItem(next.items, key, () => ({ kind, key, text: "" }), (i) => ({ ...i, text: i.text + (ce.delta ?? "") }));
       break;
     }
     case "assistant_message": {
-      const blocks = Array.isArray(event.message?.content) ? event.message.content : [];
+      const blocks = Array.isArray(ce.message?.content) ? ce.message.content : [];
       let items = next.items;
       blocks.forEach((block, index) => {
         if (block?.type === "text" || block?.type === "thinking") {
           const kind = block.type;
-          const key = `${event.turn}:${index}:${kind}`;
+          const key = `${ce.turn}:${index}:${kind}`;
           const text = (kind === "text" ? block.text : block.thinking) ?? "";
           items = withItem(items, key, () => ({ kind, key, text: "" }), (i) => ({ ...i, text }));
         } else if (block?.type === "toolCall" && block.id) {
@@ -115,42 +115,42 @@ export function applyChildEvent(child, event, firstSeq = event?.seq) {
         }
       });
       next.items = items;
-      if (event.message?.usage) next.usage = event.message.usage;
+      if (ce.message?.usage) next.usage = ce.message.usage;
       break;
     }
     case "tool_call":
-      next.items = withItem(next.items, `tool:${event.toolCallId}`, () => toolItem(event.toolCallId), (i) => ({
+      next.items = withItem(next.items, `tool:${ce.toolCallId}`, () => toolItem(ce.toolCallId), (i) => ({
         ...i,
-        call: { ...i.call, name: event.name ?? i.call.name, arguments: event.arguments ?? i.call.arguments },
+        call: { ...i.call, name: ce.name ?? i.call.name, arguments: ce.arguments ?? i.call.arguments },
       }));
       break;
     case "tool_result":
-      next.items = withItem(next.items, `tool:${event.toolCallId}`, () => toolItem(event.toolCallId, event.name), (i) => ({
+      next.items = withItem(next.items, `tool:${ce.toolCallId}`, () => toolItem(ce.toolCallId, ce.name), (i) => ({
         ...i,
         result: {
           message: {
             role: "toolResult",
-            toolCallId: event.toolCallId,
-            toolName: event.name,
-            content: [{ type: "text", text: event.preview ?? "" }],
-            isError: Boolean(event.isError),
-            details: event.details ?? undefined,
+            toolCallId: ce.toolCallId,
+            toolName: ce.name,
+            content: [{ type: "text", text: ce.preview ?? "" }],
+            isError: Boolean(ce.isError),
+            details: ce.details ?? undefined,
           },
         },
       }));
       break;
     case "run_end":
-      next.status = event.status === "partial" ? "partial" : "completed";
-      next.finalText = event.finalText ?? null;
-      if (event.usage) next.usage = event.usage;
-      if (event.counts) next.counts = event.counts;
-      if (event.status === "partial") next.errorCode = event.stopReason ?? null;
+      next.status = ce.status === "partial" ? "partial" : "completed";
+      next.finalText = ce.finalText ?? null;
+      if (ce.usage) next.usage = ce.usage;
+      if (ce.counts) next.counts = ce.counts;
+      if (ce.status === "partial") next.errorCode = ce.stopReason ?? null;
       next.endedTs = ts;
       break;
     case "run_error":
-      next.errorCode = event.code ?? null;
-      next.error = event.message ?? null;
-      if (event.usage) next.usage = event.usage;
+      next.errorCode = ce.code ?? null;
+      next.error = ce.message ?? null;
+      if (ce.usage) next.usage = ce.usage;
       next.endedTs = ts;
       break;
     default:
