@@ -217,8 +217,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A round no worker picked up within one interval is dropped (the next one comes anyway), so a
+# beat left running while the workers are down does not pile up rounds in the broker.
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "runtime.reap_stale_runs", "schedule": float(NETA_REAPER_INTERVAL_SECONDS)},
+    "reap-stale-runs": {
+        "task": "runtime.reap_stale_runs",
+        "schedule": float(NETA_REAPER_INTERVAL_SECONDS),
+        "options": {"expires": float(NETA_REAPER_INTERVAL_SECONDS)},
+    },
 }
 
 # --- Models and sandbox ---------------------------------------------------------

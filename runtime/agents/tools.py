@@ -69,11 +69,14 @@ def agent_tool_projection(agent, *, for_subagent: bool = False) -> ToolProjectio
     """The effective projection of ``agent``'s tool policy: what a run (or, with
     ``for_subagent``, a subagent) of it may call, and why. Pages, the API and the turn
     loop all read it here; ``PolicyError`` on an invalid stored policy."""
-    # The delegate tools: on when the subagent policy lets the agent delegate; a subagent
-    # (a child process) never delegates and never asks the user (runtime/subagent_policy.py).
+    # The delegate tools: on when the subagent policy lets the agent delegate. As a subagent
+    # (a child process) it never asks the user, and whether it may delegate is not its own
+    # policy's call: the delegating parent's policy and depth decide per call (a child below
+    # max_depth gets them as proxy tools, runtime/subagents/host.py).
     tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
     if for_subagent:
-        runtime_policy = {"denied": {**{n: "a subagent cannot delegate further (depth limit)" for n in DELEGATE_TOOLS}, "ask_user": "never offered to subagents"}}
+        why = "a subagent cannot delegate further unless the delegating parent's subagent_policy allows it at that depth (max_depth)"
+        runtime_policy = {"denied": {**dict.fromkeys(DELEGATE_TOOLS, why), "ask_user": "never offered to subagents"}}
     return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy)
 
 
