@@ -22,7 +22,15 @@ import tempfile
 from pathlib import Path
 
 from bench.chat_page import LONGTASKS
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, login, prepare, server_env, start_daphne, stop_daphne
+from tests.browser.conftest import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    login,
+    prepare,
+    server_env,
+    start_daphne,
+    stop_daphne,
+)
 
 FEED = """
 async ({children, seconds, rate, expand}) => {

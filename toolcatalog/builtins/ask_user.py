@@ -85,7 +85,7 @@ def check_answer(ask: dict[str, Any], answer: Any) -> tuple[str, list[str]]:
     chosen, texts = [], []
     for value in values:
         if not isinstance(value, str):
-            raise ValueError(f"an answer must be text, got {type(value).__name__}")
+            raise ValueError(f"an answer must be text, got {type(value).__name__}")  # noqa: TRY004 - one kind of refusal for the caller
         value = value.strip()
         if not value:
             raise ValueError("the answer must not be blank")
