@@ -197,6 +197,9 @@ NETA_REAPER_INTERVAL_SECONDS = env_int("NETA_REAPER_INTERVAL_SECONDS", 10, minim
 # A queued run no process has claimed for this long (Celery: no worker took the task)
 # is submitted again; after three such submissions it fails with the reason.
 NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
+# An ``ask_user`` question nobody answered for this long expires (the reaper round): the
+# model gets a "the user did not answer" result and the run goes on.
+NETA_ASK_USER_TIMEOUT_SECONDS = env_int("NETA_ASK_USER_TIMEOUT_SECONDS", 3600, minimum=1)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")

@@ -105,7 +105,7 @@ class ImportInput(serializers.Serializer):
 
 class RunListQuery(serializers.Serializer):
     session = StrictCharField(required=False, max_length=64)
-    status = serializers.ChoiceField(required=False, choices=["queued", "running", "completed", "aborted", "failed", "lost"])
+    status = serializers.ChoiceField(required=False, choices=["queued", "running", "waiting", "completed", "aborted", "failed", "lost"])
 
 
 # --------------------------------------------------------------------------- outputs
@@ -189,13 +189,14 @@ class RunOut(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at")
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    question = serializers.JSONField(read_only=True, help_text="The ask_user question the run waits on (status waiting) or last waited on; {} when none.")
 
     class Meta:
         model = AgentRun
         fields = [
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
-            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt",
+            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -334,6 +335,15 @@ class PromptOut(serializers.Serializer):
     run = RunOut()
     queuedAs = serializers.CharField(allow_null=True, help_text="null: a new run; follow_up/steer: delivered to the active run.")
     editorText = serializers.CharField(allow_null=True)
+
+
+class AnswerInput(serializers.Serializer):
+    toolCallId = StrictCharField(max_length=128, help_text="The ask_user call the run waits on.")
+    answer = serializers.JSONField(help_text="An option or free text; with multi_select a list of options (and at most one free text).")
+
+
+class AnswerOut(serializers.Serializer):
+    run = RunOut()
 
 
 class AbortOut(serializers.Serializer):

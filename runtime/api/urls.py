@@ -43,6 +43,7 @@ urlpatterns = [
     path(SESSION + "events/", sessions.SessionEventsApi.as_view(), name="session-events"),
     path(SESSION + "prompt/", runs.SessionPromptApi.as_view(), name="session-prompt"),
     path(SESSION + "abort/", runs.SessionAbortApi.as_view(), name="session-abort"),
+    path(SESSION + "answer/", runs.SessionAnswerApi.as_view(), name="session-answer"),
     path(SESSION + "switch-leaf/", sessions.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
     path(SESSION + "labels/", sessions.SessionLabelApi.as_view(), name="session-labels"),
     path(SESSION + "compact/", sessions.SessionCompactApi.as_view(), name="session-compact"),

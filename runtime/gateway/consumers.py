@@ -41,6 +41,7 @@ from runtime.realtime.messages import (
 from runtime.realtime.publisher import event_publisher
 from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
 from runtime.runs.prompts import run_abort, session_prompt
+from runtime.runs.questions import answer_question
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.selectors import session_snapshot
 from runtime.sessions.services import session_switch_leaf
@@ -59,9 +60,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404  # no such session, or one the caller may not read (indistinguishable on purpose)
 MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
-COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
-WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
-ACTIVE_STATES = ("queued", "running")
+COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "answer", "ping")
+WRITE_COMMANDS = ("prompt", "abort", "switch_leaf", "answer")
+ACTIVE_STATES = ("queued", "running", "waiting")
 
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
@@ -222,6 +223,12 @@ def _abort(session_id: str, user, data: dict) -> dict:
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
 
 
+def _answer(session_id: str, user, data: dict) -> dict:
+
+    run = answer_question(session_id=session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=user)
+    return {"runId": str(run.run_id), "status": run.status}
+
+
 def _switch_leaf(session_id: str, user, data: dict) -> dict:
 
     try:
@@ -252,8 +259,8 @@ GATEWAY_MESSAGES = {
     WITHDRAWN_MESSAGE: "access_withdrawn",
     RECHECK_MESSAGE: "access_recheck",
 }
-COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
-COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
+COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None, "answer": S.AnswerInput}
+COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf, "answer": _answer}
 
 
 # --------------------------------------------------------------------------- the consumer

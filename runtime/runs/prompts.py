@@ -22,11 +22,13 @@ from runtime.runs.backends import cancel_local, submit_run
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
+from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.acting import acting_as
 from sessions_tree.errors import SessionBusy
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import (
     get_provider,
+    provider_for_session,
 )
 
 MAX_PROMPT_CHARS = 200_000
@@ -159,12 +161,17 @@ def _continue_from(meta: AgentSession, entry_id: str) -> str | None:
     return editor_text
 
 
+QUESTION_ABORTED_TEXT = "The run was aborted while this question waited for an answer."
+
+
 def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=None) -> AgentRun | None:
     """Ask the session's active run (or ``run``) to stop, on behalf of ``actor`` (who is
     recorded, and named in the run's error): a running run stops cooperatively, a run
     still queued is aborted at once (``lifecycle.abort``)."""
 
     outcome = lifecycle.abort(session_id=session_id, run=run, actor=actor)
+    if outcome.was_waiting:  # its ask_user call gets its result, so the next context is valid
+        close_open_tool_calls(provider_for_session(outcome.run.session_id), outcome.run.session_id, text=QUESTION_ABORTED_TEXT)
     if outcome.run is not None and not outcome.stopped and outcome.run.status == RunStatus.RUNNING:
         cancel_local(outcome.run.run_id)  # wake it now if it runs in this process
     return outcome.run

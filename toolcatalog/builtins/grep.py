@@ -21,7 +21,11 @@ from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import resolve_path
 from toolcatalog.protected_paths import protected_identities, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
-from toolcatalog.truncation import DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, truncate_line
+from toolcatalog.truncation import (
+    DEFAULT_MAX_BYTES,
+    GREP_MAX_LINE_LENGTH,
+    truncate_line,
+)
 from toolcatalog.workspace_walk import ancestor_rules, walk
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from runtime.api.views.base import (
 )
 from runtime.models import AgentRun
 from runtime.runs.prompts import run_abort, session_prompt
+from runtime.runs.questions import answer_question
 from runtime.sessions.access import reads_all_sessions, visible_sessions
 
 
@@ -58,6 +59,20 @@ class SessionAbortApi(SessionApi):
         if run is not None:
             run = AgentRun.objects.select_related("agent").get(pk=run.pk)
         return Response({"run": S.RunOut(run).data if run is not None else None})
+
+
+class SessionAnswerApi(SessionApi):
+    @extend_schema(
+        summary="Answer the question (ask_user) the session's run waits on; the run goes on",
+        request=S.AnswerInput,
+        responses={200: S.AnswerOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.AnswerInput, request.data)
+        run = answer_question(session_id=meta.session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=request.user)
+        run = AgentRun.objects.select_related("agent").get(pk=run.pk)
+        return Response({"run": S.RunOut(run).data})
 
 
 @extend_schema_view(

@@ -6,6 +6,8 @@ import { Boundary } from "./boundary.js";
 import { useStore } from "./hooks.js";
 import { Conversation } from "./conversation.js";
 import { Composer } from "./composer.js";
+import { PlanPanel } from "./plan_panel.js";
+import { ClarifyPanel } from "./clarify_panel.js";
 import { StatusBar } from "./status.js";
 import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
@@ -295,6 +297,8 @@ export function App({ data, store, connection }) {
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
           <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} /><//>
           <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} /><//>
+          <${Boundary} name="plan"><${PlanPanel} store=${store} /><//>
+          <${Boundary} name="question"><${ClarifyPanel} store=${store} connection=${connection} /><//>
           <${Composer}
             store=${store}
             draft=${draft}

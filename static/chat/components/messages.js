@@ -4,6 +4,7 @@ import { Component } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { ToolCard } from "./tool_renderers.js";
+import { SubagentBatchNode } from "./subagent_panel.js";
 import { highlightWithin, renderMarkdown } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
@@ -202,6 +203,7 @@ const VIEWS = {
   branch_summary: BranchSummaryNode,
   custom_message: CustomMessageNode,
   bash: BashNode,
+  subagent_batch: SubagentBatchNode,
 };
 
 /**
