@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0009_llm_provider_and_session_store_names'),
+        ('runtime', '0010_agent_access'),
     ]
 
     operations = [
