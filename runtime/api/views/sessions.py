@@ -37,7 +37,12 @@ from runtime.api.views.base import (
     session_or_404,
 )
 from runtime.sessions.access import visible_sessions
-from runtime.sessions.selectors import SEARCH_SCAN_SESSIONS, current_revision, search_sessions, session_snapshot
+from runtime.sessions.selectors import (
+    SEARCH_SCAN_SESSIONS,
+    current_revision,
+    search_sessions,
+    session_snapshot,
+)
 from runtime.sessions.services import (
     session_compact,
     session_create,
