@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
+import { SessionRowActions, SessionSearch } from "./session_search.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -17,7 +18,14 @@ export function SessionList({ data, store, open, onClose, onNew }) {
   useStore(store, ["session"]);
   const [sessions, setSessions] = useState(data.sessions);
   const [error, setError] = useState(null);
+  const [hits, setHits] = useState(null); // search results (null: not searching)
   const current = data.sessionId;
+  const onGone = (sessionId) => {
+    setSessions((list) => list.filter((s) => s.sessionId !== sessionId));
+    setHits((list) => list && list.filter((h) => h.session.sessionId !== sessionId));
+    if (sessionId === current) window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
+  };
+  const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet })) : sessions;
   const liveTitle = store.snapshot?.session?.title;
 
   useEffect(() => {
@@ -41,14 +49,18 @@ export function SessionList({ data, store, open, onClose, onNew }) {
         </select>
       </label>
       <button type="button" class="primary new-session" onClick=${onNew}>+ New session</button>
+      <${SessionSearch} agent=${data.agent.name} onResults=${setHits} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
-      <ul class="sessions">
-        ${sessions.map(
+      ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">No session matches.</p>` : null}
+      <ul class="sessions" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
+        ${shown.map(
           (s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
               <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
               <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
+              ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
+            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} current=${s.sessionId === current} onGone=${onGone} />`}
           </li>`,
         )}
       </ul>
