@@ -111,7 +111,7 @@ export function App({ data, store, connection }) {
     setChoiceState(next);
     remember(`choice.${data.sessionId}`, next);
   };
-  const [enterSends, setEnterSendsState] = useState(() => stored("enterSends", !window.matchMedia("(pointer: coarse)").matches));
+  const [enterSends, setEnterSendsState] = useState(() => stored("enterSends", true)); // a phone user may turn it off (remembered)
   const setEnterSends = (value) => {
     setEnterSendsState(value);
     remember("enterSends", value);
