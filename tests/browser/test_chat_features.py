@@ -179,6 +179,18 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     page.reload()
     page.wait_for_selector("html[data-conversation-ready]")
     expect(page.get_by_label("Thinking level for the next prompt")).to_have_value("high")
+
+    # A follow-up queued during a run is listed until the run takes it.
+    send(page, "answer slowly please")
+    expect(page.locator(".msg-streaming")).to_be_visible()
+    send(page, "and after that, this")
+    queued = page.get_by_role("list", name="Queued messages")
+    expect(queued).to_contain_text("and after that, this")
+    expect(queued).to_contain_text("Follow-up")
+    shot(page, artifacts, "queued")
+    expect(page.locator(".stable-list .msg-user").last).to_have_text(re.compile("and after that, this"), timeout=30_000)
+    expect(queued).to_have_count(0)
+    wait_idle(page)
     context.close()
     assert console.errors == [], console.errors
 

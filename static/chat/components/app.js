@@ -282,6 +282,7 @@ export function App({ data, store, connection }) {
     }
     if (!result.queuedAs) store.setRun({ runId: result.runId, state: "queued" });
     else {
+      say(result.queuedAs === "steer" ? "Sent to steer the running agent." : "Queued as a follow-up.", "info");
       const seen = countUserText(store.snapshot?.entries ?? [], text);
       setQueued((items) => [...items, { id: `${Date.now()}-${items.length}`, text, mode: result.queuedAs, seen }]);
     }

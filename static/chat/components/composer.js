@@ -126,7 +126,10 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}
           value=${draft.text}
-          onInput=${(e) => setDraft({ text: e.currentTarget.value })}
+          onInput=${(e) => {
+            setDraft({ text: e.currentTarget.value });
+            if (error) setError(null);
+          }}
           onKeyDown=${onKeyDown}
           onPaste=${onPaste}
         ></textarea>

@@ -50,7 +50,7 @@ export function SessionSearch({ agent, onResults }) {
 }
 
 /** Archive or delete, after a confirmation in a modal dialog. */
-export function SessionRowActions({ session, current, onGone }) {
+export function SessionRowActions({ session, title: shownTitle, current, onGone }) {
   const [asking, setAsking] = useState(null); // "archive" | "delete" | null
   const [error, setError] = useState(null);
   const dialog = useRef(null);
@@ -59,7 +59,7 @@ export function SessionRowActions({ session, current, onGone }) {
     if (asking && el && !el.open) el.showModal();
     if (!asking && el?.open) el.close();
   }, [asking]);
-  const title = session.title || "Untitled session";
+  const title = shownTitle || session.title || "Untitled session";
   const confirm = async () => {
     try {
       const api = sessionApi(session.sessionId);

@@ -60,7 +60,7 @@ export function SessionList({ data, store, open, onClose, onNew }) {
               <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
               ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
-            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} current=${s.sessionId === current} onGone=${onGone} />`}
+            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} />`}
           </li>`,
         )}
       </ul>
