@@ -131,7 +131,7 @@ def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
         "readOnly": False,
         "agent": agent_data(agent),
         "models": usable_models(agent),
-        "agents": [{"name": a.name, "description": a.description} for a in agents],
+        "agents": [{"name": a.name, "description": a.description, "restoreLastSession": a.restore_last_session} for a in agents],
         "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],
         "urls": {
             "socket": f"/ws/sessions/{meta.session_id}/" if meta else None,

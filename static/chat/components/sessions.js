@@ -14,6 +14,12 @@ function when(iso) {
   return date.toDateString() === today.toDateString() ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString();
 }
 
+/** Where switching to an agent goes: its last session, or a draft (nothing left behind). */
+function agentUrl(data, name) {
+  const agent = data.agents.find((a) => a.name === name);
+  return `${data.urls.home}?agent=${encodeURIComponent(name)}${agent?.restoreLastSession ? "" : "&new=1"}`;
+}
+
 export function SessionList({ data, store, open, onClose, onNew }) {
   useStore(store, ["session"]);
   const [sessions, setSessions] = useState(data.sessions);
@@ -44,7 +50,7 @@ export function SessionList({ data, store, open, onClose, onNew }) {
       </div>
       <label class="agent-picker">
         <span>Agent</span>
-        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(e.currentTarget.value)}`)}>
+        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(agentUrl(data, e.currentTarget.value))}>
           ${data.agents.map((a) => html`<option value=${a.name} title=${a.description}>${a.name}</option>`)}
         </select>
       </label>
