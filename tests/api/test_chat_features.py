@@ -191,3 +191,19 @@ def test_a_failing_title_model_is_logged_and_the_run_still_completes(owner, agen
     assert finished.status == "completed", finished.error
     assert get_provider("file").get_session(sid).title == ""
     assert "writing the session title failed" in caplog.text
+
+
+def test_regenerate_on_the_mysql_store_too(owner, agent):
+    agent.session_provider = "mysql"
+    agent.save()
+    provider = get_provider("mysql")
+    sid = session_start(agent=agent, user=owner).session_id
+    u1 = provider.append_message(sid, user_message("a question"))["id"]
+    a1 = provider.append_message(sid, assistant_message("an answer"))["id"]
+    provider.append_message(sid, user_message("a follow-up"))
+    finished = run_now(session_regenerate(session_id=sid, entry_id=u1, actor=owner, dispatch=False))
+    assert finished.status == "completed", finished.error
+    kids = children(provider, sid, u1)
+    assert kids[0] == a1 and len(kids) == 2
+    assert provider.get_session(sid).leaf_entry_id == kids[1]
+    assert [e["message"]["role"] for e in provider.get_active_path(sid) if e["type"] == "message"] == ["user", "assistant"]

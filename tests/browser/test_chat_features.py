@@ -80,6 +80,16 @@ def api(page, method: str, path: str, body=None):
     )
 
 
+DROP_IMAGE = """() => {
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNg+M/AAAADAQGjoNP0AAAAAElFTkSuQmCC';
+  const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], 'dot.png', {type: 'image/png'}));
+  const form = document.querySelector('form.composer');
+  for (const type of ['dragenter', 'dragover', 'drop']) form.dispatchEvent(new DragEvent(type, {dataTransfer: data, bubbles: true, cancelable: true}));
+}"""
+
+
 def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, features_agent, artifacts):
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
@@ -157,8 +167,15 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     expect(page.locator(".composer .form-error")).to_contain_text("Unknown command /frobnicate")
     assert user_entries(page, "/frobnicate") == 0
 
-    # The pickers: a model without thinking or images disables the level and hides Attach.
+    # An image dropped on the composer is attached (and can be removed again).
     page.fill("#composer-input", "")
+    page.evaluate(DROP_IMAGE)
+    attached = page.get_by_role("list", name="Attached images")
+    expect(attached.locator("img")).to_have_count(1)
+    attached.get_by_role("button", name="Remove dot.png").click()
+    expect(attached).to_have_count(0)
+
+    # The pickers: a model without thinking or images disables the level and hides Attach.
     expect(page.get_by_role("button", name="Attach images")).to_be_visible()
     page.get_by_label("Model for the next prompt").select_option("browser-plain")
     expect(page.get_by_label("Thinking level for the next prompt")).to_be_disabled()
