@@ -69,3 +69,17 @@ export function stillQueued(items, entries, running) {
   });
   return left.length === items.length ? items : left;
 }
+
+/** The model a picker choice stands for (the agent's when none was picked or it is gone). */
+export function chosenModel(models, choice, agentModel) {
+  return models.find((m) => m.name === choice?.model) ?? models.find((m) => m.name === agentModel.name) ?? { ...agentModel };
+}
+
+/** What a prompt sends for a picker choice: the model when one was picked and is offered, the level when it thinks. */
+export function promptChoice(models, choice, agentModel) {
+  const model = chosenModel(models, choice, agentModel);
+  const out = {};
+  if (choice?.model && model.name === choice.model) out.model = model.name;
+  if (model.supportsThinking && choice?.thinkingLevel) out.thinkingLevel = choice.thinkingLevel;
+  return out;
+}

@@ -94,3 +94,15 @@ test("a queued message stays until the tree holds it, all go when the run ends",
   ];
   assert.deepEqual(stillQueued(twice, [user("s1", null, "same")], true).map((i) => i.id), [4]);
 });
+
+test("the pickers send a model only when one was picked and is offered, a level only where the model thinks", async () => {
+  const { chosenModel, promptChoice } = await import("../../static/chat/composer_model.js");
+  const agentModel = { name: "main", supportsThinking: true, supportsImages: true };
+  const models = [agentModel, { name: "plain", supportsThinking: false, supportsImages: false }];
+  assert.deepEqual(promptChoice(models, null, agentModel), {});
+  assert.deepEqual(promptChoice(models, { thinkingLevel: "high" }, agentModel), { thinkingLevel: "high" });
+  assert.deepEqual(promptChoice(models, { model: "plain", thinkingLevel: "high" }, agentModel), { model: "plain" });
+  assert.deepEqual(promptChoice(models, { model: "gone" }, agentModel), {}); // no longer offered: the agent's
+  assert.equal(chosenModel(models, { model: "gone" }, agentModel).name, "main");
+  assert.equal(chosenModel([], null, agentModel).name, "main");
+});

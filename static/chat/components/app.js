@@ -318,7 +318,7 @@ export function App({ data, store, connection }) {
       if (!leaf) throw new Error("Nothing to fork yet: the session is empty.");
       await actions.fork(leaf);
     } else if (name === "compact") {
-      if (guardRun()) return;
+      if (store.running) throw new Error("A run is active: abort it (or wait) before compacting.");
       say("Compacting the context…", "info");
       await api.compact(args || null);
       say("Context compacted.", "info");

@@ -5,13 +5,11 @@
 
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
+import { chosenModel } from "../composer_model.js";
+
+export { chosenModel, promptChoice } from "../composer_model.js";
 
 export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
-
-/** The model a choice stands for (the agent's when none was picked or it is gone). */
-export function chosenModel(models, choice, agentModel) {
-  return models.find((m) => m.name === choice?.model) ?? models.find((m) => m.name === agentModel.name) ?? { ...agentModel };
-}
 
 export function Pickers({ store, models, agentModel, choice, setChoice, enterSends, setEnterSends, disabled }) {
   useStore(store, ["context"]);
@@ -45,13 +43,4 @@ export function Pickers({ store, models, agentModel, choice, setChoice, enterSen
 function capabilities(model) {
   const can = [model.supportsTools ? "tools" : null, model.supportsThinking ? "thinking" : null, model.supportsImages ? "images" : null].filter(Boolean);
   return can.length ? `takes ${can.join(", ")}` : "text only";
-}
-
-/** What the prompt sends for a choice: the model when one was picked, the level when it thinks. */
-export function promptChoice(models, choice, agentModel) {
-  const model = chosenModel(models, choice, agentModel);
-  const out = {};
-  if (choice?.model && model.name === choice.model) out.model = model.name;
-  if (model.supportsThinking && choice?.thinkingLevel) out.thinkingLevel = choice.thinkingLevel;
-  return out;
 }
