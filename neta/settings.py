@@ -231,6 +231,9 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Models and sandbox ---------------------------------------------------------
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
+# Who writes a session's title after its first answer (runtime/runs/titles.py): "" = the
+# agent's model, a model name (a cheap one), or "off".
+NETA_TITLE_MODEL = env_str("NETA_TITLE_MODEL", "")
 # auto: bubblewrap when a probe shows it works here, else none with a warning (docs/tools.md).
 NETA_SANDBOX = env_choice("NETA_SANDBOX", "auto", ("auto", "none", "bwrap"))
 # The bubblewrap binary: a name looked up on PATH, or an absolute path.

@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runtime.models import Agent, AgentRun, ModelConfig
+from runtime.models import THINKING_LEVELS, Agent, AgentRun, ModelConfig
 from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
 from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
@@ -71,8 +71,28 @@ class PromptInput(serializers.Serializer):
     mode = serializers.ChoiceField(required=False, choices=["follow_up", "steer"], default="follow_up")
     images = ImageInput(many=True, required=False, max_length=MAX_IMAGES)
     model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+    thinkingLevel = serializers.ChoiceField(
+        required=False, allow_null=True, choices=list(THINKING_LEVELS),
+        help_text="Written to the path before the prompt (a thinking_level_change entry) when it differs; the model must support thinking for any level but off.",
+    )  # fmt: skip
 
     def validate_text(self, value):
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank")
+        return value
+
+
+class RegenerateInput(serializers.Serializer):
+    entryId = entry_id_field(help_text="The user message to answer again (the new answer is a sibling of its answers).")
+    model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+
+
+class SessionSearchQuery(serializers.Serializer):
+    q = StrictCharField(min_length=1, max_length=200, help_text="Text to find in titles and in user and assistant messages (case-insensitive).")
+    agent = StrictCharField(required=False, max_length=64)
+    status = serializers.ChoiceField(required=False, choices=SessionStatus.values)
+
+    def validate_q(self, value):
         if not value.strip():
             raise serializers.ValidationError("must not be blank")
         return value
@@ -344,6 +364,22 @@ class AnswerInput(serializers.Serializer):
 
 class AnswerOut(serializers.Serializer):
     run = RunOut()
+
+
+class RegenerateOut(serializers.Serializer):
+    run = RunOut()
+
+
+class SessionSearchHitOut(serializers.Serializer):
+    session = SessionOut()
+    match = serializers.ChoiceField(choices=["title", "content"])
+    entryId = serializers.CharField(allow_null=True, help_text="A content match: the message that holds the text.")
+    snippet = serializers.CharField(allow_null=True, help_text="A content match: the text around it.")
+
+
+class SessionSearchOut(serializers.Serializer):
+    results = SessionSearchHitOut(many=True)
+    scanned = serializers.IntegerField(help_text="How many of the most recently updated sessions were looked into (bounded).")
 
 
 class AbortOut(serializers.Serializer):

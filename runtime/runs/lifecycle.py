@@ -115,11 +115,13 @@ def create_run(
     images=None,
     from_entry_id: str = "",
     model_name: str = "",
+    prompt_entry_id: str = "",
     backend: str | None = None,
     sink: StreamSink | None = None,
 ) -> AgentRun:
     """created → ``queued``, for ``user`` (or the user ``user_id``: who prompted). The caller
-    holds ``meta``'s row lock (``lock_session``): no other run of the session is active."""
+    holds ``meta``'s row lock (``lock_session``): no other run of the session is active.
+    ``prompt_entry_id``: the prompt is already in the tree (a regenerated answer)."""
     run = AgentRun.objects.create(
         session_id=meta.session_id,
         agent=agent,
@@ -128,6 +130,7 @@ def create_run(
         images=images or [],
         from_entry_id=from_entry_id or "",
         model_name=model_name or "",
+        prompt_entry_id=prompt_entry_id or "",
         backend=backend or settings.NETA_TASK_BACKEND,
         status=RunStatus.QUEUED,
     )

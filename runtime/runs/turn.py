@@ -49,6 +49,7 @@ from runtime.runs.summaries import (
     compact_session,
     maybe_auto_compact,
 )
+from runtime.runs.titles import maybe_auto_title
 from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
@@ -230,7 +231,7 @@ def user_message(text: str, images: list | None = None) -> dict:
 def _run(turn: Turn) -> None:
 
     run = turn.run
-    if run.prompt_entry_id:
+    if run.question:
         # Resumed after a question (runs/questions.py): its prompt is in the tree and the
         # ``ask_user`` call waits for its result, which the answer (or expiry) gives now.
         _settle_question(turn)
@@ -238,7 +239,9 @@ def _run(turn: Turn) -> None:
         maybe_auto_compact(turn)
         # Stored with the reply's in-flight entry (one write), and ``prompt_entry_id`` in the
         # same transaction: once the prompt is in the tree a reaper will not carry it again.
-        turn.pending_prompt = user_message(run.prompt, run.images)
+        # A regenerated answer (runs/prompts.py::session_regenerate) starts from a user entry
+        # already in the tree (its prompt_entry_id, the leaf): no new user entry.
+        turn.pending_prompt = None if run.prompt_entry_id else user_message(run.prompt, run.images)
     while True:
         if turn.control.check():
             _store_pending_prompt(turn)
@@ -295,6 +298,8 @@ def _run(turn: Turn) -> None:
                 raise
             except SummaryFailed as exc:
                 logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
+            if not turn.control.cancelled:
+                maybe_auto_title(turn)  # after the answer is stored and streamed; never fatal
             turn.sink.flush()
             follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
             if follow_up is None:
