@@ -38,6 +38,7 @@ from skills_registry.import_bundles import (
     bundle_from_zip,
 )
 from skills_registry.models import SkillResource, SkillVersion, path_key_for
+from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)
 
@@ -372,6 +373,7 @@ def _set_flag(skills, *, field_name: str, value: bool, actor: Any) -> int:
     count = SkillResource.objects.filter(pk__in=ids).update(
         **{field_name: value}, changed_by=user, updated_at=timezone.now()
     )
+    catalog_version.bump()  # a bulk update sends no signal
     logger.info("skills %s: %s=%s by %s", ids, field_name, value, _actor_name(actor))
     return count
 

@@ -12,7 +12,8 @@ The lock order, the same in every path that holds more than one lock:
 1. the session store's write lock (``provider.write_lock``: the file store's flock, the
    mysql store's lock) — only where the path changes the tree (a prompt continuing
    from another entry, a delete), and always before any row lock;
-2. the session row, by primary key (``lock_session`` / ``lock_session_id``);
+2. the session row, by primary key (``lock_session`` / ``lock_session_key`` /
+   ``lock_session_id``);
 3. the session's run rows, by primary key (conditional ``UPDATE … WHERE id = … AND
    status IN …``), then its queued inputs (by primary key, or inserted).
 
@@ -89,6 +90,13 @@ def lock_session_id(session_id: str) -> AgentSession | None:
     if pk is None:
         return None
     return AgentSession.objects.select_for_update().filter(pk=pk, session_id=session_id).first()
+
+
+def lock_session_key(session_pk: int, session_id: str) -> int | None:
+    """``lock_session`` for a caller that holds a copy of the row (its key): one query,
+    ``SELECT id … WHERE id = … FOR UPDATE``, returning only the key (None when the session
+    is gone, or is another row under the same id now)."""
+    return AgentSession.objects.select_for_update().filter(pk=session_pk, session_id=session_id).values_list("pk", flat=True).first()
 
 
 def is_lock_conflict(exc: BaseException) -> bool:

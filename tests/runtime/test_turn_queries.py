@@ -64,10 +64,10 @@ def test_a_two_call_turn_stays_within_its_query_budget(driver_for, provider):
     assert len(writes) == 5
     # The session row is read once when the turn is prepared and once by each write
     # (its lock), never again on its own; the run's bookkeeping rides in those writes.
-    # The lifecycle locks the row at the claim and at the finish (its key, then the row
-    # by that key: runtime/runs/locks.py::lock_session_id), two queries each.
+    # The lifecycle locks the row once, at the finish, by the key of the turn's copy
+    # (runtime/runs/locks.py::lock_session_key: one query).
     meta_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "sessions_tree_agentsession"' in q]
-    assert len(meta_reads) == 1 + len(writes) + 2 * 2
+    assert len(meta_reads) == 1 + len(writes) + 1
     run_updates = [q for q in queries if q.startswith('UPDATE "runtime_agentrun"')]
     assert len(run_updates) <= 7  # claim, 2 x (opened, finished), rounds, finish
     if transactions >= 0:
