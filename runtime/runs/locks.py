@@ -95,7 +95,15 @@ def lock_session_id(session_id: str) -> AgentSession | None:
 def lock_session_key(session_pk: int, session_id: str) -> int | None:
     """``lock_session`` for a caller that holds a copy of the row (its key): one query,
     ``SELECT id … WHERE id = … FOR UPDATE``, returning only the key (None when the session
-    is gone, or is another row under the same id now)."""
+    is gone, or is another row under the same id now).
+
+    On SQLite no query: there are no row locks, and the transaction's ``IMMEDIATE`` begin
+    already holds the database's write lock (the key is returned as it is)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if not connection.features.has_select_for_update:
+        if not connection.in_atomic_block:
+            raise RuntimeError("lock_session_key outside a transaction locks nothing")
+        return session_pk
     return AgentSession.objects.select_for_update().filter(pk=session_pk, session_id=session_id).values_list("pk", flat=True).first()
 
 

@@ -177,6 +177,9 @@ class Turn:
     meta: AgentSession | None = None
     # The prompt's message, stored together with the first reply's in-flight entry.
     pending_prompt: dict | None = None
+    # The last tool result of a round, stored together with the next reply's in-flight
+    # entry (one write), or on its own before anything else the run does (``_store_results``).
+    pending_results: list[tuple[dict, str, ToolResult]] = field(default_factory=list)
     book: RunBook | None = None
     spec: llm.ModelSpec = field(init=False)
     overflow_retried: bool = False
@@ -219,6 +222,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         return None
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
     book = RunBook(run)
+    turn: Turn | None = None
     try:
         # What the run writes is done for whoever prompted it (sessions_tree.acting).
         with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
@@ -234,6 +238,8 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
         coalescer.flush()
+        if turn is not None:
+            _store_results_safely(turn)
         _fail_in_flight(run)
         lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink, fields=book.pending())
         run.refresh_from_db()
@@ -353,11 +359,35 @@ def _run(turn: Turn) -> None:
 def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     """Append queued prompts to the tree, then mark them consumed: a crash in between
     delivers one twice (the reaper carries it again), never drops it."""
+    if inputs:
+        _store_results(turn)  # a steer follows the round's last tool result
     for item in inputs:
         with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
             turn.provider.append_message(turn.session_id, user_message(item.text, item.images), meta=turn.meta)
         turn.sink.flush()
         lifecycle.consume(turn.run, item, sink=turn.sink.sink)
+
+
+def _store_results(turn: Turn) -> None:
+    """The tool result still held for the next reply's write, on its own (the run goes on
+    otherwise: an abort, a steer, the round limit, a failure)."""
+    results, turn.pending_results = turn.pending_results, []
+    for message, call_id, result in results:
+        turn.provider.append_message(turn.session_id, message, meta=turn.meta)
+        _tool_result_stored(turn, call_id, result)
+
+
+def _store_results_safely(turn: Turn) -> None:
+    try:
+        _store_results(turn)
+    except Exception:
+        logger.exception("could not store the last tool result of run %s", turn.run.run_id)
+
+
+def _tool_result_stored(turn: Turn, call_id: str, result: ToolResult) -> None:
+    """After a tool result is in the tree (never before: the stream shows what is stored)."""
+    crash_point("after_tool")
+    turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
 
 
 def _store_pending_prompt(turn: Turn) -> None:
@@ -385,7 +415,9 @@ def _stream_assistant(turn: Turn) -> dict:
         "stopReason": "stop",
         "timestamp": now_ms(),
     }
-    before = [turn.pending_prompt] if turn.pending_prompt is not None else []
+    prompt = turn.pending_prompt
+    results = turn.pending_results
+    before = [prompt] if prompt is not None else [message for message, _, _ in results]
     run_pk = turn.run.pk
 
     book = turn.book
@@ -393,13 +425,15 @@ def _stream_assistant(turn: Turn) -> dict:
     def opened(entries: list[dict]) -> None:  # in the write's transaction
         # The run's bookkeeping since its last write rides in this UPDATE (RunBook).
         book.set(in_flight_entry_id=entries[-1]["id"])
-        if before:
+        if prompt is not None:
             book.set(prompt_entry_id=entries[0]["id"])
         AgentRun.objects.filter(pk=run_pk).update(**book.pending())
 
     entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
     book.written()
-    turn.pending_prompt = None
+    turn.pending_prompt, turn.pending_results = None, []
+    for _, call_id, result in results if prompt is None else ():
+        _tool_result_stored(turn, call_id, result)
     entry_id = entry["id"]
     # The context the reply answers: the path up to the entry just opened (no read of the row).
     ctx = provider.build_context(session_id, entry["parentId"] or ROOT, meta=turn.meta)
@@ -507,9 +541,13 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
             # Through the projection: a tool it does not make effective gets an error result.
             result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
         message = result.to_pi_tool_result(call_id, name)
+        if index == len(calls) - 1:
+            # The round's last result goes with the next reply's opening, which follows at
+            # once (one write instead of two); whatever the run does instead stores it first.
+            turn.pending_results = [(message, call_id, result)]
+            break
         turn.provider.append_message(turn.session_id, message, meta=turn.meta)
-        crash_point("after_tool")
-        turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
+        _tool_result_stored(turn, call_id, result)
         if not steered and index < len(calls) - 1:
             steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if steered:
@@ -555,6 +593,7 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 
 def _finish(turn: Turn, status: str, *, error: str = "", abort_when: str | None = None) -> None:
     """End the run (``lifecycle.finish``) after the stream events sent so far."""
+    _store_results(turn)
     turn.sink.flush()
     if lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink, meta=turn.meta, fields=turn.book.pending()):
         turn.book.written()
