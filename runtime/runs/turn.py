@@ -372,9 +372,9 @@ def _store_results(turn: Turn) -> None:
     """The tool result still held for the next reply's write, on its own (the run goes on
     otherwise: an abort, a steer, the round limit, a failure)."""
     results, turn.pending_results = turn.pending_results, []
-    for message, call_id, result in results:
+    for message, _, _ in results:
         turn.provider.append_message(turn.session_id, message, meta=turn.meta)
-        _tool_result_stored(turn, call_id, result)
+        crash_point("after_tool")
 
 
 def _store_results_safely(turn: Turn) -> None:
@@ -384,9 +384,7 @@ def _store_results_safely(turn: Turn) -> None:
         logger.exception("could not store the last tool result of run %s", turn.run.run_id)
 
 
-def _tool_result_stored(turn: Turn, call_id: str, result: ToolResult) -> None:
-    """After a tool result is in the tree (never before: the stream shows what is stored)."""
-    crash_point("after_tool")
+def _tool_result_final(turn: Turn, call_id: str, result: ToolResult) -> None:
     turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
 
 
@@ -432,8 +430,8 @@ def _stream_assistant(turn: Turn) -> dict:
     entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
     book.written()
     turn.pending_prompt, turn.pending_results = None, []
-    for _, call_id, result in results if prompt is None else ():
-        _tool_result_stored(turn, call_id, result)
+    if results and prompt is None:
+        crash_point("after_tool")
     entry_id = entry["id"]
     # The context the reply answers: the path up to the entry just opened (no read of the row).
     ctx = provider.build_context(session_id, entry["parentId"] or ROOT, meta=turn.meta)
@@ -544,10 +542,14 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         if index == len(calls) - 1:
             # The round's last result goes with the next reply's opening, which follows at
             # once (one write instead of two); whatever the run does instead stores it first.
+            # Its stream event goes now (a projection, like the deltas: the tree event of
+            # the entry follows its commit), so the client sees the result at once.
             turn.pending_results = [(message, call_id, result)]
+            _tool_result_final(turn, call_id, result)
             break
         turn.provider.append_message(turn.session_id, message, meta=turn.meta)
-        _tool_result_stored(turn, call_id, result)
+        crash_point("after_tool")
+        _tool_result_final(turn, call_id, result)
         if not steered and index < len(calls) - 1:
             steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if steered:
