@@ -91,19 +91,27 @@ def _column(field: str) -> str:
 
 
 @functools.cache
-def _meta_sql(using: str, for_update: bool) -> str:
+def _meta_sql(using: str, for_update: bool, any_provider: bool = False) -> str:
     """``SELECT <every column> FROM <meta table> WHERE session_id = %s AND provider = %s``
-    in ``using``'s dialect (``FOR UPDATE`` where the database has it)."""
+    in ``using``'s dialect (``FOR UPDATE`` where the database has it; ``any_provider``:
+    without the provider's condition)."""
     connection = connections[using]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in AgentSession._meta.concrete_fields)
-    sql = (
-        f"SELECT {columns} FROM {quote(AgentSession._meta.db_table)} "
-        f"WHERE {quote(_column('session_id'))} = %s AND {quote(_column('provider'))} = %s"
-    )
+    sql = f"SELECT {columns} FROM {quote(AgentSession._meta.db_table)} WHERE {quote(_column('session_id'))} = %s"
+    if not any_provider:
+        sql += f" AND {quote(_column('provider'))} = %s"
     if for_update and connection.features.has_select_for_update:
         sql += " FOR UPDATE"
     return sql
+
+
+def load_meta_any(session_id: str, using: str = "default") -> AgentSession | None:
+    """The meta row of ``session_id`` whatever its provider, through the same prepared
+    statement as the providers' reads (no query building, no ordering), or None."""
+    for meta in AgentSession.objects.using(using).raw(_meta_sql(using, False, True), [session_id]):
+        return meta
+    return None
 
 
 class SessionTreeProvider:
@@ -1231,7 +1239,8 @@ def _values_of(meta: AgentSession) -> dict:
     """The row's values as ``meta`` holds them (JSON fields copied: changes mutate them)."""
     values = {name: getattr(meta, name) for name in _META_FIELDS}
     for name in _MUTABLE_FIELDS:
-        values[name] = copy.deepcopy(values[name])
+        if values[name]:
+            values[name] = copy.deepcopy(values[name])
     return values
 
 
@@ -1240,7 +1249,8 @@ def _copy_of(meta: AgentSession) -> AgentSession:
     twin = copy.copy(meta)
     twin._state = copy.copy(meta._state)
     for name in _MUTABLE_FIELDS:
-        setattr(twin, name, copy.deepcopy(getattr(meta, name)))
+        value = getattr(meta, name)
+        setattr(twin, name, copy.deepcopy(value) if value else type(value)())
     return twin
 
 
