@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -32,9 +33,11 @@ _lock = threading.Lock()
 _cache: dict[str, tuple[int, object]] = {}
 
 
+@functools.cache
 def current_version():
     """The version as an expression (annotate it onto a query the caller makes anyway);
-    0 while the row does not exist (no change recorded since the table was created)."""
+    0 while the row does not exist (no change recorded since the table was created).
+    Built once: a query resolves a copy of it."""
     return Coalesce(Subquery(CatalogVersion.objects.filter(pk=ROW).values("version")[:1]), Value(0), output_field=BigIntegerField())
 
 

@@ -64,6 +64,11 @@ def reap_stale_runs(
         found = list(AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED)).select_related("agent"))
     changed = _reap_running(stale, session_id, start, deleting, found)
     changed += _reap_queued(session_id, start, found)
+    if session_id is not None and not changed:
+        # A prompt's (or a delete's) round that found nothing to reap in its session made
+        # no orphans: the rooms' own rounds are the periodic reaper's (every
+        # NETA_REAPER_INTERVAL_SECONDS), not every prompt's.
+        return changed
     for hook in _round_hooks:  # the rooms above: subagent children of lost supervisors
         try:
             hook()

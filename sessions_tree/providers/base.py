@@ -1148,9 +1148,9 @@ class SessionTreeProvider:
         )
         if rows.update(**changed):
             return
-        fresh = self._meta_for_update(meta.session_id)
         if not self._store_locks_writers:
-            raise _StaleHint
+            raise _StaleHint  # nothing stored yet: made again from a read
+        fresh = self._meta_for_update(meta.session_id)
         moved = [name for name in _TREE_FIELDS if getattr(fresh, name) != before[name]]
         if moved:
             raise SessionBusy(f"session {meta.session_id} changed while this write was made ({', '.join(moved)}); try again")
