@@ -46,8 +46,8 @@ from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import (
     SummaryCancelled,
     SummaryFailed,
-    compact_session,
     auto_compaction_due,
+    compact_session,
     maybe_auto_compact,
 )
 from sessions_tree.acting import acting_as
