@@ -189,7 +189,7 @@ def claim(run_id, *, worker: str, owner: dict, sink: StreamSink | None = None) -
         return None
     now = timezone.now()
     fields = {"status": RunStatus.RUNNING, "started_at": now, "heartbeat_at": now, "worker": worker, **owner}
-    claimed = retry_on_deadlock(lambda: _transition(run.pk, [RunStatus.QUEUED], **fields), what=f"claim of run {run_id}")
+    claimed = retry_on_deadlock(lambda: _transition(run.pk, [RunStatus.QUEUED], **fields), what=f"claim of run {run_id}", atomic=False)
     if not claimed:
         return None
     for name, value in fields.items():

@@ -116,7 +116,7 @@ def is_lock_conflict(exc: BaseException) -> bool:
 
 
 def retry_on_deadlock(
-    work: Callable[[], T], *, what: str, attempts: int = DEADLOCK_ATTEMPTS, using: str = DEFAULT_DB_ALIAS
+    work: Callable[[], T], *, what: str, attempts: int = DEADLOCK_ATTEMPTS, using: str = DEFAULT_DB_ALIAS, atomic: bool = True
 ) -> T:
     """Run ``work()`` in a transaction of its own; when the database ends it with a deadlock
     or a lock wait timeout, roll back and run it again, whole (at most ``attempts`` times,
@@ -127,12 +127,17 @@ def retry_on_deadlock(
     Inside an outer transaction a retry is impossible (the database rolled the outer one
     back too): ``work`` runs once, in a savepoint, and the error goes to the caller, whose
     own transaction is the one to retry.
+
+    ``atomic=False``: ``work`` is one statement, atomic by itself in autocommit (no
+    BEGIN/COMMIT round trips around it); it is retried the same way.
     """
     if connections[using].in_atomic_block:
         with transaction.atomic(using=using):
             return work()
     for attempt in range(1, attempts + 1):
         try:
+            if not atomic:
+                return work()
             with transaction.atomic(using=using):
                 return work()
         except OperationalError as exc:
