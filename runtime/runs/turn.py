@@ -420,15 +420,20 @@ def _stream_assistant(turn: Turn) -> dict:
 
     book = turn.book
 
+    marks: dict = {}
+
     def opened(entries: list[dict]) -> None:  # in the write's transaction
         # The run's bookkeeping since its last write rides in this UPDATE (RunBook).
-        book.set(in_flight_entry_id=entries[-1]["id"])
+        marks.clear()
+        marks["in_flight_entry_id"] = entries[-1]["id"]
         if prompt is not None:
-            book.set(prompt_entry_id=entries[0]["id"])
-        AgentRun.objects.filter(pk=run_pk).update(**book.pending())
+            marks["prompt_entry_id"] = entries[0]["id"]
+        AgentRun.objects.filter(pk=run_pk).update(**{**book.pending(), **marks})
 
     entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
-    book.written()
+    book.written()  # committed: the in-memory run shows it
+    for name, value in marks.items():
+        setattr(turn.run, name, value)
     turn.pending_prompt, turn.pending_results = None, []
     if results and prompt is None:
         crash_point("after_tool")
