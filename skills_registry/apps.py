@@ -12,3 +12,18 @@ class SkillsRegistryConfig(AppConfig):
         from skills_registry.tools import register_skill_tools
 
         register_skill_tools()
+
+        from django.db.models.signals import post_delete, post_save
+
+        from skills_registry.models import SkillResource
+
+        # A skill row's change is a new catalog version (toolcatalog/catalog_version.py):
+        # processes that keep the skill index at the old one read the rows again.
+        for signal in (post_save, post_delete):
+            signal.connect(_bump, sender=SkillResource, dispatch_uid=f"skills-version-{signal is post_save}")
+
+
+def _bump(sender, **kwargs) -> None:
+    from toolcatalog.catalog_version import bump
+
+    bump()

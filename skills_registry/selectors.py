@@ -15,6 +15,7 @@ from skills_registry.confinement import ConfinementError, read_confined
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy
 from skills_registry.prompt_index import SkillIndex, format_skill_index
+from toolcatalog import catalog_version
 
 
 class SkillUnavailable(Exception):
@@ -40,16 +41,12 @@ def skill_visibility(*, skill: SkillResource, policy: SkillPolicy, for_subagent:
 
 def skills_visible(*, policy: SkillPolicy, for_subagent: bool = False) -> list[SkillResource]:
     """The skills the caller may use, in discovery (precedence) order."""
-    rows = SkillResource.objects.filter(status=SkillResource.Status.ACTIVE, disabled=False).order_by(
-        "discovery_order", "id"
+    # Every usable row, kept per process at the catalog's version when the caller knows it
+    # (a run does: toolcatalog/catalog_version.py), then the policy's choice in Python.
+    rows = catalog_version.cached(
+        "skills_usable",
+        lambda: list(SkillResource.objects.filter(status=SkillResource.Status.ACTIVE, disabled=False).order_by("discovery_order", "id")),
     )
-    if policy.allowed != "all":
-        rows = rows.filter(name__in=list(policy.allowed))
-    if for_subagent:
-        rows = rows.filter(
-            name__in=list(policy.subagent_allowed), requires_privilege=False, allow_in_subagent=True
-        )
-    # Re-check in Python: MySQL's default collation compares names case-insensitively.
     return [row for row in rows if skill_visibility(skill=row, policy=policy, for_subagent=for_subagent)[0]]
 
 

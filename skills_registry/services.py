@@ -45,6 +45,7 @@ from skills_registry.import_bundles import (
     bundle_from_zip,
 )
 from skills_registry.models import SkillResource, SkillVersion, path_key_for
+from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +396,7 @@ def _set_flag(skills, *, field_name: str, value: bool, actor: Any) -> int:
                     actor=actor, action=f"skill.set_{field_name}", target=(SkillResource._meta.label_lower, row["pk"], f"{row['name']} ({row['scope']})"),
                     before={field_name: row[field_name]}, after={field_name: value},
                 )  # fmt: skip
+        catalog_version.bump()  # a bulk update sends no signal
     logger.info("skills %s: %s=%s by %s", ids, field_name, value, _actor_name(actor))
     return count
 

@@ -44,3 +44,16 @@ class ToolConfig(models.Model):
             raise ValidationError({"name": f"no tool named {self.name!r} is registered"}) from None
         if self.worker_routing and not tool.manifest.route_allowed(self.worker_routing):
             raise ValidationError({"worker_routing": f"{self.name!r} cannot run inside a worker process"})
+
+
+class CatalogVersion(models.Model):
+    """One row (pk 1): a number bumped in the same transaction as every change to a
+    ``ToolConfig`` row or a skill row (``toolcatalog.catalog_version``). A process keeps
+    what it read of the catalog with the number it read it at, so a run that learns the
+    number with its claim (one column of a query it makes anyway) reads no catalog row
+    until it changes, in any process."""
+
+    version = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "catalog version"

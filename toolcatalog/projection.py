@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolcatalog import catalog_version
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
 from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
@@ -82,8 +83,10 @@ class GovernanceRule:
 
 
 def governance_rules() -> dict[str, GovernanceRule]:
-    """Every ``ToolConfig`` row as a plain rule, by tool name (one query)."""
-    return {row.name: GovernanceRule.from_config(row) for row in ToolConfig.objects.all()}
+    """Every ``ToolConfig`` row as a plain rule, by tool name (one query; none when the
+    catalog's version is known and this process read the rows at it: ``catalog_version``)."""
+    rules = catalog_version.cached("governance_rules", lambda: {row.name: GovernanceRule.from_config(row) for row in ToolConfig.objects.all()})
+    return dict(rules)
 
 
 @dataclass(frozen=True, slots=True)

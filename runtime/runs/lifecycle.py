@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit.services import record
@@ -47,8 +47,9 @@ from runtime.models import (
 )
 from runtime.realtime import stream_events
 from runtime.realtime.sinks import StreamSink, default_sink
-from runtime.runs.locks import lock_session_id, retry_on_deadlock
+from runtime.runs.locks import lock_session_id, lock_session_key, retry_on_deadlock
 from sessions_tree.models import AgentSession
+from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)
 
@@ -176,19 +177,29 @@ def claim(run_id, *, worker: str, owner: dict, sink: StreamSink | None = None) -
     """``queued`` → ``running`` for this worker: one conditional UPDATE by primary key, in
     autocommit (one row, one lock: it cannot close a cycle). None when the run was not
     queued (claimed elsewhere, aborted, gone). Errors go to the caller, which records them
-    (``fail_unclaimed``)."""
+    (``fail_unclaimed``).
+
+    Two queries: the run (with its agent and model, and the tool catalog's version, which
+    lets the run take the catalog this process keeps: ``toolcatalog.catalog_version``), then
+    the UPDATE; the returned copy carries what the UPDATE wrote. What the read saw cannot
+    change while the run is queued except through a transition the UPDATE's condition
+    refuses (an abort) or fields the UPDATE sets itself (the owner)."""
     fault_point("claim")
-    pk = AgentRun.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
-    if pk is None:
+    run = (
+        AgentRun.objects.select_related("agent", "agent__model")
+        .annotate(catalog_version=catalog_version.current_version())
+        .filter(run_id=run_id)
+        .first()
+    )
+    if run is None:
         return None
     now = timezone.now()
-    claimed = retry_on_deadlock(
-        lambda: _transition(pk, [RunStatus.QUEUED], status=RunStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker, **owner),
-        what=f"claim of run {run_id}",
-    )
+    fields = {"status": RunStatus.RUNNING, "started_at": now, "heartbeat_at": now, "worker": worker, **owner}
+    claimed = retry_on_deadlock(lambda: _transition(run.pk, [RunStatus.QUEUED], **fields), what=f"claim of run {run_id}", atomic=False)
     if not claimed:
         return None
-    run = AgentRun.objects.select_related("agent", "agent__model").get(pk=pk)
+    for name, value in fields.items():
+        setattr(run, name, value)
     _announce(run.session_id, run.run_id, RunStatus.RUNNING, sink=sink)
     return run
 
@@ -235,47 +246,93 @@ def consume(run: AgentRun, item: RunInput, *, sink: StreamSink | None = None) ->
     return done
 
 
-def next_input(run: AgentRun, *, or_complete: bool = False, sink: StreamSink | None = None) -> RunInput | None:
-    """The next queued input of running ``run``. With ``or_complete``, when there is none
+def next_input(
+    run: AgentRun,
+    *,
+    or_complete: bool = False,
+    sink: StreamSink | None = None,
+    meta: AgentSession | None = None,
+    fields: dict | None = None,
+) -> RunInput | None:
+    """The next queued input of running ``run``. Without ``or_complete`` only a read (no
+    lock, no transaction: it decides nothing). With ``or_complete``, when there is none
     the run becomes ``completed`` in the same transaction, under the session's row lock
     that a prompt takes to queue on it: a prompt either queues before (and is returned
-    here) or finds the run done and starts a new one."""
+    here) or finds the run done and starts a new one. ``meta``: the caller's copy of the
+    session row (its key: the lock is one query); ``fields``: the run's bookkeeping the
+    caller still owes it (usage, rounds), written by the completing UPDATE."""
+    if not or_complete:
+        return RunInput.objects.filter(run_id=run.pk, consumed=False).order_by("id").first()
 
     def work() -> RunInput | None:
-        meta = lock_session_id(run.session_id)
+        key = _lock(run.session_id, meta)
         item = RunInput.objects.filter(run_id=run.pk, consumed=False).order_by("id").first()
-        if item is None and or_complete:
-            _finish_locked(run, RunStatus.COMPLETED, "", sink, meta)
+        if item is None:
+            _finish_locked(run, RunStatus.COMPLETED, "", sink, key, fields)
         return item
 
     return retry_on_deadlock(work, what=f"the next input of run {run.run_id}")
 
 
-def finish(run: AgentRun, status: str, *, error: str = "", abort_when: str | None = None, sink: StreamSink | None = None) -> bool:
+def steer_or_cancel(run: AgentRun) -> tuple[list[RunInput], bool]:
+    """After a round of tool calls, in one read: the steering inputs queued on ``run``
+    (oldest first) and whether an abort was asked for. The steers themselves are read
+    only when there are some."""
+    steered, cancel = (
+        AgentRun.objects.filter(pk=run.pk)
+        .annotate(steered=Exists(RunInput.objects.filter(run_id=OuterRef("pk"), consumed=False, kind=RunInputKind.STEER)))
+        .values_list("steered", "cancel_requested")
+        .first()
+        or (False, False)
+    )
+    return (pending_inputs(run, RunInputKind.STEER) if steered else []), bool(cancel)
+
+
+def finish(
+    run: AgentRun,
+    status: str,
+    *,
+    error: str = "",
+    abort_when: str | None = None,
+    sink: StreamSink | None = None,
+    meta: AgentSession | None = None,
+    fields: dict | None = None,
+) -> bool:
     """``running`` → ``completed`` | ``failed`` | ``aborted``. With ``abort_when`` (an
     abort) the error is who aborted it (``abort_text``) followed by ``abort_when``.
-    A failed or aborted run with prompts still queued says how many were not run."""
+    A failed or aborted run with prompts still queued says how many were not run.
+    ``meta`` and ``fields`` as for ``next_input``."""
     if status not in FINISHED_BY_THE_LOOP:
         raise ValueError(f"the turn loop does not finish a run as {status!r}")
 
     def work() -> bool:
-        meta = lock_session_id(run.session_id)
+        key = _lock(run.session_id, meta)
         text = error
         if abort_when is not None:
             row = AgentRun.objects.select_related("cancelled_by").get(pk=run.pk)
             text = abort_text(row, row.cancelled_by, abort_when)
-        return _finish_locked(run, status, text, sink, meta)
+        return _finish_locked(run, status, text, sink, key, fields)
 
     return retry_on_deadlock(work, what=f"finishing run {run.run_id} as {status}")
 
 
-def _finish_locked(run: AgentRun, status: str, error: str, sink: StreamSink | None, meta: AgentSession | None) -> bool:
-    fault_point("finish", run=run.pk, session=meta.pk if meta is not None else 0)
+def _lock(session_id: str, meta: AgentSession | None) -> int | None:
+    """The session's row lock (``locks.py``): by the key of the caller's copy (one query), or
+    found by id."""
+    if meta is not None:
+        return lock_session_key(meta.pk, session_id)
+    locked = lock_session_id(session_id)
+    return locked.pk if locked is not None else None
+
+
+def _finish_locked(run: AgentRun, status: str, error: str, sink: StreamSink | None, session_pk: int | None, fields: dict | None = None) -> bool:
+    fault_point("finish", run=run.pk, session=session_pk or 0)
     if status != RunStatus.COMPLETED:
         error = _join(error, _undelivered_note(run.pk, status))
-    done = _transition(run.pk, [RunStatus.RUNNING], status=status, error=error, finished_at=timezone.now(), in_flight_entry_id="")
+    now = timezone.now()
+    done = _transition(run.pk, [RunStatus.RUNNING], **{**(fields or {}), "status": status, "error": error, "finished_at": now, "in_flight_entry_id": ""})
     if done:
-        run.status, run.error = status, error
+        run.status, run.error, run.finished_at, run.in_flight_entry_id = status, error, now, ""
         _announce(run.session_id, run.run_id, status, error, sink=sink)
     return done
 
@@ -496,6 +553,7 @@ __all__ = [
     "queue_input",
     "record_submission",
     "resume",
+    "steer_or_cancel",
     "take_over",
     "wait",
 ]

@@ -12,7 +12,8 @@ The lock order, the same in every path that holds more than one lock:
 1. the session store's write lock (``provider.write_lock``: the file store's flock, the
    mysql store's lock) — only where the path changes the tree (a prompt continuing
    from another entry, a delete), and always before any row lock;
-2. the session row, by primary key (``lock_session`` / ``lock_session_id``);
+2. the session row, by primary key (``lock_session`` / ``lock_session_key`` /
+   ``lock_session_id``);
 3. the session's run rows, by primary key (conditional ``UPDATE … WHERE id = … AND
    status IN …``), then its queued inputs (by primary key, or inserted).
 
@@ -91,6 +92,21 @@ def lock_session_id(session_id: str) -> AgentSession | None:
     return AgentSession.objects.select_for_update().filter(pk=pk, session_id=session_id).first()
 
 
+def lock_session_key(session_pk: int, session_id: str) -> int | None:
+    """``lock_session`` for a caller that holds a copy of the row (its key): one query,
+    ``SELECT id … WHERE id = … FOR UPDATE``, returning only the key (None when the session
+    is gone, or is another row under the same id now).
+
+    On SQLite no query: there are no row locks, and the transaction's ``IMMEDIATE`` begin
+    already holds the database's write lock (the key is returned as it is)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if not connection.features.has_select_for_update:
+        if not connection.in_atomic_block:
+            raise RuntimeError("lock_session_key outside a transaction locks nothing")
+        return session_pk
+    return AgentSession.objects.select_for_update().filter(pk=session_pk, session_id=session_id).values_list("pk", flat=True).first()
+
+
 def is_lock_conflict(exc: BaseException) -> bool:
     """A MySQL/MariaDB deadlock (1213) or lock wait timeout (1205)."""
     if not isinstance(exc, OperationalError):
@@ -100,7 +116,7 @@ def is_lock_conflict(exc: BaseException) -> bool:
 
 
 def retry_on_deadlock(
-    work: Callable[[], T], *, what: str, attempts: int = DEADLOCK_ATTEMPTS, using: str = DEFAULT_DB_ALIAS
+    work: Callable[[], T], *, what: str, attempts: int = DEADLOCK_ATTEMPTS, using: str = DEFAULT_DB_ALIAS, atomic: bool = True
 ) -> T:
     """Run ``work()`` in a transaction of its own; when the database ends it with a deadlock
     or a lock wait timeout, roll back and run it again, whole (at most ``attempts`` times,
@@ -111,12 +127,17 @@ def retry_on_deadlock(
     Inside an outer transaction a retry is impossible (the database rolled the outer one
     back too): ``work`` runs once, in a savepoint, and the error goes to the caller, whose
     own transaction is the one to retry.
+
+    ``atomic=False``: ``work`` is one statement, atomic by itself in autocommit (no
+    BEGIN/COMMIT round trips around it); it is retried the same way.
     """
     if connections[using].in_atomic_block:
         with transaction.atomic(using=using):
             return work()
     for attempt in range(1, attempts + 1):
         try:
+            if not atomic:
+                return work()
             with transaction.atomic(using=using):
                 return work()
         except OperationalError as exc:

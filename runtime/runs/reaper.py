@@ -60,9 +60,17 @@ def reap_stale_runs(
     ``deleting`` (the session is being deleted): the prompts of a lost run are not
     carried into a new run (which would hold the session), they are recorded as not run."""
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
-    changed = _reap_running(stale, session_id, start, deleting)
-    changed += _reap_queued(session_id, start)
+    found = None
+    if session_id is not None:  # one session (a prompt, a delete): its active runs in one read
+        found = list(AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED)).select_related("agent"))
+    changed = _reap_running(stale, session_id, start, deleting, found)
+    changed += _reap_queued(session_id, start, found)
     changed += expire_questions(session_id=session_id, start=start)  # ask_user timeouts
+    if session_id is not None and not changed:
+        # A prompt's (or a delete's) round that found nothing to reap in its session made
+        # no orphans: the rooms' own rounds are the periodic reaper's (every
+        # NETA_REAPER_INTERVAL_SECONDS), not every prompt's.
+        return changed
     for hook in _round_hooks:  # the rooms above: subagent children of lost supervisors
         try:
             hook()
@@ -88,13 +96,17 @@ def reap_session(session_id: str, *, deleting: bool = False) -> list[AgentRun]:
 # --------------------------------------------------------------------------- running runs
 
 
-def _reap_running(stale: int, session_id: str | None, start: bool, deleting: bool = False) -> list[AgentRun]:
+def _reap_running(stale: int, session_id: str | None, start: bool, deleting: bool = False, found: list[AgentRun] | None = None) -> list[AgentRun]:
     cutoff = timezone.now() - dt.timedelta(seconds=stale)
-    candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
-    if session_id is not None:
-        candidates = candidates.filter(session_id=session_id)
+    if found is not None:  # the session's active runs, read once by the round
+        candidates = [r for r in found if r.status == RunStatus.RUNNING and ((r.heartbeat_at is not None and r.heartbeat_at < cutoff) or r.host == HOST)]
+    else:
+        candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
+        if session_id is not None:
+            candidates = candidates.filter(session_id=session_id)
+        candidates = candidates.select_related("agent")
     reaped = []
-    for run in candidates.select_related("agent"):
+    for run in candidates:
         if process_gone(run.host, run.pid, run.process_started):
             reason = f"worker {run.worker or '?'} is gone (process {run.pid} on {run.host} no longer runs)"
         elif run.heartbeat_at is not None and run.heartbeat_at < cutoff:
@@ -152,11 +164,14 @@ def finalize_abandoned_entry(session_id: str) -> dict | None:
 # --------------------------------------------------------------------------- queued runs
 
 
-def _reap_queued(session_id: str | None, start: bool) -> list[AgentRun]:
+def _reap_queued(session_id: str | None, start: bool, found: list[AgentRun] | None = None) -> list[AgentRun]:
     bound = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_CLAIM_SECONDS)
-    queued = AgentRun.objects.filter(status=RunStatus.QUEUED)
-    if session_id is not None:
-        queued = queued.filter(session_id=session_id)
+    if found is not None:
+        queued = [r for r in found if r.status == RunStatus.QUEUED]
+    else:
+        queued = AgentRun.objects.filter(status=RunStatus.QUEUED)
+        if session_id is not None:
+            queued = queued.filter(session_id=session_id)
     changed = []
     busy = None  # are the Celery workers busy? Asked once per round, when needed
     for run in queued:

@@ -114,21 +114,28 @@ def compact_session(
     )
 
 
-def maybe_auto_compact(turn) -> dict | None:
-    """Pi's threshold rule (checked before a prompt and after a run): compact when the
-    context no longer leaves ``reserve`` tokens. Skipped after an aborted reply."""
+def auto_compaction_due(turn) -> bool:
+    """Pi's threshold rule: the context no longer leaves ``reserve`` tokens (never after an
+    aborted reply). Reads nothing from the database (the turn's copy of the row)."""
     agent = turn.agent
     if not agent.compaction_enabled:
-        return None
-    provider, meta = turn.provider, turn.meta  # the turn's copy of the row: no read of its own
+        return False
+    provider, meta = turn.provider, turn.meta
     ctx = provider.build_context(turn.session_id, meta=meta)
     last = next((m for m in reversed(ctx.messages) if m.get("role") == "assistant"), None)
     if last is None or last.get("stopReason") == "aborted":
-        return None
+        return False
     path = provider.get_active_path(turn.session_id, meta=meta)
     tokens = threshold_context_tokens(last, path_entries=path, context_messages=ctx.messages)
-    if tokens is None or not should_compact(tokens, turn.spec.context_window, compaction_settings(agent)):
+    return tokens is not None and should_compact(tokens, turn.spec.context_window, compaction_settings(agent))
+
+
+def maybe_auto_compact(turn) -> dict | None:
+    """Pi's threshold rule (checked before a prompt and after a run): compact when the
+    context no longer leaves ``reserve`` tokens (``auto_compaction_due``)."""
+    if not auto_compaction_due(turn):
         return None
+    agent, provider = turn.agent, turn.provider
     try:
         return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel)
     except NothingToCompact:

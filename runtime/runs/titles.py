@@ -119,7 +119,9 @@ def maybe_auto_title(turn) -> dict | None:
         model = title_model(turn.agent)
         if model is None:
             return None
-        meta = turn.provider.get_session(turn.session_id)
+        if turn.meta is not None and turn.meta.title:
+            return None  # the turn's copy of the row has one: no read
+        meta = turn.provider.get_session(turn.session_id)  # a rename may have come meanwhile
         if meta.title:
             return None
         exchange = first_exchange(turn.provider.get_active_path(turn.session_id, meta=meta))

@@ -46,6 +46,7 @@ from runtime.runs.backends import HOST, this_process
 from runtime.runs.summaries import (
     SummaryCancelled,
     SummaryFailed,
+    auto_compaction_due,
     compact_session,
     maybe_auto_compact,
 )
@@ -56,6 +57,7 @@ from sessions_tree.ids import now_ms
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
+from toolcatalog import catalog_version
 from toolcatalog.protocol import ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -112,6 +114,54 @@ class RunControl:
         return self.cancel.is_set()
 
 
+class RunBook:
+    """The run's bookkeeping the turn owes its row: the replies' usage, the tool rounds and
+    the end of a reply (its in-flight id cleared), written with the next UPDATE the turn
+    makes of the row anyway (the next reply's opening, or the finish) instead of one
+    statement each. ``pending()`` is what that UPDATE adds; ``written()`` once it committed
+    (the in-memory run then shows it). A run that dies in between has lost those figures
+    from its row only: every reply's usage is in its entry in the tree."""
+
+    def __init__(self, run: AgentRun):
+        self.run = run
+        self._clear()
+
+    def _clear(self) -> None:
+        self.tokens = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
+        self.cost = Decimal(0)
+        self.fields: dict = {}
+
+    def add_usage(self, usage: dict) -> None:
+        """A finalized reply: its usage, and the run's in-flight id cleared."""
+        for column, key in (("input_tokens", "input"), ("output_tokens", "output"), ("cache_read_tokens", "cacheRead"), ("cache_write_tokens", "cacheWrite")):
+            self.tokens[column] += int(usage.get(key) or 0)
+        self.cost += Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
+        self.fields["in_flight_entry_id"] = ""
+
+    def set(self, **fields) -> None:
+        self.fields.update(fields)
+
+    def pending(self) -> dict:
+        from django.db.models import F
+
+        out = dict(self.fields)
+        for column, value in self.tokens.items():
+            if value:
+                out[column] = F(column) + value
+        if self.cost:
+            out["cost"] = F("cost") + self.cost
+        return out
+
+    def written(self) -> None:
+        run = self.run
+        for column, value in self.tokens.items():
+            setattr(run, column, getattr(run, column) + value)
+        run.cost = (run.cost or Decimal(0)) + self.cost
+        for name, value in self.fields.items():
+            setattr(run, name, value)
+        self._clear()
+
+
 @dataclass
 class Turn:
     """Everything one run needs, resolved once."""
@@ -133,6 +183,10 @@ class Turn:
     pending_prompt: dict | None = None
     # An ``ask_user`` call of the current round: the run parks on it (``waiting``).
     question: dict | None = None
+    # The last tool result of a round, stored together with the next reply's in-flight
+    # entry (one write), or on its own before anything else the run does (``_store_results``).
+    pending_results: list[tuple[dict, str, ToolResult]] = field(default_factory=list)
+    book: RunBook | None = None
     spec: llm.ModelSpec = field(init=False)
     overflow_retried: bool = False
 
@@ -173,26 +227,35 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
     if run is None:
         return None
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
+    book = RunBook(run)
+    turn: Turn | None = None
     try:
         # What the run writes is done for whoever prompted it (sessions_tree.acting).
         with RunControl(run, cancel=cancel) as control, acting_as(user_id=run.user_id):
-            turn = _prepare(run, coalescer, control)
+            # The claim read the catalog's version: the projection and the skill index come
+            # from what this process keeps at it (toolcatalog/catalog_version.py).
+            with catalog_version.at_version(getattr(run, "catalog_version", None)):
+                turn = _prepare(run, coalescer, control, book)
             _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
         coalescer.flush()
-        lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink)
+        lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink, fields=book.pending())
+        run.refresh_from_db()
     except Exception as exc:  # a failed run is recorded, never silent
         logger.exception("run %s failed", run.run_id)
         coalescer.flush()
+        if turn is not None:
+            _store_results_safely(turn)
         _fail_in_flight(run)
-        lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink)
+        lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink, fields=book.pending())
+        run.refresh_from_db()
     finally:
         coalescer.flush()
-    run.refresh_from_db()
+    # The normal way out: the in-memory run is the row as the turn's writes left it.
     return run
 
 
-def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
+def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook) -> Turn:
     agent = run.agent
     model = agent.model
     if run.model_name:
@@ -215,6 +278,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
         roots=roots,
         system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd),
         meta=meta,
+        book=book,
     )
 
 
@@ -242,11 +306,15 @@ def _run(turn: Turn) -> None:
         # A regenerated answer (runs/prompts.py::session_regenerate) starts from a user entry
         # already in the tree (its prompt_entry_id, the leaf): no new user entry.
         turn.pending_prompt = None if run.prompt_entry_id else user_message(run.prompt, run.images)
+    # Whether the run's cancel flag was read since the last step: the claim read it, and
+    # the check after a round of tool calls reads it with the steers (one query each).
+    checked = True
     while True:
-        if turn.control.check():
+        if not checked and turn.control.check():
             _store_pending_prompt(turn)
             _finish(turn, RunStatus.ABORTED, abort_when=" before the next model call")
             return
+        checked = False
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
         if not turn.overflow_retried and llm.is_context_overflow(final, turn.spec.context_window):
@@ -267,11 +335,13 @@ def _run(turn: Turn) -> None:
             steered = _run_tool_calls(turn, calls)
             if turn.control.cancelled:
                 if turn.question is not None:
+                    _store_results(turn)  # the round's held result first: the rest get the error
                     close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
                 _finish(turn, RunStatus.ABORTED, abort_when="")
                 return
+            checked = not steered
             run.rounds += 1
-            AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
+            turn.book.set(rounds=run.rounds)  # written with the next reply's opening
             if turn.question is not None:
                 question, turn.question = turn.question, None
                 if not steered:
@@ -287,22 +357,29 @@ def _run(turn: Turn) -> None:
                 _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
                 return
             continue
-        follow_up = lifecycle.next_input(run)
+        # A queued follow-up goes first; without one, Pi's threshold check at the end of the
+        # run, while the run is still running (so it can be aborted, and no new run writes
+        # to the tree meanwhile). When no compaction is due (no query to know), the
+        # completing transaction itself finds a follow-up, if any.
+        follow_up = None
+        if auto_compaction_due(turn):
+            follow_up = lifecycle.next_input(run)
+            if follow_up is None:
+                # The turn itself succeeded: a summarizer failure here is logged, the next
+                # prompt retries.
+                try:
+                    maybe_auto_compact(turn)
+                except SummaryCancelled:
+                    raise
+                except SummaryFailed as exc:
+                    logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
         if follow_up is None:
-            # Pi's threshold check at the end of the run, while the run is still running
-            # (so it can be aborted, and no new run writes to the tree meanwhile). The turn
-            # itself succeeded: a summarizer failure here is logged, the next prompt retries.
-            try:
-                maybe_auto_compact(turn)
-            except SummaryCancelled:
-                raise
-            except SummaryFailed as exc:
-                logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
             if not turn.control.cancelled:
                 maybe_auto_title(turn)  # after the answer is stored and streamed; never fatal
             turn.sink.flush()
-            follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
+            follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink, meta=turn.meta, fields=turn.book.pending())
             if follow_up is None:
+                turn.book.written()
                 return
         _deliver(turn, [follow_up])
 
@@ -310,11 +387,33 @@ def _run(turn: Turn) -> None:
 def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
     """Append queued prompts to the tree, then mark them consumed: a crash in between
     delivers one twice (the reaper carries it again), never drops it."""
+    if inputs:
+        _store_results(turn)  # a steer follows the round's last tool result
     for item in inputs:
         with acting_as(user_id=item.user_id):  # a queued prompt's entry names who sent it
             turn.provider.append_message(turn.session_id, user_message(item.text, item.images), meta=turn.meta)
         turn.sink.flush()
         lifecycle.consume(turn.run, item, sink=turn.sink.sink)
+
+
+def _store_results(turn: Turn) -> None:
+    """The tool result still held for the next reply's write, on its own (the run goes on
+    otherwise: an abort, a steer, the round limit, a failure)."""
+    results, turn.pending_results = turn.pending_results, []
+    for message, _, _ in results:
+        turn.provider.append_message(turn.session_id, message, meta=turn.meta)
+        crash_point("after_tool")
+
+
+def _store_results_safely(turn: Turn) -> None:
+    try:
+        _store_results(turn)
+    except Exception:
+        logger.exception("could not store the last tool result of run %s", turn.run.run_id)
+
+
+def _tool_result_final(turn: Turn, call_id: str, result: ToolResult) -> None:
+    turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
 
 
 def _store_pending_prompt(turn: Turn) -> None:
@@ -342,17 +441,30 @@ def _stream_assistant(turn: Turn) -> dict:
         "stopReason": "stop",
         "timestamp": now_ms(),
     }
-    before = [turn.pending_prompt] if turn.pending_prompt is not None else []
+    prompt = turn.pending_prompt
+    results = turn.pending_results
+    before = [prompt] if prompt is not None else [message for message, _, _ in results]
     run_pk = turn.run.pk
 
+    book = turn.book
+
+    marks: dict = {}
+
     def opened(entries: list[dict]) -> None:  # in the write's transaction
-        fields = {"in_flight_entry_id": entries[-1]["id"]}
-        if before:
-            fields["prompt_entry_id"] = entries[0]["id"]
-        AgentRun.objects.filter(pk=run_pk).update(**fields)
+        # The run's bookkeeping since its last write rides in this UPDATE (RunBook).
+        marks.clear()
+        marks["in_flight_entry_id"] = entries[-1]["id"]
+        if prompt is not None:
+            marks["prompt_entry_id"] = entries[0]["id"]
+        AgentRun.objects.filter(pk=run_pk).update(**{**book.pending(), **marks})
 
     entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
-    turn.pending_prompt = None
+    book.written()  # committed: the in-memory run shows it
+    for name, value in marks.items():
+        setattr(turn.run, name, value)
+    turn.pending_prompt, turn.pending_results = None, []
+    if results and prompt is None:
+        crash_point("after_tool")
     entry_id = entry["id"]
     # The context the reply answers: the path up to the entry just opened (no read of the row).
     ctx = provider.build_context(session_id, entry["parentId"] or ROOT, meta=turn.meta)
@@ -388,10 +500,9 @@ def _stream_assistant(turn: Turn) -> dict:
     stop = final.get("stopReason")
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
     usage = final.get("usage") or {}
-    # The run's in-flight mark and usage in the finalizing transaction (one UPDATE).
-    stored = provider.finalize_in_flight(
-        session_id, entry_id, final, status=status, meta=turn.meta, also=lambda _: _add_usage(turn.run, usage, in_flight_entry_id="")
-    )
+    stored = provider.finalize_in_flight(session_id, entry_id, final, status=status, meta=turn.meta)
+    # The usage (and the cleared in-flight mark) go to the run row with its next write.
+    turn.book.add_usage(usage)
     turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
     turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
@@ -467,11 +578,26 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
                 turn.question = {"toolCallId": call_id, **pending}
                 continue  # its result is the answer, written when the run resumes
             result = ToolResult.error(ONE_QUESTION_TEXT)
-        _append_result(turn, call_id, name, result)
+        message = result.to_pi_tool_result(call_id, name)
+        if index == len(calls) - 1:
+            # The round's last result goes with the next reply's opening, which follows at
+            # once (one write instead of two); whatever the run does instead stores it first.
+            # Its stream event goes now (a projection, like the deltas: the tree event of
+            # the entry follows its commit), so the client sees the result at once.
+            turn.pending_results = [(message, call_id, result)]
+            _tool_result_final(turn, call_id, result)
+            break
+        turn.provider.append_message(turn.session_id, message, meta=turn.meta)
+        crash_point("after_tool")
+        _tool_result_final(turn, call_id, result)
         if not steered and index < len(calls) - 1:
             steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
-    if not steered:
-        steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
+    if steered:
+        turn.control.check()
+    else:  # the steers and the cancel flag in one read
+        steered, cancel = lifecycle.steer_or_cancel(turn.run)
+        if cancel:
+            turn.control.cancel.set()
     return steered
 
 
@@ -489,6 +615,11 @@ def _park(turn: Turn, question: dict) -> bool:
     asked = now_ms()
     timeout = int(settings.NETA_ASK_USER_TIMEOUT_SECONDS)
     question = {**question, "askedAt": asked, "expiresAt": asked + timeout * 1000, "timeoutSeconds": timeout}
+    _store_results(turn)  # the round's held result: no reply follows it before the answer
+    book = turn.book.pending()
+    if book:  # the run's bookkeeping (RunBook) before it stops owning the row
+        AgentRun.objects.filter(pk=turn.run.pk).update(**book)
+        turn.book.written()
     turn.sink.flush()
     return lifecycle.wait(turn.run, question, sink=turn.sink.sink)
 
@@ -556,8 +687,10 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 
 def _finish(turn: Turn, status: str, *, error: str = "", abort_when: str | None = None) -> None:
     """End the run (``lifecycle.finish``) after the stream events sent so far."""
+    _store_results(turn)
     turn.sink.flush()
-    lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink)
+    if lifecycle.finish(turn.run, status, error=error, abort_when=abort_when, sink=turn.sink.sink, meta=turn.meta, fields=turn.book.pending()):
+        turn.book.written()
 
 
 def _fail_in_flight(run: AgentRun) -> None:
@@ -570,21 +703,6 @@ def _fail_in_flight(run: AgentRun) -> None:
         close_open_tool_calls(provider, run.session_id, text="Tool call aborted: the run failed before it finished.")
     except Exception:
         logger.exception("could not finalize the in-flight entry of run %s", run.run_id)
-
-
-def _add_usage(run: AgentRun, usage: dict, **fields) -> None:
-    """Add a reply's usage to the run's totals (and set ``fields`` in the same UPDATE)."""
-    from django.db.models import F
-
-    cost = Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
-    AgentRun.objects.filter(pk=run.pk).update(
-        input_tokens=F("input_tokens") + int(usage.get("input") or 0),
-        output_tokens=F("output_tokens") + int(usage.get("output") or 0),
-        cache_read_tokens=F("cache_read_tokens") + int(usage.get("cacheRead") or 0),
-        cache_write_tokens=F("cache_write_tokens") + int(usage.get("cacheWrite") or 0),
-        cost=F("cost") + cost,
-        **fields,
-    )
 
 
 def _reply_context_stats(turn: Turn, final: dict) -> se.SessionContextStats:

@@ -6,7 +6,7 @@ import logging
 
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession, SessionProviderKind
-from sessions_tree.providers.base import SessionTreeProvider
+from sessions_tree.providers.base import SessionTreeProvider, load_meta_any
 from sessions_tree.providers.file import FileProvider
 from sessions_tree.providers.mysql import MysqlProvider
 
@@ -55,7 +55,7 @@ def provider_for_session(session_id: str, *, using: str = "default") -> SessionT
 
 def open_session(session_id: str, *, using: str = "default") -> tuple[SessionTreeProvider, AgentSession]:
     """The provider that holds ``session_id`` and the session's meta row, in one read."""
-    meta = AgentSession.objects.using(using).filter(session_id=session_id).first()
+    meta = load_meta_any(session_id, using=using)
     if meta is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return get_provider(meta.provider, using=using), meta

@@ -17,13 +17,17 @@ runs the same way:
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
+from django.utils import timezone
 
 from sessions_tree import entries as E
 from sessions_tree import events as ev
@@ -56,6 +60,7 @@ from sessions_tree.tree import label_state
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 MISSING = object()
 # The leaf before the first entry (Pi's resetLeaf); as the CLI spells it.
 ROOT = "@root"
@@ -86,19 +91,27 @@ def _column(field: str) -> str:
 
 
 @functools.cache
-def _meta_sql(using: str, for_update: bool) -> str:
+def _meta_sql(using: str, for_update: bool, any_provider: bool = False) -> str:
     """``SELECT <every column> FROM <meta table> WHERE session_id = %s AND provider = %s``
-    in ``using``'s dialect (``FOR UPDATE`` where the database has it)."""
+    in ``using``'s dialect (``FOR UPDATE`` where the database has it; ``any_provider``:
+    without the provider's condition)."""
     connection = connections[using]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in AgentSession._meta.concrete_fields)
-    sql = (
-        f"SELECT {columns} FROM {quote(AgentSession._meta.db_table)} "
-        f"WHERE {quote(_column('session_id'))} = %s AND {quote(_column('provider'))} = %s"
-    )
+    sql = f"SELECT {columns} FROM {quote(AgentSession._meta.db_table)} WHERE {quote(_column('session_id'))} = %s"
+    if not any_provider:
+        sql += f" AND {quote(_column('provider'))} = %s"
     if for_update and connection.features.has_select_for_update:
         sql += " FOR UPDATE"
     return sql
+
+
+def load_meta_any(session_id: str, using: str = "default") -> AgentSession | None:
+    """The meta row of ``session_id`` whatever its provider, through the same prepared
+    statement as the providers' reads (no query building, no ordering), or None."""
+    for meta in AgentSession.objects.using(using).raw(_meta_sql(using, False, True), [session_id]):
+        return meta
+    return None
 
 
 class SessionTreeProvider:
@@ -111,6 +124,17 @@ class SessionTreeProvider:
 
     def __init__(self, using: str = "default"):
         self.using = using
+        self._local = threading.local()  # per thread: the store writes a hinted change defers
+
+    def _store_write(self, op: Callable[[], None]) -> None:
+        """A store write that is a database statement (the mysql store's rows): at once, or,
+        in a change made on the caller's copy of the row, after the row's conditional UPDATE
+        (``_commit``), so the row lock still comes before any entry row's."""
+        deferred = getattr(self._local, "deferred", None)
+        if deferred is None:
+            op()
+        else:
+            deferred.append(op)
 
     # ------------------------------------------------------------------ storage hooks
 
@@ -688,8 +712,9 @@ class SessionTreeProvider:
         for item in before:
             _check_message(item)
         stored: list[dict] = []
-        with self._write_locked(session_id, meta):
-            with self._change(session_id, meta, also and (lambda: also(stored))) as (meta_row, index, emit):
+
+        def write(trust: bool) -> dict:
+            with self._write_locked(session_id, meta), self._change(session_id, meta, also and (lambda: also(stored)), trust_hint=trust) as (meta_row, index, emit):
                 if meta_row.in_flight_entry_id:
                     raise SessionBusy(
                         f"session {session_id} has entry {meta_row.in_flight_entry_id} in flight; finalize it first"
@@ -712,7 +737,9 @@ class SessionTreeProvider:
                 self._store_append_and_begin(meta_row, index, appended, pending)
                 emit(te.in_flight_added, entry=entry, leaf_id=new_id)
                 stored[:] = [*(p.entry for p in appended), entry]
-        return stored[-1]
+            return stored[-1]
+
+        return self._hinted(meta, write)
 
     def begin_in_flight_batch(self, session_id: str, *, batch_id: str, mode: str, runs: list, metadata: dict | None = None) -> dict:
         """Open a ``subagent_batch`` entry as the in-flight entry (a delegate call while its
@@ -752,14 +779,17 @@ class SessionTreeProvider:
 
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict, *, meta: AgentSession | None = None) -> dict:
         _check_message(message)
-        with self._write_locked(session_id, meta):
-            with self._change(session_id, meta) as (meta_row, index, emit):
+
+        def write(trust: bool) -> dict:
+            with self._write_locked(session_id, meta), self._change(session_id, meta, trust_hint=trust) as (meta_row, index, emit):
                 current = self._in_flight(meta_row, entry_id)
                 pending = pending_entry({**current, "message": message})
                 entry = pending.entry
                 meta_row.in_flight_payload = pending.raw
                 emit(te.entry_updated, entry=entry, in_flight=True)
-        return entry
+            return entry
+
+        return self._hinted(meta, write)
 
     def finalize_in_flight(
         self,
@@ -785,8 +815,9 @@ class SessionTreeProvider:
         if message is not None:
             _check_message(message)
         stored: list[dict] = []
-        with self._write_locked(session_id, meta):
-            with self._change(session_id, meta, also and (lambda: also(stored[0]))) as (meta_row, index, emit):
+
+        def write(trust: bool) -> dict:
+            with self._write_locked(session_id, meta), self._change(session_id, meta, also and (lambda: also(stored[0])), trust_hint=trust) as (meta_row, index, emit):
                 current = self._in_flight(meta_row, entry_id)
                 if current.get("type") != "message":
                     if message is not None:
@@ -809,7 +840,9 @@ class SessionTreeProvider:
                 meta_row.in_flight_payload = ""
                 emit(te.entry_updated, entry=entry, in_flight=False)
                 stored[:] = [entry]
-        return stored[0]
+            return stored[0]
+
+        return self._hinted(meta, write)
 
     def get_in_flight(self, session_id: str) -> dict | None:
         meta = self.get_session(session_id)
@@ -934,7 +967,14 @@ class SessionTreeProvider:
         return self._load_meta(session_id, for_update=True)
 
     @contextlib.contextmanager
-    def _change(self, session_id: str, hint: AgentSession | None = None, also: Callable[[], None] | None = None):
+    def _change(
+        self,
+        session_id: str,
+        hint: AgentSession | None = None,
+        also: Callable[[], None] | None = None,
+        *,
+        trust_hint: bool = False,
+    ):
         """One transaction: lock the meta row, let the caller change things, bump revision per event.
 
         The caller holds the store's write lock. If the store says a dead writer
@@ -947,6 +987,16 @@ class SessionTreeProvider:
         ``also``: the caller's own writes, run inside the same transaction (they commit
         with the change, or not at all).
 
+        ``trust_hint``: make the change on a copy of ``hint`` instead of reading the row:
+        the row's UPDATE is conditional on what the copy says (revision, size, in-flight
+        entry) and takes the row lock itself, so a change costs no read. When the row
+        moved on meanwhile (another writer), the change is either carried onto the row as
+        it is (only fields the change does not touch moved: a rename, a status) or given
+        up before anything was stored (``_StaleHint``: the caller makes it again from a
+        fresh read, ``_hinted``). The file store finds an append by another writer before
+        it writes (its size is not the copy's); the mysql store defers its row writes
+        until the conditional UPDATE has taken the lock (``_store_write``).
+
         A store whose write lock alone serializes every writer of the session
         (``_store_locks_writers``: the file provider's ``flock``) reads the meta and
         writes its file before the transaction, which then only holds the meta
@@ -958,16 +1008,32 @@ class SessionTreeProvider:
         events: list[dict] = []
         meta_box: list[AgentSession] = []
         for attempt in range(3):
+            trusted = hint if trust_hint and attempt == 0 else None
             try:
                 if self._store_locks_writers:
-                    meta = self._load_meta(session_id, for_update=False)
+                    meta = _copy_of(trusted) if trusted is not None else self._load_meta(session_id, for_update=False)
+                    before = _values_of(meta) if trusted is not None else None
                     meta_box[:] = [meta]
                     if attempt < 2 and self._store_recovery_needed(meta):
                         raise _RecoverFirst
                     index = self._store_index(meta)
                     yield meta, index, self._emitter(session_id, meta.revision, events)
                     with transaction.atomic(using=self.using):
-                        self._commit(meta, index, events)
+                        self._commit(meta, index, events, before=before)
+                        if also is not None:
+                            also()
+                elif trusted is not None:
+                    meta = _copy_of(trusted)
+                    before = _values_of(meta)
+                    meta_box[:] = [meta]
+                    index = self._store_index(meta)
+                    self._local.deferred = deferred = []
+                    try:
+                        yield meta, index, self._emitter(session_id, meta.revision, events)
+                    finally:
+                        self._local.deferred = None
+                    with transaction.atomic(using=self.using):
+                        self._commit(meta, index, events, before=before, deferred=deferred)
                         if also is not None:
                             also()
                         run_also_in_change()
@@ -989,10 +1055,22 @@ class SessionTreeProvider:
                 return
             except _RecoverFirst:
                 self._recover(session_id)
+            except _StaleHint:
+                raise  # nothing was stored and the index was not touched
             except BaseException:
                 if meta_box:
                     self._forget_index(meta_box[0])
                 raise
+
+    def _hinted(self, hint: AgentSession | None, write: Callable[[bool], T]) -> T:
+        """``write(trust_hint)``: on the caller's copy of the row when there is one, again
+        from a fresh read if the copy turned out stale (``_change``)."""
+        if hint is None:
+            return write(False)
+        try:
+            return write(True)
+        except _StaleHint:
+            return write(False)
 
     def _recover(self, session_id: str) -> None:
         events: list[dict] = []
@@ -1018,20 +1096,74 @@ class SessionTreeProvider:
 
         return emit
 
-    def _commit(self, meta: AgentSession, index: SessionIndex, events: list[dict], *, save_without_events: bool = False) -> None:
-        """Inside the change's transaction: bump the revision, save the meta, log and publish the events."""
+    def _commit(
+        self,
+        meta: AgentSession,
+        index: SessionIndex,
+        events: list[dict],
+        *,
+        save_without_events: bool = False,
+        before: dict | None = None,
+        deferred: list[Callable[[], None]] = (),
+    ) -> None:
+        """Inside the change's transaction: bump the revision, save the meta, log and publish the events.
+
+        ``before``: the change was made on the caller's copy of the row, as it was then
+        (``_change``): the row is written by a conditional UPDATE of what changed, then
+        the store writes ``deferred`` until now."""
         if not events:
             if save_without_events:
                 meta.save(using=self.using)
+            for op in deferred:
+                op()
             return
         meta.revision = events[-1]["revision"]
-        context = self._context_stats(meta, index)
+        if before is None:
+            context = self._context_stats(meta, index)
+            meta.save(using=self.using)
+        else:
+            self._save_on_copy(meta, before, events)
+            for op in deferred:
+                op()
+            context = self._context_stats(meta, index)
         for event in events:
             event["context"] = context
-        meta.save(using=self.using)
         self._record_events(meta, events)
         session_id = meta.session_id
         transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
+
+    def _save_on_copy(self, meta: AgentSession, before: dict, events: list[dict]) -> None:
+        """The row's UPDATE of a change made on a copy: only the fields that changed, only
+        if the row still is what the copy was (one statement, which takes the row lock).
+        Otherwise, under the row's lock: when the row moved only in fields the change did
+        not touch, the change is carried onto it (its events renumbered after the row's
+        revision); else ``_StaleHint`` when nothing is stored yet (the mysql store), or
+        ``SessionBusy`` when the file already holds the lines (the next write adopts them,
+        as after a writer that died before its commit)."""
+        changed = {name: getattr(meta, name) for name in _META_FIELDS if getattr(meta, name) != before[name]}
+        meta.updated_at = changed["updated_at"] = timezone.now()
+        rows = AgentSession.objects.using(self.using).filter(
+            pk=meta.pk,
+            revision=before["revision"],
+            last_seq=before["last_seq"],
+            in_flight_entry_id=before["in_flight_entry_id"],
+        )
+        if rows.update(**changed):
+            return
+        if not self._store_locks_writers:
+            raise _StaleHint  # nothing stored yet: made again from a read
+        fresh = self._meta_for_update(meta.session_id)
+        moved = [name for name in _TREE_FIELDS if getattr(fresh, name) != before[name]]
+        if moved:
+            raise SessionBusy(f"session {meta.session_id} changed while this write was made ({', '.join(moved)}); try again")
+        shift = fresh.revision - before["revision"]
+        for event in events:
+            event["revision"] += shift
+        for name, value in changed.items():
+            setattr(fresh, name, value)
+        fresh.revision = events[-1]["revision"]
+        fresh.save(using=self.using)
+        _copy_meta(fresh, meta)
 
     def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
         actor_id = current_actor_id()  # who the services said acts (sessions_tree.acting)
@@ -1058,23 +1190,27 @@ class SessionTreeProvider:
         also: Callable[[dict], None] | None = None,
     ) -> dict:
         stored: list[dict] = []
-        with self._write_locked(session_id, meta_hint):
-            with self._change(session_id, meta_hint, also and (lambda: also(stored[0]))) as (meta, index, emit):
-                if meta.in_flight_entry_id:
-                    raise SessionBusy(
-                        f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
-                    )
-                if parent_override is MISSING:
-                    parent = self._leaf(meta, index)
-                else:
-                    parent = parent_override
-                    if parent is not None and parent not in index.by_id:
-                        raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
-                new_id = new_entry_id(_TakenIds(index, meta))
-                pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
-                self._add_at_leaf(meta, index, emit, [pending])
-                stored[:] = [pending.entry]
-        return stored[0]
+
+        def write(trust: bool) -> dict:
+            with self._write_locked(session_id, meta_hint):
+                with self._change(session_id, meta_hint, also and (lambda: also(stored[0])), trust_hint=trust) as (meta, index, emit):
+                    if meta.in_flight_entry_id:
+                        raise SessionBusy(
+                            f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
+                        )
+                    if parent_override is MISSING:
+                        parent = self._leaf(meta, index)
+                    else:
+                        parent = parent_override
+                        if parent is not None and parent not in index.by_id:
+                            raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
+                    new_id = new_entry_id(_TakenIds(index, meta))
+                    pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
+                    self._add_at_leaf(meta, index, emit, [pending])
+                    stored[:] = [pending.entry]
+            return stored[0]
+
+        return self._hinted(meta_hint, write)
 
     def _add_at_leaf(
         self, meta: AgentSession, index: SessionIndex, emit: Callable, pending: list[PendingEntry], *, store: bool = True
@@ -1093,6 +1229,31 @@ class SessionTreeProvider:
 
 
 _META_FIELDS = tuple(f.attname for f in AgentSession._meta.concrete_fields)
+# What a change to the tree reads from the row: a write on a stale copy of these is refused.
+_TREE_FIELDS = (
+    "leaf_entry_id", "root_entry_id", "in_flight_entry_id", "in_flight_payload", "last_seq",
+    "entry_count", "message_count", "tip_count", "compaction_count", "branch_summary_count", "label_count",
+)  # fmt: skip
+_MUTABLE_FIELDS = tuple(f.attname for f in AgentSession._meta.concrete_fields if f.get_internal_type() == "JSONField")
+
+
+def _values_of(meta: AgentSession) -> dict:
+    """The row's values as ``meta`` holds them (JSON fields copied: changes mutate them)."""
+    values = {name: getattr(meta, name) for name in _META_FIELDS}
+    for name in _MUTABLE_FIELDS:
+        if values[name]:
+            values[name] = copy.deepcopy(values[name])
+    return values
+
+
+def _copy_of(meta: AgentSession) -> AgentSession:
+    """A copy of the caller's row to change (the caller's own copy is updated only after the commit)."""
+    twin = copy.copy(meta)
+    twin._state = copy.copy(meta._state)
+    for name in _MUTABLE_FIELDS:
+        value = getattr(meta, name)
+        setattr(twin, name, copy.deepcopy(value) if value else type(value)())
+    return twin
 
 
 def _copy_meta(source: AgentSession, target: AgentSession) -> None:
@@ -1103,6 +1264,10 @@ def _copy_meta(source: AgentSession, target: AgentSession) -> None:
 
 class _RecoverFirst(Exception):
     """Raised inside ``_change`` (before the caller's code runs) to repair the store first."""
+
+
+class _StaleHint(Exception):
+    """The caller's copy of the row was stale and nothing was stored: make the change again from a read."""
 
 
 class _TakenIds:

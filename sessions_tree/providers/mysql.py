@@ -273,13 +273,20 @@ class MysqlProvider(SessionTreeProvider):
             return [r for r in records if r.seq <= meta.last_seq]
         return records
 
+    # The row writes go through ``_store_write``: in a change made on the caller's copy of
+    # the meta row they run after its conditional UPDATE (the row lock first).
+
     def _store_append(self, meta: AgentSession, index: SessionIndex, pending: list[PendingEntry]) -> None:
         rows = []
         for item in pending:
             meta.last_seq += 1
             rows.append(entry_row(meta, meta.last_seq, item))
-        SessionEntry.objects.using(self.using).bulk_create(rows)
-        self._index_own(index, rows)
+
+        def write() -> None:
+            SessionEntry.objects.using(self.using).bulk_create(rows)
+            self._index_own(index, rows)
+
+        self._store_write(write)
 
     def _index_own(self, index: SessionIndex, rows: list[SessionEntry]) -> None:
         with index.lock:
@@ -297,22 +304,32 @@ class MysqlProvider(SessionTreeProvider):
             rows.append(entry_row(meta, meta.last_seq, item))
         meta.last_seq += 1
         in_flight = entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT)
-        SessionEntry.objects.using(self.using).bulk_create([*rows, in_flight])  # one INSERT
-        if rows:
-            self._index_own(index, rows)
+
+        def write() -> None:
+            SessionEntry.objects.using(self.using).bulk_create([*rows, in_flight])  # one INSERT
+            if rows:
+                self._index_own(index, rows)
+
+        self._store_write(write)
 
     def _store_in_flight_begin(self, meta: AgentSession, pending: PendingEntry) -> None:
         meta.last_seq += 1
-        entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT).save(using=self.using)
+        row = entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT)
+        self._store_write(lambda: row.save(using=self.using))
 
     def _store_in_flight_end(self, meta: AgentSession, index: SessionIndex, pending: PendingEntry, status: str) -> None:
-        rows = SessionEntry.objects.using(self.using).filter(session=meta, entry_id=pending.entry["id"])
-        # The in-flight row is the newest (``last_seq``): one UPDATE, and the index learns it from what we hold.
-        if rows.filter(seq=meta.last_seq, status=EntryStatus.IN_FLIGHT).update(payload=pending.raw, status=status):
-            row = entry_row(meta, meta.last_seq, pending, status=status)
-        else:  # a row stored otherwise (an older version's, or a repair's)
-            row = rows.get()
-            row.payload = pending.raw
-            row.status = status
-            row.save(using=self.using, update_fields=["payload", "status"])
-        self._index_own(index, [row])
+        seq = meta.last_seq
+
+        def write() -> None:
+            rows = SessionEntry.objects.using(self.using).filter(session=meta, entry_id=pending.entry["id"])
+            # The in-flight row is the newest (``last_seq``): one UPDATE, and the index learns it from what we hold.
+            if rows.filter(seq=seq, status=EntryStatus.IN_FLIGHT).update(payload=pending.raw, status=status):
+                row = entry_row(meta, seq, pending, status=status)
+            else:  # a row stored otherwise (an older version's, or a repair's)
+                row = rows.get()
+                row.payload = pending.raw
+                row.status = status
+                row.save(using=self.using, update_fields=["payload", "status"])
+            self._index_own(index, [row])
+
+        self._store_write(write)

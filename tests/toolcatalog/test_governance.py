@@ -126,3 +126,52 @@ def test_admin_is_closed_to_outsiders(client, outsider):
     assert client.get("/admin/toolcatalog/toolconfig/").status_code == 302
     assert client.post("/admin/toolcatalog/toolconfig/sync/").status_code == 302
     assert ToolConfig.objects.count() == 0
+
+
+@pytest.fixture
+def skill_rows():
+    from django.utils import timezone
+
+    from skills_registry.models import SkillResource
+
+    return [
+        SkillResource.objects.create(
+            path_key="k-alpha", name="alpha", description="A skill.", scope="project", fingerprint="f",
+            entry_file="/x/alpha/SKILL.md", base_dir="/x/alpha", status=SkillResource.Status.ACTIVE, last_seen_at=timezone.now(),
+        )
+    ]  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_catalog_a_process_keeps_follows_every_change(staff, skill_rows):
+    """A run knows the catalog's version from its claim; at a version the process read
+    already, the governance rows and the skills cost no query, and every change (a
+    governance row saved, a skill row saved or bulk-switched) is a new version."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from skills_registry.policy import SkillPolicy
+    from skills_registry.selectors import skills_visible
+    from toolcatalog import catalog_version
+    from toolcatalog.models import CatalogVersion
+
+    def version() -> int:
+        return CatalogVersion.objects.annotate(v=catalog_version.current_version()).values_list("v", flat=True).first() or 0
+
+    def read() -> tuple[bool, list[str]]:
+        with catalog_version.at_version(version()):
+            return governance_rules()["ls"].enabled, [s.name for s in skills_visible(policy=SkillPolicy.from_dict({}))]
+
+    services.tool_config_update(actor=staff, name="ls", enabled=True)
+    assert read() == (True, ["alpha"])
+    at = version()
+    with CaptureQueriesContext(connection) as captured, catalog_version.at_version(at):
+        governance_rules()
+        skills_visible(policy=SkillPolicy.from_dict({}))
+    assert captured.captured_queries == []  # kept at this version
+    services.tool_config_update(actor=staff, name="ls", enabled=False)
+    assert version() == at + 1 and read() == (False, ["alpha"])
+    from skills_registry.services import skills_set_disabled
+
+    skills_set_disabled(skills=list(skill_rows), disabled=True, actor=staff)  # a bulk UPDATE
+    assert read() == (False, [])
