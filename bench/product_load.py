@@ -626,7 +626,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", default="1,10,50", help="session counts, comma-separated")
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
     parser.add_argument("--turn-timeout", type=float, default=120, help="seconds a client waits for a turn's terminal run_state")
-    parser.add_argument("--worker-concurrency", type=int, default=4, help="Celery pool size (the inline pool is NETA_INLINE_WORKERS=4)")
+    parser.add_argument("--worker-concurrency", type=int, default=4, help="Celery pool size (the inline pool is NETA_INLINE_WORKERS, default 64)")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")
     parser.add_argument("--json", default="", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temp dirs (logs, SQLite, session files)")

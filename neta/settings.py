@@ -116,7 +116,9 @@ if _test_mysql_url:
 # older than this many seconds; 0: after each one) and checks it before reusing it. Off by
 # default: under ASGI each request's sync code runs on a short-lived thread, so kept
 # connections pile up (Django's advice; the suite saw MariaDB's 1040 "Too many
-# connections" with 300). Worth setting for Celery workers (NETA_DB_CONN_MAX_AGE=300).
+# connections" with 300). Worth setting for Celery workers (NETA_DB_CONN_MAX_AGE=300). The inline
+# pool's threads keep theirs whatever this says (runtime/runs/backends.py: at most
+# NETA_INLINE_WORKERS of them, and they stay).
 NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE

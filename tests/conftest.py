@@ -85,7 +85,7 @@ def pytest_unconfigure(config):
     """Remove what SQLite leaves beside the test database once Django has dropped it
     (``-wal``/``-shm``, kept when a child process still had it open)."""
     name = settings.DATABASES.get("default", {}).get("TEST", {}).get("NAME") if settings.configured else None
-    if not name or settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    if not name or "sqlite" not in settings.DATABASES["default"]["ENGINE"]:
         return
     base = Path(name)
     if not base.exists():

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import close_old_connections, connections, transaction
 
 from runtime.crash_points import crash_point
 from runtime.models import AgentRun, RunStatus
@@ -45,7 +45,9 @@ def process_start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()  # the command name (field 2) may hold spaces
+    fields = stat.rsplit(")", 1)[
+        1
+    ].split()  # the command name (field 2) may hold spaces
     return int(fields[19])
 
 
@@ -86,7 +88,9 @@ def _pool() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=settings.NETA_INLINE_WORKERS, thread_name_prefix="neta-run")
+            _executor = ThreadPoolExecutor(
+                max_workers=settings.NETA_INLINE_WORKERS, thread_name_prefix="neta-run"
+            )
         return _executor
 
 
@@ -101,7 +105,11 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
     """
 
     backend = backend or run.backend
-    owner = this_process() if backend == "inline" else {"host": "", "pid": None, "process_started": None}
+    owner = (
+        this_process()
+        if backend == "inline"
+        else {"host": "", "pid": None, "process_started": None}
+    )
     if not record_submission(run, backend=backend, owner=owner):
         return False
     run_id = str(run.run_id)
@@ -118,19 +126,29 @@ def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
 
 
 def _inline_job(run_id: str, event: threading.Event) -> None:
-    from django.db import close_old_connections
-
     from runtime.runs.turn import (
         execute_run,  # a cycle: the turn loop reads this module's process identity
     )
 
-    close_old_connections()  # a pooled thread may hold a connection that went stale
+    _reuse_connections()  # a pooled thread may hold a connection that went stale
     try:
         crash_point("claim")
         execute_run(run_id, cancel=event)
     finally:
         _cancels.pop(run_id, None)
-        close_old_connections()
+        _reuse_connections()
+
+
+def _reuse_connections() -> None:
+    """A pool thread keeps its database connection from one run to the next, whatever
+    ``NETA_DB_CONN_MAX_AGE`` says (that is for request threads, which come and go under
+    ASGI; the pool has at most ``NETA_INLINE_WORKERS`` threads, and they stay): one that
+    is broken, or left in a transaction, is closed, and the next use health-checks the
+    rest (``CONN_HEALTH_CHECKS``). A new connection per run cost ~2 ms of CPU with SQLite
+    (Django registers its functions on each) and a round trip plus a login on MariaDB."""
+    for conn in connections.all(initialized_only=True):
+        conn.close_at = None  # no age limit for this thread's connection
+    close_old_connections()
 
 
 def cancel_local(run_id) -> None:
@@ -144,4 +162,6 @@ def record_receiver(run_id: str) -> None:
     """A Celery worker child took the task of queued ``run_id``: record it as the run's owner
     until it claims the run, so a child killed in between is seen as gone at once."""
 
-    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(**this_process())
+    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(
+        **this_process()
+    )

@@ -4,9 +4,10 @@ read leaf → build context → append the user entry → open an in-flight assi
 entry (the leaf moves to it) → stream → for each tool call run the tool and
 append a ``toolResult`` message → next assistant message … → finalize.
 
-Cancellation is cooperative: ``RunControl`` watches the run row's
-``cancel_requested`` flag from a small thread (which also writes the heartbeat),
-and sets a ``threading.Event`` that the LLM stream and the tools poll. Every tool
+Cancellation is cooperative: ``RunControl`` registers the run with the process's
+one watcher thread (``runtime/runs/watcher.py``), which polls the ``cancel_requested``
+flag of every run of the process (and writes their heartbeats) and sets each run's
+``threading.Event`` that the LLM stream and the tools poll. Every tool
 call gets a result, even when the run is aborted, so the transcript stays valid
 for the next turn. The in-flight entry is checkpointed at least once a second,
 so a killed worker leaves content the reaper can finalize.
@@ -20,10 +21,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Self
 
 from django.conf import settings
-from django.db import connection
-from django.utils import timezone
 
 from runtime import llm
 from runtime.agents.specs import model_spec
@@ -51,6 +51,7 @@ from runtime.runs.summaries import (
     maybe_auto_compact,
 )
 from runtime.runs.titles import maybe_auto_title
+from runtime.runs.watcher import flag_is_up, run_watcher
 from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
@@ -71,37 +72,21 @@ QUESTION_STEERED_TEXT = "The user sent a message instead of answering (it follow
 
 
 class RunControl:
-    """Cancellation flag + heartbeat for one run, shared by the stream and the tools."""
+    """Cancellation flag + heartbeat for one run, shared by the stream and the tools.
 
-    def __init__(self, run: AgentRun, *, cancel: threading.Event | None = None, poll_seconds: float = 0.25):
+    The process's one watcher (``runtime/runs/watcher.py``) polls the flag and writes the
+    heartbeat for every run of the process; ``check()`` looks at the flag at once."""
+
+    def __init__(self, run: AgentRun, *, cancel: threading.Event | None = None):
         self.run_pk = run.pk
         self.cancel = cancel or threading.Event()
-        self.poll_seconds = poll_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=f"run-{run.run_id}-watch", daemon=True)
 
-    def __enter__(self) -> RunControl:
-        self._thread.start()
+    def __enter__(self) -> Self:
+        run_watcher().watch(self.run_pk, self.cancel)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _watch(self) -> None:
-        last_beat = 0.0
-        try:
-            while not self._stop.wait(self.poll_seconds):
-                now = time.monotonic()
-                if now - last_beat >= 1.0:
-                    AgentRun.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
-                    last_beat = now
-                if not self.cancel.is_set() and AgentRun.objects.filter(pk=self.run_pk, cancel_requested=True).exists():
-                    self.cancel.set()
-        except Exception:  # the watcher never kills a run
-            logger.exception("run watcher failed")
-        finally:
-            connection.close()
+        run_watcher().unwatch(self.run_pk)
 
     @property
     def cancelled(self) -> bool:
@@ -109,7 +94,7 @@ class RunControl:
 
     def check(self) -> bool:
         """Look at the flag now (one query), not at the watcher's next poll."""
-        if not self.cancel.is_set() and AgentRun.objects.filter(pk=self.run_pk, cancel_requested=True).exists():
+        if not self.cancel.is_set() and flag_is_up(self.run_pk):
             self.cancel.set()
         return self.cancel.is_set()
 

@@ -1,0 +1,1 @@
+"""Django's SQLite backend with the process's writers queued in Python (see ``base.py``)."""
