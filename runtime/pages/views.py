@@ -80,7 +80,7 @@ def chat_page(request, session_id: str | None = None):
         if wanted and agent is None:
             raise Http404("no such agent")
         agent = agent or default_agent()
-        meta = session_for_agent(agent=agent, user=request.user)
+        meta = session_for_agent(agent=agent, user=request.user, new=request.GET.get("new") == "1")
         access = session_access(request.user, meta)
     else:
         meta, access = visible_session(request.user, session_id)
@@ -95,7 +95,8 @@ def chat_page(request, session_id: str | None = None):
         "readOnly": not access.write,
         "agent": agent_data(agent),
         "agents": [{"name": a.name, "description": a.description} for a in agents],
-        "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],
+        # Sessions nobody wrote in are not listed (the one open now is, as "current").
+        "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS] if s.message_count or s.title or s.pk == meta.pk],
         "urls": {
             "socket": f"/ws/sessions/{meta.session_id}/",
             "api": "/api/",
@@ -123,6 +124,7 @@ def favicon(request):
 class LoginView(auth_views.LoginView):
     template_name = "chat/login.html"
     redirect_authenticated_user = True
+    next_page = reverse_lazy("pages:chat")  # without ?next= (every "Sign out" lands here): the chat page
 
 
 class LogoutView(auth_views.LogoutView):

@@ -61,12 +61,20 @@ def _session_start(*, agent: Agent, user, title: str) -> AgentSession:
     return provider.get_session(meta.session_id)
 
 
-def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
-    """The session a user lands in: the last one when the agent restores sessions, else a new one."""
-    if agent.restore_last_session:
-        last = AgentSession.objects.filter(agent=agent.name, user=user, status="active").order_by("-updated_at").first()
+def session_for_agent(*, agent: Agent, user=None, new: bool = False) -> AgentSession:
+    """The session a user lands in: the last one when the agent restores sessions (and ``new``
+    is not asked for), else a new one. "New" reuses the user's untouched session of the agent
+    (no message, no title) when there is one, so opening the page, switching agents or
+    pressing "New session" never leaves a trail of empty sessions behind."""
+    mine = AgentSession.objects.filter(agent=agent.name, user=user, status="active")
+    if agent.restore_last_session and not new:
+        last = mine.order_by("-updated_at").first()
         if last is not None:
             return last
+    if user is not None:
+        empty = mine.filter(message_count=0, title="").order_by("-updated_at").first()
+        if empty is not None:
+            return empty
     return session_start(agent=agent, user=user)
 
 
@@ -234,7 +242,21 @@ def session_fork(*, session_id: str, entry_id: str, actor) -> AgentSession:
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
     with acting_as(actor):
-        return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=actor)
+        provider = provider_for_session(session_id)
+        fork = provider.create_branched_session(session_id, entry_id, user=actor)
+        # Named after its parent, so the two are told apart in the session list (Pi's
+        # session_info entry, like a rename).
+        parent = AgentSession.objects.filter(session_id=session_id).only("title").first()
+        name = fork_title(parent.title if parent else "")
+        provider.append_session_info(fork.session_id, name=name)
+        return AgentSession.objects.get(pk=fork.pk)
+
+
+def fork_title(parent_title: str) -> str:
+    base = parent_title.strip() or "Untitled session"
+    if base.startswith("Fork of "):
+        return base[:MAX_TITLE]
+    return f"Fork of {base}"[:MAX_TITLE]
 
 
 def session_import(

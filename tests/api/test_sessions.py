@@ -219,7 +219,12 @@ def test_fork_copies_the_path_into_a_session_of_the_caller(client_for, tree):
     assert fork["owner"] == "staff" and fork["parentSessionId"] == tree.session_id
     snapshot = client_for("staff").get(f"/api/sessions/{fork['sessionId']}/snapshot/").json()
     source_path = get_provider("file").get_active_path(tree.session_id, tree.ids["u2"])
-    assert snapshot["activePath"] == [e["id"] for e in source_path]
+    # The path, then the session_info entry that names the fork after its parent.
+    assert snapshot["activePath"][:-1] == [e["id"] for e in source_path]
+    named = next(e for e in snapshot["entries"] if e["id"] == snapshot["activePath"][-1])
+    parent_title = client_for("owner").get(f"/api/sessions/{tree.session_id}/").json()["title"] or "Untitled session"
+    assert named["type"] == "session_info" and named["name"] == f"Fork of {parent_title}"
+    assert fork["title"] == f"Fork of {parent_title}"
     assert_error(client_for("owner").post(f"/api/sessions/{tree.session_id}/fork/", {"entryId": "zzzzzzzz"}), 400, "entry_not_found", "entryId")
 
 
