@@ -11,9 +11,13 @@ import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
 import { SummarizeDialog } from "./dialogs.js";
 import { InlineEditor } from "./inline_editor.js";
-import { sessionApi, sessionsApi } from "../api.js";
+import { sessionApi } from "../api.js";
 import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
 import { retryTarget } from "../conversation_model.js";
+import { Shortcuts } from "./shortcuts.js";
+import { ThemeToggle } from "./theme_toggle.js";
+import { compactCommand, compactSession } from "../compact.js";
+import { plainText } from "../plain_text.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -59,9 +63,10 @@ function clampWidth(value) {
 }
 
 function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
-  useStore(store, ["session"]);
+  useStore(store, ["session", "leaf"]);
   const [renaming, setRenaming] = useState(false);
-  const title = store.snapshot?.session?.title || data.session.title || "Untitled session";
+  const named = store.snapshot?.session?.title || data.session.title;
+  const title = named || provisionalTitle(store) || "Untitled session";
   useEffect(() => {
     document.title = `${title} · Neta`;
   }, [title]);
@@ -77,10 +82,11 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
               setRenaming(false);
               if (value) await onRename(value);
             }} />`
-        : html`<h1 class="session-title" title=${title}>${title}</h1>
+        : html`<h1 class=${named ? "session-title" : "session-title provisional"} title=${named ? title : `${title} (not named yet)`}>${title}</h1>
             <button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
+      <${ThemeToggle} username=${data.user.username} />
       <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
       ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
       <form method="post" action=${data.urls.logout} class="logout">
@@ -99,6 +105,8 @@ export function App({ data, store, connection }) {
   const [treeWidth, setTreeWidth] = useState(() => stored("treeWidth", 340));
   const [draft, setDraftState] = useState({ text: "", version: 0, focus: false });
   const [banner, setBanner] = useState(null);
+  const bannerRef = useRef(null);
+  bannerRef.current = banner;
   const [ask, setAsk] = useState(null);
   const [notice, setNotice] = useState(null);
   const noticeTimer = useRef(null);
@@ -111,6 +119,17 @@ export function App({ data, store, connection }) {
     return () => narrow.removeEventListener("change", onChange);
   }, []);
   useEffect(() => remember("treeWidth", treeWidth), [treeWidth]);
+  useEffect(() => {
+    if (!isNarrow || !(treeOpen || sessionsOpen)) return undefined;
+    const onKey = (event) => {
+      if (event.key === "Escape" && !event.defaultPrevented) {
+        setTreeOpen(false);
+        setSessionsOpen(false);
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [isNarrow, treeOpen, sessionsOpen]);
 
   const setDraft = (next) => setDraftState((d) => ({ ...d, ...next, version: next.focus ? d.version + 1 : d.version }));
   const say = (text, kind = "error") => {
@@ -155,7 +174,7 @@ export function App({ data, store, connection }) {
             setDraft({ text: result.editorText, focus: true });
             setBanner({ fromEntryId: null, fromLabel: parentLabel(entry) });
           } else {
-            setBanner(null);
+            dropEdit(); // the text of a "continue from here" must not be sent from the new place
           }
         } catch (e) {
           say(`Could not move there: ${e.message}`);
@@ -203,6 +222,16 @@ export function App({ data, store, connection }) {
           say(`Could not load older entries: ${e.message}`);
         }
       },
+      async compact(instructions = "") {
+        if (guardRun()) return;
+        say("Compacting the context…", "info");
+        try {
+          await compactSession(data.sessionId, instructions);
+          say("Context compacted.", "info");
+        } catch (e) {
+          say(`Could not compact: ${e.message}`);
+        }
+      },
       async fork(entryId) {
         try {
           const fork = await api.fork(entryId);
@@ -216,8 +245,22 @@ export function App({ data, store, connection }) {
   );
 
   function parentLabel(entry) {
-    const parent = entry?.parentId ? store.entry(entry.parentId) : null;
-    return parent ? firstLine(parent, 60) : "the start of the session";
+    // The message the new branch follows (model and thinking-level notes are not places people know).
+    for (let id = entry?.parentId, seen = 0; typeof id === "string" && seen < 10_000; seen++) {
+      const parent = store.entry(id);
+      if (!parent) break;
+      const role = parent.type === "message" ? parent.message?.role : null;
+      if (role === "user" || role === "assistant") return `“${plainText(firstLine(parent, 60))}”`;
+      id = parent.parentId;
+    }
+    return "the start of the session";
+  }
+
+  /** Give up a pending "continue from here": its banner and its text. */
+  function dropEdit() {
+    if (bannerRef.current) setDraft({ text: "" });
+    bannerRef.current = null;
+    setBanner(null);
   }
 
   async function prompt({ text, images, mode, fromEntryId = null }) {
@@ -237,6 +280,12 @@ export function App({ data, store, connection }) {
   }
 
   const onSend = async ({ text, images, mode }) => {
+    const compact = compactCommand(text);
+    if (compact !== null && !images.length) {
+      setDraft({ text: "" });
+      setBanner(null);
+      return actions.compact(compact);
+    }
     if (banner?.fromEntryId) {
       const entry = store.entry(banner.fromEntryId);
       const newLeaf = entry?.parentId ?? null;
@@ -267,8 +316,8 @@ export function App({ data, store, connection }) {
 
   const newSession = async () => {
     try {
-      const session = await sessionsApi.create(data.agent.name);
-      window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
+      // The page reuses an untouched session of the agent rather than leaving empty ones behind.
+      window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
     } catch (e) {
       say(`Could not create a session: ${e.message}`);
     }
@@ -293,22 +342,26 @@ export function App({ data, store, connection }) {
         ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
-          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} /><//>
-          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} /><//>
+          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} agent=${data.agent} onStarter=${(text) => setDraft({ text, focus: true })} /><//>
+          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
           <${Composer}
             store=${store}
             draft=${draft}
             setDraft=${setDraft}
             banner=${banner}
-            onCancelBanner=${() => setBanner(null)}
+            onCancelBanner=${dropEdit}
             onSend=${onSend}
             onAbort=${onAbort}
             supportsImages=${data.agent.model.supportsImages}
           />
         </main>
         ${treeOpen && !isNarrow ? html`<${Resizer} width=${treeWidth} setWidth=${setTreeWidth} />` : null}
+        ${isNarrow && (treeOpen || sessionsOpen)
+          ? html`<div class="drawer-backdrop" aria-hidden="true" onClick=${() => { setTreeOpen(false); setSessionsOpen(false); }}></div>`
+          : null}
         ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} /><//>` : null}
       </div>
+      <${Shortcuts} />
       <${SummarizeDialog}
         request=${ask}
         onAnswer=${(answer) => {
@@ -318,6 +371,17 @@ export function App({ data, store, connection }) {
       />
     </div>
   `;
+}
+
+/** Until the session is named: its first message, as plain text. */
+function provisionalTitle(store) {
+  const snapshot = store.snapshot;
+  if (!snapshot) return "";
+  for (const id of snapshot.activePath) {
+    const entry = store.entry(id);
+    if (entry?.type === "message" && entry.message?.role === "user") return plainText(firstLine(entry, 80));
+  }
+  return "";
 }
 
 function imagesOf(entry) {
