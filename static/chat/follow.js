@@ -11,7 +11,6 @@ export function followBottom(scroller, content, onFollowingChange) {
   let following = true;
   let lastTop = scroller.scrollTop;
   let lastHeight = scroller.scrollHeight;
-  let scheduled = false;
 
   const set = (value) => {
     if (value === following) return;
@@ -24,14 +23,11 @@ export function followBottom(scroller, content, onFollowingChange) {
     lastTop = scroller.scrollTop;
     lastHeight = scroller.scrollHeight;
   };
+  // ResizeObserver callbacks run after layout and before paint: scrolling here leaves
+  // no frame in which new text is below the fold.
   const onGrow = () => {
-    if (scheduled) return;
-    scheduled = true;
-    requestAnimationFrame(() => {
-      scheduled = false;
-      if (following) toBottom();
-      else if (distance() <= AT_BOTTOM) set(true);
-    });
+    if (following) toBottom();
+    else if (distance() <= AT_BOTTOM) set(true);
   };
   const onScroll = () => {
     const top = scroller.scrollTop;

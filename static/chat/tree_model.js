@@ -269,9 +269,9 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
     const kids = visibleKids.get(id) ?? [];
     return kids.length === 1 && !onPath.has(id) && id !== leafId && !Object.prototype.hasOwnProperty.call(labels, id) && !collapsed.has(id) && id !== inFlight?.id;
   };
-  for (let i = top.length - 1; i >= 0; i--) emit.push([top[i], 0, top.length > 1, NO_GUIDES, null]);
+  for (let i = top.length - 1; i >= 0; i--) emit.push([top[i], 0, top.length > 1, NO_GUIDES, null, false]);
   while (emit.length) {
-    const [id, depth, sibling, guides, connector] = emit.pop();
+    const [id, depth, sibling, guides, connector, unfolded] = emit.pop();
     const entry = get(id);
     const kids = visibleKids.get(id) ?? [];
     const kind = entryKind(entry);
@@ -297,13 +297,14 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
     if (kids.length > 1) {
       for (let i = kids.length - 1; i >= 0; i--) {
         const more = i < kids.length - 1;
-        emit.push([kids[i], depth + 1, true, [...guides, more], more ? "mid" : "last"]);
+        emit.push([kids[i], depth + 1, true, [...guides, more], more ? "mid" : "last", false]);
       }
       continue;
     }
     if (kids.length === 0) continue;
     let next = kids[0];
-    if (foldable(id) && !expanded.has(id)) {
+    const open = unfolded || expanded.has(id); // an unfolded run stays open down to its end
+    if (!open && foldable(id)) {
       let count = 0;
       let end = next;
       while (foldable(end)) {
@@ -315,7 +316,7 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
         next = end;
       }
     }
-    emit.push([next, depth, false, guides, null]);
+    emit.push([next, depth, false, guides, null, open && next === kids[0] && foldable(id)]);
   }
   return { rows, indexById, total: order.length, shown: rows.length };
 }

@@ -165,7 +165,7 @@ CONTRAST = """(el) => {
 }"""
 
 def tokens_of(text: str) -> float:
-    figure = re.search(r"([\d.]+)(k?) /", text)
+    figure = re.search(r"([\d.]+)(k?)\s*/", text)
     return float(figure.group(1)) * (1000 if figure.group(2) else 1)
 
 
@@ -230,7 +230,9 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
 
     # 2. A fast stream (~800 characters/s) is followed to its end.
     page.evaluate("""() => { window.__far = 0; const el = document.querySelector('.conversation');
-      const tick = () => { if (document.querySelector('.msg-streaming')) window.__far = Math.max(window.__far, el.scrollHeight - el.scrollTop - el.clientHeight);
+      const tick = () => { const live = document.querySelector('.msg-streaming');
+        // while it streams (not the frame where the stored answer replaces it)
+        if (live && !document.querySelector(`.stable-list [data-entry-id="${live.dataset.entryId}"]`)) window.__far = Math.max(window.__far, el.scrollHeight - el.scrollTop - el.clientHeight);
         window.__tick = requestAnimationFrame(tick); }; tick(); }""")
     send(page, "answer fast please")
     expect(page.locator(".msg-streaming")).to_be_visible()

@@ -18,6 +18,7 @@ import { Shortcuts } from "./shortcuts.js";
 import { ThemeToggle } from "./theme_toggle.js";
 import { compactCommand, compactSession } from "../compact.js";
 import { plainText } from "../plain_text.js";
+import { provisionalTitle } from "../session_title.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -371,17 +372,6 @@ export function App({ data, store, connection }) {
       />
     </div>
   `;
-}
-
-/** Until the session is named: its first message, as plain text. */
-function provisionalTitle(store) {
-  const snapshot = store.snapshot;
-  if (!snapshot) return "";
-  for (const id of snapshot.activePath) {
-    const entry = store.entry(id);
-    if (entry?.type === "message" && entry.message?.role === "user") return plainText(firstLine(entry, 80));
-  }
-  return "";
 }
 
 function imagesOf(entry) {

@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
+import { liveEntryCount, provisionalTitle } from "../session_title.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -14,17 +15,18 @@ function when(iso) {
 }
 
 export function SessionList({ data, store, open, onClose, onNew }) {
-  useStore(store, ["session"]);
+  useStore(store, ["session", "tree"]);
   const [sessions, setSessions] = useState(data.sessions);
   const [error, setError] = useState(null);
   const current = data.sessionId;
-  const liveTitle = store.snapshot?.session?.title;
+  const liveTitle = store.snapshot?.session?.title || provisionalTitle(store);
+  const liveCount = liveEntryCount(store);
 
   useEffect(() => {
     if (!open) return;
     sessionsApi
       .list(data.agent.name)
-      .then((page) => setSessions(page.results.map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
+      .then((page) => setSessions(page.results.filter((s) => s.messageCount || s.title || s.sessionId === current).map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
       .catch((e) => setError(e.message));
   }, [open]);
 
@@ -47,7 +49,7 @@ export function SessionList({ data, store, open, onClose, onNew }) {
           (s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
               <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
-              <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
+              <span class="muted session-meta">${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
             </a>
           </li>`,
         )}
