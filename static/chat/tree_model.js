@@ -258,6 +258,7 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
   const rows = [];
   const indexById = new Map();
   const emit = [];
+  let folded = 0;
   const push = (row) => {
     indexById.set(row.id, rows.length);
     rows.push(row);
@@ -312,13 +313,14 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
         end = visibleKids.get(end)[0];
       }
       if (count >= FOLD_MIN) {
+        folded += count - 1; // folded entries are shown, in one row
         push({ id: `fold:${id}`, depth, kind: "fold", entry: null, foldOf: id, count, label: null, onPath: false, isLeaf: false, inFlight: false, branchPoint: 0, hasChildren: false, collapsed: false, startsBranch: false, guides, connector: null });
         next = end;
       }
     }
     emit.push([next, depth, false, guides, null, open && next === kids[0] && foldable(id)]);
   }
-  return { rows, indexById, total: order.length, shown: rows.length };
+  return { rows, indexById, total: order.length, shown: rows.length + folded };
 }
 
 export const FOLD_MIN = 3;

@@ -106,10 +106,10 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
               : null}
           </div>`
         : null}
+      ${items.slice(hidden).map((item) => html`<${EntryItem} key=${item.id} item=${item} label=${labels[item.id] ?? null} actions=${actions} store=${store} />`)}
       ${items.every((item) => NOTE_KINDS.has(item.kind)) && !snapshot.inFlight && !truncated && agent
         ? html`<${FirstScreen} agent=${agent} onStarter=${onStarter} />`
         : null}
-      ${items.slice(hidden).map((item) => html`<${EntryItem} key=${item.id} item=${item} label=${labels[item.id] ?? null} actions=${actions} store=${store} />`)}
     </div>
   `;
 }
