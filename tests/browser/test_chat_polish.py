@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, PASSWORD, login, send, store_eval, wait_idle
+from tests.browser.conftest import PASSWORD, Console, login, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -121,8 +121,8 @@ print(json.dumps({{"rich": rich, "long": long, "ids": ids, "side": side}}))
 
 @pytest.fixture(scope="module")
 def polish(server):
-    server.python(SETUP.format(rules=json.dumps(RULES)))
-    made = json.loads(server.python(BUILD.format(rich=RICH)).strip().splitlines()[-1])
+    # One Django start-up for both (each costs seconds).
+    made = json.loads(server.python(SETUP.format(rules=json.dumps(RULES)) + BUILD.format(rich=RICH)).strip().splitlines()[-1])
     return made
 
 
