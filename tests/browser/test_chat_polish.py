@@ -29,6 +29,7 @@ RULES = {
     "chunk_size": 0,
     "rules": [
         {"match": {"system": "(?i)summar"}, "reply": [{"text": "Summary: a short talk about trees."}]},
+        {"match": {"contains": "explode"}, "reply": {"error": "the model fell over"}},
         {"match": {"contains": "fast"}, "reply": [{"text": FAST_TEXT, "chunk_size": 8, "delay_ms": 10}]},
         {
             "match": {"contains": "ponder"},
@@ -296,12 +297,16 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
     expect(page.locator(".stable-list .msg-compaction")).to_have_count(2)
     expect(page.locator(".stable-list .msg-user", has_text="/compact")).to_have_count(0)
     shot(page, artifacts, "compacted-1440")
-    # An old failure does not survive a reload as "Run: failed".
-    page.evaluate("() => window.neta.store.setRun({ runId: 'old', state: 'failed', error: 'boom' })")
+    # An old failure does not survive a reload as "Run: failed" (it stays with its message).
+    send(page, "explode now")
+    expect(page.locator(".run-state")).to_have_attribute("data-state", "failed")
+    expect(page.locator(".stable-list div.msg-error")).to_contain_text("the model fell over")
     page.reload()
     page.wait_for_selector("html[data-conversation-ready]")
     page.wait_for_function("() => window.neta.store.connection.state === 'live'")
+    page.wait_for_load_state("networkidle")  # the page's look at the last run has answered
     expect(page.locator(".run-state")).not_to_have_attribute("data-state", "failed")
+    expect(page.locator(".stable-list div.msg-error")).to_contain_text("the model fell over")
     context.close()
     assert page.console.errors == [], page.console.errors
 
