@@ -30,6 +30,16 @@ RULES = {
     "rules": [
         {"match": {"system": "(?i)summar"}, "reply": [{"text": "Summary: a short talk about trees."}]},
         {"match": {"contains": "explode"}, "reply": {"error": "the model fell over"}},
+        {
+            "match": {"contains": "look around"},
+            "replies": [
+                [
+                    {"text": "Let me look at the workspace first.", "chunk_size": 6, "delay_ms": 10},
+                    {"tool_call": {"name": "ls", "arguments": {"path": "."}}, "chunk_size": 4, "delay_ms": 10},
+                ],
+                [{"text": FAST_TEXT[:1500], "chunk_size": 8, "delay_ms": 10}],
+            ],
+        },
         {"match": {"contains": "fast"}, "reply": [{"text": FAST_TEXT, "chunk_size": 8, "delay_ms": 10}]},
         {
             "match": {"contains": "ponder"},
@@ -243,6 +253,12 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
     far = page.evaluate("() => window.__far")
     assert far < 300, f"fell {far}px behind the stream"
     expect(page.locator(".jump-latest")).to_have_count(0)
+    # And through a tool run (the streamed card, then the stored entries, then the next answer).
+    send(page, "look around please")
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Paragraph 10", timeout=30_000)
+    wait_idle(page)
+    page.wait_for_function(f"() => ({DISTANCE})() <= 24")
+    assert page.evaluate("() => window.__far") < 300
     # Scrolling up while it streams stops the following; "Jump to latest" brings it back.
     send(page, "again fast")
     expect(page.locator(".msg-streaming")).to_contain_text("Paragraph 3")
