@@ -46,6 +46,7 @@ DOMPurify.addHook("uponSanitizeElement", (node, data) => {
 });
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "INPUT") {
+    node.parentElement?.classList.add("task-item");
     node.setAttribute("disabled", "");
     node.setAttribute("aria-label", node.hasAttribute("checked") ? "done" : "not done");
   }
