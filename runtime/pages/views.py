@@ -141,7 +141,10 @@ def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
         "agent": agent_data(agent),
         "models": usable_models(agent),
         "agents": [{"name": a.name, "description": a.description, "restoreLastSession": a.restore_last_session} for a in agents],
-        "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],
+        # Sessions nobody wrote in are not listed (the one open now is, as "current").
+        "sessions": [
+            session_row(s) for s in recent[:RECENT_SESSIONS] if s.message_count or s.title or (meta is not None and s.pk == meta.pk)
+        ],
         "urls": {
             "socket": f"/ws/sessions/{meta.session_id}/" if meta else None,
             "api": "/api/",
@@ -168,6 +171,7 @@ def favicon(request):
 class LoginView(auth_views.LoginView):
     template_name = "chat/login.html"
     redirect_authenticated_user = True
+    next_page = reverse_lazy("pages:chat")  # without ?next= (every "Sign out" lands here): the chat page
 
 
 class LogoutView(auth_views.LogoutView):

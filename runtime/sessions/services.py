@@ -82,12 +82,20 @@ def _session_start(*, agent: Agent, user, title: str) -> AgentSession:
     return provider.get_session(meta.session_id)
 
 
-def session_for_agent(*, agent: Agent, user=None) -> AgentSession:
-    """The session a user lands in: the last one when the agent restores sessions, else a new one."""
-    if agent.restore_last_session:
-        last = AgentSession.objects.filter(agent=agent.name, user=user, status="active").order_by("-updated_at").first()
+def session_for_agent(*, agent: Agent, user=None, new: bool = False) -> AgentSession:
+    """The session a user lands in: the last one when the agent restores sessions (and ``new``
+    is not asked for), else a new one. "New" reuses the user's untouched session of the agent
+    (no message, no title) when there is one, so opening the page, switching agents or
+    pressing "New session" never leaves a trail of empty sessions behind."""
+    mine = AgentSession.objects.filter(agent=agent.name, user=user, status="active")
+    if agent.restore_last_session and not new:
+        last = mine.order_by("-updated_at").first()
         if last is not None:
             return last
+    if user is not None:
+        empty = mine.filter(message_count=0, title="").order_by("-updated_at").first()
+        if empty is not None:
+            return empty
     return session_start(agent=agent, user=user)
 
 

@@ -6,8 +6,10 @@ import { Connection } from "./connection.js";
 import { sessionApi } from "./api.js";
 import { SessionStore } from "./store.js";
 import { DraftConnection, draftSnapshot } from "./draft.js";
+import { applyTheme, storedTheme } from "./theme.js";
 
 const data = JSON.parse(document.getElementById("neta-chat-data").textContent);
+applyTheme(storedTheme(data.user.username), data.user.username, { remember: false });
 const store = new SessionStore({ sessionId: data.sessionId });
 const api = sessionApi(data.sessionId);
 
@@ -15,7 +17,8 @@ async function refreshRunState() {
   try {
     const page = await api.lastRun();
     const run = page.results?.[0];
-    if (run) store.setRun({ runId: run.runId, state: run.status, error: run.error || null });
+    // Only a run still going is news after a reload; an old failure stays with its message.
+    if (run && ["queued", "running"].includes(run.status)) store.setRun({ runId: run.runId, state: run.status, error: run.error || null });
   } catch {
     /* the status bar keeps what the socket said */
   }

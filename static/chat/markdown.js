@@ -2,6 +2,7 @@
 
 import DOMPurify from "dompurify";
 import { Marked } from "marked";
+import { mathExtensions } from "./math.js";
 import hljs from "highlight/core.min.js";
 import bash from "highlight/languages/bash.min.js";
 import c from "highlight/languages/c.min.js";
@@ -37,6 +38,19 @@ hljs.registerAliases(["toml"], { languageName: "ini" });
 hljs.registerAliases(["text", "txt"], { languageName: "plaintext" });
 
 const marked = new Marked({ gfm: true, breaks: false, async: false });
+marked.use({ extensions: mathExtensions }); // before markdown can eat TeX's backslashes (math.js)
+
+// Task lists keep their (disabled) checkboxes; no other input gets through.
+DOMPurify.addHook("uponSanitizeElement", (node, data) => {
+  if (data.tagName === "input" && !(node.getAttribute("type") === "checkbox" && node.parentElement?.tagName === "LI")) node.remove();
+});
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "INPUT") {
+    node.parentElement?.classList.add("task-item");
+    node.setAttribute("disabled", "");
+    node.setAttribute("aria-label", node.hasAttribute("checked") ? "done" : "not done");
+  }
+});
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A" && node.getAttribute("href")) {
@@ -51,7 +65,7 @@ const cache = new Map();
 /** Sanitized HTML for markdown `text` (cached: finished messages never change). */
 export function renderMarkdown(text, { cacheable = true } = {}) {
   if (cacheable && cache.has(text)) return cache.get(text);
-  const html = DOMPurify.sanitize(marked.parse(text ?? ""), { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "input", "button"] });
+  const html = DOMPurify.sanitize(marked.parse(text ?? ""), { USE_PROFILES: { html: true }, FORBID_TAGS: ["style", "form", "button"] });
   if (cacheable) {
     cache.set(text, html);
     if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value);

@@ -266,6 +266,15 @@ export class SessionStore {
     if (next.activePath !== before.activePath || next.leafId !== before.leafId) changes.add("leaf");
     if (next.labelsByEntryId !== before.labelsByEntryId) changes.add("tree");
     if (next.runtimeContext !== before.runtimeContext) changes.add("context");
+    if (this.stats && next.leafId !== before.leafId) {
+      // The last run's figure describes the context it saw; after a compaction, a branch
+      // summary or a move elsewhere the server's estimate for the new leaf is the one.
+      const leaf = this.byId.get(next.leafId);
+      if (leaf?.type === "compaction" || leaf?.type === "branch_summary" || (leaf && leaf.parentId !== before.leafId)) {
+        this.stats = null;
+        changes.add("context");
+      }
+    }
     if (next.inFlight !== before.inFlight) this._syncLive(changes, { reloaded: false });
     if (next.leafId !== null && next.activePath[next.activePath.length - 1] !== next.leafId && this.phase === "live") {
       // The leaf moved outside the entries this snapshot holds: take a fresh one.

@@ -6,6 +6,7 @@
 // shown in its place. The in-flight entry is shown under its parent.
 
 import { ROOT_KEY } from "./tree_events.js";
+import { plainText } from "./plain_text.js";
 
 export const FILTERS = [
   { id: "all", label: "All" },
@@ -84,7 +85,8 @@ export function firstLine(entry, max = 140) {
   } catch {
     line = `(could not be shown: ${entry?.type ?? "?"})`; // a shape this page does not know
   }
-  if (entryKind(entry) === "assistant") line = line.replace(/^#+\s+|[*_`]+/gm, ""); // markdown marks read badly in one line
+  const kind = entryKind(entry);
+  if (kind === "assistant" || kind === "user" || kind === "branch_summary" || kind === "custom_message") line = plainText(line); // markdown marks read badly in one line
   line = line.replace(/\s+/g, " ").trim();
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
@@ -192,9 +194,10 @@ export function withOlder(snapshot, older, lookup) {
 
 /**
  * Rows for the sidebar. `lookup(id)` gives entries; `collapsed` is a Set of ids
- * whose subtrees are hidden. Returns {rows, indexById, total, shown}.
+ * whose subtrees are hidden; `expanded` a Set of ids whose folded run is shown.
+ * Returns {rows, indexById, total, shown}.
  */
-export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Set() }) {
+export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Set(), expanded = new Set() }) {
   const children = snapshot.childrenByParentId;
   const labels = snapshot.labelsByEntryId ?? {};
   const inFlight = snapshot.inFlight;
@@ -262,9 +265,21 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
   const rows = [];
   const indexById = new Map();
   const emit = [];
-  for (let i = top.length - 1; i >= 0; i--) emit.push([top[i], 0, top.length > 1]);
+  let folded = 0;
+  const push = (row) => {
+    indexById.set(row.id, rows.length);
+    rows.push(row);
+  };
+  // A run of single-child entries off the active path (an abandoned branch's tool
+  // rounds) folds into one row when it is at least FOLD_MIN long: its first entry, "⋯ n
+  // more", then its tip. Unfolded for good with `expanded` (the first entry's id).
+  const foldable = (id) => {
+    const kids = visibleKids.get(id) ?? [];
+    return kids.length === 1 && !onPath.has(id) && id !== leafId && !Object.prototype.hasOwnProperty.call(labels, id) && !collapsed.has(id) && id !== inFlight?.id;
+  };
+  for (let i = top.length - 1; i >= 0; i--) emit.push([top[i], 0, top.length > 1, NO_GUIDES, null, false]);
   while (emit.length) {
-    const [id, depth, sibling] = emit.pop();
+    const [id, depth, sibling, guides, connector, unfolded] = emit.pop();
     const entry = get(id);
     const kids = visibleKids.get(id) ?? [];
     const kind = entryKind(entry);
@@ -282,20 +297,58 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
       hasChildren: kids.length > 0,
       collapsed: collapsed.has(id) && kids.length > 0,
       startsBranch: sibling,
+      guides, // per level above this row: does a later sibling's line pass here (│)
+      connector, // "mid" (├─) or "last" (└─) on the first row of a sibling, else null
     };
-    indexById.set(id, rows.length);
-    rows.push(row);
+    push(row);
     if (row.collapsed) continue;
-    const childDepth = kids.length > 1 ? depth + 1 : depth;
-    for (let i = kids.length - 1; i >= 0; i--) emit.push([kids[i], childDepth, kids.length > 1]);
+    if (kids.length > 1) {
+      for (let i = kids.length - 1; i >= 0; i--) {
+        const more = i < kids.length - 1;
+        emit.push([kids[i], depth + 1, true, [...guides, more], more ? "mid" : "last", false]);
+      }
+      continue;
+    }
+    if (kids.length === 0) continue;
+    let next = kids[0];
+    const open = unfolded || expanded.has(id); // an unfolded run stays open down to its end
+    if (!open && foldable(id)) {
+      let count = 0;
+      let end = next;
+      while (foldable(end)) {
+        count += 1;
+        end = visibleKids.get(end)[0];
+      }
+      if (count >= FOLD_MIN) {
+        folded += count - 1; // folded entries are shown, in one row
+        push({ id: `fold:${id}`, depth, kind: "fold", entry: null, foldOf: id, count, label: null, onPath: false, isLeaf: false, inFlight: false, branchPoint: 0, hasChildren: false, collapsed: false, startsBranch: false, guides, connector: null });
+        next = end;
+      }
+    }
+    emit.push([next, depth, false, guides, null, open && next === kids[0] && foldable(id)]);
   }
-  return { rows, indexById, total: order.length, shown: rows.length };
+  return { rows, indexById, total: order.length, shown: rows.length + folded };
+}
+
+export const FOLD_MIN = 3;
+const NO_GUIDES = [];
+
+/** What a row draws left of its icon, one cell per level: "│", "├", "└" or " ". */
+export function rowGuides(row, maxLevels = 24) {
+  const cells = [];
+  const levels = row.guides ?? NO_GUIDES;
+  for (let level = 0; level < levels.length; level++) {
+    if (level === levels.length - 1 && row.connector) cells.push(row.connector === "mid" ? "├" : "└");
+    else cells.push(levels[level] ? "│" : " ");
+  }
+  return cells.length > maxLevels ? cells.slice(cells.length - maxLevels) : cells;
 }
 
 const TEXTS = new WeakMap();
 
 /** The one-line text of a row (cached per entry: entries never change once stored). */
 export function rowText(row) {
+  if (row.kind === "fold") return `⋯ ${row.count} more entries`;
   if (row.inFlight && row.entry.type === "message") return contentText(row.entry.message?.content) ? firstLine(row.entry) : "streaming…";
   if (row.inFlight) return firstLine(row.entry); // a subagent batch: its checkpointed statuses
   let text = TEXTS.get(row.entry);

@@ -51,11 +51,32 @@ def test_the_agents_last_session_is_restored(client, owner, agent):
     assert [s["sessionId"] for s in first["sessions"]] == [first["sessionId"]]
 
 
-def test_without_restore_every_visit_starts_a_session(client, owner, agent):
+def test_without_restore_a_visit_starts_a_session_but_leaves_no_empty_ones(client, owner, agent):
     Agent.objects.filter(pk=agent.pk).update(restore_last_session=False)
     client.force_login(owner)
-    ids = {page_data(client.get("/"))["sessionId"] for _ in range(2)}
-    assert len(ids) == 2
+    first = page_data(client.get("/"))["sessionId"]
+    # Nothing was written in it: the next visit (or "New session", ?new=1) lands in it again.
+    assert page_data(client.get("/"))["sessionId"] == first
+    assert page_data(client.get("/?new=1"))["sessionId"] == first
+    AgentSession.objects.filter(session_id=first).update(message_count=2)
+    second = page_data(client.get("/?new=1"))
+    assert second["sessionId"] != first
+    assert AgentSession.objects.filter(user=owner).count() == 2
+    # The list shows sessions with messages (and the open one), never other empty ones.
+    assert {s["sessionId"] for s in second["sessions"]} == {first, second["sessionId"]}
+
+
+def test_new_on_a_restoring_agent_opens_a_fresh_session(client, owner, agent):
+    client.force_login(owner)
+    first = page_data(client.get("/"))["sessionId"]
+    AgentSession.objects.filter(session_id=first).update(message_count=2)
+    assert page_data(client.get("/"))["sessionId"] == first
+    assert page_data(client.get("/?new=1"))["sessionId"] != first
+
+
+def test_signing_in_without_next_lands_on_the_chat_page(client, owner, agent):
+    response = client.post("/login/", {"username": "owner", "password": "pw-owner"})
+    assert response.status_code == 302 and response.url == "/"
 
 
 def test_a_session_page_is_for_its_owner_and_staff_only(client, owner, outsider, staff, agent):

@@ -15,11 +15,16 @@ import { SummarizeDialog } from "./dialogs.js";
 import { InlineEditor } from "./inline_editor.js";
 import { sessionApi } from "../api.js";
 import { startSession } from "../draft.js";
-import { continueTarget, firstLine, leavesBranch } from "../tree_model.js";
+import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
 import { retryTarget } from "../conversation_model.js";
 import { countUserText, parseSlash } from "../composer_model.js";
 import { Pickers, chosenModel, promptChoice } from "./pickers.js";
 import { QueuedMessages } from "./queued.js";
+import { Shortcuts } from "./shortcuts.js";
+import { ThemeToggle } from "./theme_toggle.js";
+import { compactSession } from "../compact.js";
+import { plainText } from "../plain_text.js";
+import { provisionalTitle } from "../session_title.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -65,9 +70,10 @@ function clampWidth(value) {
 }
 
 function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
-  useStore(store, ["session"]);
+  useStore(store, ["session", "leaf"]);
   const [renaming, setRenaming] = useState(false);
-  const title = store.snapshot?.session?.title || data.session?.title || (data.sessionId ? "Untitled session" : "New session");
+  const named = store.snapshot?.session?.title || data.session?.title;
+  const title = named || provisionalTitle(store) || (data.sessionId ? "Untitled session" : "New session");
   useEffect(() => {
     document.title = `${title} · Neta`;
   }, [title]);
@@ -83,10 +89,11 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
               setRenaming(false);
               if (value) await onRename(value);
             }} />`
-        : html`<h1 class="session-title" title=${title}>${title}</h1>
+        : html`<h1 class=${named ? "session-title" : "session-title provisional"} title=${named ? title : `${title} (not named yet)`}>${title}</h1>
             ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>` : null}`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
+      <${ThemeToggle} username=${data.user.username} />
       <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
       ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
       <form method="post" action=${data.urls.logout} class="logout">
@@ -105,6 +112,8 @@ export function App({ data, store, connection }) {
   const [treeWidth, setTreeWidth] = useState(() => stored("treeWidth", 340));
   const [draft, setDraftState] = useState({ text: "", version: 0, focus: false });
   const [banner, setBanner] = useState(null);
+  const bannerRef = useRef(null);
+  bannerRef.current = banner;
   const [ask, setAsk] = useState(null);
   const [notice, setNotice] = useState(null);
   // Issue 16: the next prompt's model and thinking level (per session), Enter-to-send, queued messages.
@@ -132,6 +141,17 @@ export function App({ data, store, connection }) {
     return () => narrow.removeEventListener("change", onChange);
   }, []);
   useEffect(() => remember("treeWidth", treeWidth), [treeWidth]);
+  useEffect(() => {
+    if (!isNarrow || !(treeOpen || sessionsOpen)) return undefined;
+    const onKey = (event) => {
+      if (event.key === "Escape" && !event.defaultPrevented) {
+        setTreeOpen(false);
+        setSessionsOpen(false);
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, [isNarrow, treeOpen, sessionsOpen]);
 
   const setDraft = (next) => setDraftState((d) => ({ ...d, ...next, version: next.focus ? d.version + 1 : d.version }));
   const say = (text, kind = "error") => {
@@ -176,7 +196,7 @@ export function App({ data, store, connection }) {
             setDraft({ text: result.editorText, focus: true });
             setBanner({ fromEntryId: null, fromLabel: parentLabel(entry) });
           } else {
-            setBanner(null);
+            dropEdit(); // the text of a "continue from here" must not be sent from the new place
           }
         } catch (e) {
           say(`Could not move there: ${e.message}`);
@@ -254,6 +274,16 @@ export function App({ data, store, connection }) {
           say(`Could not load older entries: ${e.message}`);
         }
       },
+      async compact(instructions = "") {
+        if (guardRun()) return;
+        say("Compacting the context…", "info");
+        try {
+          await compactSession(data.sessionId, instructions);
+          say("Context compacted.", "info");
+        } catch (e) {
+          say(`Could not compact: ${e.message}`);
+        }
+      },
       async fork(entryId) {
         try {
           const fork = await api.fork(entryId);
@@ -267,8 +297,22 @@ export function App({ data, store, connection }) {
   );
 
   function parentLabel(entry) {
-    const parent = entry?.parentId ? store.entry(entry.parentId) : null;
-    return parent ? firstLine(parent, 60) : "the start of the session";
+    // The message the new branch follows (model and thinking-level notes are not places people know).
+    for (let id = entry?.parentId, seen = 0; typeof id === "string" && seen < 10_000; seen++) {
+      const parent = store.entry(id);
+      if (!parent) break;
+      const role = parent.type === "message" ? parent.message?.role : null;
+      if (role === "user" || role === "assistant") return `“${plainText(firstLine(parent, 60))}”`;
+      id = parent.parentId;
+    }
+    return "the start of the session";
+  }
+
+  /** Give up a pending "continue from here": its banner and its text. */
+  function dropEdit() {
+    if (bannerRef.current) setDraft({ text: "" });
+    bannerRef.current = null;
+    setBanner(null);
   }
 
   async function prompt({ text, images, mode, fromEntryId = null }) {
@@ -322,7 +366,7 @@ export function App({ data, store, connection }) {
     } else if (name === "compact") {
       if (store.running) throw new Error("A run is active: abort it (or wait) before compacting.");
       say("Compacting the context…", "info");
-      await api.compact(args || null);
+      await compactSession(data.sessionId, args || "");
       say("Context compacted.", "info");
     }
   }
@@ -381,8 +425,8 @@ export function App({ data, store, connection }) {
         ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
-          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} /><//>
-          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} /><//>
+          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} agent=${data.agent} onStarter=${(text) => setDraft({ text, focus: true })} /><//>
+          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
           <${Boundary} name="plan"><${PlanPanel} store=${store} /><//>
           <${Boundary} name="question"><${ClarifyPanel} store=${store} connection=${connection} /><//>
           <${Composer}
@@ -390,7 +434,7 @@ export function App({ data, store, connection }) {
             draft=${draft}
             setDraft=${setDraft}
             banner=${banner}
-            onCancelBanner=${() => setBanner(null)}
+            onCancelBanner=${dropEdit}
             onSend=${onSend}
             onAbort=${onAbort}
             supportsImages=${chosenModel(models, choice, data.agent.model).supportsImages}
@@ -402,8 +446,12 @@ export function App({ data, store, connection }) {
           />
         </main>
         ${treeOpen && !isNarrow ? html`<${Resizer} width=${treeWidth} setWidth=${setTreeWidth} />` : null}
+        ${isNarrow && (treeOpen || sessionsOpen)
+          ? html`<div class="drawer-backdrop" aria-hidden="true" onClick=${() => { setTreeOpen(false); setSessionsOpen(false); }}></div>`
+          : null}
         ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} /><//>` : null}
       </div>
+      <${Shortcuts} />
       <${SummarizeDialog}
         request=${ask}
         onAnswer=${(answer) => {

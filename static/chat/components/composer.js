@@ -37,6 +37,10 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   useEffect(() => {
     if (draft.focus) area.current?.focus();
   }, [draft.version]);
+  useEffect(() => {
+    // Ready to type on arrival (not on phones: the keyboard would cover the page).
+    if (!window.matchMedia("(max-width: 900px)").matches) area.current?.focus({ preventScroll: true });
+  }, []);
 
   const addFiles = async (files) => {
     setError(null);

@@ -4,14 +4,25 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { AssistantBlocks, EntryItem } from "./messages.js";
-import { frameThrottle, useStore } from "./hooks.js";
+import { useStore } from "./hooks.js";
 import { conversationItems } from "../conversation_model.js";
 import { liveMessage } from "../streaming.js";
 import { HeldBatches, SubagentPanel } from "./subagent_panel.js";
+import { followBottom } from "../follow.js";
+import { onReveal } from "../reveal.js";
+import { trackThinking } from "../thinking_time.js";
+import { FirstScreen } from "./first_screen.js";
+
+const NOTE_KINDS = new Set(["model_change", "thinking_level_change"]);
+
+/** The index of the item that draws `entryId` (a tool result is drawn by its call's item). */
+function itemIndexOf(items, entryId) {
+  return items.findIndex((item) => item.id === entryId || (item.resultsKey && item.resultsKey.includes(`${entryId};`)));
+}
 
 const PAGE = 60;
 
-function StableList({ store, actions, onItems }) {
+function StableList({ store, actions, onItems, agent, onStarter, follower }) {
   useStore(store, ["leaf", "tree"]);
   const snapshot = store.snapshot ? store.treeSnapshot() : null; // with any older entries paged in
   const [limit, setLimit] = useState(PAGE);
@@ -20,15 +31,74 @@ function StableList({ store, actions, onItems }) {
     [snapshot?.activePath, snapshot?.entries, snapshot?.inFlight],
   );
   useEffect(() => onItems(items.length), [items]);
+  const listRef = useRef(null);
+  const anchor = useRef(null);
+  const [flash, setFlash] = useState(null);
+  // "Show earlier" keeps the reader's place: what was on screen stays where it was.
+  const showEarlier = (more) => {
+    const el = listRef.current?.closest(".conversation");
+    if (el) anchor.current = { height: el.scrollHeight, top: el.scrollTop };
+    follower.current?.release();
+    setLimit(limit + more);
+  };
+  useLayoutEffect(() => {
+    const el = listRef.current?.closest(".conversation");
+    if (!el || !anchor.current) return;
+    el.scrollTop = anchor.current.top + (el.scrollHeight - anchor.current.height);
+    anchor.current = null;
+  }, [limit]);
+  // The tree asks to show an entry: draw enough items to include it, then scroll to it.
+  const pending = useRef(null);
+  useEffect(
+    () =>
+      onReveal((entryId) => {
+        let id = entryId;
+        let index = itemIndexOf(items, id);
+        for (let hops = 0; index < 0 && hops < 50; hops++) {
+          id = store.entry(id)?.parentId; // labels, names: shown by the item before them
+          if (typeof id !== "string" || !snapshot?.activePath.includes(id)) return false;
+          index = itemIndexOf(items, id);
+        }
+        if (index < 0) return false;
+        pending.current = items[index].id;
+        const need = items.length - index;
+        if (need > limit) setLimit(need + 10);
+        else scrollToPending();
+        return true;
+      }),
+    [items, limit],
+  );
+  const scrollToPending = () => {
+    const id = pending.current;
+    const node = id && listRef.current?.querySelector(`[data-entry-id="${CSS.escape(id)}"]`);
+    if (!node) return;
+    pending.current = null;
+    follower.current?.release();
+    node.scrollIntoView({ block: "center" });
+    setFlash(id);
+  };
+  useLayoutEffect(() => {
+    if (pending.current) scrollToPending();
+  }, [limit]);
+  useEffect(() => {
+    if (!flash) return undefined;
+    const node = listRef.current?.querySelector(`[data-entry-id="${CSS.escape(flash)}"]`);
+    node?.classList.add("revealed");
+    const timer = setTimeout(() => {
+      node?.classList.remove("revealed");
+      setFlash(null);
+    }, 1600);
+    return () => clearTimeout(timer);
+  }, [flash]);
   if (!snapshot) return html`<p class="empty-state" role="status">Connecting…</p>`;
   const hidden = Math.max(0, items.length - limit);
   const truncated = snapshot.page?.activePathTruncated;
   const labels = snapshot.labelsByEntryId;
   return html`
-    <div class="stable-list">
+    <div class="stable-list" ref=${listRef}>
       ${hidden > 0 || truncated
         ? html`<div class="earlier">
-            ${hidden > 0 ? html`<button type="button" class="link-button" onClick=${() => setLimit(limit + PAGE * 2)}>Show ${Math.min(hidden, PAGE * 2)} earlier of ${hidden} hidden</button>` : null}
+            ${hidden > 0 ? html`<button type="button" class="link-button" onClick=${() => showEarlier(PAGE * 2)}>Show ${Math.min(hidden, PAGE * 2)} earlier of ${hidden} hidden</button>` : null}
             ${truncated && hidden === 0
               ? html`<span class="muted">Older entries of this path are not loaded (${snapshot.page.activePathLength} in all).</span>
                   ${store.older.below > 0
@@ -37,8 +107,10 @@ function StableList({ store, actions, onItems }) {
               : null}
           </div>`
         : null}
-      ${items.length === 0 ? html`<p class="empty-state">No messages yet. Ask something below.</p>` : null}
       ${items.slice(hidden).map((item) => html`<${EntryItem} key=${item.id} item=${item} label=${labels[item.id] ?? null} actions=${actions} store=${store} />`)}
+      ${items.every((item) => NOTE_KINDS.has(item.kind)) && !snapshot.inFlight && !truncated && agent
+        ? html`<${FirstScreen} agent=${agent} onStarter=${onStarter} />`
+        : null}
     </div>
   `;
 }
@@ -54,41 +126,30 @@ function LiveMessage({ store }) {
     return null;
   }
   const message = liveMessage(live);
+  trackThinking(live.entryId, message, live.ended);
   return html`
     <article class="msg msg-assistant msg-streaming" data-entry-id=${live.entryId} aria-label="Assistant message (streaming)" aria-busy=${!live.ended}>
       <div class="msg-body">
-        <${AssistantBlocks} message=${message} store=${store} streaming=${true} />
+        <${AssistantBlocks} message=${message} store=${store} streaming=${true} entryId=${live.entryId} />
         ${!live.ended ? html`<span class="cursor" aria-hidden="true"></span>` : null}
       </div>
     </article>
   `;
 }
 
-export function Conversation({ store, actions }) {
+export function Conversation({ store, actions, agent = null, onStarter = () => {} }) {
   const scroller = useRef(null);
   const inner = useRef(null);
-  const stick = useRef(true);
+  const follower = useRef(null);
+  const [following, setFollowing] = useState(true);
   useLayoutEffect(() => {
-    const el = scroller.current;
-    const follow = frameThrottle(() => {
-      if (stick.current) el.scrollTop = el.scrollHeight;
-    });
-    const observer = new ResizeObserver(follow);
-    observer.observe(inner.current);
-    const onScroll = () => {
-      stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-    };
-    el.addEventListener("scroll", onScroll, { passive: true });
-    return () => {
-      observer.disconnect();
-      el.removeEventListener("scroll", onScroll);
-    };
+    follower.current = followBottom(scroller.current, inner.current, setFollowing);
+    return () => follower.current.destroy();
   }, []);
   const painted = useRef(false);
   const onItems = (count) => {
     if (painted.current || !store.snapshot) return;
     painted.current = true;
-    stick.current = true;
     requestAnimationFrame(() => {
       scroller.current.scrollTop = scroller.current.scrollHeight;
       performance.mark("neta:conversation-painted");
@@ -98,9 +159,10 @@ export function Conversation({ store, actions }) {
   return html`
     <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
       <div class="conversation-inner" ref=${inner}>
-        <${StableList} store=${store} actions=${actions} onItems=${onItems} />
+        <${StableList} store=${store} actions=${actions} onItems=${onItems} agent=${agent} onStarter=${onStarter} follower=${follower} />
         <div class="live-slot"><${HeldBatches} store=${store} /><${LiveMessage} store=${store} /></div>
       </div>
     </div>
+    ${following ? null : html`<button type="button" class="jump-latest" onClick=${() => follower.current?.jump()}>↓ Jump to latest</button>`}
   `;
 }

@@ -10,21 +10,30 @@ import { contentText } from "../tree_model.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
 import { blockProblem, entryTypeName, num, text as shown } from "../entry_check.js";
 import { EditInPlace, RegenerateButton, VersionSwitcher } from "./versions.js";
+import { decorateCodeBlocks } from "./code_block.js";
+import { typesetWithin } from "../typeset.js";
+import { formatDuration, thinkingMs, thinkingSince } from "../thinking_time.js";
 
 export function Markdown({ text, streaming = false }) {
   const ref = useRef(null);
   const source = text ?? "";
   useEffect(() => {
-    if (!streaming) highlightWithin(ref.current);
+    if (streaming) return;
+    highlightWithin(ref.current);
+    decorateCodeBlocks(ref.current);
+    typesetWithin(ref.current);
   }, [source, streaming]);
   return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
 }
 
-function Thinking({ text, streaming }) {
+function Thinking({ text, streaming, entryId = null, index = 0 }) {
   const [open, setOpen] = useState(false);
+  const took = entryId ? thinkingMs(entryId, index) : null;
+  const since = streaming && took === null && entryId ? thinkingSince(entryId, index) : null;
+  const label = took !== null ? `Thought for ${formatDuration(took)}` : streaming ? "Thinking…" : "Thinking";
   return html`
-    <details class="thinking" open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)}>
-      <summary>${streaming ? "Thinking…" : "Thinking"}<span class="muted"> · ${text.length} chars</span></summary>
+    <details class="thinking" open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)} data-thinking-ms=${took ?? undefined}>
+      <summary>${label}<span class="muted"> · ${since !== null ? `${formatDuration(performance.now() - since)} · ` : ""}${text.length} chars</span></summary>
       ${open ? html`<div class="thinking-text">${text}</div>` : null}
     </details>
   `;
@@ -116,12 +125,12 @@ export function UserMessage({ entry, label, actions, store }) {
 }
 
 /** The assistant's blocks in order: thinking, text, tool calls. */
-export function AssistantBlocks({ message, results = {}, store = null, streaming = false }) {
+export function AssistantBlocks({ message, results = {}, store = null, streaming = false, entryId = null }) {
   const blocks = Array.isArray(message.content) ? message.content : [];
   return blocks.map((block, i) => {
     const problem = streaming ? null : blockProblem(block, "assistant");
     if (problem) return html`<${UnknownBlock} key=${i} problem=${problem} />`;
-    if (block?.type === "thinking") return block.thinking ? html`<${Thinking} key=${i} text=${block.thinking} streaming=${streaming} />` : null;
+    if (block?.type === "thinking") return block.thinking ? html`<${Thinking} key=${i} text=${block.thinking} streaming=${streaming} entryId=${entryId} index=${i} />` : null;
     if (block?.type === "text") return block.text ? html`<${Markdown} key=${i} text=${block.text} streaming=${streaming} />` : null;
     if (block?.type === "toolCall") {
       return html`<${ToolCard} key=${block.id ?? i} call=${block} result=${results[block.id] ?? null} store=${store} streaming=${streaming && block.argsText !== undefined} />`;
@@ -138,7 +147,7 @@ export function AssistantMessage({ entry, results, label, actions, store, turnUs
   return html`
     <article class=${`msg msg-assistant${failed ? ` msg-${stop}` : ""}`} data-entry-id=${entry.id} aria-label="Assistant message">
       <div class="msg-body">
-        <${AssistantBlocks} message=${message} results=${results} store=${store} />
+        <${AssistantBlocks} message=${message} results=${results} store=${store} entryId=${entry.id} />
         ${stop === "error" ? html`<div class="msg-error" role="alert"><strong>Error.</strong> ${shown(message.errorMessage) || "the model returned an error"}</div>` : null}
         ${stop === "aborted" ? html`<div class="msg-aborted">Aborted${message.errorMessage ? `: ${shown(message.errorMessage)}` : ""}.</div>` : null}
         ${stop === "length" ? html`<div class="msg-aborted">Stopped at the output limit.</div>` : null}

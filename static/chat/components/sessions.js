@@ -6,6 +6,7 @@ import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
 import { SessionRowActions, SessionSearch } from "./session_search.js";
+import { liveEntryCount, provisionalTitle } from "../session_title.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -21,7 +22,7 @@ function agentUrl(data, name) {
 }
 
 export function SessionList({ data, store, open, onClose, onNew }) {
-  useStore(store, ["session"]);
+  useStore(store, ["session", "tree"]);
   const [sessions, setSessions] = useState(data.sessions);
   const [error, setError] = useState(null);
   const [hits, setHits] = useState(null); // search results (null: not searching)
@@ -32,13 +33,14 @@ export function SessionList({ data, store, open, onClose, onNew }) {
     if (sessionId === current) window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
   };
   const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet })) : sessions;
-  const liveTitle = store.snapshot?.session?.title;
+  const liveTitle = store.snapshot?.session?.title || provisionalTitle(store);
+  const liveCount = liveEntryCount(store);
 
   useEffect(() => {
     if (!open) return;
     sessionsApi
       .list(data.agent.name)
-      .then((page) => setSessions(page.results.map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
+      .then((page) => setSessions(page.results.filter((s) => s.messageCount || s.title || s.sessionId === current).map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
       .catch((e) => setError(e.message));
   }, [open]);
 
@@ -63,7 +65,7 @@ export function SessionList({ data, store, open, onClose, onNew }) {
           (s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
               <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
-              <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
+              <span class="muted session-meta">${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
               ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
             ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} />`}

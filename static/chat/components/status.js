@@ -4,6 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { formatTokens } from "../conversation_model.js";
+import { meterTokens } from "../context_meter.js";
 
 const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", waiting: "waiting for you", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
 const CONNECTION_LABELS = { connecting: "connecting…", syncing: "syncing…", live: "live", reconnecting: "reconnecting", offline: "offline" };
@@ -18,11 +19,12 @@ function Countdown({ at }) {
   return html`<span> in ${seconds}s</span>`;
 }
 
-export function StatusBar({ store, agent, onReconnect }) {
-  useStore(store, ["context", "run", "connection", "live"]);
+export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
+  useStore(store, ["context", "run", "connection", "live", "leaf"]);
   const context = store.snapshot?.runtimeContext ?? {};
   const stats = store.stats;
-  const tokens = stats?.tokens || context.tokenEstimate || 0;
+  const meter = meterTokens(store.snapshot, (id) => store.entry(id), stats);
+  const tokens = meter.tokens;
   const window = stats?.contextWindow || context.contextWindow || agent.model.contextWindow;
   const model = context.model?.modelId ?? stats?.model ?? agent.model.modelId;
   const thinking = context.thinkingLevel ?? agent.thinkingLevel;
@@ -33,8 +35,9 @@ export function StatusBar({ store, agent, onReconnect }) {
     <div class="status-bar" role="status" aria-label="Status">
       <span class="status-item context-usage" title="Context used by the active path">
         <span class="meter" aria-hidden="true"><span class=${percent > 80 ? "meter-fill warn" : "meter-fill"} style=${`width:${percent.toFixed(1)}%`}></span></span>
-        ${formatTokens(tokens)} / ${formatTokens(window)} tokens
+        <span title=${meter.approximate ? "estimated from the summary and the kept messages (compacted since the last answer)" : undefined}>${meter.approximate ? "~" : ""}${formatTokens(tokens)}</span> / ${formatTokens(window)} tokens
       </span>
+      ${onCompact ? html`<button type="button" class="link-button compact-button" disabled=${store.running || !store.snapshot} onClick=${onCompact} title="Summarize the older part of the context to free room (Pi's /compact; /compact instructions also works in the composer)">Compact</button>` : null}
       <span class="status-item" title="Model">◆ ${model}</span>
       <span class="status-item" title="Thinking level">θ ${thinking}</span>
       ${agent.sandbox
@@ -44,7 +47,7 @@ export function StatusBar({ store, agent, onReconnect }) {
         : null}
       <span class=${`status-item run-state run-${run}`} data-state=${run}>
         ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
-        ${store.run.error && run !== "running" ? html`<span class="muted" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
+        ${store.run.error && run !== "running" ? html`<span class="muted run-error" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
       </span>
       <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}

@@ -4,19 +4,37 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/ho
 import { html } from "./html.js";
 import { frameThrottle, useStore } from "./hooks.js";
 import { InlineEditor } from "./inline_editor.js";
-import { buildRows, FILTERS, kindIcon, rowText } from "../tree_model.js";
+import { buildRows, FILTERS, kindIcon, rowGuides, rowText } from "../tree_model.js";
 import { SubagentRowStatus } from "./subagent_panel.js";
+import { revealEntry } from "../reveal.js";
 
 const ROW = 28;
 const OVERSCAN = 12;
 
-function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
-  const indent = 8 + Math.min(row.depth, 24) * 14;
+function Guides({ row }) {
+  const cells = rowGuides(row);
+  if (cells.length === 0) return null;
+  return html`<span class="tree-guides" aria-hidden="true">${cells.map((c, i) => html`<span key=${i} class=${`guide guide-${c === " " ? "none" : c === "│" ? "line" : c === "├" ? "mid" : "last"}`}></span>`)}</span>`;
+}
+
+function FoldRow({ row, top, selected, onExpand }) {
+  return html`
+    <div id=${`tree-row-${row.id}`} class=${`tree-row kind-fold${selected ? " selected" : ""}`} role="treeitem" aria-level=${row.depth + 1} aria-selected=${selected} aria-expanded="false"
+      aria-label=${`${row.count} more entries, folded`} data-fold-of=${row.foldOf} style=${`top:${top}px;padding-left:8px`} onClick=${() => onExpand(row.foldOf)}>
+      <${Guides} row=${row} /><span class="twisty-space"></span><span class="fold-text">${rowText(row)}</span><span class="muted fold-hint">show</span>
+    </div>
+  `;
+}
+
+function TreeRow({ row, top, selected, onSelect, onGo, onToggle, onExpand }) {
+  if (row.kind === "fold") return html`<${FoldRow} row=${row} top=${top} selected=${selected} onExpand=${onExpand} />`;
+  const indent = 8;
   const classes = ["tree-row", `kind-${row.kind}`];
   if (row.onPath) classes.push("on-path");
   if (row.isLeaf) classes.push("is-leaf");
   if (selected) classes.push("selected");
   if (row.inFlight) classes.push("in-flight");
+  if (row.connector) classes.push("starts-sibling");
   return html`
     <div
       id=${`tree-row-${row.id}`}
@@ -31,6 +49,7 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
       onClick=${() => onSelect(row.id)}
       onDblClick=${() => onGo(row.id)}
     >
+      <${Guides} row=${row} />
       ${row.branchPoint
         ? html`<button type="button" class="twisty" tabindex="-1" aria-label=${row.collapsed ? "expand" : "collapse"} onClick=${(e) => { e.stopPropagation(); onToggle(row.id); }}>${row.collapsed ? "▸" : "▾"}</button>`
         : html`<span class="twisty-space"></span>`}
@@ -57,6 +76,7 @@ export function TreeSidebar({ store, actions, open, onClose }) {
   const older = store.older;
   const [filter, setFilter] = useState("all");
   const [collapsed, setCollapsed] = useState(() => new Set());
+  const [expanded, setExpanded] = useState(() => new Set());
   const [selected, setSelected] = useState(null);
   const [scrollTop, setScrollTop] = useState(0);
   const [height, setHeight] = useState(600);
@@ -65,8 +85,8 @@ export function TreeSidebar({ store, actions, open, onClose }) {
   const list = useRef(null);
 
   const model = useMemo(
-    () => (snapshot ? buildRows({ snapshot, lookup: (id) => store.entry(id), filter, collapsed }) : { rows: [], indexById: new Map(), total: 0, shown: 0 }),
-    [snapshot?.entries, snapshot?.activePath, snapshot?.labelsByEntryId, snapshot?.inFlight, filter, collapsed],
+    () => (snapshot ? buildRows({ snapshot, lookup: (id) => store.entry(id), filter, collapsed, expanded }) : { rows: [], indexById: new Map(), total: 0, shown: 0 }),
+    [snapshot?.entries, snapshot?.activePath, snapshot?.labelsByEntryId, snapshot?.inFlight, filter, collapsed, expanded],
   );
   const { rows, indexById } = model;
   const selectedId = selected !== null && indexById.has(selected) ? selected : snapshot?.leafId ?? null;
@@ -109,9 +129,17 @@ export function TreeSidebar({ store, actions, open, onClose }) {
     }
   }, [snapshot?.leafId, snapshot !== null]);
 
+  const showInConversation = useMemo(() => frameThrottle((id) => revealEntry(id)), []);
   const select = (id) => {
     setSelected(id);
     setEditing(null);
+    showInConversation(id); // selecting a node scrolls the conversation to it (when on the active path)
+  };
+  const expand = (id) => {
+    const next = new Set(expanded);
+    next.add(id);
+    setExpanded(next);
+    setSelected(id);
   };
   const toggle = (id) => {
     const next = new Set(collapsed);
@@ -129,11 +157,19 @@ export function TreeSidebar({ store, actions, open, onClose }) {
       event.preventDefault();
       const next = Math.max(0, Math.min(rows.length - 1, moves[event.key]));
       setSelected(rows[next].id);
+      if (rows[next].kind !== "fold") showInConversation(rows[next].id);
       reveal(next);
       return;
     }
     const row = rows[index];
     if (!row) return;
+    if (row.kind === "fold") {
+      if (event.key === "Enter" || event.key === "ArrowRight") {
+        event.preventDefault();
+        expand(row.foldOf);
+      }
+      return;
+    }
     if (event.key === "Enter") {
       event.preventDefault();
       actions.goTo(row.id);
@@ -155,7 +191,8 @@ export function TreeSidebar({ store, actions, open, onClose }) {
   const start = Math.max(0, Math.floor(scrollTop / ROW) - OVERSCAN);
   const end = Math.min(rows.length, Math.ceil((scrollTop + height) / ROW) + OVERSCAN);
   const visible = rows.slice(start, end);
-  const selectedRow = selectedIndex >= 0 ? rows[selectedIndex] : null;
+  const picked = selectedIndex >= 0 ? rows[selectedIndex] : null;
+  const selectedRow = picked?.kind === "fold" ? null : picked;
 
   return html`
     <aside class=${`tree-sidebar${open ? " open" : ""}`} aria-label="Session tree">
@@ -179,11 +216,11 @@ export function TreeSidebar({ store, actions, open, onClose }) {
         role="tree"
         tabindex="0"
         aria-label="Entries of this session"
-        aria-activedescendant=${selectedRow ? `tree-row-${selectedRow.id}` : undefined}
+        aria-activedescendant=${picked ? `tree-row-${picked.id}` : undefined}
         onKeyDown=${onKey}
       >
         <div class="tree-spacer" ref=${list} style=${`height:${rows.length * ROW}px`}>
-          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${actions.goTo} onToggle=${toggle} />`)}
+          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${actions.goTo} onToggle=${toggle} onExpand=${expand} />`)}
         </div>
       </div>
       ${selectedRow
