@@ -330,7 +330,8 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
   return { rows, indexById, total: order.length, shown: rows.length + folded };
 }
 
-export const FOLD_MIN = 3;
+// Shorter runs stay drawn: folding three entries hides a question without saving room.
+export const FOLD_MIN = 6;
 const NO_GUIDES = [];
 
 /** What a row draws left of its icon, one cell per level: "│", "├", "└" or " ". */

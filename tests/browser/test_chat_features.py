@@ -264,6 +264,7 @@ def test_search_delete_archive_and_a_session_made_on_first_send(browser, server,
     dialog = page.get_by_role("dialog", name="Archive this session?")
     expect(dialog).to_be_visible()
     dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
     expect(row).to_have_count(1)
     row.get_by_role("button", name=re.compile("^Archive")).click()
     dialog.get_by_role("button", name="Archive").click()

@@ -55,11 +55,13 @@ def test_without_restore_a_visit_starts_a_session_but_leaves_no_empty_ones(clien
     Agent.objects.filter(pk=agent.pk).update(restore_last_session=False)
     client.force_login(owner)
     first = page_data(client.get("/"))["sessionId"]
-    # Nothing was written in it: the next visit (or "New session", ?new=1) lands in it again.
+    # Nothing was written in it: the next visit lands in it again; "New session" (?new=1) is a
+    # draft that stores nothing until its first message.
     assert page_data(client.get("/"))["sessionId"] == first
-    assert page_data(client.get("/?new=1"))["sessionId"] == first
+    assert page_data(client.get("/?new=1"))["sessionId"] is None
+    assert AgentSession.objects.filter(user=owner).count() == 1
     AgentSession.objects.filter(session_id=first).update(message_count=2)
-    second = page_data(client.get("/?new=1"))
+    second = page_data(client.get("/"))
     assert second["sessionId"] != first
     assert AgentSession.objects.filter(user=owner).count() == 2
     # The list shows sessions with messages (and the open one), never other empty ones.
@@ -71,7 +73,7 @@ def test_new_on_a_restoring_agent_opens_a_fresh_session(client, owner, agent):
     first = page_data(client.get("/"))["sessionId"]
     AgentSession.objects.filter(session_id=first).update(message_count=2)
     assert page_data(client.get("/"))["sessionId"] == first
-    assert page_data(client.get("/?new=1"))["sessionId"] != first
+    assert page_data(client.get("/?new=1"))["sessionId"] is None  # a draft: created on its first message
 
 
 def test_signing_in_without_next_lands_on_the_chat_page(client, owner, agent):

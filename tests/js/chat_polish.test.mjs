@@ -63,30 +63,31 @@ const tree = [
   msg("c", "b", "assistant", "c"), msg("d", "c", "user", "d"), msg("e", "d", "assistant", "e"),
   msg("f", "b", "assistant", "f"), msg("g", "f", "user", "g"),
   msg("h", "b", "assistant", "h"), msg("i", "h", "user", "i"), msg("j", "i", "assistant", "j"), msg("k", "j", "user", "k"), msg("l", "k", "assistant", "l"), msg("m", "l", "user", "m"),
+  msg("n", "m", "assistant", "n"), msg("o", "n", "user", "o"),
 ];
 
 test("tree: siblings start with ├/└ connectors, a chain continues under │ or blank, runs off the path fold", () => {
   const { snapshot, lookup } = snapshotOf(tree, "e");
   const { rows } = buildRows({ snapshot, lookup });
   const drawn = rows.map((r) => `${rowGuides(r).join("")}${r.kind === "fold" ? rowText(r) : r.id}`);
-  assert.deepEqual(drawn, ["r", "a", "b", "├c", "│d", "│e", "├f", "│g", "└h", " ⋯ 4 more entries", " m"]);
-  assert.equal(FOLD_MIN, 3);
+  assert.deepEqual(drawn, ["r", "a", "b", "├c", "│d", "│e", "├f", "│g", "└h", " ⋯ 6 more entries", " o"]);
+  assert.equal(FOLD_MIN, 6);
   const fold = rows.find((r) => r.kind === "fold");
   assert.equal(fold.foldOf, "h");
-  assert.equal(fold.count, 4);
+  assert.equal(fold.count, 6);
   // Unfolded for good once expanded.
   const open = buildRows({ snapshot, lookup, expanded: new Set(["h"]) }).rows.map((r) => `${rowGuides(r).join("")}${r.id}`);
-  assert.deepEqual(open.slice(8), ["└h", " i", " j", " k", " l", " m"]);
+  assert.deepEqual(open.slice(8), ["└h", " i", " j", " k", " l", " m", " n", " o"]);
 });
 
 test("tree: a run that holds the leaf is never folded, nested branches draw every level", () => {
-  const { snapshot, lookup } = snapshotOf(tree, "m");
+  const { snapshot, lookup } = snapshotOf(tree, "o");
   const rows = buildRows({ snapshot, lookup }).rows;
   assert.equal(rows.some((r) => r.kind === "fold"), false);
   const nested = [...tree, msg("x", "j", "user", "x")]; // j becomes a branch point inside the last branch
   const n = snapshotOf(nested, "e");
   const drawn = buildRows(n).rows.map((r) => `${rowGuides(r).join("")}${r.id}`);
-  assert.deepEqual(drawn.slice(8), ["└h", " i", " j", " ├k", " │l", " │m", " └x"]);
+  assert.deepEqual(drawn.slice(8), ["└h", " i", " j", " ├k", " │l", " │m", " │n", " │o", " └x"]);
 });
 
 test("meter: after a compaction the figure is the summary and the kept entries, not the old usage", () => {

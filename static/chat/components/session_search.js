@@ -85,7 +85,7 @@ export function SessionRowActions({ session, title: shownTitle, current, onGone 
         ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
         <div class="button-row">
           <button type="button" class=${asking === "delete" ? "danger" : "primary"} onClick=${confirm}>${asking === "delete" ? "Delete" : "Archive"}</button>
-          <button type="button" class="link-button" onClick=${() => setAsking(null)}>Cancel</button>
+          <button type="button" class="link-button" onClick=${() => { dialog.current?.close(); setAsking(null); }}>Cancel</button>
         </div>
       </dialog>
     </span>
