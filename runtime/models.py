@@ -261,7 +261,11 @@ class AgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["session_id", "status"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["created_at"]),  # the console's runs list and the overview's last 24 h / 7 days
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} ({self.status})"
@@ -411,7 +415,11 @@ class SubprocessRun(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]
-        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["session_id", "status"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["created_at"]),  # the console's subagent-runs list, newest first
+        ]
 
     def __str__(self) -> str:
         return f"subagent {self.run_id} ({self.agent}, {self.status})"
@@ -436,3 +444,22 @@ class SubprocessEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class ProcessBeat(models.Model):
+    """The last pass of a background duty in one process (the reaper's rounds), for the console's health.
+
+    One row per (duty, host, pid), updated in place; a Celery worker's reaper timer makes
+    its row that worker's heartbeat. Rows of processes silent for a week are pruned."""
+
+    duty = models.CharField(max_length=32)
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    role = models.CharField(max_length=64, blank=True, help_text="What the process is: web, celery worker, beat, command.")
+    at = models.DateTimeField()
+    changed = models.PositiveIntegerField(default=0, help_text="Runs the last pass changed.")
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["duty", "host", "pid"], name="process_beat_unique")]
+        indexes = [models.Index(fields=["duty", "at"])]

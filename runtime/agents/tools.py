@@ -65,7 +65,7 @@ class AgentTools:
         return tool_execute(name=name, args=args, ctx=ctx, projection=self.projection)
 
 
-def agent_tool_projection(agent, *, for_subagent: bool = False) -> ToolProjection:
+def agent_tool_projection(agent, *, for_subagent: bool = False, governance=None) -> ToolProjection:
     """The effective projection of ``agent``'s tool policy: what a run (or, with
     ``for_subagent``, a subagent) of it may call, and why. Pages, the API and the turn
     loop all read it here; ``PolicyError`` on an invalid stored policy."""
@@ -74,7 +74,8 @@ def agent_tool_projection(agent, *, for_subagent: bool = False) -> ToolProjectio
     tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
     if for_subagent:
         runtime_policy = {"denied": {**{n: "a subagent cannot delegate further (depth limit)" for n in DELEGATE_TOOLS}, "ask_user": "never offered to subagents"}}
-    return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy)
+    # governance: the ToolConfig rules read once by a page that resolves many agents (default: read here)
+    return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy, governance=governance)
 
 
 def agent_tools(agent, *, for_subagent: bool = False) -> AgentTools:

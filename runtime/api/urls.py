@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from runtime.api.errors import api_not_found
-from runtime.api.views import account, catalog, imports, runs, sessions, subagents
+from runtime.api.views import account, catalog, health, imports, runs, sessions, subagents
 
 router = SimpleRouter(trailing_slash=True)
 router.register("sessions", sessions.SessionViewSet, basename="session")
@@ -46,6 +46,7 @@ urlpatterns = [
     path("subagent-runs/<str:run_id>/cancel/", subagents.SubagentRunCancelApi.as_view(), name="subagent-run-cancel"),
     path("agents/<str:name>/tools/", catalog.AgentToolsApi.as_view(), name="agent-tools"),
     path("me/", account.MeApi.as_view(), name="me"),
+    path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", DocsPage.as_view(url_name="api:schema"), name="docs"),

@@ -1,0 +1,31 @@
+"""The admin site with the console's pages: the overview as its home, the tools catalog."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+
+class ConsoleSite(admin.AdminSite):
+    site_header = "Neta console"
+    site_title = "Neta console"
+    index_title = "Overview"
+    index_template = "console/overview.html"
+
+    def index(self, request, extra_context=None):
+        from neta.console.overview import (
+            overview_context,  # the pages load with the URLconf, after the apps
+        )
+
+        return super().index(request, {**overview_context(), **(extra_context or {})})
+
+    def get_urls(self):
+        from neta.console import (
+            tools,  # the pages load with the URLconf, after the apps
+        )
+
+        console = [
+            path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
+            path("console/tools/<str:name>/", self.admin_view(tools.tool_detail), name="console_tool"),
+        ]
+        return console + super().get_urls()

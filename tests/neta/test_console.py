@@ -1,0 +1,125 @@
+"""The console's own pages: the overview and its health, the health API, the tools catalog."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from django.db import DatabaseError
+from django.urls import reverse
+from django.utils import timezone
+
+from runtime.models import Agent, AgentRun, ModelConfig, ProcessBeat
+from runtime.runs import health
+from runtime.runs.reaper import reap_stale_runs
+from toolcatalog.models import ToolConfig
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def agent():
+    model = ModelConfig.objects.create(name="cheap", provider_kind="scripted", model_id="s", context_window=100000)
+    return Agent.objects.create(name="helper", model=model)
+
+
+def test_health_api_is_liveness_for_anyone_and_detail_for_staff(client, staff, owner):
+    answer = client.get("/api/health/")
+    assert answer.status_code == 200 and answer.json() == {"status": "ok"}
+    client.force_login(owner)
+    assert client.get("/api/health/").json() == {"status": "ok"}  # not staff: no detail
+    client.force_login(staff)
+    report = client.get("/api/health/").json()
+    assert set(report) >= {"status", "database", "channelLayer", "celery", "sandbox", "reaper"}
+    assert report["database"]["ok"] is True
+    assert report["sandbox"]["mode"] in ("bwrap", "none")
+    assert report["reaper"] == {**report["reaper"], "ok": False, "lastPass": None}  # no pass recorded yet
+    assert report["status"] == "degraded"
+
+
+def test_health_api_answers_503_when_the_database_is_down(client, monkeypatch):
+    def broken(*args, **kwargs):
+        raise DatabaseError("server has gone away")
+
+    monkeypatch.setattr("django.db.backends.utils.CursorWrapper.execute", broken)
+    answer = client.get("/api/health/")
+    assert answer.status_code == 503 and answer.json() == {"status": "down"}
+
+
+def test_a_whole_reaper_round_is_recorded_and_shown(client, staff):
+    reap_stale_runs(start=False)
+    reap_stale_runs(session_id="some-session", start=False)  # one session's round: not a pass
+    beat = ProcessBeat.objects.get()
+    assert beat.duty == "reaper" and beat.changed == 0 and beat.error == ""
+    status = health.reaper_status()
+    assert status["ok"] is True and status["lastPass"] == beat.at.isoformat()
+    client.force_login(staff)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert 'id="health"' in page and beat.host in page
+
+
+def test_celery_queues_are_listed_with_a_missing_worker_named(settings):
+    settings.NETA_TASK_BACKEND = "celery"
+    settings.CELERY_TASK_DEFAULT_QUEUE = "neta-console-test-turns"  # no worker consumes these
+    settings.NETA_SUBAGENT_QUEUE = "neta-console-test-subagents"
+    status = health.celery_status(timeout=0.3)
+    assert set(status["queues"]) >= {"neta-console-test-turns", "neta-console-test-subagents"}
+    assert status["queues"]["neta-console-test-turns"] == []
+    assert status["ok"] is False and "neta-console-test-turns" in status["detail"]
+
+
+def test_overview_counts_runs_usage_and_failures(client, staff, owner, agent):
+    now = timezone.now()
+    AgentRun.objects.create(session_id="s1", agent=agent, user=owner, status="completed", input_tokens=100, output_tokens=20, cost=Decimal("0.5"))
+    AgentRun.objects.create(session_id="s1", agent=agent, user=owner, status="failed", error="model said no: 429 rate limited")
+    AgentRun.objects.create(session_id="s2", agent=agent, status="running")
+    old = AgentRun.objects.create(session_id="s3", agent=agent, status="completed")
+    AgentRun.objects.filter(pk=old.pk).update(created_at=now - dt.timedelta(days=3))
+    client.force_login(staff)
+    answer = client.get(reverse("admin:index"))
+    context = answer.context
+    assert context["runs_24h"]["completed"] == 1 and context["runs_24h"]["failed"] == 1 and context["runs_24h"]["running"] == 1
+    assert [r.session_id for r in context["active_runs"]] == ["s2"]
+    by_agent = context["usage"]["agent"]
+    today = [r for r in by_agent if r["day"] == now.date()]
+    assert today[0]["key"] == "helper" and today[0]["runs"] == 3 and today[0]["input_tokens"] == 100
+    assert {r["key"] for r in context["usage"]["model"]} == {"cheap"}
+    assert {r["key"] for r in context["usage"]["user"]} == {"owner", "(no user)"}
+    page = answer.content.decode()
+    assert "429 rate limited" in page and 'id="failing-runs"' in page
+
+
+def test_tools_page_lists_the_registry_without_rows_and_says_why_a_subagent_lacks_a_tool(client, staff, agent):
+    assert not ToolConfig.objects.exists()
+    client.force_login(staff)
+    page = client.get(reverse("admin:console_tools")).content.decode()
+    for name in ("read", "write", "bash", "ls"):
+        assert f'data-tool="{name}"' in page
+    answer = client.post(
+        reverse("admin:console_tool", args=["bash"]),
+        {"enabled": "on", "worker_routing": "", "renderer_key": ""},  # allow_in_subagent unchecked
+    )
+    assert answer.status_code == 302
+    row = ToolConfig.objects.get(name="bash")
+    assert row.allow_in_subagent is False and row.updated_by == staff
+    detail = client.get(reverse("admin:console_tool", args=["bash"]))
+    usage = {r["agent"].name: r for r in detail.context["usage"]["agents"]}
+    assert usage["helper"]["main"].effective is True
+    assert usage["helper"]["sub"].effective is False and usage["helper"]["sub"].reason
+
+
+def test_a_renderer_key_the_chat_page_lacks_is_refused(client, staff):
+    client.force_login(staff)
+    answer = client.post(reverse("admin:console_tool", args=["ls"]), {"enabled": "on", "allow_in_subagent": "on", "renderer_key": "fancy"})
+    assert answer.status_code == 200
+    assert "no chat renderer &#x27;fancy&#x27;" in answer.content.decode()
+    assert not ToolConfig.objects.filter(name="ls").exists()
+    answer = client.post(reverse("admin:console_tool", args=["ls"]), {"enabled": "on", "allow_in_subagent": "on", "renderer_key": "grep"})
+    assert answer.status_code == 302 and ToolConfig.objects.get(name="ls").renderer_key == "grep"
+
+
+def test_console_pages_need_staff(client, owner):
+    client.force_login(owner)
+    for url in (reverse("admin:index"), reverse("admin:console_tools"), reverse("admin:console_tool", args=["ls"])):
+        assert client.get(url).status_code == 302  # to the admin's sign-in
