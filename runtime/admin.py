@@ -13,17 +13,20 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
+from django.db.models import Count
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
+from runtime.agents.connection import model_test_connection
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
 from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
 from runtime.errors import RuntimeInputError
+from runtime.llm.options import known_options
 from runtime.models import (
     Agent,
     AgentRun,
@@ -61,10 +64,33 @@ def _pretty(value) -> str:
 
 @admin.register(ModelConfig)
 class ModelConfigAdmin(LightListAdmin):
-    list_display = ("name", "display_name", "provider_kind", "model_id", "context_window", "enabled", "key_status")
+    """Models: capabilities, prices, whether the key variable is set (never its value), the agents
+    using each, options checked on save (``ModelConfig.clean``), and *Test connection*."""
+
+    list_display = (
+        "name", "display_name", "provider_kind", "model_id", "capabilities", "context_window", "prices_per_m",
+        "key_status", "agent_count", "enabled",
+    )
     list_filter = ("provider_kind", "enabled")
     search_fields = ("name", "model_id", "display_name")
-    readonly_fields = ("key_status", "created_at", "updated_at")
+    readonly_fields = ("key_status", "agents_using", "known_options", "created_at", "updated_at")
+    change_form_template = "admin/runtime/modelconfig/change_form.html"
+
+    def list_queryset(self, queryset):
+        return super().list_queryset(queryset).annotate(agent_total=Count("agents"))
+
+    @admin.display(description="capabilities")
+    def capabilities(self, obj):
+        caps = [name for name, on in (("tools", obj.supports_tools), ("thinking", obj.supports_thinking), ("images", obj.supports_images)) if on]
+        return ", ".join(caps) or "text only"
+
+    @admin.display(description="$ per M in / out")
+    def prices_per_m(self, obj):
+        return f"{obj.price_input:g} / {obj.price_output:g}"
+
+    @admin.display(description="agents", ordering="agent_total")
+    def agent_count(self, obj):
+        return getattr(obj, "agent_total", None)
 
     @admin.display(description="API key")
     def key_status(self, obj):
@@ -74,6 +100,45 @@ class ModelConfigAdmin(LightListAdmin):
             return "no variable named"
         # Only whether it is set: the value is never shown.
         return f"{obj.api_key_env} is set" if obj.key_is_set else f"{obj.api_key_env} is NOT set"
+
+    @admin.display(description="agents using it")
+    def agents_using(self, obj):
+        if obj.pk is None:
+            return "—"
+        agents = list(obj.agents.only("pk", "name", "enabled").order_by("name"))
+        if not agents:
+            return "none"
+        return format_html_join(
+            ", ", '<a href="{}">{}</a>{}',
+            ((reverse("admin:runtime_agent_change", args=[a.pk]), a.name, "" if a.enabled else " (disabled)") for a in agents),
+        )
+
+    @admin.display(description="options this provider reads")
+    def known_options(self, obj):
+        return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
+
+    def get_urls(self):
+        test = path("<path:object_id>/test/", self.admin_site.admin_view(self.test_connection_view), name="runtime_modelconfig_test")
+        return [test, *super().get_urls()]
+
+    def test_connection_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        model = self.get_object(request, object_id)
+        if model is None:
+            raise Http404("no such model")
+        if not self.has_view_permission(request, model):
+            raise PermissionDenied
+        result = model_test_connection(model=model)
+        request.session["console_model_test"] = {"model": model.pk, **result.to_dict()}
+        return HttpResponseRedirect(reverse("admin:runtime_modelconfig_change", args=[model.pk]))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        tested = request.session.get("console_model_test")
+        if tested and object_id and str(tested.get("model")) == str(object_id):
+            extra["connection_test"] = request.session.pop("console_model_test")
+        return super().changeform_view(request, object_id, form_url, extra)
 
 
 class RunInputInline(ViewOnly, admin.TabularInline):

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
@@ -70,8 +71,9 @@ class ModelConfig(models.Model):
             errors["api_key_env"] = "name the environment variable that holds the API key"
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             errors["max_output_tokens"] = "must be smaller than the context window"
-        if not isinstance(self.options, dict):
-            errors["options"] = "must be a JSON object"
+        option_problems = option_errors(self.provider_kind, self.options, base_dir=settings.BASE_DIR)
+        if option_problems:
+            errors["options"] = option_problems
         if errors:
             raise ValidationError(errors)
 
