@@ -251,7 +251,7 @@ class AgentAdmin(LightListAdmin):
         except SkillPolicyError as exc:
             return f"invalid skill policy: {exc}"
         rows = [
-            f"{'✓' if row.visible else '✗'} {row.skill.name} ({row.skill.scope}, {row.skill.status}) — {row.reason}"
+            f"{'✓' if row.model_visible else '◐' if row.visible else '✗'} {row.skill.name} ({row.skill.scope}, {row.skill.status}) — {row.reason}"
             for row in skills_visibility_report(policy=policy)
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows) or "no skills registered (skills_sync)")

@@ -1,4 +1,4 @@
-"""The admin site with the console's pages: the overview as its home, the tools catalog."""
+"""The admin site with the console's pages: the overview as its home, the tools catalog, a skill's page."""
 
 from __future__ import annotations
 
@@ -13,19 +13,16 @@ class ConsoleSite(admin.AdminSite):
     index_template = "console/overview.html"
 
     def index(self, request, extra_context=None):
-        from neta.console.overview import (
-            overview_context,  # the pages load with the URLconf, after the apps
-        )
+        from neta.console.overview import overview_context  # the pages load with the URLconf, after the apps
 
         return super().index(request, {**overview_context(), **(extra_context or {})})
 
     def get_urls(self):
-        from neta.console import (
-            tools,  # the pages load with the URLconf, after the apps
-        )
+        from neta.console import skills, tools  # the pages load with the URLconf, after the apps
 
         console = [
             path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
             path("console/tools/<str:name>/", self.admin_view(tools.tool_detail), name="console_tool"),
+            path("console/skills/<int:pk>/", self.admin_view(skills.skill_detail), name="console_skill"),
         ]
         return console + super().get_urls()

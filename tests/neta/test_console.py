@@ -123,3 +123,47 @@ def test_console_pages_need_staff(client, owner):
     client.force_login(owner)
     for url in (reverse("admin:index"), reverse("admin:console_tools"), reverse("admin:console_tool", args=["ls"])):
         assert client.get(url).status_code == 302  # to the admin's sign-in
+
+
+def write_skill(root, name, body, *, extra=""):
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {name} does things.\n{extra}---\n{body}\n", encoding="utf-8")
+
+
+def test_skill_page_history_diff_precedence_and_who_can_use_it(client, staff, agent, tmp_path, settings):
+    from skills_registry import services
+    from skills_registry.discovery import SkillRoot
+
+    high, low = tmp_path / "high", tmp_path / "low"
+    write_skill(low, "notes", "Old low body.")
+    write_skill(high, "notes", "First line.\nSecond line.")
+    write_skill(high, "manual", "Only a person starts me.", extra="disable-model-invocation: true\n")
+    roots = [SkillRoot(path=high, scope="workspace", label="high"), SkillRoot(path=low, scope="user", label="low")]
+    services.skills_sync(roots=roots)
+    write_skill(high, "notes", "First line.\nSecond line, changed.")
+    services.skills_sync(roots=roots)
+    from skills_registry.models import SkillResource
+
+    winner = SkillResource.objects.get(name="notes", status="active")
+    assert winner.revision == 2
+    parent = Agent.objects.create(
+        name="parent", model=agent.model, skill_policy={"subagent_allowed": ["notes"]},
+        subagent_policy={"enabled": True, "agents": ["helper"], "skills": ["notes"]},
+    )
+    client.force_login(staff)
+    answer = client.get(reverse("admin:console_skill", args=[winner.pk]))
+    page = answer.content.decode()
+    assert '<span class="diff-del">-Second line.</span>' in page and '<span class="diff-add">+Second line, changed.</span>' in page
+    parts = answer.context["precedence"]
+    assert [p["row"].status for p in parts] == ["active", "shadowed"] and str(winner.entry_file) in parts[1]["why"]
+    usage = {u["agent"].name: u for u in answer.context["usage"]}
+    assert usage["helper"]["main"].model_visible is True
+    assert usage["parent"]["children"] == [{"child": "helper", "ok": True, "reason": "on the parent's subagent skills, and the child may see it"}]
+    manual = SkillResource.objects.get(name="manual")
+    usage = {u["agent"].name: u for u in client.get(reverse("admin:console_skill", args=[manual.pk])).context["usage"]}
+    row = usage["helper"]["main"]
+    assert row.visible is True and row.model_visible is False and "disable-model-invocation" in row.reason
+    assert usage["parent"]["children"][0]["ok"] is False
+    listing = client.get(reverse("admin:skills_registry_skillresource_changelist")).content.decode()
+    assert reverse("admin:console_skill", args=[manual.pk]) in listing
