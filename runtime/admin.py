@@ -13,7 +13,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Substr
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -56,6 +57,9 @@ from skills_registry.policy import SkillPolicy, SkillPolicyError
 from skills_registry.selectors import skills_visibility_report
 from toolcatalog.policy import PolicyError
 from toolcatalog.sandbox import effective_sandbox
+
+
+ERROR_SHOWN = 300  # characters of a run's error a list row reads (the column may be long)
 
 
 def _pretty(value) -> str:
@@ -274,6 +278,9 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
 
     list_display = ("run_id", "session_id", "agent", "task_index", "status", "error_code", "pid", "event_count", "created_at")
     list_filter = ("status", "mode", "backend")
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)  # the runs list links here
     search_fields = ("run_id", "session_id", "batch_id")
     show_full_result_count = False
     readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
@@ -293,16 +300,82 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         self.message_user(request, f"asked {count} subagent run(s) to stop")
 
 
+class RunDateFilter(admin.DateFieldListFilter):
+    title = "created"
+
+
 @admin.register(AgentRun)
 class AgentRunAdmin(ViewOnly, LightListAdmin):
-    list_display = ("run_id", "session_id", "agent", "status", "rounds", "output_tokens", "cost", "created_at", "worker")
-    list_filter = ("status", "backend", ("agent", LightRelatedFilter))
-    search_fields = ("run_id", "session_id")
-    list_select_related = ("agent",)
+    """Runs: who, which agent and model, how long, what it cost, how it ended (the error's first
+    line, cut in the database: the column itself may be long), with links to the session and
+    the run's subagent children. Searchable by run, session, user and agent; filterable by date."""
+
+    list_display = (
+        "run_id_short", "user", "agent", "model_used", "status", "duration", "tokens", "cost", "error_head", "session_link",
+        "subagent_link", "aborted_by", "created_at",
+    )
+    list_filter = ("status", ("created_at", RunDateFilter), "backend", ("agent", LightRelatedFilter))
+    search_fields = ("=run_id", "=session_id", "user__username", "agent__name")
+    search_help_text = "A run or session id (whole), or part of a user's or agent's name."
+    list_select_related = ("agent", "agent__model", "user", "cancelled_by")
+    list_per_page = 50
     show_full_result_count = False
     readonly_fields = [f.name for f in AgentRun._meta.fields]
     inlines = [RunInputInline]
     actions = ["abort_runs"]
+
+    def list_queryset(self, queryset):
+        children = (
+            SubprocessRun.objects.filter(parent_run=OuterRef("pk")).order_by().values("parent_run").annotate(n=Count("id")).values("n")
+        )
+        return super().list_queryset(queryset).annotate(
+            error_first=Substr("error", 1, ERROR_SHOWN), subagent_total=Subquery(children)
+        )
+
+    @admin.display(description="run", ordering="created_at")
+    def run_id_short(self, obj):
+        return str(obj.run_id)[:8]
+
+    @admin.display(description="model")
+    def model_used(self, obj):
+        return obj.model_name or obj.agent.model.name
+
+    @admin.display(description="duration")
+    def duration(self, obj):
+        if not obj.started_at:
+            return "—"
+        end = obj.finished_at or timezone.now()
+        seconds = (end - obj.started_at).total_seconds()
+        return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+    @admin.display(description="tokens in / out")
+    def tokens(self, obj):
+        return f"{obj.input_tokens} / {obj.output_tokens}"
+
+    @admin.display(description="error")
+    def error_head(self, obj):
+        text = getattr(obj, "error_first", "") or ""
+        if not text:
+            return ""
+        line = text.splitlines()[0] if text.strip() else text
+        return format_html('<span class="error-text">{}{}</span>', line[:160], "…" if len(text) >= ERROR_SHOWN or len(line) > 160 else "")
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_changelist") + f"?q={obj.session_id}"
+        return format_html('<a href="{}">{}</a>', url, obj.session_id[:13])
+
+    @admin.display(description="subagents")
+    def subagent_link(self, obj):
+        n = getattr(obj, "subagent_total", None) or 0
+        if not n:
+            return "—"
+        url = reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, n)
+
+    @admin.display(description="aborted by")
+    def aborted_by(self, obj):
+        return obj.cancelled_by.get_username() if obj.cancelled_by_id else ""
 
     # Runs are the runtime's records: no add or edit, and no delete (ViewOnly: they go with
     # their session, through session_delete). Staff who may change runs may abort them.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import Count, F, Sum, Value
-from django.db.models.functions import Coalesce, NullIf, TruncDate
+from django.db.models.functions import Coalesce, NullIf, Substr, TruncDate
 
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunStatus
 
@@ -45,11 +45,13 @@ def active_runs(limit: int = 20) -> list[AgentRun]:
 
 
 def failing_runs(*, since, limit: int = 10) -> list[AgentRun]:
-    """The latest failed or lost runs since ``since`` with their error (the one text column read)."""
+    """The latest failed or lost runs since ``since`` with the start of their error (``error_first``:
+    cut in the database, the column may be long)."""
     return list(
         AgentRun.objects.filter(created_at__gte=since, status__in=(RunStatus.FAILED, RunStatus.LOST))
         .select_related("agent", "user")
-        .only(*RUN_ROW_FIELDS, "error")
+        .only(*RUN_ROW_FIELDS)
+        .annotate(error_first=Substr("error", 1, 300))
         .order_by("-created_at")[:limit]
     )
 

@@ -167,3 +167,37 @@ def test_skill_page_history_diff_precedence_and_who_can_use_it(client, staff, ag
     assert usage["parent"]["children"][0]["ok"] is False
     listing = client.get(reverse("admin:skills_registry_skillresource_changelist")).content.decode()
     assert reverse("admin:console_skill", args=[manual.pk]) in listing
+
+
+def test_runs_list_columns_search_date_filter_links_and_who_aborted(client, staff, owner, agent):
+    from runtime.models import SubprocessRun
+
+    failed = AgentRun.objects.create(session_id="sess-f", agent=agent, user=owner, status="failed", error="boom: the model refused\nsecond line", input_tokens=7, output_tokens=3)
+    queued = AgentRun.objects.create(session_id="sess-q", agent=agent, user=owner, status="queued")
+    old = AgentRun.objects.create(session_id="sess-old", agent=agent, status="completed")
+    AgentRun.objects.filter(pk=old.pk).update(created_at=timezone.now() - dt.timedelta(days=40))
+    SubprocessRun.objects.create(session_id="sess-f", batch_id="b", parent_run=failed, tool_call_id="c", task_index=0, mode="single", agent="helper", task="t")
+    client.force_login(staff)
+    url = reverse("admin:runtime_agentrun_changelist")
+    page = client.get(url).content.decode()
+    assert "boom: the model refused" in page and "second line" not in page
+    assert "7 / 3" in page and "cheap" in page  # tokens; the agent's model
+    assert f"?parent_run__id__exact={failed.pk}" in page
+    children = client.get(reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={failed.pk}")
+    assert children.status_code == 200 and list(children.context["cl"].result_list) == list(SubprocessRun.objects.all())
+
+    def listed(query):
+        return {r.session_id for r in client.get(url + query).context["cl"].result_list}
+
+    assert listed("?q=owner") == {"sess-f", "sess-q"}  # by user
+    assert listed("?q=helper") == {"sess-f", "sess-q", "sess-old"}  # by agent
+    assert listed(f"?q={failed.session_id}") == {"sess-f"}
+    since = (timezone.now() - dt.timedelta(days=7)).date().isoformat()
+    assert listed(f"?created_at__gte={since}") == {"sess-f", "sess-q"}  # by date
+
+    answer = client.post(url, {"action": "abort_runs", "_selected_action": [queued.pk]}, follow=True)
+    assert answer.status_code == 200
+    queued.refresh_from_db()
+    assert queued.status == "aborted" and queued.cancelled_by == staff and "staff" in queued.error
+    row = next(r for r in client.get(url).context["cl"].result_list if r.pk == queued.pk)
+    assert row.cancelled_by.username == "staff"
