@@ -311,7 +311,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     the run's subagent children. Searchable by run, session, user and agent; filterable by date."""
 
     list_display = (
-        "run_id_short", "user", "agent", "model_used", "status", "duration", "tokens", "cost", "error_head", "session_link",
+        "run_id_short", "user", "agent", "model_used", "status", "duration", "tokens", "cost_usd", "error_head", "session_link",
         "subagent_link", "aborted_by", "created_at",
     )
     list_filter = ("status", ("created_at", RunDateFilter), "backend", ("agent", LightRelatedFilter))
@@ -347,6 +347,10 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         end = obj.finished_at or timezone.now()
         seconds = (end - obj.started_at).total_seconds()
         return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+    @admin.display(description="cost $", ordering="cost")
+    def cost_usd(self, obj):
+        return f"{obj.cost:.4f}"
 
     @admin.display(description="tokens in / out")
     def tokens(self, obj):

@@ -11,6 +11,7 @@ class ConsoleSite(admin.AdminSite):
     site_title = "Neta console"
     index_title = "Overview"
     index_template = "console/overview.html"
+    enable_nav_sidebar = False  # the console's own navigation is in the header; the raw tables are on the overview
 
     def index(self, request, extra_context=None):
         from neta.console.overview import overview_context  # the pages load with the URLconf, after the apps
