@@ -35,6 +35,6 @@ def overview_context() -> dict:
         "runs_24h": runs_by_status(since=day_ago),
         "active_runs": active_runs(),
         "failing_runs": failing_runs(since=now - dt.timedelta(days=USAGE_DAYS)),
-        "usage": {by: usage_by_day(since=week, by=by) for by in ("agent", "model", "user")},
+        "usage": usage_by_day(since=week),
         "usage_days": USAGE_DAYS,
     }

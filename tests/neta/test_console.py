@@ -147,7 +147,7 @@ def test_skill_page_history_diff_precedence_and_who_can_use_it(client, staff, ag
 
     winner = SkillResource.objects.get(name="notes", status="active")
     assert winner.revision == 2
-    parent = Agent.objects.create(
+    Agent.objects.create(  # the parent: delegates to helper, hands it the notes skill
         name="parent", model=agent.model, skill_policy={"subagent_allowed": ["notes"]},
         subagent_policy={"enabled": True, "agents": ["helper"], "skills": ["notes"]},
     )
