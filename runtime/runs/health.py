@@ -116,7 +116,10 @@ def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
     report["channelLayer"] = channel_layer_status()
     report["celery"] = celery_status(timeout=celery_timeout) if db_ok else {"ok": False, "detail": "database down"}
     sandbox = effective_sandbox()
-    report["sandbox"] = {**sandbox.to_dict(), "ok": not (sandbox.mode == "bwrap" and sandbox.reason not in ("configured", "bubblewrap works here")), "detail": sandbox.describe}
+    # Not ok: bwrap asked for but not working (every bash call fails), or auto fell back to none
+    # (commands run unsandboxed). NETA_SANDBOX=none is a deliberate choice, reported as such.
+    broken = sandbox.mode == "bwrap" and sandbox.reason not in ("configured", "bubblewrap works here")
+    report["sandbox"] = {**sandbox.to_dict(), "ok": not (broken or sandbox.fell_back), "detail": sandbox.describe}
     report["reaper"] = reaper_status() if db_ok else {"ok": False, "detail": "database down"}
     if not db_ok:
         status = "down"
