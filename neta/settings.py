@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "neta",
+    "audit",
     "sessions_tree",
     "toolcatalog",
     "skills_registry",
@@ -73,6 +74,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.middleware.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -14,8 +14,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
-from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery, Sum
 from django.db.models.functions import Substr
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -23,11 +24,29 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from audit.admin import AuditedModelAdmin
+from audit.services import record
 from runtime.agents.connection import model_test_connection
+from runtime.agents.report import agent_report, agent_reports
+from runtime.agents.services import EDITABLE as AGENT_EDITABLE
+from runtime.agents.services import agent_set_access, agent_update
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
-from runtime.api.tokens import MAX_TOKEN_DAYS, api_token_create, api_token_revoke
+from runtime.api.tokens import (
+    MAX_TOKEN_DAYS,
+    api_token_create,
+    api_token_revoke,
+    api_token_rotate,
+)
+from runtime.console.agent_policies import (
+    POLICY_FORMS,
+    AgentAccessForm,
+    SkillPolicyForm,
+    SubagentPolicyForm,
+    ToolPolicyForm,
+    changed_policies,
+)
 from runtime.errors import RuntimeInputError
 from runtime.llm.options import known_options
 from runtime.models import (
@@ -40,19 +59,27 @@ from runtime.models import (
     TokenScope,
 )
 from runtime.runs.prompts import run_abort
+from runtime.runs.selectors import active_run
 from runtime.sessions.services import (
     agent_for_session_change,
     clean_title,
+    session_compact,
     session_delete,
     session_deletion_summary,
+    session_fork,
     session_rename,
     session_set_agent,
     session_set_status,
+    session_switch_leaf,
 )
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
-from sessions_tree.admin_lists import LightListAdmin, LightRelatedFilter
+from sessions_tree.admin_lists import (
+    LightChangeList,
+    LightListAdmin,
+    LightRelatedFilter,
+)
 from sessions_tree.errors import SessionBusy, SessionNotFound, SessionTreeError
 from sessions_tree.models import AgentSession
 from skills_registry.policy import SkillPolicy, SkillPolicyError
@@ -68,10 +95,12 @@ def _pretty(value) -> str:
 
 
 @admin.register(ModelConfig)
-class ModelConfigAdmin(LightListAdmin):
+class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     """Models: capabilities, prices, whether the key variable is set (never its value), the agents
-    using each, options checked on save (``ModelConfig.clean``), and *Test connection*."""
+    using each, options checked on save (``ModelConfig.clean``), and *Test connection*. Saves are
+    audited (``AuditedModelAdmin``)."""
 
+    audit_action = "model"
     list_display = (
         "name", "display_name", "provider_kind", "model_id", "capabilities", "context_window", "prices_per_m",
         "key_status", "agent_count", "enabled",
@@ -166,15 +195,25 @@ def sandbox_line() -> str:
 
 
 @admin.register(Agent)
-class AgentAdmin(LightListAdmin):
-    list_display = ("name", "model", "session_provider", "workspace", "thinking_level", "max_tool_rounds", "enabled")
+class AgentAdmin(AuditedModelAdmin, LightListAdmin):
+    """The agent list (model, store, usable, effective tool and skill counts, delegation) and
+    page, and the structured policy editors (``<id>/policies/``). Changes to an existing agent
+    go through ``agent_update`` (validated, audited); the name is fixed once it exists."""
+
+    audit_action = "agent"
+    list_display = (
+        "name", "model", "session_provider", "usable", "tool_count", "skill_count", "subagents_on", "who_may_use", "workspace",
+        "enabled",
+    )  # fmt: skip
+    exclude = ("access_restricted", "allowed_users", "allowed_groups")  # the access page (agent_set_access)
+    list_blobs_shown = ("tool_policy", "skill_policy", "subagent_policy")  # summarized: the counts
     list_filter = ("session_provider", "workspace_mode", "enabled", ("model", LightRelatedFilter))
     list_select_related = ("model",)
     search_fields = ("name", "description")
     readonly_fields = (
-        "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents", "system_prompt_preview",
-        "created_at", "updated_at",
-    )
+        "policy_editor", "access", "warnings", "workspace_layout", "sandbox", "effective_tools", "effective_skills", "subagents",
+        "system_prompt_preview", "created_at", "updated_at",
+    )  # fmt: skip
 
     def _with_sandbox(self, extra_context):
         return {**(extra_context or {}), "subtitle": sandbox_line()}
@@ -184,6 +223,64 @@ class AgentAdmin(LightListAdmin):
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         return super().changeform_view(request, object_id, form_url, self._with_sandbox(extra_context))
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)  # evaluated once; the template reuses the cache
+        reports = agent_reports(rows)
+        for agent in rows:
+            agent._console_report = reports[agent.pk]
+        return changelist
+
+    def _report(self, obj):
+        report = getattr(obj, "_console_report", None)
+        if report is None:
+            report = obj._console_report = agent_report(obj)
+        return report
+
+    def list_queryset(self, queryset):
+        return super().list_queryset(queryset).annotate(
+            listed_users=Count("allowed_users", distinct=True), listed_groups=Count("allowed_groups", distinct=True)
+        )
+
+    @admin.display(description="who may use it")
+    def who_may_use(self, obj):
+        if not obj.access_restricted:
+            return "everyone"
+        users = getattr(obj, "listed_users", None)
+        groups = getattr(obj, "listed_groups", None)
+        if users is None:
+            users, groups = obj.allowed_users.count(), obj.allowed_groups.count()
+        return f"{users} user(s), {groups} group(s)"
+
+    @admin.display(description="who may use it")
+    def access(self, obj):
+        if obj.pk is None:
+            return "everyone (editable once the agent is saved)"
+        url = reverse("admin:runtime_agent_access", args=[obj.pk])
+        if obj.access_restricted:
+            users = ", ".join(obj.allowed_users.values_list("username", flat=True)) or "no user"
+            groups = ", ".join(obj.allowed_groups.values_list("name", flat=True)) or "no group"
+            shown = f"only {users}; members of {groups}"
+        else:
+            shown = "everyone"
+        return format_html('{} · <a href="{}">Change who may use it</a>', shown, url)
+
+    @admin.display(description="usable", boolean=True)
+    def usable(self, obj):
+        return self._report(obj).usable
+
+    @admin.display(description="tools")
+    def tool_count(self, obj):
+        return self._report(obj).tool_count
+
+    @admin.display(description="skills")
+    def skill_count(self, obj):
+        return self._report(obj).skill_count
+
+    @admin.display(description="subagents", boolean=True)
+    def subagents_on(self, obj):
+        return self._report(obj).subagents_enabled
 
     @admin.display(description="workspace", ordering="workspace_mode")
     def workspace(self, obj):
@@ -198,9 +295,31 @@ class AgentAdmin(LightListAdmin):
     def sandbox(self, obj):
         return sandbox_line()
 
+    @admin.display(description="policies")
+    def policy_editor(self, obj):
+        if obj.pk is None:
+            return "editable once the agent is saved"
+        url = reverse("admin:runtime_agent_policies", args=[obj.pk])
+        return format_html('<a class="button" href="{}">Edit tool, skill and subagent policies</a>', url)
+
+    @admin.display(description="warnings")
+    def warnings(self, obj):
+        if obj.pk is None:
+            return "—"
+        found = self._report(obj).warnings
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
+
     def get_readonly_fields(self, request, obj=None):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
         return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            return super().save_model(request, obj, form, change)  # created (audited by the mixin)
+        fields = [name for name in form.changed_data if name in AGENT_EDITABLE]
+        saved = agent_update(agent_id=obj.pk, actor=request.user, changes={name: getattr(obj, name) for name in fields})
+        obj.refresh_from_db()
+        return saved
 
     def get_deleted_objects(self, objs, request):
         # Sessions name their agent too (no foreign key): deleting it would hand them to
@@ -266,11 +385,92 @@ class AgentAdmin(LightListAdmin):
 
         if obj.pk is None:
             return "shown once the agent is saved"
-        try:
-            text = build_system_prompt(obj, agent_tool_projection(obj), cwd=preview_cwd(obj))
-        except (PolicyError, ValueError) as exc:
-            return f"cannot build it: {exc}"
-        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", text)
+        return format_html("<pre style=\"white-space: pre-wrap\">{}</pre>", prompt_preview(obj))
+
+    # --- the structured policy editors ----------------------------------------------
+
+    def get_urls(self):
+        urls = super().get_urls()
+        view = self.admin_site.admin_view(self.policies_view)
+        access = self.admin_site.admin_view(self.access_view)
+        return [
+            path("<path:object_id>/policies/", view, name="runtime_agent_policies"),
+            path("<path:object_id>/access/", access, name="runtime_agent_access"),
+            *urls,
+        ]
+
+    def access_view(self, request, object_id):
+        """Who may use the agent: everyone, or the users and groups ticked (``agent_set_access``)."""
+        agent = self.get_object(request, object_id)
+        if agent is None:
+            raise Http404("no such agent")
+        if not self.has_view_or_change_permission(request, agent):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, agent)
+        if request.method == "POST" and not can_change:
+            raise PermissionDenied
+        form = AgentAccessForm(request.POST if request.method == "POST" else None, agent=agent)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            agent_set_access(agent_id=agent.pk, actor=request.user, restricted=data["restricted"], users=data["users"], groups=data["groups"])
+            self.message_user(request, f"Saved who may use {agent.name}.", messages.SUCCESS)
+            return HttpResponseRedirect(request.path)
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "original": agent,
+            "title": f"Who may use {agent.name}", "form": form, "can_change": can_change,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/runtime/agent/access.html", context)
+
+    def policies_view(self, request, object_id):
+        agent = self.get_object(request, object_id)
+        if agent is None:
+            raise Http404("no such agent")
+        if not self.has_view_or_change_permission(request, agent):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, agent)
+        if request.method == "POST" and not can_change:
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else None
+        forms_ = {
+            "tools": ToolPolicyForm(data, prefix="tools", policy=agent.tool_policy),
+            "skills": SkillPolicyForm(data, prefix="skills", policy=agent.skill_policy),
+            "subagents": SubagentPolicyForm(data, prefix="sub", policy=agent.subagent_policy, agent=agent),
+        }
+        errors: dict = {}
+        if data is not None and all(f.is_valid() for f in forms_.values()):
+            changes = changed_policies(agent, {
+                "tool_policy": forms_["tools"].policy(),
+                "skill_policy": forms_["skills"].policy(),
+                "subagent_policy": forms_["subagents"].policy(),
+            })  # fmt: skip
+            try:
+                agent_update(agent_id=agent.pk, actor=request.user, changes=changes)
+            except ValidationError as exc:
+                errors = exc.message_dict
+            else:
+                self.message_user(request, f"Saved the policies of {agent.name}.", messages.SUCCESS)
+                return HttpResponseRedirect(request.path)
+        elif data is not None:
+            errors = {"form": ["some fields are not valid (marked below)"]}
+        report = agent_report(agent)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta, "original": agent, "title": f"Policies of {agent.name}",
+            "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
+            "tool_pairs": list(zip(report.tools or (), report.subagent_tools or ())),
+            "skill_pairs": list(zip(report.skills, report.subagent_skills)),
+            "stored": {name: json.dumps(getattr(agent, name), indent=2, ensure_ascii=False) for name in POLICY_FORMS},
+            "prompt": prompt_preview(agent), **forms_,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/runtime/agent/policies.html", context, status=400 if errors else 200)
+
+
+def prompt_preview(agent) -> str:
+    """The system prompt a run of ``agent`` would be sent now (its own model's capabilities)."""
+    try:
+        return build_system_prompt(agent, agent_tool_projection(agent), cwd=preview_cwd(agent))
+    except (PolicyError, ValueError) as exc:
+        return f"cannot build it: {exc}"
 
 
 @admin.register(SubprocessRun)
@@ -296,7 +496,7 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         count = 0
         for run in queryset:
             if run.is_active:
-                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)")
+                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)", actor=request.user)
                 count += 1
         self.message_user(request, f"asked {count} subagent run(s) to stop")
 
@@ -450,7 +650,7 @@ class ApiTokenAdmin(LightListAdmin):
     list_filter = ("scope", ("revoked_at", admin.EmptyFieldListFilter))
     search_fields = ("prefix", "name", "user__username")
     list_select_related = ("user",)
-    actions = ["revoke_tokens"]
+    actions = ["revoke_tokens", "rotate_tokens"]
     readonly_fields = ("prefix_display", "user", "scope", "state", "created_at", "created_by", "expires_at", "revoked_at", "last_used_at")
 
     def get_form(self, request, obj=None, **kwargs):
@@ -483,7 +683,11 @@ class ApiTokenAdmin(LightListAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            obj.save(update_fields=["name"])  # the one field offered: never write back the rest (a revoke meanwhile)
+            before = ApiToken.objects.filter(pk=obj.pk).values_list("name", flat=True).first()
+            with transaction.atomic():
+                obj.save(update_fields=["name"])  # the one field offered: never write back the rest (a revoke meanwhile)
+                if before != obj.name:
+                    record(actor=request.user, action="token.rename", target=obj, before={"name": before}, after={"name": obj.name})
             return
         issued = api_token_create(
             user=form.cleaned_data["user"],
@@ -505,11 +709,28 @@ class ApiTokenAdmin(LightListAdmin):
             messages.WARNING,
         )
 
+    @admin.action(description="Rotate the selected tokens (new secrets shown once, the old ones stop working)", permissions=["change"])
+    def rotate_tokens(self, request, queryset):
+        for token in queryset.select_related("user"):
+            try:
+                issued = api_token_rotate(token=token, actor=request.user)
+            except ValueError as exc:
+                self.message_user(request, f"Not rotated: {token}: {exc}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                format_html(
+                    "Rotated {} → <code class=\"console-secret\">{}</code> for {} — copy it now, it will not be shown again; {}… no longer works.",
+                    token.prefix, issued.secret, token.user, token.prefix,
+                ),
+                messages.WARNING,
+            )  # fmt: skip
+
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):
-            api_token_revoke(token=token)
+            api_token_revoke(token=token, actor=request.user)
             count += 1
         self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
 
@@ -562,10 +783,173 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     while a run is active). Nothing here saves the row itself."""
 
     form = SessionChangeForm
-    readonly_fields = (*AgentSessionAdmin.readonly_fields, "user", "metadata")
+    list_display = (
+        "session_id", "title", "user", "agent", "provider", "leaf_entry_id", "entry_count", "branches", "compaction_count",
+        "run_state", "updated_at", "total_cost", "has_diagnostics",
+    )  # fmt: skip
+    list_filter = ("provider", "status", "agent", ("updated_at", admin.DateFieldListFilter))
+    readonly_fields = ("runs_table", *AgentSessionAdmin.readonly_fields, "user", "metadata")
     fields = ("title", "agent", "status", *readonly_fields)
     actions = ["delete_selected"]
     delete_template = "admin/sessions_tree/agentsession/delete_sessions.html"
+    change_form_template = "admin/sessions_tree/agentsession/console_change_form.html"
+
+    # --- addressed by session id ---------------------------------------------------
+
+    def get_object(self, request, object_id, from_field=None):
+        """``object_id`` is the session id (``/admin/sessions_tree/agentsession/<session id>/``);
+        a numeric primary key still works for old links."""
+        meta = self.get_queryset(request).filter(session_id=object_id).first()
+        if meta is None and str(object_id).isdigit():
+            meta = super().get_object(request, object_id, from_field)
+        return meta
+
+    def get_changelist(self, request, **kwargs):
+        return SessionChangeList
+
+    @admin.display(description="console")
+    def console_links(self, obj):
+        return format_html(
+            '<a href="{}">Tree</a> · <a href="{}">Context at the leaf</a> · <a href="{}">Open in chat</a>',
+            reverse("admin:sessions_tree_agentsession_tree", args=[obj.session_id]),
+            reverse("admin:sessions_tree_agentsession_context", args=[obj.session_id]),
+            reverse("pages:session", args=[obj.session_id]),
+        )
+
+    # --- the list: run state and cost in the rows' one query -----------------------
+
+    def list_queryset(self, queryset):
+        runs = AgentRun.objects.filter(session_id=OuterRef("session_id"))
+        return super().list_queryset(queryset).annotate(
+            listed_run_status=Subquery(runs.order_by("-created_at").values("status")[:1]),
+            listed_cost=Subquery(runs.order_by().values("session_id").annotate(total=Sum("cost")).values("total")[:1]),
+        )
+
+    @admin.display(description="run")
+    def run_state(self, obj):
+        status = getattr(obj, "listed_run_status", None)
+        if status is None:
+            return "—"
+        return format_html('<span class="console-badge {}">{}</span>', status, status)
+
+    @admin.display(description="cost $")
+    def total_cost(self, obj):
+        cost = getattr(obj, "listed_cost", None)
+        return "—" if cost is None else f"{cost:.4f}"
+
+    # --- the page: runs, subagent runs, actions ----------------------------------
+
+    @admin.display(description="runs")
+    def runs_table(self, obj):
+        runs = list(
+            AgentRun.objects.filter(session_id=obj.session_id).defer("prompt", "images", "error").select_related("user").order_by("-created_at")[:50]
+        )
+        children = list(
+            SubprocessRun.objects.filter(session_id=obj.session_id).only(
+                "run_id", "agent", "task_index", "status", "parent_run_id", "created_at"
+            ).order_by("-created_at")[:50]
+        )  # fmt: skip
+        if not runs and not children:
+            return "no runs"
+        run_rows = format_html_join(
+            "", '<tr><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (reverse("admin:runtime_agentrun_change", args=[r.pk]), str(r.run_id)[:8], r.status, r.status,
+                 r.user or "—", r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.output_tokens, f"{r.cost:.4f}")
+                for r in runs
+            ),
+        )  # fmt: skip
+        child_rows = format_html_join(
+            "", '<tr><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>task {}</td><td colspan="2">{}</td></tr>',
+            (
+                (reverse("admin:runtime_subprocessrun_change", args=[c.pk]), str(c.run_id)[:8], c.status, c.status, c.agent,
+                 c.task_index, c.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+                for c in children
+            ),
+        )  # fmt: skip
+        return format_html(
+            '<table class="console-table"><thead><tr><th>run</th><th>status</th><th>user / agent</th><th>created</th>'
+            "<th>output tokens</th><th>cost $</th></tr></thead><tbody>{}</tbody></table>{}",
+            run_rows,
+            format_html('<h4>Subagent runs</h4><table class="console-table"><tbody>{}</tbody></table>', child_rows) if children else "",
+        )
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        mine = [
+            path("<path:object_id>/leaf/", wrap(self.leaf_view), name="sessions_tree_agentsession_leaf"),
+            path("<path:object_id>/compact/", wrap(self.compact_view), name="sessions_tree_agentsession_compact"),
+            path("<path:object_id>/fork/", wrap(self.fork_view), name="sessions_tree_agentsession_fork"),
+            path("<path:object_id>/archive/", wrap(self.archive_view), name="sessions_tree_agentsession_archive"),
+            path("<path:object_id>/abort/", wrap(self.abort_view), name="sessions_tree_agentsession_abort"),
+        ]
+        return [*mine, *super().get_urls()]
+
+    def _writable(self, request, object_id) -> AgentSession:
+        if request.method != "POST":
+            raise PermissionDenied  # actions change things: POST only (the page's buttons)
+        meta = self.get_object(request, object_id)
+        if meta is None:
+            raise Http404("no such session")
+        if not self.has_change_permission(request, meta):
+            raise PermissionDenied
+        return meta
+
+    def _done(self, request, meta, text: str, level=messages.SUCCESS):
+        self.message_user(request, text, level)
+        return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.session_id]))
+
+    def _refused(self, request, meta, exc):
+        return self._done(request, meta, f"Refused: {exc}", messages.ERROR)
+
+    def leaf_view(self, request, object_id):
+        """Move the leaf to an entry (empty: before the first entry), through ``session_switch_leaf``."""
+        meta = self._writable(request, object_id)
+        entry_id = (request.POST.get("entry_id") or "").strip() or None
+        try:
+            result = session_switch_leaf(session_id=meta.session_id, entry_id=entry_id, actor=request.user, summarize=request.POST.get("summarize") == "on")
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, f"The leaf is now {result.get('leafId') or 'before the first entry'}.")
+
+    def compact_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        try:
+            session_compact(session_id=meta.session_id, actor=request.user, instructions=request.POST.get("instructions") or None)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, "Compacted: a compaction entry now summarizes the older part of the path.")
+
+    def fork_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        entry_id = (request.POST.get("entry_id") or "").strip() or meta.leaf_entry_id
+        try:
+            fork = session_fork(session_id=meta.session_id, entry_id=entry_id or "", actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, fork, f"Forked at {entry_id}: this is the new session (owned by you).")
+
+    def archive_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        status = "active" if meta.status == "archived" else "archived"
+        try:
+            session_set_status(session_id=meta.session_id, status=status, actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        return self._done(request, meta, f"The session is {status}.")
+
+    def abort_view(self, request, object_id):
+        meta = self._writable(request, object_id)
+        if not request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"):
+            raise PermissionDenied
+        run = run_abort(session_id=meta.session_id, actor=request.user)
+        return self._done(request, meta, "No run was active." if run is None else f"Asked run {run.run_id} to stop ({run.status}).")
+
+    def context_view(self, request, object_id: str):
+        response = super().context_view(request, object_id)
+        if isinstance(response, TemplateResponse) and self.has_change_permission(request, response.context_data.get("original")):
+            response.context_data["leaf_action_url"] = reverse("admin:sessions_tree_agentsession_leaf", args=[response.context_data["original"].session_id])
+        return response
 
     def has_change_permission(self, request, obj=None):
         return admin.ModelAdmin.has_change_permission(self, request, obj)
@@ -580,6 +964,14 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         # Not inside Django's request-wide transaction: each service runs its own, taking the
         # store's lock before the row's (on SQLite an outer transaction would hold the
         # database's write lock while waiting for the file's).
+        if object_id is not None:
+            meta = self.get_object(request, object_id)
+            if meta is not None:
+                run = active_run(meta.session_id)
+                extra_context = {
+                    **(extra_context or {}), "active_run": run, "session_meta": meta,
+                    "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
+                }  # fmt: skip
         return self._changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request, obj, form, change):
@@ -671,7 +1063,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         if request.method == "POST" and request.POST.get("post") == "yes":
             if self._delete(request, [meta]):
                 return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_changelist"))
-            return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.pk]))
+            return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.session_id]))
         return self._confirm_delete(request, [meta], action=False)
 
     @admin.action(description="Delete selected sessions (files, entries and runs)", permissions=["delete"])
@@ -681,3 +1073,10 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             self._delete(request, sessions)
             return None  # back to the list
         return self._confirm_delete(request, sessions, action=True)
+
+
+class SessionChangeList(LightChangeList):
+    """A session's row links to its session id, not its primary key."""
+
+    def url_for_result(self, result):
+        return reverse("admin:sessions_tree_agentsession_change", args=[result.session_id], current_app=self.model_admin.admin_site.name)

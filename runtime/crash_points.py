@@ -55,7 +55,9 @@ def _provoke_deadlock(run_pk: int, session_pk: int) -> None:
 
     from django.db import connections
 
-    from runtime.models import AgentRun  # a test-only hook: the models load only when a fault fires
+    from runtime.models import (
+        AgentRun,  # a test-only hook: the models load only when a fault fires
+    )
     from sessions_tree.models import AgentSession
 
     holding = threading.Event()

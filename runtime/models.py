@@ -152,6 +152,14 @@ class Agent(models.Model):
     thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
     max_tool_rounds = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
     enabled = models.BooleanField(default=True)
+    # Who may use it (runtime/agents/access.py): everyone, unless restricted to the users and
+    # groups named. Edited on the console's access page (agent_set_access), not the form.
+    access_restricted = models.BooleanField(
+        "only the users and groups named may use it", default=False,
+        help_text="Off: every user may use this agent (while it is enabled).",
+    )  # fmt: skip
+    allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
+    allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -162,8 +170,14 @@ class Agent(models.Model):
         return self.name
 
     def clean(self):
-        from skills_registry.policy import SkillPolicy, SkillPolicyError  # the validators load after the models (they import apps)
-        from toolcatalog.policy import PolicyError, ToolPolicy  # the validators load after the models (they import apps)
+        from skills_registry.policy import (  # the validators load after the models (they import apps)
+            SkillPolicy,
+            SkillPolicyError,
+        )
+        from toolcatalog.policy import (  # the validators load after the models (they import apps)
+            PolicyError,
+            ToolPolicy,
+        )
 
         errors: dict[str, list[str]] = {}
         try:
@@ -174,8 +188,13 @@ class Agent(models.Model):
             SkillPolicy.from_dict(self.skill_policy or {})
         except SkillPolicyError as exc:
             errors["skill_policy"] = [str(exc)]
-        from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError  # the validators load after the models (they import apps)
-        from toolcatalog.protocol import tool_names  # the validators load after the models (they import apps)
+        from runtime.subagent_policy import (  # the validators load after the models (they import apps)
+            SubagentPolicy,
+            SubagentPolicyError,
+        )
+        from toolcatalog.protocol import (
+            tool_names,  # the validators load after the models (they import apps)
+        )
 
         try:
             SubagentPolicy.from_dict(
@@ -190,7 +209,9 @@ class Agent(models.Model):
         elif len(os.fsencode(self.working_directory)) > MAX_WORKSPACE_BYTES:
             errors["cwd"] = [f"must be at most {MAX_WORKSPACE_BYTES} bytes long (session folders are named after it)"]
         if "cwd" not in errors and "workspace_roots" not in errors:
-            from runtime.agents.workspaces import workspace_conflicts  # a cycle: the workspace rules query Agent
+            from runtime.agents.workspaces import (
+                workspace_conflicts,  # a cycle: the workspace rules query Agent
+            )
 
             problems = workspace_conflicts(self)
             if problems:

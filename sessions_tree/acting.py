@@ -13,6 +13,8 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
+from django.db import transaction
+
 _actor_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("sessions_tree_actor_id", default=None)
 
 
@@ -41,3 +43,32 @@ def acting_as(user=None, *, user_id: int | None = None) -> Iterator[None]:
 def current_actor_id() -> int | None:
     """The primary key of the user acting now, or None."""
     return _actor_id.get()
+
+
+# ---------------------------------------------------------------- writes that ride along
+
+_pending: contextvars.ContextVar[list | None] = contextvars.ContextVar("sessions_tree_also_in_change", default=None)
+
+
+@contextlib.contextmanager
+def also_in_change(callback) -> Iterator[None]:
+    """Run ``callback()`` inside the transaction of the next tree change made in the block
+    (the runtime's audit row commits with the rename it records, or not at all). If the
+    block made no change (a service that writes rows only), it runs after the block, in a
+    transaction of its own; if the block raised, it does not run."""
+    box = [callback]
+    token = _pending.set(box)
+    try:
+        yield
+    finally:
+        _pending.reset(token)
+    if box:
+        with transaction.atomic():
+            box.pop()()
+
+
+def run_also_in_change() -> None:
+    """Called by the providers inside a change's transaction: runs the pending callback, once."""
+    box = _pending.get()
+    if box:
+        box.pop()()

@@ -26,10 +26,17 @@ from typing import Any, BinaryIO
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.services import record
 from skills_registry import conf
 from skills_registry.confinement import ConfinementError, read_confined
 from skills_registry.diagnostics import Diagnostic
-from skills_registry.discovery import IMPORTS_DIR, SCOPES, DiscoveredSkill, SkillRoot, discover_skills
+from skills_registry.discovery import (
+    IMPORTS_DIR,
+    SCOPES,
+    DiscoveredSkill,
+    SkillRoot,
+    discover_skills,
+)
 from skills_registry.frontmatter import NAME_RE, parse_skill_text
 from skills_registry.import_bundles import (
     ENTRY_FILE,
@@ -303,17 +310,17 @@ def _import_bundle(bundle: SkillBundle, *, scope: str, actor: Any, replace: bool
         staging.mkdir(parents=True)
         try:
             _write_bundle(bundle, staging / name)
-            record = {
+            imported = {
                 "source": bundle.source,
                 "imported_by": _actor_name(actor),
                 "imported_at": timezone.now().isoformat(),
                 "original": bundle.original_name,
             }
             if bundle.sha256:
-                record["archive_sha256"] = bundle.sha256
+                imported["archive_sha256"] = bundle.sha256
             (scope_dir / IMPORTS_DIR).mkdir(parents=True, exist_ok=True)
             record_tmp = staging / "record.json"
-            _write_new_file(record_tmp, json.dumps(record, indent=2).encode())
+            _write_new_file(record_tmp, json.dumps(imported, indent=2).encode())
             old = staging / "old"
             if replaced:
                 os.rename(target, old)
@@ -328,6 +335,11 @@ def _import_bundle(bundle: SkillBundle, *, scope: str, actor: Any, replace: bool
             shutil.rmtree(staging, ignore_errors=True)
     report = skills_sync(actor=actor)
     row = SkillResource.objects.get(path_key=path_key_for(os.fspath(target / ENTRY_FILE)))
+    with transaction.atomic():
+        record(
+            actor=actor, action="skill.import", target=row,
+            after={"name": name, "scope": scope, "source": bundle.source, "replaced": replaced, "fingerprint": row.fingerprint, "path": os.fspath(target)},
+        )  # fmt: skip
     return ImportOutcome(skill=row, target=target, replaced=replaced, sync=report)
 
 
@@ -369,7 +381,10 @@ def skill_import_remove(*, skill: SkillResource, actor: Any = None) -> SyncRepor
         with contextlib.suppress(FileNotFoundError):
             os.unlink(base.parent / IMPORTS_DIR / f"{base.name}.json")
     logger.info("skill %s removed by %s", skill.name, _actor_name(actor))
-    return skills_sync(actor=actor)
+    report = skills_sync(actor=actor)
+    with transaction.atomic():
+        record(actor=actor, action="skill.remove", target=skill, before={"name": skill.name, "scope": skill.scope, "source": skill.source, "base_dir": skill.base_dir})
+    return report
 
 
 # --- staff switches ------------------------------------------------------------------
@@ -378,9 +393,17 @@ def skill_import_remove(*, skill: SkillResource, actor: Any = None) -> SyncRepor
 def _set_flag(skills, *, field_name: str, value: bool, actor: Any) -> int:
     ids = [s.pk for s in skills]
     user = actor if getattr(actor, "pk", None) is not None else None
-    count = SkillResource.objects.filter(pk__in=ids).update(
-        **{field_name: value}, changed_by=user, updated_at=timezone.now()
-    )
+    with transaction.atomic():
+        rows = list(SkillResource.objects.select_for_update().filter(pk__in=ids).values("pk", "name", "scope", field_name))
+        count = SkillResource.objects.filter(pk__in=ids).update(
+            **{field_name: value}, changed_by=user, updated_at=timezone.now()
+        )
+        for row in rows:  # one audit row per skill, also when a bulk action set many
+            if row[field_name] != value:
+                record(
+                    actor=actor, action=f"skill.set_{field_name}", target=(SkillResource._meta.label_lower, row["pk"], f"{row['name']} ({row['scope']})"),
+                    before={field_name: row[field_name]}, after={field_name: value},
+                )  # fmt: skip
     logger.info("skills %s: %s=%s by %s", ids, field_name, value, _actor_name(actor))
     return count
 

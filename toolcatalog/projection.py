@@ -9,8 +9,9 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
-2. **runtime policy** (this run's capabilities): no shell, read-only, no skill
-   scope, or an explicit denial.
+2. **model**, then **runtime policy** (this run's capabilities): a model without
+   tool support (``no_tools_reason``: every tool off, ``source`` ``model``); no shell,
+   read-only, no skill scope, or an explicit denial.
 3. **agent policy**: ``per_tool.enabled=false`` or ``disabled`` turn a tool off;
    ``enabled`` or ``per_tool.enabled=true`` turn it on; otherwise the
    **manifest** default applies — core (builtin) tools follow
@@ -93,6 +94,9 @@ class RuntimePolicy:
     allow_write: bool = True
     skill_scope: bool = True
     denied: Mapping[str, str] = field(default_factory=dict)  # tool name → reason
+    # The model this run calls cannot take tool definitions: no tool is offered, and the
+    # reason (which model) is given for each (the turn sends none, the prompt lists none).
+    no_tools_reason: str = ""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> RuntimePolicy:
@@ -100,7 +104,7 @@ class RuntimePolicy:
             return cls()
         errors = []
         for key in data:
-            if key not in ("allow_shell", "allow_write", "skill_scope", "denied"):
+            if key not in ("allow_shell", "allow_write", "skill_scope", "denied", "no_tools_reason"):
                 errors.append((f"runtime_policy.{key}", "unknown field"))
         for key in ("allow_shell", "allow_write", "skill_scope"):
             if key in data and not isinstance(data[key], bool):
@@ -108,6 +112,8 @@ class RuntimePolicy:
         denied = data.get("denied", {}) or {}
         if not isinstance(denied, Mapping) or not all(isinstance(v, str) for v in denied.values()):
             errors.append(("runtime_policy.denied", "must map tool names to reasons"))
+        if not isinstance(data.get("no_tools_reason", ""), str):
+            errors.append(("runtime_policy.no_tools_reason", "must be a string"))
         if errors:
             raise PolicyError(errors)
         return cls(
@@ -115,6 +121,7 @@ class RuntimePolicy:
             allow_write=data.get("allow_write", True),
             skill_scope=data.get("skill_scope", True),
             denied=dict(denied),
+            no_tools_reason=data.get("no_tools_reason", ""),
         )
 
 
@@ -243,6 +250,8 @@ def _decide(
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
     # 2. what this run can offer
+    if runtime.no_tools_reason:
+        return decision(False, "model", runtime.no_tools_reason)
     if name in runtime.denied:
         return decision(False, "runtime_policy", runtime.denied[name] or "denied by the runtime policy")
     if manifest.requires_shell and not runtime.allow_shell:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
+from audit.services import changed_fields, record
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import ToolPolicy
 from toolcatalog.projection import ToolProjection, resolve_tools
@@ -40,11 +41,16 @@ def tool_config_update(*, actor, name: str, **changes: Any) -> ToolConfig:
     if unknown:
         raise TypeError(f"unknown ToolConfig fields: {', '.join(sorted(unknown))}")
     config = ToolConfig.objects.select_for_update().filter(name=name).first() or ToolConfig(name=name)
+    created = config.pk is None
+    before = {key: getattr(config, key) for key in _CONFIG_FIELDS}
     for key, value in changes.items():
         setattr(config, key, value)
     config.updated_by = actor if getattr(actor, "pk", None) else None
     config.full_clean()
     config.save()
+    old, new = changed_fields(before, {key: getattr(config, key) for key in _CONFIG_FIELDS})
+    if new or created:
+        record(actor=actor, action="tool.change", target=(ToolConfig._meta.label_lower, name, name), before=old, after=new)
     return config
 
 

@@ -28,8 +28,12 @@ CONFIG_PERM = "toolcatalog.change_toolconfig"
 
 
 def _agents():
-    # Only what the projection reads: the policies (small JSON) and the name.
-    return list(Agent.objects.only("name", "enabled", "tool_policy", "subagent_policy").order_by("name"))
+    # Only what the projection reads: the policies (small JSON), the name, and whether the model takes tools.
+    return list(
+        Agent.objects.select_related("model")
+        .only("name", "enabled", "tool_policy", "subagent_policy", "model__name", "model__supports_tools")
+        .order_by("name")
+    )
 
 
 def who_gets(agents, governance) -> dict[str, dict]:

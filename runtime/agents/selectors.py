@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runtime.agents.access import usable_agents
 from runtime.errors import RuntimeInputError
 from runtime.models import (
     Agent,
@@ -16,20 +17,32 @@ def agent_for_session(meta: AgentSession) -> Agent:
     return agent
 
 
-def default_agent() -> Agent:
-    agent = Agent.objects.select_related("model").filter(name="default", enabled=True).first()
+ANYONE = object()  # no access check (a command, the runtime itself)
+
+
+def _candidates(for_user):
+    qs = Agent.objects.select_related("model").filter(enabled=True)
+    return qs if for_user is ANYONE else usable_agents(for_user, qs)
+
+
+def default_agent(*, for_user=ANYONE) -> Agent:
+    """The agent called "default", else the first enabled one; with ``for_user``, among the
+    agents that user may use (runtime/agents/access.py)."""
+    candidates = _candidates(for_user)
+    agent = candidates.filter(name="default").first() or candidates.order_by("name").first()
     if agent is None:
-        agent = Agent.objects.select_related("model").filter(enabled=True).first()
-    if agent is None:
+        if for_user is not ANYONE and Agent.objects.filter(enabled=True).exists():
+            raise RuntimeInputError("agent", "there is no agent you may use (ask staff for access)")
         raise RuntimeInputError("agent", "no agent is configured (run `python manage.py neta_bootstrap`)")
     return agent
 
 
-def agent_by_name(name: str | None) -> Agent:
-    """The enabled agent called ``name`` (default: the default agent)."""
+def agent_by_name(name: str | None, *, for_user=ANYONE) -> Agent:
+    """The enabled agent called ``name`` (default: the default agent). With ``for_user``, an
+    agent that user may not use is answered as if it did not exist."""
     if not name:
-        return default_agent()
-    agent = Agent.objects.select_related("model").filter(name=name, enabled=True).first()
+        return default_agent(for_user=for_user)
+    agent = _candidates(for_user).filter(name=name).first()
     if agent is None:
         raise RuntimeInputError("agent", f"no enabled agent named {name!r}")
     return agent

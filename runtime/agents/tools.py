@@ -65,20 +65,31 @@ class AgentTools:
         return tool_execute(name=name, args=args, ctx=ctx, projection=self.projection)
 
 
-def agent_tool_projection(agent, *, for_subagent: bool = False, governance=None) -> ToolProjection:
+def model_without_tools(model) -> str:
+    """Why ``model`` gets no tools ("" when it takes them): its ``supports_tools`` is off."""
+    if model is None or model.supports_tools:
+        return ""
+    return f"the model {model.name!r} does not support tool calls (its supports_tools is off)"
+
+
+def agent_tool_projection(agent, *, for_subagent: bool = False, model=None, governance=None) -> ToolProjection:
     """The effective projection of ``agent``'s tool policy: what a run (or, with
     ``for_subagent``, a subagent) of it may call, and why. Pages, the API and the turn
-    loop all read it here; ``PolicyError`` on an invalid stored policy."""
+    loop all read it here; ``PolicyError`` on an invalid stored policy. ``model``: the
+    model the run calls (default: the agent's); one without tool support gets no tool.
+    ``governance``: the ToolConfig rules read once for many agents (a list page)."""
     # The delegate tools: on when the subagent policy lets the agent delegate; a subagent
     # (a child process) never delegates and never asks the user (runtime/subagent_policy.py).
     tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
     if for_subagent:
         runtime_policy = {"denied": {**{n: "a subagent cannot delegate further (depth limit)" for n in DELEGATE_TOOLS}, "ask_user": "never offered to subagents"}}
-    # governance: the ToolConfig rules read once by a page that resolves many agents (default: read here)
+    no_tools = model_without_tools(model if model is not None else agent.model)
+    if no_tools:
+        runtime_policy = {**runtime_policy, "no_tools_reason": no_tools}
     return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy, governance=governance)
 
 
-def agent_tools(agent, *, for_subagent: bool = False) -> AgentTools:
+def agent_tools(agent, *, for_subagent: bool = False, model=None) -> AgentTools:
     """``agent``'s tools: the effective projection of its tool policy (with the projection's
     warnings about names it ignored), and both policies parsed for the calls' contexts.
 
@@ -88,7 +99,7 @@ def agent_tools(agent, *, for_subagent: bool = False) -> AgentTools:
     """
     tool_policy, _ignored = parse_policy(agent.tool_policy or {}, unknown_tools="ignore")
     return AgentTools(
-        projection=agent_tool_projection(agent, for_subagent=for_subagent),
+        projection=agent_tool_projection(agent, for_subagent=for_subagent, model=model),
         tool_policy=tool_policy,
         skill_policy=SkillPolicy.from_dict(agent.skill_policy or {}),
     )

@@ -358,3 +358,29 @@ class MeOut(serializers.Serializer):
 
 class CsrfOut(serializers.Serializer):
     csrfToken = serializers.CharField()
+
+
+# --------------------------------------------------------------------------- integration tokens
+
+
+class TokenOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    prefix = serializers.CharField(help_text="The token's first characters (the rest is never stored).")
+    user = serializers.CharField(source="user.username")
+    name = serializers.CharField()
+    scope = serializers.CharField()
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
+    revokedAt = serializers.DateTimeField(source="revoked_at", allow_null=True)
+    lastUsedAt = serializers.DateTimeField(source="last_used_at", allow_null=True)
+
+
+class TokenCreateInput(serializers.Serializer):
+    name = StrictCharField(required=False, allow_blank=True, max_length=100)
+    readOnly = serializers.BooleanField(required=False, default=False)
+    days = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=3650)
+
+
+class TokenIssuedOut(serializers.Serializer):
+    token = TokenOut()
+    secret = serializers.CharField(help_text="The token itself: shown this once, stored only as a digest.")

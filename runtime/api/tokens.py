@@ -1,4 +1,4 @@
-"""Integration tokens: create (shown once), authenticate, revoke.
+"""Integration tokens: create (shown once), authenticate, revoke, rotate.
 
 A token is ``neta_`` followed by 43 url-safe characters (256 random bits). The
 database keeps only its SHA-256 digest and a short prefix for lists; nothing
@@ -13,8 +13,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.utils import timezone
 
+from audit.services import record
 from runtime.models import ApiToken, TokenScope
 from runtime.realtime.publisher import withdraw_token
 
@@ -38,36 +40,76 @@ def token_digest(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
+def _token_values(token: ApiToken) -> dict:
+    return {
+        "user_id": token.user_id, "name": token.name, "prefix": token.prefix, "scope": token.scope,
+        "expires_at": token.expires_at, "revoked_at": token.revoked_at,
+    }  # fmt: skip
+
+
 def api_token_create(*, user, read_only: bool = False, days: int | None = None, name: str = "", created_by=None) -> IssuedToken:
-    """A new token for ``user``; ``days`` (1..3650) makes it expire, None: never."""
+    """A new token for ``user``; ``days`` (1..3650) makes it expire, None: never. ``created_by``
+    acts (the audit log names them)."""
+    if days is not None and (not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_TOKEN_DAYS):
+        raise ValueError(f"days: must be a whole number from 1 to {MAX_TOKEN_DAYS}")
+    expires_at = timezone.now() + dt.timedelta(days=days) if days else None
+    return _issue(user=user, read_only=read_only, expires_at=expires_at, name=name, created_by=created_by, action="token.create")
+
+
+def _issue(*, user, read_only: bool, expires_at, name: str, created_by, action: str, before=None) -> IssuedToken:
     if user is None or not getattr(user, "pk", None):
         raise ValueError("user: a saved user is required")
     if not user.is_active:
         raise ValueError(f"user: {user} is inactive")
-    if days is not None and (not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_TOKEN_DAYS):
-        raise ValueError(f"days: must be a whole number from 1 to {MAX_TOKEN_DAYS}")
-    if len(name) > 100:
+    if not isinstance(name, str) or len(name) > 100:
         raise ValueError("name: at most 100 characters")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=raw[:PREFIX_CHARS],
-        digest=token_digest(raw),
-        scope=TokenScope.READ_ONLY if read_only else TokenScope.READ_WRITE,
-        expires_at=timezone.now() + dt.timedelta(days=days) if days else None,
-        created_by=created_by,
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=raw[:PREFIX_CHARS],
+            digest=token_digest(raw),
+            scope=TokenScope.READ_ONLY if read_only else TokenScope.READ_WRITE,
+            expires_at=expires_at,
+            created_by=created_by,
+        )
+        record(actor=created_by, action=action, target=token, before=before, after=_token_values(token))
     return IssuedToken(token=token, secret=raw)
 
 
-def api_token_revoke(*, token: ApiToken) -> ApiToken:
+def api_token_revoke(*, token: ApiToken, actor=None) -> ApiToken:
     """Revoke ``token`` (idempotent: the first revocation time is kept); the sockets
     opened with it close (4401) once this commits (an ``update`` sends no ``post_save``)."""
-    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-    token.refresh_from_db()
+    with transaction.atomic():
+        if ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()):
+            before = _token_values(token)
+            token.refresh_from_db()
+            record(actor=actor, action="token.revoke", target=token, before={"revoked_at": before["revoked_at"]}, after={"revoked_at": token.revoked_at})
+        else:
+            token.refresh_from_db()
     withdraw_token(token.pk, "token revoked")
     return token
+
+
+def api_token_rotate(*, token: ApiToken, actor=None) -> IssuedToken:
+    """Replace ``token`` by a new one for the same user, name, scope and expiry: the old one
+    is revoked (its sockets close) in the transaction that creates the new one, whose secret
+    is returned once. A revoked or expired token is not rotated (create a new one)."""
+    with transaction.atomic():
+        old = ApiToken.objects.select_for_update().select_related("user").get(pk=token.pk)
+        problem = token_problem(old)
+        if problem is not None:
+            raise ValueError(f"token: {problem}; a token that cannot be used is not rotated")
+        ApiToken.objects.filter(pk=old.pk).update(revoked_at=timezone.now())
+        old.refresh_from_db()
+        issued = _issue(
+            user=old.user, read_only=old.read_only, expires_at=old.expires_at, name=old.name, created_by=actor,
+            action="token.rotate", before={**_token_values(old), "id": old.pk},
+        )  # fmt: skip
+    withdraw_token(old.pk, "token rotated")
+    token.refresh_from_db()
+    return issued
 
 
 def token_problem(token: ApiToken, *, now: dt.datetime | None = None) -> str | None:

@@ -6,7 +6,16 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from runtime.api.errors import api_not_found
-from runtime.api.views import account, catalog, health, imports, runs, sessions, subagents
+from runtime.api.views import (
+    account,
+    catalog,
+    health,
+    imports,
+    runs,
+    sessions,
+    subagents,
+    tokens,
+)
 
 router = SimpleRouter(trailing_slash=True)
 router.register("sessions", sessions.SessionViewSet, basename="session")
@@ -45,6 +54,9 @@ urlpatterns = [
     path("subagent-runs/<str:run_id>/events/", subagents.SubagentRunEventsApi.as_view(), name="subagent-run-events"),
     path("subagent-runs/<str:run_id>/cancel/", subagents.SubagentRunCancelApi.as_view(), name="subagent-run-cancel"),
     path("agents/<str:name>/tools/", catalog.AgentToolsApi.as_view(), name="agent-tools"),
+    path("tokens/", tokens.TokenListApi.as_view(), name="tokens"),
+    path("tokens/<int:token_id>/revoke/", tokens.TokenRevokeApi.as_view(), name="token-revoke"),
+    path("tokens/<int:token_id>/rotate/", tokens.TokenRotateApi.as_view(), name="token-rotate"),
     path("me/", account.MeApi.as_view(), name="me"),
     path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),

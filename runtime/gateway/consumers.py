@@ -20,6 +20,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from rest_framework import serializers
 
+from audit.context import audit_context, clean_request_id
+from audit.models import Via
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
 from runtime.api.parsers import JsonTooDeep, check_json
@@ -236,10 +238,11 @@ def _switch_leaf(session_id: str, user, data: dict) -> dict:
     return {"leafId": result["leafId"], "editorText": result["editorText"], "summaryEntryId": summary["id"] if summary else None}
 
 
-def _run_checked(binding: Binding, kind: str, data: dict) -> dict:
+def _run_checked(binding: Binding, kind: str, data: dict, request_id=None) -> dict:
     """A command, after checking (in the same thread, just before) that the caller may still write."""
     user, _ = _check(binding, "write")
-    return COMMAND_CALLS[kind](binding.session_id, user, data)
+    with audit_context(via=Via.SOCKET, request_id=clean_request_id(request_id)):  # staff writes name the socket
+        return COMMAND_CALLS[kind](binding.session_id, user, data)
 
 
 GATEWAY_MESSAGES = {
@@ -511,7 +514,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 return
             try:
                 # Not thread-sensitive: a slow command must not hold the process's shared ORM thread.
-                result = await DatabaseSyncToAsync(_run_checked, thread_sensitive=False)(self.binding, kind, data)
+                result = await DatabaseSyncToAsync(_run_checked, thread_sensitive=False)(self.binding, kind, data, request_id)
             except Withdrawn as exc:
                 await self._withdraw(exc, request_id)
                 return

@@ -11,12 +11,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from runtime.agents.access import agent_usable_by, usable_agents
 from runtime.agents.selectors import agent_for_session, default_agent
+from runtime.errors import RuntimeInputError
 from runtime.models import Agent
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.services import session_for_agent
@@ -76,17 +79,23 @@ def chat_page(request, session_id: str | None = None):
     sessions (``Agent.restore_last_session``), else a new one."""
     if session_id is None:
         wanted = request.GET.get("agent")
-        agent = Agent.objects.select_related("model").filter(name=wanted, enabled=True).first() if wanted else None
+        mine = usable_agents(request.user, Agent.objects.select_related("model"))  # runtime/agents/access.py
+        agent = mine.filter(name=wanted).first() if wanted else None
         if wanted and agent is None:
-            raise Http404("no such agent")
-        agent = agent or default_agent()
+            raise Http404("no such agent")  # one the user may not use looks like a missing one
+        try:
+            agent = agent or default_agent(for_user=request.user)
+        except RuntimeInputError as exc:
+            raise PermissionDenied(str(exc)) from None
         meta = session_for_agent(agent=agent, user=request.user)
         access = session_access(request.user, meta)
     else:
         meta, access = visible_session(request.user, session_id)
         agent = agent_for_session(meta)
+        if meta.user_id == request.user.pk and not agent_usable_by(agent, request.user):
+            raise PermissionDenied(f"you may not use the agent {agent.name!r}")
     recent = AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")
-    agents = Agent.objects.select_related("model").filter(enabled=True).order_by("name")
+    agents = usable_agents(request.user, Agent.objects.select_related("model")).order_by("name")
     data = {
         "user": {"username": request.user.get_username(), "isStaff": request.user.is_staff},
         "sessionId": meta.session_id,

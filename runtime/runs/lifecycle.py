@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from audit.services import record
 from runtime.crash_points import fault_point
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
@@ -283,6 +284,14 @@ class AbortOutcome:
     stopped: bool  # True: a queued run was aborted at once; False: a running one was asked to stop (or nothing to do)
 
 
+def _audit_abort(actor, run: AgentRun, was: str) -> None:
+    """A staff abort in the audit log, in the abort's transaction."""
+    record(
+        actor=actor, action="run.abort", target=("runtime.agentrun", run.run_id, f"run of session {run.session_id}"),
+        before={"status": was}, after={"status": run.status, "cancel_requested": run.cancel_requested},
+    )  # fmt: skip
+
+
 def abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=None, sink: StreamSink | None = None) -> AbortOutcome:
     """Abort the session's active run (or ``run``): ``queued`` → ``aborted`` at once; a
     ``running`` run gets its ``cancel_requested`` flag (the loop stops at its next check and
@@ -310,12 +319,15 @@ def abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=N
         ):
             target.refresh_from_db()
             _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
+            _audit_abort(actor, target, RunStatus.QUEUED)
             return AbortOutcome(target, True)
         # Running: ask it to stop (the first actor to ask is the one recorded).
-        AgentRun.objects.filter(pk=target.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
+        asked = AgentRun.objects.filter(pk=target.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
             cancel_requested=True, cancelled_by_id=actor_pk
         )
         target.refresh_from_db()
+        if asked:
+            _audit_abort(actor, target, RunStatus.RUNNING)
         return AbortOutcome(target, False)
 
     return retry_on_deadlock(work, what=f"aborting the run of session {sid}")

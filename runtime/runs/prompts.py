@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
+from runtime.agents.access import check_agent_use
 from runtime.agents.selectors import agent_for_session
 from runtime.errors import RuntimeInputError, non_empty
 from runtime.models import (
@@ -113,6 +114,7 @@ def session_prompt(
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
+    check_agent_use(agent, actor)  # 403 for a user the agent is not open to (a command may)
     run_user = actor if getattr(actor, "pk", None) else None
     if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
         raise RuntimeInputError("model", f"no enabled model named {model_name!r}")

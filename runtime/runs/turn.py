@@ -196,7 +196,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl) -> Turn:
     provider, meta = open_session(run.session_id)
     workspace = workspace_for(agent, meta)  # per session / user / shared
     cwd, roots = str(workspace.cwd), [str(r) for r in workspace.roots]
-    tools = agent_tools(agent)
+    tools = agent_tools(agent, model=model)  # a model without tool support: none, nor their guidelines
     return Turn(
         run=run,
         agent=agent,

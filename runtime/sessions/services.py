@@ -13,11 +13,14 @@ A deletion, which removes the event log with the session, says who in the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
 from django.db import transaction
 
+from audit.context import current_via
+from audit.services import audited, record
 from runtime.agents.selectors import agent_by_name, agent_for_session
 from runtime.agents.workspaces import delete_session_directories, new_session_workspace
 from runtime.errors import RuntimeInputError, non_empty
@@ -30,7 +33,7 @@ from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
 from runtime.runs.summaries import compact_session, switch_leaf
-from sessions_tree.acting import acting_as
+from sessions_tree.acting import acting_as, also_in_change
 from sessions_tree.errors import InvalidEntry, SessionBusy, SessionNotFound
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.pi_files import import_session_file
@@ -42,6 +45,24 @@ from sessions_tree.providers import (
 )
 
 audit = logging.getLogger("runtime.sessions.audit")
+
+SESSION_TARGET = "sessions_tree.agentsession"  # the audit log's target type for a session (its id: the session id)
+
+
+def _audit(actor, action: str, session_id: str, *, before=None, after=None, label: str = "", fields=()):
+    """Record a staff write to a session in the transaction of the tree change it makes
+    (``also_in_change``); ``fields`` are read from the session row first, as ``before``."""
+    if not audited(actor, current_via() or "cli"):
+        return contextlib.nullcontext()
+    if fields:
+        row = AgentSession.objects.filter(session_id=session_id).values(*{"title", *fields}).first() or {}
+        label = label or row.get("title", "")
+        before = {**{k: row.get(k) for k in fields}, **(before or {})}
+
+    def write():
+        record(actor=actor, action=action, target=(SESSION_TARGET, session_id, label), before=before, after=after)
+
+    return also_in_change(write)
 
 
 def session_start(*, agent: Agent, user=None, title: str = "") -> AgentSession:
@@ -79,7 +100,8 @@ def session_switch_leaf(
         raise SessionNotFound(f"no session {session_id!r}")
     if active_run(session_id) is not None:
         raise SessionBusy("a run is active: abort it or wait before moving the leaf")
-    with acting_as(actor):
+    after = {"leaf_entry_id": entry_id, "summarize": bool(summarize)}
+    with acting_as(actor), _audit(actor, "session.switch_leaf", session_id, fields=("leaf_entry_id",), after=after):
         return switch_leaf(session_id, entry_id, agent=agent_for_session(meta), summarize_branch=summarize, instructions=instructions)
 
 
@@ -92,7 +114,8 @@ def session_compact(*, session_id: str, actor, instructions: str | None = None) 
         raise SessionBusy("a run is active: abort it or wait before compacting")
     if instructions is not None and not isinstance(instructions, str):
         raise InvalidEntry("instructions must be a string")
-    with acting_as(actor):
+    after = {"instructions": instructions}
+    with acting_as(actor), _audit(actor, "session.compact", session_id, fields=("leaf_entry_id", "entry_count"), after=after):
         return compact_session(session_id, agent=agent_for_session(meta), instructions=instructions)
 
 
@@ -108,8 +131,9 @@ def clean_title(title) -> str:
 
 
 def session_create(*, actor, agent_name: str | None = None, title: str | None = None) -> AgentSession:
-    """A new session for the agent (its provider, model and thinking level), owned by ``actor``."""
-    agent = agent_by_name(agent_name)
+    """A new session for the agent (its provider, model and thinking level), owned by ``actor``,
+    who must be allowed to use it (an agent they may not use is answered as unknown)."""
+    agent = agent_by_name(agent_name, for_user=actor)
     name = clean_title(title) if title is not None else None
     meta = session_start(agent=agent, user=actor)
     if name is not None:
@@ -122,7 +146,7 @@ def session_create(*, actor, agent_name: str | None = None, title: str | None = 
 def session_rename(*, session_id: str, title: str, actor) -> dict:
     """Append a ``session_info`` entry (Pi's /name); returns the entry."""
     clean = clean_title(title)
-    with acting_as(actor):
+    with acting_as(actor), _audit(actor, "session.rename", session_id, fields=("title",), after={"title": clean}):
         return provider_for_session(session_id).append_session_info(session_id, name=clean)
 
 
@@ -150,14 +174,15 @@ def session_set_agent(*, session_id: str, agent_name: str, actor) -> AgentSessio
     """
     meta = session_or_not_found(session_id)
     agent = agent_for_session_change(meta=meta, agent_name=agent_name)
-    with acting_as(actor):
+    audit_row = _audit(actor, "session.set_agent", session_id, label=meta.title, before={"agent": meta.agent}, after={"agent": agent.name})
+    with acting_as(actor), audit_row:
         return get_provider(meta.provider).update_session(session_id, agent=agent.name)
 
 
 def session_set_status(*, session_id: str, status: str, actor) -> AgentSession:
     if status not in SessionStatus.values:
         raise RuntimeInputError("status", f"must be one of {', '.join(SessionStatus.values)}")
-    with acting_as(actor):
+    with acting_as(actor), _audit(actor, "session.set_status", session_id, fields=("status",), after={"status": status}):
         return provider_for_session(session_id).update_session(session_id, status=status)
 
 
@@ -185,9 +210,16 @@ def session_delete(*, session_id: str, actor) -> None:
         lock_session(meta)
         if active_run(session_id) is not None:  # under the row lock: no lock on the runs themselves
             raise SessionBusy("a run is active: abort it before deleting the session")
+        runs = AgentRun.objects.filter(session_id=session_id)
+        before = {
+            "title": meta.title, "user_id": meta.user_id, "agent": meta.agent, "provider": meta.provider,
+            "entry_count": meta.entry_count, "session_file": meta.session_file if meta.provider == "file" else "",
+            "runs": runs.count(),
+        }  # fmt: skip
         RunInput.objects.filter(run__session_id=session_id).delete()
-        AgentRun.objects.filter(session_id=session_id).delete()
+        runs.delete()
         provider.delete_session(session_id)
+        record(actor=actor, action="session.delete", target=(SESSION_TARGET, session_id, meta.title), before=before)
     transaction.on_commit(lambda: delete_session_directories(meta))
     audit.info(
         "session %s deleted by %s (owner %s)", session_id, _who(actor), _who_id(meta.user_id),
@@ -225,7 +257,7 @@ def session_label(*, session_id: str, entry_id: str, label: str | None, actor) -
     if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
         raise RuntimeInputError("label", f"must be a string of at most {MAX_LABEL} characters, or null")
     label = label.strip() if label else None
-    with acting_as(actor):
+    with acting_as(actor), _audit(actor, "session.label", session_id, after={"entry_id": entry_id, "label": label or None}):
         return provider_for_session(session_id).append_label_change(session_id, target_id=entry_id, label=label or None)
 
 
@@ -234,7 +266,12 @@ def session_fork(*, session_id: str, entry_id: str, actor) -> AgentSession:
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
     with acting_as(actor):
-        return provider_for_session(session_id).create_branched_session(session_id, entry_id, user=actor)
+        fork = provider_for_session(session_id).create_branched_session(session_id, entry_id, user=actor)
+    if audited(actor, current_via() or "cli"):
+        with transaction.atomic():
+            after = {"session_id": fork.session_id, "entry_id": entry_id, "provider": fork.provider}
+            record(actor=actor, action="session.fork", target=(SESSION_TARGET, session_id, fork.title), after=after)
+    return fork
 
 
 def session_import(

@@ -114,7 +114,9 @@ class Stop(Exception):
 
 class Child:
     def __init__(self, envelope: TaskEnvelope, writer: EventWriter, stdin: IO[bytes]):
-        from runtime import llm  # here, not at the top: the child's start-up (spawn → run_start) stays light
+        from runtime import (
+            llm,  # here, not at the top: the child's start-up (spawn → run_start) stays light
+        )
 
         self.llm = llm
         self.envelope = envelope
@@ -159,7 +161,10 @@ class Child:
     def _tools(self) -> dict[str, tuple[str, Any, dict]]:
         """name → (route, tool instance or None, definition). Raises EnvelopeError."""
         import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools
-        from toolcatalog.protocol import UnknownTool, get_tool  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (  # loaded on first use: a light start-up
+            UnknownTool,
+            get_tool,
+        )
 
         out = {}
         for i, grant in enumerate(self.envelope.tool_policy.tools):
@@ -367,7 +372,9 @@ class Child:
         return final
 
     def _run_call(self, turn: int, call: dict) -> dict:
-        from toolcatalog.protocol import ToolResult  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (
+            ToolResult,  # loaded on first use: a light start-up
+        )
 
         call_id, name, arguments = call.get("id") or "", call.get("name") or "", call.get("arguments") or {}
         entry = self.tools.get(name)
@@ -398,7 +405,11 @@ class Child:
         return result.to_pi_tool_result(call_id, name)
 
     def _run_local(self, tool, arguments: dict):
-        from toolcatalog.protocol import ToolContext, ToolResult, run_tool  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (  # loaded on first use: a light start-up
+            ToolContext,
+            ToolResult,
+            run_tool,
+        )
 
         self.phase = "tool"
         config = self.envelope.runtime_config
@@ -419,7 +430,9 @@ class Child:
         return run_tool(tool, ctx, arguments)
 
     def _proxy(self, call_id: str, name: str, arguments: dict):
-        from toolcatalog.protocol import ToolResult  # loaded on first use: a light start-up
+        from toolcatalog.protocol import (
+            ToolResult,  # loaded on first use: a light start-up
+        )
 
         self.phase = "proxy"
         self.counts["proxyCalls"] += 1

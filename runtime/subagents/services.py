@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from audit.services import record
 from runtime.models import (
     ACTIVE_SUBPROCESS_STATUSES,
     AgentRun,
@@ -194,19 +195,26 @@ def subprocess_run_finish(run: SubprocessRun, *, terminal: dict, exit_code=None,
     return bool(updated)
 
 
-def subprocess_run_cancel(run: SubprocessRun, *, by: str) -> SubprocessRun:
+def subprocess_run_cancel(run: SubprocessRun, *, by: str, actor=None) -> SubprocessRun:
     """Ask a child to stop. A queued one is cancelled at once (it never starts); a running
-    one is told by its supervisor (stdin ``cancel`` → SIGTERM +3 s → SIGKILL +8 s)."""
+    one is told by its supervisor (stdin ``cancel`` → SIGTERM +3 s → SIGKILL +8 s).
+    ``actor`` (staff in the console or the API) is recorded in the audit log."""
     now = timezone.now()
-    queued = SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(
-        status=SubprocessStatus.CANCELLED, cancel_requested=True, cancelled_by=by, ended_at=now,
-        error_code="cancelled", error="cancelled before it started",
-    )  # fmt: skip
-    if not queued:
-        SubprocessRun.objects.filter(pk=run.pk, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING)).update(
-            status=SubprocessStatus.CANCELLING, cancel_requested=True, cancelled_by=by
-        )
-    run.refresh_from_db()
+    with transaction.atomic():
+        was = run.status
+        queued = SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(
+            status=SubprocessStatus.CANCELLED, cancel_requested=True, cancelled_by=by, ended_at=now,
+            error_code="cancelled", error="cancelled before it started",
+        )  # fmt: skip
+        asked = queued or SubprocessRun.objects.filter(
+            pk=run.pk, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING)
+        ).update(status=SubprocessStatus.CANCELLING, cancel_requested=True, cancelled_by=by)
+        run.refresh_from_db()
+        if asked and actor is not None:
+            record(
+                actor=actor, action="subagent_run.cancel", target=(SubprocessRun._meta.label_lower, run.run_id, f"{run.agent} task {run.task_index}"),
+                before={"status": was}, after={"status": run.status, "cancelled_by": by},
+            )  # fmt: skip
     return run
 
 

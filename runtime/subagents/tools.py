@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolcatalog.protocol import Tool, ToolContext, ToolManifest, ToolResult, register_tool
-
 from runtime.subagents.host import Task, delegate
+from toolcatalog.protocol import (
+    Tool,
+    ToolContext,
+    ToolManifest,
+    ToolResult,
+    register_tool,
+)
 
 _MANIFEST = ToolManifest(kind="extension", execution_mode="subprocess", supported_in_worker=False, default_route="disabled")
 

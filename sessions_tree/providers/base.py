@@ -29,7 +29,7 @@ from sessions_tree import entries as E
 from sessions_tree import events as ev
 from sessions_tree import jsonl
 from sessions_tree import tree_events as te
-from sessions_tree.acting import current_actor_id
+from sessions_tree.acting import current_actor_id, run_also_in_change
 from sessions_tree.branch_summary import navigation_target
 from sessions_tree.clean import clean_value
 from sessions_tree.context import SessionContext, context_from_path
@@ -970,6 +970,7 @@ class SessionTreeProvider:
                         self._commit(meta, index, events)
                         if also is not None:
                             also()
+                        run_also_in_change()
                 else:
                     with transaction.atomic(using=self.using):
                         meta = self._meta_for_update(session_id)
@@ -981,6 +982,7 @@ class SessionTreeProvider:
                         self._commit(meta, index, events)
                         if also is not None:
                             also()
+                        run_also_in_change()
                 INDEXES.grew(self._cache_key(meta), index)  # what the change appended counts against the budget
                 if hint is not None and hint is not meta:
                     _copy_meta(meta, hint)

@@ -153,7 +153,7 @@ PAGES = [
     ("admin:sessions_tree_sessionevent_changelist", SessionEvent, make_events, ()),
     ("admin:skills_registry_skillresource_changelist", SkillResource, make_skills, ("diagnostics",)),
     ("admin:toolcatalog_toolconfig_changelist", ToolConfig, make_tools, ()),
-    ("admin:runtime_agent_changelist", Agent, make_agents, ()),
+    ("admin:runtime_agent_changelist", Agent, make_agents, ("tool_policy", "skill_policy", "subagent_policy")),  # the counts
     ("admin:runtime_modelconfig_changelist", ModelConfig, make_models, ()),
     ("admin:runtime_subprocessrun_changelist", SubprocessRun, make_subprocess_runs, ()),
     # The console's own pages: the overview over runs, the tools catalog over agents.

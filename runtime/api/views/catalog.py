@@ -11,6 +11,7 @@ from rest_framework import viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from runtime.agents.access import usable_agents
 from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
@@ -36,7 +37,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         qs = Agent.objects.select_related("model")
-        return qs if self.request.user.is_staff else qs.filter(enabled=True)
+        return qs if self.request.user.is_staff else usable_agents(self.request.user, qs)  # the agents they may use
 
     def get_serializer_class(self):
         return S.AgentDetailOut if self.action == "retrieve" else S.AgentOut
@@ -51,7 +52,7 @@ class AgentToolsApi(APIView):
     def get(self, request, name: str):
 
 
-        qs = Agent.objects.all() if request.user.is_staff else Agent.objects.filter(enabled=True)
+        qs = Agent.objects.all() if request.user.is_staff else usable_agents(request.user)
         agent = qs.filter(name=name).first()
         if agent is None:
             raise ApiError("not_found", f"no agent named {name!r}", status_code=404)

@@ -11,7 +11,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from runtime.api.errors import ApiError
-from runtime.api.views.base import ERROR, READ_ERRORS, WRITE_ERRORS, SessionApi, parse, session_or_404
+from runtime.api.views.base import (
+    ERROR,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    SessionApi,
+    parse,
+    session_or_404,
+)
 from runtime.models import SubprocessEvent, SubprocessRun
 from runtime.subagents.services import subprocess_run_cancel
 
@@ -135,5 +142,5 @@ class SubagentRunCancelApi(SessionApi):
     def post(self, request, run_id: str):
         run = _run_for(request, run_id, "write")
         who = getattr(request.user, "username", "") or "api"
-        run = subprocess_run_cancel(run, by=f"user {who} (api)")
+        run = subprocess_run_cancel(run, by=f"user {who} (api)", actor=request.user)
         return Response(SubagentRunOut(run).data)

@@ -1,0 +1,126 @@
+"""The audit log's page (view only, for everyone) and the mixin that audits a model admin's saves."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin
+from django.core.exceptions import FieldDoesNotExist
+from django.db import transaction
+from django.utils.html import format_html, format_html_join
+
+from audit.models import AuditEntry
+from audit.services import changed_fields, record
+
+
+def _pre(value) -> str:
+    if value is None:
+        return "—"
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Browsable and filterable; nobody adds, edits or deletes a row (superusers included)."""
+
+    list_display = ("at", "actor_name", "action", "target_type", "target_link", "via", "request_id")
+    list_filter = ("via", "action", "target_type", ("at", admin.DateFieldListFilter))
+    search_fields = ("actor_name", "action", "target_id", "target_repr", "request_id")
+    date_hierarchy = "at"
+    list_per_page = 50
+    show_full_result_count = False
+    fields = ("at", "actor", "actor_name", "action", "target_type", "target_id", "target_repr", "via", "request_id", "changes", "before_json", "after_json")
+    readonly_fields = fields
+    actions = None
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            qs = qs.defer("before", "after")  # the list never loads the values
+        return qs
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="target", ordering="target_id")
+    def target_link(self, obj):
+        label = obj.target_repr or obj.target_id
+        return label if label == obj.target_id else format_html("{} <code>{}</code>", label, obj.target_id)
+
+    @admin.display(description="what changed")
+    def changes(self, obj):
+        before, after = obj.before or {}, obj.after or {}
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            return "—"
+        old, new = changed_fields(before, after)
+        if not old and not new:
+            return "—"
+        rows = [(k, json.dumps(old.get(k), ensure_ascii=False), json.dumps(new.get(k), ensure_ascii=False)) for k in sorted(new)]
+        return format_html(
+            "<table><tr><th>field</th><th>before</th><th>after</th></tr>{}</table>",
+            format_html_join("", "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>", rows),
+        )
+
+    @admin.display(description="before")
+    def before_json(self, obj):
+        return _pre(obj.before)
+
+    @admin.display(description="after")
+    def after_json(self, obj):
+        return _pre(obj.after)
+
+
+def _field_values(obj, names) -> dict:
+    values = {}
+    for name in names:
+        try:
+            field = obj._meta.get_field(name)
+        except FieldDoesNotExist:  # a form-only field
+            continue
+        if field.concrete:
+            values[name] = field.value_from_object(obj)
+    return values
+
+
+class AuditedModelAdmin(admin.ModelAdmin):
+    """Records the admin's own saves and deletes of a configuration row (an agent, a model…):
+    the changed fields before and after, in the save's transaction. ``audit_action`` names the
+    thing (``agent`` → ``agent.create`` / ``agent.change`` / ``agent.delete``)."""
+
+    audit_action = ""
+
+    def _audit_name(self) -> str:
+        return self.audit_action or self.model._meta.model_name
+
+    def save_model(self, request, obj, form, change):
+        names = list(form.changed_data) if change else [f.name for f in obj._meta.concrete_fields if f.name != "id"]
+        before = {}
+        if change and obj.pk is not None:
+            stored = type(obj)._default_manager.filter(pk=obj.pk).first()
+            before = _field_values(stored, names) if stored is not None else {}
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            after = _field_values(obj, names)
+            old, new = changed_fields(before, after) if change else ({}, after)
+            if not change or new:
+                record(
+                    actor=request.user, action=f"{self._audit_name()}.{'change' if change else 'create'}",
+                    target=obj, before=old or None, after=new, via="console",
+                )  # fmt: skip
+
+    def delete_model(self, request, obj):
+        before = _field_values(obj, [f.name for f in obj._meta.concrete_fields])
+        ident, label = obj.pk, str(obj)
+        with transaction.atomic():
+            super().delete_model(request, obj)
+            record(actor=request.user, action=f"{self._audit_name()}.delete", target=(obj._meta.label_lower, ident, label), before=before, via="console")
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
