@@ -201,3 +201,21 @@ def test_runs_list_columns_search_date_filter_links_and_who_aborted(client, staf
     assert queued.status == "aborted" and queued.cancelled_by == staff and "staff" in queued.error
     row = next(r for r in client.get(url).context["cl"].result_list if r.pk == queued.pk)
     assert row.cancelled_by.username == "staff"
+
+
+def test_the_console_pages_writes_are_in_the_audit_log(client, staff, owner, agent):
+    from audit.models import AuditEntry
+
+    from tests.runtime.test_console_models import form
+
+    client.force_login(staff)
+    assert client.post(reverse("admin:runtime_modelconfig_add"), form(name="audited", options='{"delay_ms": 0}')).status_code == 302
+    assert client.post(reverse("admin:console_tool", args=["bash"]), {"enabled": "on", "renderer_key": ""}).status_code == 302
+    run = AgentRun.objects.create(session_id="s-audit", agent=agent, user=owner, status="queued")
+    client.post(reverse("admin:runtime_agentrun_changelist"), {"action": "abort_runs", "_selected_action": [run.pk]})
+    entries = {e.action: e for e in AuditEntry.objects.all()}
+    assert {"model.create", "tool.change", "run.abort"} <= set(entries)
+    for action in ("model.create", "tool.change", "run.abort"):
+        assert entries[action].actor == staff and entries[action].via == "console"
+    assert entries["tool.change"].after == {"allow_in_subagent": False}
+    assert entries["model.create"].after["options"] == {"delay_ms": 0}
