@@ -297,7 +297,7 @@ def test_no_route_method_actor_or_body_answers_5xx(owner, staff, agent, tmp_path
         user = {"anonymous": None, "user": owner, "staff": staff}[actor]
         tree = build_tree(owner, agent)
         run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
-        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1"}
+        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1", "token_id": "1"}
         urls = [reverse(f"api:{name}", kwargs={k: values[k] for k in kwargs}) for name, kwargs in routes]
         urls.append("/api/no-such-endpoint/")
         c = client(user)

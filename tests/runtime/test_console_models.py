@@ -94,3 +94,32 @@ def test_test_connection_goes_through_the_real_client(client, staff, openai_serv
     monkeypatch.delenv("NETA_CONSOLE_WIRE_KEY")
     third = client.post(reverse("admin:runtime_modelconfig_test", args=[model.pk]), follow=True).context["connection_test"]
     assert third["ok"] is False and "NETA_CONSOLE_WIRE_KEY" in third["error"] and len(openai_server.requests) == 2
+
+
+def test_the_api_refuses_the_same_options_and_audits_a_change(client, staff, owner):
+    from audit.models import AuditEntry
+    from runtime.api.tokens import api_token_create
+
+    model = ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="SOME_KEY", options={"max_retries": 2})
+    client.force_login(staff)
+    answer = client.patch("/api/models/remote/", {"options": {"max_retries": "lots"}}, content_type="application/json")
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert "max_retries must be a whole number, got 'lots'" in " ".join(error["fields"]["options"])
+    model.refresh_from_db()
+    assert model.options == {"max_retries": 2}
+    assert client.patch("/api/models/remote/", {"name": "other"}, content_type="application/json").status_code == 400
+    answer = client.patch("/api/models/remote/", {"options": {"max_retries": 5}, "contextWindow": 200000}, content_type="application/json")
+    assert answer.status_code == 200 and answer.json()["contextWindow"] == 200000
+    model.refresh_from_db()
+    assert model.options == {"max_retries": 5}
+    entry = AuditEntry.objects.get(action="model.change")
+    assert entry.actor == staff and entry.via == "api" and entry.after == {"options": {"max_retries": 5}, "context_window": 200000}
+    client.force_login(owner)
+    assert client.patch("/api/models/remote/", {"enabled": False}, content_type="application/json").status_code in (403, 404)
+    client.logout()
+    token = api_token_create(user=staff, read_only=True).secret
+    refused = client.patch("/api/models/remote/", {"enabled": False}, content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+    assert refused.status_code == 403
+    model.refresh_from_db()
+    assert model.enabled is True
