@@ -109,6 +109,14 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     search_fields = ("name", "model_id", "display_name")
     readonly_fields = ("key_status", "agents_using", "known_options", "created_at", "updated_at")
     change_form_template = "admin/runtime/modelconfig/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("name", "display_name", "enabled", "agents_using")}),
+        ("Provider and key", {"fields": ("provider_kind", "provider_name", "model_id", "base_url", "api_key_env", "key_status")}),
+        ("Capabilities and limits", {"fields": ("supports_tools", "supports_thinking", "supports_images", "context_window", "max_output_tokens")}),
+        ("Prices (USD per million tokens)", {"fields": ("price_input", "price_output", "price_cache_read", "price_cache_write")}),
+        ("Options", {"fields": ("options", "known_options")}),
+        ("Timestamps", {"classes": ("collapse",), "fields": ("created_at", "updated_at")}),
+    )
 
     def list_queryset(self, queryset):
         return super().list_queryset(queryset).annotate(agent_total=Count("agents"))
