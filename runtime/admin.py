@@ -603,8 +603,8 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
 
     @admin.display(description="session")
     def session_link(self, obj):
-        url = reverse("admin:sessions_tree_agentsession_changelist") + f"?q={obj.session_id}"
-        return format_html('<a href="{}">{}</a>', url, obj.session_id[:13])
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
+        return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
 
     @admin.display(description="subagents")
     def subagent_link(self, obj):

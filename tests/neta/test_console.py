@@ -183,6 +183,7 @@ def test_runs_list_columns_search_date_filter_links_and_who_aborted(client, staf
     assert "boom: the model refused" in page and "second line" not in page
     assert "7 / 3" in page and "cheap" in page  # tokens; the agent's model
     assert f"?parent_run__id__exact={failed.pk}" in page
+    assert reverse("admin:sessions_tree_agentsession_change", args=["sess-f"]) in page
     children = client.get(reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={failed.pk}")
     assert children.status_code == 200 and list(children.context["cl"].result_list) == list(SubprocessRun.objects.all())
 
