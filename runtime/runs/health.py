@@ -63,7 +63,8 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
     each with its last heartbeat: its reaper timer's last pass on that host."""
     queues = {name: [] for name in celery_queues()}
     inline = settings.NETA_TASK_BACKEND != "celery"
-    result = {"backend": settings.NETA_TASK_BACKEND, "queues": queues, "ok": True, "detail": ""}
+    roles = {settings.CELERY_TASK_DEFAULT_QUEUE: "turns", settings.NETA_SUBAGENT_QUEUE: "subagents"}
+    result = {"backend": settings.NETA_TASK_BACKEND, "queues": queues, "roles": roles, "ok": True, "detail": ""}
     if inline:
         result["detail"] = "inline backend: turns and subagents run in the web process"
         return result
