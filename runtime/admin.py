@@ -169,8 +169,8 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
         model = self.get_object(request, object_id)
         if model is None:
             raise Http404("no such model")
-        if not self.has_view_permission(request, model):
-            raise PermissionDenied
+        if not self.has_change_permission(request, model):
+            raise PermissionDenied  # it calls the provider (and may cost a few tokens): for those who may change models
         result = model_test_connection(model=model)
         request.session["console_model_test"] = {"model": model.pk, **result.to_dict()}
         return HttpResponseRedirect(reverse("admin:runtime_modelconfig_change", args=[model.pk]))

@@ -123,3 +123,15 @@ def test_the_api_refuses_the_same_options_and_audits_a_change(client, staff, own
     assert refused.status_code == 403
     model.refresh_from_db()
     assert model.enabled is True
+
+
+def test_test_connection_needs_the_change_permission(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_modelconfig"))
+    model = ModelConfig.objects.create(name="demo", provider_kind="scripted", model_id="demo")
+    client.force_login(viewer)
+    page = client.get(reverse("admin:runtime_modelconfig_change", args=[model.pk]))
+    assert page.status_code == 200 and 'id="test-connection"' not in page.content.decode()
+    assert client.post(reverse("admin:runtime_modelconfig_test", args=[model.pk])).status_code == 403
