@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import FieldDoesNotExist
 from django.db import transaction
 from django.utils.html import format_html, format_html_join
@@ -76,9 +80,11 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return _pre(obj.after)
 
 
-def _field_values(obj, names) -> dict:
+def _field_values(obj, names, exclude=()) -> dict:
     values = {}
     for name in names:
+        if name in exclude:
+            continue
         try:
             field = obj._meta.get_field(name)
         except FieldDoesNotExist:  # a form-only field
@@ -88,12 +94,17 @@ def _field_values(obj, names) -> dict:
     return values
 
 
+def _members(obj, name: str) -> list[str]:
+    return sorted(str(member) for member in getattr(obj, name).all())
+
+
 class AuditedModelAdmin(admin.ModelAdmin):
     """Records the admin's own saves and deletes of a configuration row (an agent, a model…):
     the changed fields before and after, in the save's transaction. ``audit_action`` names the
     thing (``agent`` → ``agent.create`` / ``agent.change`` / ``agent.delete``)."""
 
     audit_action = ""
+    audit_exclude: tuple[str, ...] = ()  # never recorded (a password hash)
 
     def _audit_name(self) -> str:
         return self.audit_action or self.model._meta.model_name
@@ -103,10 +114,10 @@ class AuditedModelAdmin(admin.ModelAdmin):
         before = {}
         if change and obj.pk is not None:
             stored = type(obj)._default_manager.filter(pk=obj.pk).first()
-            before = _field_values(stored, names) if stored is not None else {}
+            before = _field_values(stored, names, self.audit_exclude) if stored is not None else {}
         with transaction.atomic():
             super().save_model(request, obj, form, change)
-            after = _field_values(obj, names)
+            after = _field_values(obj, names, self.audit_exclude)
             old, new = changed_fields(before, after) if change else ({}, after)
             if not change or new:
                 record(
@@ -114,8 +125,20 @@ class AuditedModelAdmin(admin.ModelAdmin):
                     target=obj, before=old or None, after=new, via="console",
                 )  # fmt: skip
 
+    def save_related(self, request, form, formsets, change):
+        """Many-to-many fields the form changed (a user's groups, a group's permissions): one
+        more row with their members before and after, in the same transaction."""
+        names = [f.name for f in form.instance._meta.many_to_many if f.name in form.changed_data and f.name not in self.audit_exclude]
+        before = {name: _members(form.instance, name) for name in names} if change else {}
+        with transaction.atomic():
+            super().save_related(request, form, formsets, change)
+            after = {name: _members(form.instance, name) for name in names}
+            old, new = changed_fields(before, after) if change else ({}, after)
+            if new:
+                record(actor=request.user, action=f"{self._audit_name()}.change_members", target=form.instance, before=old or None, after=new, via="console")
+
     def delete_model(self, request, obj):
-        before = _field_values(obj, [f.name for f in obj._meta.concrete_fields])
+        before = _field_values(obj, [f.name for f in obj._meta.concrete_fields], self.audit_exclude)
         ident, label = obj.pk, str(obj)
         with transaction.atomic():
             super().delete_model(request, obj)
@@ -124,3 +147,28 @@ class AuditedModelAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for obj in queryset:
             self.delete_model(request, obj)
+
+
+# Users and groups are staff writes too (who may use an agent follows them): Django's own
+# pages, audited.
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
+    audit_action = "user"
+    audit_exclude = ("password", "last_login")
+
+    def user_change_password(self, request, id, form_url=""):
+        with transaction.atomic():
+            response = super().user_change_password(request, id, form_url)
+            if request.method == "POST" and response.status_code == 302:  # saved (the hash is never recorded)
+                user = self.get_object(request, unquote(id))
+                record(actor=request.user, action="user.set_password", target=user, via="console")
+        return response
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(AuditedModelAdmin, GroupAdmin):
+    audit_action = "group"

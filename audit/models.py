@@ -8,10 +8,10 @@ from django.db import models
 
 
 class Via(models.TextChoices):
-    CONSOLE = "console"  # a page under /admin/
-    API = "api"  # the REST API
-    SOCKET = "socket"  # the session websocket
-    CLI = "cli"  # a management command, a task, a test: no request
+    CONSOLE = "console", "console"  # a page under /admin/
+    API = "api", "api"  # the REST API
+    SOCKET = "socket", "socket"  # the session websocket
+    CLI = "cli", "cli"  # a management command, a task, a test: no request
 
 
 class AuditEntry(models.Model):
@@ -23,7 +23,7 @@ class AuditEntry(models.Model):
     ``audit.services.record`` in the change's transaction and never edited or deleted.
     """
 
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    at = models.DateTimeField("when", auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor_name = models.CharField(max_length=150, blank=True)
     action = models.CharField(max_length=64, db_index=True)

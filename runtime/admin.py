@@ -465,8 +465,8 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             **self.admin_site.each_context(request),
             "opts": self.model._meta, "original": agent, "title": f"Policies of {agent.name}",
             "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
-            "tool_pairs": list(zip(report.tools or (), report.subagent_tools or ())),
-            "skill_pairs": list(zip(report.skills, report.subagent_skills)),
+            "tool_pairs": list(zip(report.tools or (), report.subagent_tools or (), strict=True)),
+            "skill_pairs": list(zip(report.skills, report.subagent_skills, strict=True)),
             "stored": {name: json.dumps(getattr(agent, name), indent=2, ensure_ascii=False) for name in POLICY_FORMS},
             "prompt": prompt_preview(agent), **forms_,
         }  # fmt: skip

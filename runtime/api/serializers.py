@@ -259,12 +259,15 @@ class SkillOut(serializers.ModelSerializer):
     usable = serializers.BooleanField(read_only=True)
     disableModelInvocation = serializers.BooleanField(source="disable_model_invocation")
     allowInSubagent = serializers.BooleanField(source="allow_in_subagent")
+    sourceInfo = serializers.JSONField(
+        source="source_info", help_text="Where the skill was found: root, root_label, path (and an import's record)."
+    )
     updatedAt = serializers.DateTimeField(source="updated_at")
 
     class Meta:
         model = SkillResource
         fields = [
-            "id", "name", "description", "scope", "source", "status", "version", "fingerprint", "revision",
+            "id", "name", "description", "scope", "source", "sourceInfo", "status", "version", "fingerprint", "revision",
             "disabled", "usable", "disableModelInvocation", "allowInSubagent", "fileCount", "totalBytes", "updatedAt",
         ]  # fmt: skip
         read_only_fields = fields

@@ -68,7 +68,10 @@ class ToolPolicyForm(forms.Form):
         # Delegate tools (and any other name the editor does not show) keep their stored entries.
         keep_on = [n for n in self.stored.get("enabled") or [] if n not in known and n in {t.name for t in all_tools()}]
         keep_off = [n for n in self.stored.get("disabled") or [] if n not in known and n in {t.name for t in all_tools()}]
-        enabled, disabled, per_tool = list(keep_on), list(keep_off), {}
+        registered = {t.name for t in all_tools()}
+        stored_rules = self.stored.get("per_tool") if isinstance(self.stored.get("per_tool"), dict) else {}
+        kept_rules = {n: r for n, r in stored_rules.items() if n not in known and n in registered}  # the delegate tools'
+        enabled, disabled, per_tool = list(keep_on), list(keep_off), dict(kept_rules)
         for tool in self.tools:
             n = tool.name
             mode = data.get(f"{n}__mode")

@@ -288,4 +288,9 @@ def session_import(
     if kind not in SESSION_PROVIDER_KINDS:
         raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
     with acting_as(actor):
-        return import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name)
+        meta = import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name)
+    if audited(actor, current_via() or "cli"):
+        with transaction.atomic():
+            after = {"agent": agent.name, "provider": kind, "source": source_name or "", "entry_count": meta.entry_count}
+            record(actor=actor, action="session.import", target=(SESSION_TARGET, meta.session_id, meta.title), after=after)
+    return meta

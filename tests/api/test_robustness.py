@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from runtime.api.parsers import MAX_JSON_DEPTH, check_json, loads
 from runtime.api.renderers import SafeJSONRenderer
+from runtime.api.tokens import api_token_create
 from runtime.encodable import TOO_DEEP, renderable
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
@@ -297,7 +298,8 @@ def test_no_route_method_actor_or_body_answers_5xx(owner, staff, agent, tmp_path
         user = {"anonymous": None, "user": owner, "staff": staff}[actor]
         tree = build_tree(owner, agent)
         run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
-        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1", "token_id": "1"}
+        token = api_token_create(user=owner, name="robustness").token
+        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1", "token_id": token.pk}
         urls = [reverse(f"api:{name}", kwargs={k: values[k] for k in kwargs}) for name, kwargs in routes]
         urls.append("/api/no-such-endpoint/")
         c = client(user)

@@ -196,3 +196,41 @@ def test_record_refuses_an_unknown_door_and_a_bad_target(staff):
     with pytest.raises(TypeError):
         record(actor=staff, action="x.y", target="just a string")
     assert not AuditEntry.objects.exists()
+
+
+def test_user_and_group_edits_in_the_console_are_recorded_without_the_password(console, staff, owner):
+    from django.contrib.auth.models import Group
+
+    team = Group.objects.create(name="team")
+    page = console.get(f"/admin/auth/user/{owner.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if name not in ("password",)}
+    data = {k: v for k, v in data.items() if v not in (None, False)}
+    data.update(groups=[team.pk], first_name="Olive", _save="Save")
+    data.pop("user_permissions", None)
+    for key in ("date_joined", "last_login"):
+        data.pop(key, None)
+    data["date_joined_0"], data["date_joined_1"] = owner.date_joined.strftime("%Y-%m-%d"), owner.date_joined.strftime("%H:%M:%S")
+    response = console.post(f"/admin/auth/user/{owner.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    change = AuditEntry.objects.get(action="user.change")
+    assert change.after["first_name"] == "Olive" and "password" not in str(change.before) + str(change.after)
+    members = AuditEntry.objects.get(action="user.change_members")
+    assert members.before == {"groups": []} and members.after == {"groups": ["team"]}
+
+    response = console.post(f"/admin/auth/user/{owner.pk}/password/", {"password1": "n3w-Passw0rd!x", "password2": "n3w-Passw0rd!x"})
+    assert response.status_code == 302
+    row = AuditEntry.objects.get(action="user.set_password")
+    assert row.before is None and row.after is None and row.target_id == str(owner.pk)
+
+
+def test_a_staff_import_over_the_api_is_recorded(agent, staff):
+    from tests.conftest import FIXTURES
+
+    client = APIClient()
+    client.force_login(staff)
+    with (FIXTURES / "02-branches.jsonl").open("rb") as fh:
+        response = client.post("/api/sessions/import/", {"file": fh}, format="multipart")
+    assert response.status_code == 201, response.content
+    row = AuditEntry.objects.get(action="session.import")
+    assert row.target_id == response.json()["sessionId"] and row.via == "api" and row.after["entry_count"] > 0

@@ -39,7 +39,7 @@ def editor_data(page) -> dict:
     data = {}
     for key in ("tools", "skills", "subagents"):
         form = page.context[key]
-        for name, field in form.fields.items():
+        for name in form.fields:
             value = form[name].value()
             if isinstance(value, bool):
                 if value:
@@ -129,3 +129,17 @@ def test_view_only_staff_see_the_editor_disabled_and_cannot_post(client, django_
     page = client.get(url)
     assert page.status_code == 200 and "disabled" in page.content.decode() and "Save policies" not in page.content.decode()
     assert client.post(url, editor_data(page)).status_code == 403
+
+
+def test_the_editor_keeps_what_it_has_no_field_for(console, agent):
+    Agent.objects.filter(pk=agent.pk).update(
+        tool_policy={"disabled": ["bash"], "per_tool": {"delegate_task": {"prompt_hint": "Delegate big searches."}}},
+        subagent_policy={"result_chars_per_child": 5000},
+    )
+    url = reverse("admin:runtime_agent_policies", args=[agent.pk])
+    data = editor_data(console.get(url))
+    data["tools-grep__mode"] = "off"
+    assert console.post(url, data).status_code == 302
+    agent.refresh_from_db()
+    assert agent.tool_policy["per_tool"] == {"delegate_task": {"prompt_hint": "Delegate big searches."}}
+    assert agent.subagent_policy == {"result_chars_per_child": 5000}  # unchanged in meaning: left as stored
