@@ -1,20 +1,23 @@
 """The staff console in Chromium, as an operator walks it: the overview's health, a new model
 with a key variable and its connection test, why a tool is gone for subagents, a skill's
-history, a failing run and its error. Screenshots at 1440×900 go to docs/screenshots/."""
+history, a failing run and its error. Screenshots at 1440×900: docs/screenshots/console-*.png with
+NETA_CONSOLE_SCREENSHOTS=1, else test-artifacts/browser/."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 
 import pytest
 
-from tests.browser.conftest import PASSWORD, Console
+from tests.browser.conftest import ARTIFACTS, PASSWORD, Console
 from tests.conftest import REPO
 from tests.runtime.wire_servers import Reply, WireServer
 
-SHOTS = REPO / "docs" / "screenshots"
+# The docs' screenshots are refreshed on request (NETA_CONSOLE_SCREENSHOTS=1), else they go with the test artifacts.
+SHOTS = REPO / "docs" / "screenshots" if os.environ.get("NETA_CONSOLE_SCREENSHOTS") == "1" else ARTIFACTS
 
 STAFF = f"""
 from django.contrib.auth import get_user_model
