@@ -197,6 +197,9 @@ NETA_REAPER_INTERVAL_SECONDS = env_int("NETA_REAPER_INTERVAL_SECONDS", 10, minim
 # A queued run no process has claimed for this long (Celery: no worker took the task)
 # is submitted again; after three such submissions it fails with the reason.
 NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
+# An ``ask_user`` question nobody answered for this long expires (the reaper round): the
+# model gets a "the user did not answer" result and the run goes on.
+NETA_ASK_USER_TIMEOUT_SECONDS = env_int("NETA_ASK_USER_TIMEOUT_SECONDS", 3600, minimum=1)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
@@ -216,12 +219,21 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A round no worker picked up within one interval is dropped (the next one comes anyway), so a
+# beat left running while the workers are down does not pile up rounds in the broker.
 CELERY_BEAT_SCHEDULE = {
-    "reap-stale-runs": {"task": "runtime.reap_stale_runs", "schedule": float(NETA_REAPER_INTERVAL_SECONDS)},
+    "reap-stale-runs": {
+        "task": "runtime.reap_stale_runs",
+        "schedule": float(NETA_REAPER_INTERVAL_SECONDS),
+        "options": {"expires": float(NETA_REAPER_INTERVAL_SECONDS)},
+    },
 }
 
 # --- Models and sandbox ---------------------------------------------------------
 NETA_DEFAULT_MODEL = env_str("NETA_DEFAULT_MODEL", "auto")
+# Who writes a session's title after its first answer (runtime/runs/titles.py): "" = the
+# agent's model, a model name (a cheap one), or "off".
+NETA_TITLE_MODEL = env_str("NETA_TITLE_MODEL", "")
 # auto: bubblewrap when a probe shows it works here, else none with a warning (docs/tools.md).
 NETA_SANDBOX = env_choice("NETA_SANDBOX", "auto", ("auto", "none", "bwrap"))
 # The bubblewrap binary: a name looked up on PATH, or an absolute path.

@@ -229,13 +229,16 @@ class Agent(models.Model):
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
+    # Parked on an ``ask_user`` question: no thread, no worker; the answer (or its
+    # expiry) makes it ``queued`` again and the backend resumes it (runs/questions.py).
+    WAITING = "waiting"
     COMPLETED = "completed"
     ABORTED = "aborted"
     FAILED = "failed"
     LOST = "lost"
 
 
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
 
 class AgentRun(models.Model):
@@ -271,6 +274,11 @@ class AgentRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="cancelled_runs"
     )
     in_flight_entry_id = models.CharField(max_length=64, blank=True)
+    # The ``ask_user`` question the run waits on (``waiting``), or last waited on:
+    # toolCallId, question, options, allowFreeText, multiSelect, askedAt, expiresAt, and
+    # once settled ``outcome`` (answered / expired) with ``answer`` and ``answeredBy``.
+    question = models.JSONField(default=dict, blank=True)
+    waiting_since = models.DateTimeField(null=True, blank=True)
     rounds = models.PositiveIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)

@@ -91,3 +91,16 @@ def pytest_unconfigure(config):
     if not base.exists():
         for suffix in ("-wal", "-shm"):
             base.with_name(base.name + suffix).unlink(missing_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def no_auto_titles(request):
+    """Sessions are not auto-titled in tests (runtime/runs/titles.py) unless a test asks
+    with ``@pytest.mark.auto_titles``: most tests count the entries a run writes."""
+    if request.node.get_closest_marker("auto_titles") is not None:
+        yield
+        return
+    before = getattr(settings, "NETA_TITLE_MODEL", "")
+    settings.NETA_TITLE_MODEL = "off"
+    yield
+    settings.NETA_TITLE_MODEL = before

@@ -12,10 +12,12 @@ so a pathological pattern fails with a clear error instead of hanging.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import regex
+from typing import TYPE_CHECKING
 
 from toolcatalog.protocol import ToolError
+
+if TYPE_CHECKING:
+    import regex
 
 MATCH_TIMEOUT = 0.5
 MAX_PATTERN_LENGTH = 1000
@@ -26,6 +28,8 @@ class GlobError(ToolError):
 
 
 def _translate(pattern: str) -> str:
+    import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
     out: list[str] = []
     i = 0
     n = len(pattern)
@@ -114,6 +118,8 @@ class Glob:
 
 
 def compile_glob(pattern: str) -> Glob:
+    import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
     if not isinstance(pattern, str) or not pattern.strip():
         raise GlobError("glob pattern is empty")
     if len(pattern) > MAX_PATTERN_LENGTH:

@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
-
-import jsonschema
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, runtime_checkable
 
 from sessions_tree.clean import clean_text  # one function: lone surrogates become U+FFFD everywhere
 from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, ToolManifest, WorkerRoute
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 # --- results ------------------------------------------------------------------
 
@@ -298,7 +298,27 @@ class Tool:
 _validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
 
 
+def _jsonschema():
+    """jsonschema (~0.3 s to import), loaded on the first validation: a process that only
+    lists or registers tools without checks (the subagent child's start) never pays it early."""
+    import jsonschema  # see the docstring
+
+    return jsonschema
+
+
+#: Off only in the subagent child (:func:`defer_schema_checks`): its builtins' schemas are
+#: then checked on the first call of each tool (``_validator_for`` always checks).
+_check_schemas_at_registration = True
+
+
+def defer_schema_checks() -> None:
+    """Check a tool's parameter schema at its first call instead of at ``register_tool``."""
+    global _check_schemas_at_registration
+    _check_schemas_at_registration = False
+
+
 def _validator_for(tool: Tool) -> Draft202012Validator:
+    Draft202012Validator = _jsonschema().Draft202012Validator
     schema = tool.parameters
     cached = _validators.get(id(schema))
     if cached is None or cached[0] is not schema:  # the id of a collected dict may be reused
@@ -327,6 +347,7 @@ def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
             args = tool.prepare_arguments(dict(args))
         except Exception as exc:  # noqa: BLE001
             return ToolResult.error(clean_text(f"Invalid arguments for tool {name!r}: {exc}"))
+    jsonschema = _jsonschema()
     try:
         problems = validate_args(tool, args)
     except jsonschema.SchemaError as exc:
@@ -377,7 +398,8 @@ def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
         raise ValueError(f"tool name {name!r} must be 1-64 chars of a-z, 0-9, '_' or '-'")
     if not isinstance(tool.manifest, ToolManifest):
         raise TypeError(f"tool {name!r}: manifest must be a ToolManifest")
-    Draft202012Validator.check_schema(tool.parameters)
+    if _check_schemas_at_registration:
+        _jsonschema().Draft202012Validator.check_schema(tool.parameters)
     with _registry_lock:
         existing = _registry.get(name)
         if existing is not None and existing is not tool and not replace:

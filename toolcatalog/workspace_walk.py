@@ -19,10 +19,12 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from toolcatalog.protocol import CancelSignal, ToolCancelled
+
+if TYPE_CHECKING:
+    import pathspec
 
 MAX_IGNORE_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
@@ -61,6 +63,8 @@ class IgnoreRules:
         self.specs = specs
 
     def with_directory(self, dir_fd: int, rel: tuple[str, ...]) -> IgnoreRules:
+        import pathspec  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
         added = []
         text = _read_small(".gitignore", dir_fd)
         if text:

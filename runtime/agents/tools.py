@@ -78,11 +78,14 @@ def agent_tool_projection(agent, *, for_subagent: bool = False, model=None, gove
     loop all read it here; ``PolicyError`` on an invalid stored policy. ``model``: the
     model the run calls (default: the agent's); one without tool support gets no tool.
     ``governance``: the ToolConfig rules read once for many agents (a list page)."""
-    # The delegate tools: on when the subagent policy lets the agent delegate; a subagent
-    # (a child process) never delegates and never asks the user (runtime/subagent_policy.py).
+    # The delegate tools: on when the subagent policy lets the agent delegate. As a subagent
+    # (a child process) it never asks the user, and whether it may delegate is not its own
+    # policy's call: the delegating parent's policy and depth decide per call (a child below
+    # max_depth gets them as proxy tools, runtime/subagents/host.py).
     tool_policy, runtime_policy = effective_tool_policy(agent.tool_policy, agent.subagent_policy)
     if for_subagent:
-        runtime_policy = {"denied": {**{n: "a subagent cannot delegate further (depth limit)" for n in DELEGATE_TOOLS}, "ask_user": "never offered to subagents"}}
+        why = "a subagent cannot delegate further unless the delegating parent's subagent_policy allows it at that depth (max_depth)"
+        runtime_policy = {"denied": {**dict.fromkeys(DELEGATE_TOOLS, why), "ask_user": "never offered to subagents"}}
     no_tools = model_without_tools(model if model is not None else agent.model)
     if no_tools:
         runtime_policy = {**runtime_policy, "no_tools_reason": no_tools}

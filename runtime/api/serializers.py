@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runtime.models import Agent, AgentRun, ModelConfig
+from runtime.models import THINKING_LEVELS, Agent, AgentRun, ModelConfig
 from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
 from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
@@ -71,8 +71,28 @@ class PromptInput(serializers.Serializer):
     mode = serializers.ChoiceField(required=False, choices=["follow_up", "steer"], default="follow_up")
     images = ImageInput(many=True, required=False, max_length=MAX_IMAGES)
     model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+    thinkingLevel = serializers.ChoiceField(
+        required=False, allow_null=True, choices=list(THINKING_LEVELS),
+        help_text="Written to the path before the prompt (a thinking_level_change entry) when it differs; the model must support thinking for any level but off.",
+    )  # fmt: skip
 
     def validate_text(self, value):
+        if not value.strip():
+            raise serializers.ValidationError("must not be blank")
+        return value
+
+
+class RegenerateInput(serializers.Serializer):
+    entryId = entry_id_field(help_text="The user message to answer again (the new answer is a sibling of its answers).")
+    model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
+
+
+class SessionSearchQuery(serializers.Serializer):
+    q = StrictCharField(min_length=1, max_length=200, help_text="Text to find in titles and in user and assistant messages (case-insensitive).")
+    agent = StrictCharField(required=False, max_length=64)
+    status = serializers.ChoiceField(required=False, choices=SessionStatus.values)
+
+    def validate_q(self, value):
         if not value.strip():
             raise serializers.ValidationError("must not be blank")
         return value
@@ -105,7 +125,7 @@ class ImportInput(serializers.Serializer):
 
 class RunListQuery(serializers.Serializer):
     session = StrictCharField(required=False, max_length=64)
-    status = serializers.ChoiceField(required=False, choices=["queued", "running", "completed", "aborted", "failed", "lost"])
+    status = serializers.ChoiceField(required=False, choices=["queued", "running", "waiting", "completed", "aborted", "failed", "lost"])
 
 
 # --------------------------------------------------------------------------- outputs
@@ -189,13 +209,14 @@ class RunOut(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at")
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    question = serializers.JSONField(read_only=True, help_text="The ask_user question the run waits on (status waiting) or last waited on; {} when none.")
 
     class Meta:
         model = AgentRun
         fields = [
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
-            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt",
+            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -334,6 +355,31 @@ class PromptOut(serializers.Serializer):
     run = RunOut()
     queuedAs = serializers.CharField(allow_null=True, help_text="null: a new run; follow_up/steer: delivered to the active run.")
     editorText = serializers.CharField(allow_null=True)
+
+
+class AnswerInput(serializers.Serializer):
+    toolCallId = StrictCharField(max_length=128, help_text="The ask_user call the run waits on.")
+    answer = serializers.JSONField(help_text="An option or free text; with multi_select a list of options (and at most one free text).")
+
+
+class AnswerOut(serializers.Serializer):
+    run = RunOut()
+
+
+class RegenerateOut(serializers.Serializer):
+    run = RunOut()
+
+
+class SessionSearchHitOut(serializers.Serializer):
+    session = SessionOut()
+    match = serializers.ChoiceField(choices=["title", "content"])
+    entryId = serializers.CharField(allow_null=True, help_text="A content match: the message that holds the text.")
+    snippet = serializers.CharField(allow_null=True, help_text="A content match: the text around it.")
+
+
+class SessionSearchOut(serializers.Serializer):
+    results = SessionSearchHitOut(many=True)
+    scanned = serializers.IntegerField(help_text="How many of the most recently updated sessions were looked into (bounded).")
 
 
 class AbortOut(serializers.Serializer):

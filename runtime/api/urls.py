@@ -39,11 +39,14 @@ class DocsPage(SpectacularSwaggerView):
 app_name = "api"
 urlpatterns = [
     path("sessions/import/", imports.SessionImportApi.as_view(), name="session-import"),
+    path("sessions/search/", sessions.SessionSearchApi.as_view(), name="session-search"),
     path(SESSION + "snapshot/", sessions.SessionSnapshotApi.as_view(), name="session-snapshot"),
     path(SESSION + "entries/", sessions.SessionEntriesApi.as_view(), name="session-entries"),
     path(SESSION + "events/", sessions.SessionEventsApi.as_view(), name="session-events"),
     path(SESSION + "prompt/", runs.SessionPromptApi.as_view(), name="session-prompt"),
+    path(SESSION + "regenerate/", runs.SessionRegenerateApi.as_view(), name="session-regenerate"),
     path(SESSION + "abort/", runs.SessionAbortApi.as_view(), name="session-abort"),
+    path(SESSION + "answer/", runs.SessionAnswerApi.as_view(), name="session-answer"),
     path(SESSION + "switch-leaf/", sessions.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
     path(SESSION + "labels/", sessions.SessionLabelApi.as_view(), name="session-labels"),
     path(SESSION + "compact/", sessions.SessionCompactApi.as_view(), name="session-compact"),

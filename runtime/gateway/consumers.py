@@ -40,7 +40,8 @@ from runtime.realtime.messages import (
 )
 from runtime.realtime.publisher import event_publisher
 from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
-from runtime.runs.prompts import run_abort, session_prompt
+from runtime.runs.prompts import run_abort, session_prompt, session_regenerate
+from runtime.runs.questions import answer_question
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.selectors import session_snapshot
 from runtime.sessions.services import session_switch_leaf
@@ -59,9 +60,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404  # no such session, or one the caller may not read (indistinguishable on purpose)
 MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
-COMMANDS = ("subscribe", "prompt", "abort", "switch_leaf", "ping")
-WRITE_COMMANDS = ("prompt", "abort", "switch_leaf")
-ACTIVE_STATES = ("queued", "running")
+COMMANDS = ("subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "ping")
+WRITE_COMMANDS = ("prompt", "regenerate", "abort", "switch_leaf", "answer")
+ACTIVE_STATES = ("queued", "running", "waiting")
 
 
 # orjson refuses nesting past 254 levels (and the strings and numbers JSON over
@@ -210,16 +211,32 @@ def _prompt(session_id: str, user, data: dict) -> dict:
             from_entry_id=data.get("fromEntryId") or None,
             mode=data["mode"],
             model_name=data.get("model") or None,
+            thinking_level=data.get("thinkingLevel") or None,
         )
     except EntryNotFound as exc:
         raise FieldError("fromEntryId", exc) from exc
     return {"runId": str(outcome.run.run_id), "queuedAs": outcome.queued_as, "editorText": outcome.editor_text}
 
 
+def _regenerate(session_id: str, user, data: dict) -> dict:
+
+    try:
+        run = session_regenerate(session_id=session_id, entry_id=data["entryId"], actor=user, model_name=data.get("model") or None)
+    except EntryNotFound as exc:
+        raise FieldError("entryId", exc) from exc
+    return {"runId": str(run.run_id)}
+
+
 def _abort(session_id: str, user, data: dict) -> dict:
 
     run = run_abort(session_id=session_id, actor=user)
     return {"runId": str(run.run_id) if run else None, "status": run.status if run else None}
+
+
+def _answer(session_id: str, user, data: dict) -> dict:
+
+    run = answer_question(session_id=session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=user)
+    return {"runId": str(run.run_id), "status": run.status}
 
 
 def _switch_leaf(session_id: str, user, data: dict) -> dict:
@@ -252,8 +269,10 @@ GATEWAY_MESSAGES = {
     WITHDRAWN_MESSAGE: "access_withdrawn",
     RECHECK_MESSAGE: "access_recheck",
 }
-COMMAND_INPUTS = {"prompt": S.PromptInput, "switch_leaf": S.SwitchLeafInput, "abort": None}
-COMMAND_CALLS = {"prompt": _prompt, "abort": _abort, "switch_leaf": _switch_leaf}
+COMMAND_INPUTS = {
+    "prompt": S.PromptInput, "regenerate": S.RegenerateInput, "switch_leaf": S.SwitchLeafInput, "abort": None, "answer": S.AnswerInput,
+}  # fmt: skip
+COMMAND_CALLS = {"prompt": _prompt, "regenerate": _regenerate, "abort": _abort, "switch_leaf": _switch_leaf, "answer": _answer}
 
 
 # --------------------------------------------------------------------------- the consumer

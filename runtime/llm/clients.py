@@ -10,8 +10,10 @@ per request.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-import httpx2
+if TYPE_CHECKING:
+    import httpx2
 
 _lock = threading.Lock()
 _http: httpx2.Client | None = None
@@ -20,6 +22,8 @@ _MAX_CLIENTS = 64
 
 
 def shared_http_client() -> httpx2.Client:
+    import httpx2  # loaded with the first wire call: a scripted-only process (the subagent child) never pays ~0.2 s
+
     global _http
     with _lock:
         if _http is None:
@@ -33,6 +37,8 @@ def shared_http_client() -> httpx2.Client:
 
 def request_timeout(options: dict) -> httpx2.Timeout:
     """`timeout` (whole-read seconds, default 600) and `connect_timeout` (default 10)."""
+    import httpx2  # loaded with the first wire call: a scripted-only process (the subagent child) never pays ~0.2 s
+
     total = options.get("timeout", 600.0)
     connect = options.get("connect_timeout", 10.0)
     for name, value in (("timeout", total), ("connect_timeout", connect)):

@@ -33,6 +33,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 DEMO_RULES = PACKAGE_DIR / "scripted_demo.yaml"
 DEFAULT_CHUNK_SIZE = 8
 USER_PLACEHOLDER = "{{user}}"
+RESULT_PLACEHOLDER = "{{result}}"  # the text of the last tool result (e.g. the user's answer to ask_user)
 NO_MATCH_MESSAGE = "scripted: no rule matches the last user message and there is no default"
 
 
@@ -417,6 +418,16 @@ def _overrides(options: dict) -> tuple[float | None, int | None]:
     return (None if delay < 0 else delay), (None if chunk < 0 else chunk)
 
 
+def _last_tool_result(messages: list[dict]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "toolResult":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(b.get("text") or "" for b in content if isinstance(b, dict) and b.get("type") == "text")
+            return content if isinstance(content, str) else ""
+    return ""
+
+
 class ScriptedProvider:
     api = API
 
@@ -460,6 +471,8 @@ class ScriptedProvider:
                 delta = b.tool_call_delta
             else:
                 text = step.text.replace(USER_PLACEHOLDER, user_text) if USER_PLACEHOLDER in step.text else step.text
+                if RESULT_PLACEHOLDER in text:
+                    text = text.replace(RESULT_PLACEHOLDER, _last_tool_result(request.messages))
                 if kind == "text":
                     index, event = b.begin_text()
                     delta = b.text_delta

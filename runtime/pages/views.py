@@ -20,7 +20,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from runtime.agents.access import agent_usable_by, usable_agents
 from runtime.agents.selectors import agent_for_session, default_agent
 from runtime.errors import RuntimeInputError
-from runtime.models import Agent
+from runtime.models import Agent, ModelConfig
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.services import session_for_agent
 from sessions_tree.models import AgentSession
@@ -28,6 +28,26 @@ from toolcatalog.sandbox import effective_sandbox
 
 LOGIN_URL = reverse_lazy("pages:login")
 RECENT_SESSIONS = 50
+
+
+def model_data(model: ModelConfig) -> dict:
+    return {
+        "name": model.name,
+        "displayName": model.display_name or model.name,
+        "modelId": model.model_id,
+        "contextWindow": model.context_window,
+        "supportsTools": model.supports_tools,
+        "supportsImages": model.supports_images,
+        "supportsThinking": model.supports_thinking,
+    }
+
+
+def usable_models(agent: Agent) -> list[dict]:
+    """The models the composer offers for the next prompt: the enabled ones with their key
+    set (the prompt service checks again), the agent's own first."""
+    models = [m for m in ModelConfig.objects.filter(enabled=True).order_by("name") if m.usable]
+    models.sort(key=lambda m: m.pk != agent.model_id)
+    return [model_data(m) for m in models]
 
 
 def agent_data(agent: Agent) -> dict:
@@ -76,7 +96,10 @@ def visible_session(user, session_id: str) -> tuple[AgentSession, Access]:
 @ensure_csrf_cookie
 def chat_page(request, session_id: str | None = None):
     """The chat page. Without a session id: the agent's last session when it restores
-    sessions (``Agent.restore_last_session``), else a new one."""
+    sessions (``Agent.restore_last_session``), else a new one. ``?new=1`` ("New session")
+    is a draft: no session exists until the first message is sent (the page creates it
+    then), so trying a new session and leaving leaves nothing behind."""
+    meta = None
     if session_id is None:
         wanted = request.GET.get("agent")
         mine = usable_agents(request.user, Agent.objects.select_related("model"))  # runtime/agents/access.py
@@ -87,6 +110,8 @@ def chat_page(request, session_id: str | None = None):
             agent = agent or default_agent(for_user=request.user)
         except RuntimeInputError as exc:
             raise PermissionDenied(str(exc)) from None
+        if request.GET.get("new") == "1":
+            return _draft_page(request, agent)
         meta = session_for_agent(agent=agent, user=request.user)
         access = session_access(request.user, meta)
     else:
@@ -94,28 +119,39 @@ def chat_page(request, session_id: str | None = None):
         agent = agent_for_session(meta)
         if meta.user_id == request.user.pk and not agent_usable_by(agent, request.user):
             raise PermissionDenied(f"you may not use the agent {agent.name!r}")
+    data = page_data(request, agent, meta)
+    data["readOnly"] = not access.write  # another user's session the viewer may read but not change (the socket says so too)
+    return render(request, "chat/index.html", {"data": data, "title": meta.title or "Untitled session"})
+
+
+def _draft_page(request, agent: Agent):
+    data = page_data(request, agent, None)
+    return render(request, "chat/index.html", {"data": data, "title": "New session"})
+
+
+def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
+    """What the page embeds; ``meta`` None: a draft (``sessionId`` null, no socket)."""
     recent = AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")
     agents = usable_agents(request.user, Agent.objects.select_related("model")).order_by("name")
-    data = {
+    return {
         "user": {"username": request.user.get_username(), "isStaff": request.user.is_staff},
-        "sessionId": meta.session_id,
-        "session": session_row(meta),
-        # Another user's session the viewer may read but not change (the socket says so too).
-        "readOnly": not access.write,
+        "sessionId": meta.session_id if meta else None,
+        "session": session_row(meta) if meta else None,
+        "readOnly": False,
         "agent": agent_data(agent),
-        "agents": [{"name": a.name, "description": a.description} for a in agents],
+        "models": usable_models(agent),
+        "agents": [{"name": a.name, "description": a.description, "restoreLastSession": a.restore_last_session} for a in agents],
         "sessions": [session_row(s) for s in recent[:RECENT_SESSIONS]],
         "urls": {
-            "socket": f"/ws/sessions/{meta.session_id}/",
+            "socket": f"/ws/sessions/{meta.session_id}/" if meta else None,
             "api": "/api/",
-            "page": reverse("pages:session", args=[meta.session_id]),
+            "page": reverse("pages:session", args=[meta.session_id]) if meta else None,
             "home": reverse("pages:chat"),
             "logout": reverse("pages:logout"),
             "console": reverse("admin:index") if request.user.is_staff else None,
         },
         "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
     }
-    return render(request, "chat/index.html", {"data": data, "title": meta.title or "Untitled session"})
 
 
 FAVICON = (

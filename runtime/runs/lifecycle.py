@@ -1,6 +1,8 @@
 """One run lifecycle: every transition of a run and of its queued inputs, one function each.
 
 States: ``queued`` → ``running`` → ``completed`` | ``failed`` | ``aborted`` | ``lost``;
+``running`` → ``waiting`` (an ``ask_user`` question; no process holds it) → ``queued``
+(answered or expired: ``resume``) | ``aborted``;
 ``queued`` → ``aborted`` (an abort before it started) | ``failed`` (never started, or its
 claim failed). A queued input (``RunInput``: a follow-up or a steer) is ``queued`` on an
 active run until the turn loop ``consume``s it (or the reaper carries it on).
@@ -113,11 +115,13 @@ def create_run(
     images=None,
     from_entry_id: str = "",
     model_name: str = "",
+    prompt_entry_id: str = "",
     backend: str | None = None,
     sink: StreamSink | None = None,
 ) -> AgentRun:
     """created → ``queued``, for ``user`` (or the user ``user_id``: who prompted). The caller
-    holds ``meta``'s row lock (``lock_session``): no other run of the session is active."""
+    holds ``meta``'s row lock (``lock_session``): no other run of the session is active.
+    ``prompt_entry_id``: the prompt is already in the tree (a regenerated answer)."""
     run = AgentRun.objects.create(
         session_id=meta.session_id,
         agent=agent,
@@ -126,6 +130,7 @@ def create_run(
         images=images or [],
         from_entry_id=from_entry_id or "",
         model_name=model_name or "",
+        prompt_entry_id=prompt_entry_id or "",
         backend=backend or settings.NETA_TASK_BACKEND,
         status=RunStatus.QUEUED,
     )
@@ -275,13 +280,58 @@ def _finish_locked(run: AgentRun, status: str, error: str, sink: StreamSink | No
     return done
 
 
+# --------------------------------------------------------------------------- waiting
+
+
+def wait(run: AgentRun, question: dict, *, sink: StreamSink | None = None) -> bool:
+    """``running`` → ``waiting`` on ``question`` (an ``ask_user`` call): the loop returns
+    and the run holds no thread or worker until ``resume``. Under the session's row lock,
+    so an abort or an answer sees either state, never one in between."""
+
+    def work() -> bool:
+        lock_session_id(run.session_id)
+        now = timezone.now()
+        done = _transition(
+            run.pk, [RunStatus.RUNNING], where={"cancel_requested": False},
+            status=RunStatus.WAITING, question=question, waiting_since=now, in_flight_entry_id="", worker="",
+        )
+        if done:
+            run.status, run.question, run.waiting_since = RunStatus.WAITING, question, now
+            _announce(run.session_id, run.run_id, RunStatus.WAITING, sink=sink)
+        return done
+
+    return retry_on_deadlock(work, what=f"parking run {run.run_id} on a question")
+
+
+def resume(run: AgentRun, settled: dict, *, tool_call_id: str, sink: StreamSink | None = None) -> bool:
+    """``waiting`` on ``tool_call_id`` → ``queued`` with the question ``settled`` (its
+    ``outcome``: answered / expired, and the answer): the caller submits it and the turn,
+    once it claims the run, writes the answer as the tool's result. Of two answers (two
+    tabs, an answer and the expiry) one wins; the other is told False."""
+
+    def work() -> bool:
+        lock_session_id(run.session_id)
+        done = bool(
+            AgentRun.objects.filter(
+                pk=run.pk, status=RunStatus.WAITING, question__toolCallId=tool_call_id, cancel_requested=False
+            ).update(status=RunStatus.QUEUED, question=settled, waiting_since=None, submissions=0, submitted_at=None)
+        )
+        if done:
+            run.status, run.question, run.submissions = RunStatus.QUEUED, settled, 0
+            _announce(run.session_id, run.run_id, RunStatus.QUEUED, sink=sink)
+        return done
+
+    return retry_on_deadlock(work, what=f"resuming run {run.run_id}")
+
+
 # --------------------------------------------------------------------------- abort
 
 
 @dataclass
 class AbortOutcome:
     run: AgentRun | None
-    stopped: bool  # True: a queued run was aborted at once; False: a running one was asked to stop (or nothing to do)
+    stopped: bool  # True: a queued (or waiting) run was aborted at once; False: a running one was asked to stop (or nothing to do)
+    was_waiting: bool = False  # it waited on a question: the caller closes the open tool call
 
 
 def _audit_abort(actor, run: AgentRun, was: str) -> None:
@@ -321,6 +371,19 @@ def abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=N
             _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
             _audit_abort(actor, target, RunStatus.QUEUED)
             return AbortOutcome(target, True)
+        if _transition(
+            target.pk,
+            [RunStatus.WAITING],
+            status=RunStatus.ABORTED,
+            cancel_requested=True,
+            cancelled_by_id=actor_pk,
+            waiting_since=None,
+            error=_join(abort_text(target, actor, " while it waited for an answer"), _undelivered_note(target.pk, RunStatus.ABORTED)),
+            finished_at=timezone.now(),
+        ):
+            target.refresh_from_db()
+            _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
+            return AbortOutcome(target, True, was_waiting=True)
         # Running: ask it to stop (the first actor to ask is the one recorded).
         asked = AgentRun.objects.filter(pk=target.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
             cancel_requested=True, cancelled_by_id=actor_pk
@@ -432,5 +495,7 @@ __all__ = [
     "pending_inputs",
     "queue_input",
     "record_submission",
+    "resume",
     "take_over",
+    "wait",
 ]

@@ -11,6 +11,7 @@ from django.db import transaction
 from runtime.agents.access import check_agent_use
 from runtime.agents.selectors import agent_for_session
 from runtime.errors import RuntimeInputError, non_empty
+from runtime.llm.spec import THINKING_LEVELS
 from runtime.models import (
     AgentRun,
     ModelConfig,
@@ -22,11 +23,13 @@ from runtime.runs.backends import cancel_local, submit_run
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
+from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.acting import acting_as
 from sessions_tree.errors import SessionBusy
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import (
     get_provider,
+    provider_for_session,
 )
 
 MAX_PROMPT_CHARS = 200_000
@@ -85,6 +88,39 @@ def _clean_text(text) -> str:
     return non_empty("text", text, MAX_PROMPT_CHARS)
 
 
+def _clean_model(model_name, *, agent, images: list, thinking_level) -> ModelConfig:
+    """The model the run will use (``model_name``, else the agent's), checked against
+    what the prompt asks of it: an enabled model with its key set, images only to a
+    model that takes images, a thinking level other than ``off`` only to one that thinks."""
+    model = agent.model
+    if model_name:
+        if not isinstance(model_name, str):
+            raise RuntimeInputError("model", "must be a model name")
+        model = ModelConfig.objects.filter(name=model_name, enabled=True).first()
+        if model is None:
+            raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
+        if not model.usable:
+            raise RuntimeInputError("model", f"model {model_name!r} has no API key configured ({model.api_key_env} is not set)")
+    if images and not model.supports_images:
+        raise RuntimeInputError("images", f"model {model.name!r} does not take images")
+    if thinking_level is not None:
+        if thinking_level not in THINKING_LEVELS:
+            raise RuntimeInputError("thinkingLevel", f"must be one of {', '.join(THINKING_LEVELS)}")
+        if thinking_level != "off" and not model.supports_thinking:
+            raise RuntimeInputError("thinkingLevel", f"model {model.name!r} does not support thinking: only 'off'")
+    return model
+
+
+def _set_thinking_level(meta: AgentSession, thinking_level: str | None) -> None:
+    """Pi's ``setThinkingLevel``: a ``thinking_level_change`` entry at the leaf when the
+    level the path sets differs (the turn reads the level from the path)."""
+    if thinking_level is None:
+        return
+    provider = get_provider(meta.provider)
+    if provider.build_context(meta.session_id).thinking_level != thinking_level:
+        provider.append_thinking_level_change(meta.session_id, thinking_level)
+
+
 def session_prompt(
     *,
     session_id: str,
@@ -94,6 +130,7 @@ def session_prompt(
     from_entry_id: str | None = None,
     mode: str = RunInputKind.FOLLOW_UP,
     model_name: str | None = None,
+    thinking_level: str | None = None,
     dispatch: bool = True,
 ) -> PromptOutcome:
     """Send ``text`` to the session's agent.
@@ -106,6 +143,10 @@ def session_prompt(
     ``actor`` is who prompts (the owner, or staff on another user's session; None from
     the command line): the run records it (``AgentRun.user``), and the tree events the
     prompt and its run write name it (``SessionEvent.actor``).
+
+    ``model_name`` is the model of this run only (default: the agent's); ``thinking_level``
+    is written to the path (a ``thinking_level_change`` entry, Pi's way) before the prompt,
+    when it differs. Both are checked against the model's capabilities.
     """
 
     text = _clean_text(text)
@@ -116,12 +157,13 @@ def session_prompt(
     agent = agent_for_session(meta)
     check_agent_use(agent, actor)  # 403 for a user the agent is not open to (a command may)
     run_user = actor if getattr(actor, "pk", None) else None
-    if model_name and not ModelConfig.objects.filter(name=model_name, enabled=True).exists():
-        raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
+    _clean_model(model_name, agent=agent, images=images, thinking_level=thinking_level)
     reap_session(session_id)
     # Continuing from another entry moves the leaf: that takes the store's write lock, which
     # comes before the row lock (the providers' order), so it is taken first here.
-    store_lock = get_provider(meta.provider).write_lock(session_id) if from_entry_id else contextlib.nullcontext()
+    # Setting the thinking level writes an entry too.
+    writes_tree = from_entry_id or thinking_level is not None
+    store_lock = get_provider(meta.provider).write_lock(session_id) if writes_tree else contextlib.nullcontext()
     with store_lock, transaction.atomic():
         # Serialized with session_delete on the row: if the session went meanwhile this is a
         # 404, and once the run below is committed a delete sees it and refuses.
@@ -135,9 +177,10 @@ def session_prompt(
             lifecycle.queue_input(current, kind=mode, text=text, images=images, user=run_user)
             return PromptOutcome(run=current, queued_as=mode)
         editor_text = None
-        if from_entry_id:
-            with acting_as(actor):
+        with acting_as(actor):
+            if from_entry_id:
                 editor_text = _continue_from(meta, from_entry_id)
+            _set_thinking_level(meta, thinking_level)
         run = lifecycle.create_run(
             meta,
             agent=agent,
@@ -153,10 +196,80 @@ def session_prompt(
     return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
 
 
+def session_regenerate(
+    *,
+    session_id: str,
+    entry_id: str,
+    actor,
+    model_name: str | None = None,
+    dispatch: bool = True,
+) -> AgentRun:
+    """A new answer to the user message ``entry_id``, beside the answers it has (a sibling):
+    the leaf moves to that message and a run starts from it, with no new user entry.
+
+    The run's ``prompt_entry_id`` is that message from the start, so the turn stores no
+    prompt of its own and a reaper never carries it into another run. Refused while a run
+    is active (``SessionBusy``, 409); the entry must be a user message (``entryId``, 400).
+    No thinking level here: its entry would stand between the message and the new answer,
+    which would then not be a sibling of the others.
+    """
+    if not isinstance(entry_id, str) or not entry_id:
+        raise RuntimeInputError("entryId", "must be an entry id")
+    meta = session_or_not_found(session_id)
+    agent = agent_for_session(meta)
+    provider = get_provider(meta.provider)
+    entry = provider.get_entry(session_id, entry_id)  # EntryNotFound: 400 naming entryId
+    message = entry.get("message") if entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "user":
+        raise RuntimeInputError("entryId", "must be a user message: an answer is regenerated from the message it answers")
+    text, images = _prompt_of(message)
+    _clean_model(model_name, agent=agent, images=images, thinking_level=None)
+    run_user = actor if getattr(actor, "pk", None) else None
+    reap_session(session_id)
+    with provider.write_lock(session_id), transaction.atomic():
+        meta = lock_session(meta)
+        if active_run(session_id) is not None:
+            raise SessionBusy("a run is active: abort it or wait before regenerating an answer")
+        if meta.leaf_entry_id != entry_id:
+            with acting_as(actor):
+                provider.switch_leaf(session_id, entry_id)
+        run = lifecycle.create_run(
+            meta,
+            agent=agent,
+            user=run_user,
+            prompt=text,
+            images=images,
+            from_entry_id=entry_id,
+            model_name=model_name or "",
+            prompt_entry_id=entry_id,
+        )
+        if dispatch:
+            submit_run(run)
+    return run
+
+
+def _prompt_of(message: dict) -> tuple[str, list[dict]]:
+    """A stored user message's text and images, as a prompt gives them."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content, []
+    blocks = content if isinstance(content, list) else []
+    text = "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+    images = [
+        {"data": b["data"], "mimeType": b["mimeType"]}
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "image" and isinstance(b.get("data"), str) and b.get("mimeType") in IMAGE_TYPES
+    ]
+    return text, images
+
+
 def _continue_from(meta: AgentSession, entry_id: str) -> str | None:
     """Move the leaf for a prompt from ``entry_id`` (the navigation switch-leaf uses); its editor text."""
     _, editor_text = get_provider(meta.provider).navigate(meta.session_id, entry_id)
     return editor_text
+
+
+QUESTION_ABORTED_TEXT = "The run was aborted while this question waited for an answer."
 
 
 def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=None) -> AgentRun | None:
@@ -165,6 +278,8 @@ def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, act
     still queued is aborted at once (``lifecycle.abort``)."""
 
     outcome = lifecycle.abort(session_id=session_id, run=run, actor=actor)
+    if outcome.was_waiting:  # its ask_user call gets its result, so the next context is valid
+        close_open_tool_calls(provider_for_session(outcome.run.session_id), outcome.run.session_id, text=QUESTION_ABORTED_TEXT)
     if outcome.run is not None and not outcome.stopped and outcome.run.status == RunStatus.RUNNING:
         cancel_local(outcome.run.run_id)  # wake it now if it runs in this process
     return outcome.run

@@ -41,6 +41,7 @@ from runtime.models import (
 )
 from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, process_gone, submit_run, this_process
+from runtime.runs.questions import expire_questions
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.providers import provider_for_session
@@ -63,6 +64,7 @@ def reap_stale_runs(
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
     changed = _reap_running(stale, session_id, start, deleting)
     changed += _reap_queued(session_id, start)
+    changed += expire_questions(session_id=session_id, start=start)  # ask_user timeouts
     for hook in _round_hooks:  # the rooms above: subagent children of lost supervisors
         try:
             hook()

@@ -49,6 +49,7 @@ from runtime.runs.summaries import (
     compact_session,
     maybe_auto_compact,
 )
+from runtime.runs.titles import maybe_auto_title
 from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
@@ -62,6 +63,9 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 1.0
 ABORTED_TOOL_TEXT = "Tool call aborted: the run was cancelled before it could run."
 SKIPPED_FOR_STEER_TEXT = "Skipped due to queued user message."
+ASK_USER = "ask_user"
+ONE_QUESTION_TEXT = "Only one question at a time: ask this one after the user has answered the first."
+QUESTION_STEERED_TEXT = "The user sent a message instead of answering (it follows)."
 
 
 class RunControl:
@@ -127,6 +131,8 @@ class Turn:
     meta: AgentSession | None = None
     # The prompt's message, stored together with the first reply's in-flight entry.
     pending_prompt: dict | None = None
+    # An ``ask_user`` call of the current round: the run parks on it (``waiting``).
+    question: dict | None = None
     spec: llm.ModelSpec = field(init=False)
     overflow_retried: bool = False
 
@@ -225,10 +231,17 @@ def user_message(text: str, images: list | None = None) -> dict:
 def _run(turn: Turn) -> None:
 
     run = turn.run
-    maybe_auto_compact(turn)
-    # Stored with the reply's in-flight entry (one write), and ``prompt_entry_id`` in the
-    # same transaction: once the prompt is in the tree a reaper will not carry it again.
-    turn.pending_prompt = user_message(run.prompt, run.images)
+    if run.question:
+        # Resumed after a question (runs/questions.py): its prompt is in the tree and the
+        # ``ask_user`` call waits for its result, which the answer (or expiry) gives now.
+        _settle_question(turn)
+    else:
+        maybe_auto_compact(turn)
+        # Stored with the reply's in-flight entry (one write), and ``prompt_entry_id`` in the
+        # same transaction: once the prompt is in the tree a reaper will not carry it again.
+        # A regenerated answer (runs/prompts.py::session_regenerate) starts from a user entry
+        # already in the tree (its prompt_entry_id, the leaf): no new user entry.
+        turn.pending_prompt = None if run.prompt_entry_id else user_message(run.prompt, run.images)
     while True:
         if turn.control.check():
             _store_pending_prompt(turn)
@@ -253,10 +266,22 @@ def _run(turn: Turn) -> None:
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
             if turn.control.cancelled:
+                if turn.question is not None:
+                    close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
                 _finish(turn, RunStatus.ABORTED, abort_when="")
                 return
             run.rounds += 1
             AgentRun.objects.filter(pk=run.pk).update(rounds=run.rounds)
+            if turn.question is not None:
+                question, turn.question = turn.question, None
+                if not steered:
+                    if _park(turn, question):
+                        return  # waiting: no thread, no worker until the answer resumes it
+                    close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
+                    _finish(turn, RunStatus.ABORTED, abort_when=" while it asked a question")
+                    return
+                # The user steered instead of answering: the message is the answer.
+                _append_result(turn, question["toolCallId"], "ask_user", ToolResult.error(QUESTION_STEERED_TEXT))
             _deliver(turn, steered)
             if run.rounds >= turn.agent.max_tool_rounds and not steered:
                 _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
@@ -273,6 +298,8 @@ def _run(turn: Turn) -> None:
                 raise
             except SummaryFailed as exc:
                 logger.warning("run %s: compaction after the turn failed: %s", run.run_id, exc)
+            if not turn.control.cancelled:
+                maybe_auto_title(turn)  # after the answer is stored and streamed; never fatal
             turn.sink.flush()
             follow_up = lifecycle.next_input(run, or_complete=True, sink=turn.sink.sink)
             if follow_up is None:
@@ -416,8 +443,9 @@ def _tool_context(turn: Turn, call_id: str) -> ToolContext:
     def progress(partial: ToolResult) -> None:
         turn.emit(se.tool_result_progress(tool_call_id=call_id, text=partial.text_output()))
 
-    # The delegate tools (runtime/subagents/) host children for this run and this call.
-    extras = {"turn": turn, "tool_call_id": call_id}
+    # The delegate tools (runtime/subagents/) host children for this run and this call;
+    # ``ask_user`` may ask: this loop can park the run on its question.
+    extras = {"turn": turn, "tool_call_id": call_id, "can_wait": True}
     return turn.tools.context(roots=turn.roots, cwd=turn.cwd, cancel=turn.control.cancel, on_progress=progress, extras=extras)
 
 
@@ -433,15 +461,65 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         else:
             # Through the projection: a tool it does not make effective gets an error result.
             result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
-        message = result.to_pi_tool_result(call_id, name)
-        turn.provider.append_message(turn.session_id, message, meta=turn.meta)
-        crash_point("after_tool")
-        turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
+        pending = (result.details or {}).get("pendingQuestion") if name == ASK_USER and not result.is_error else None
+        if pending is not None:
+            if turn.question is None:
+                turn.question = {"toolCallId": call_id, **pending}
+                continue  # its result is the answer, written when the run resumes
+            result = ToolResult.error(ONE_QUESTION_TEXT)
+        _append_result(turn, call_id, name, result)
         if not steered and index < len(calls) - 1:
             steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     if not steered:
         steered = lifecycle.pending_inputs(turn.run, RunInputKind.STEER)
     return steered
+
+
+def _append_result(turn: Turn, call_id: str, name: str, result: ToolResult) -> None:
+    turn.provider.append_message(turn.session_id, result.to_pi_tool_result(call_id, name), meta=turn.meta)
+    crash_point("after_tool")
+    turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
+
+
+# --------------------------------------------------------------------------- questions (ask_user)
+
+
+def _park(turn: Turn, question: dict) -> bool:
+    """The run waits on ``question``: ``running`` → ``waiting`` (False: an abort came first)."""
+    asked = now_ms()
+    timeout = int(settings.NETA_ASK_USER_TIMEOUT_SECONDS)
+    question = {**question, "askedAt": asked, "expiresAt": asked + timeout * 1000, "timeoutSeconds": timeout}
+    turn.sink.flush()
+    return lifecycle.wait(turn.run, question, sink=turn.sink.sink)
+
+
+def question_result(question: dict) -> ToolResult:
+    """The ``ask_user`` call's result for a settled question (answered or expired)."""
+    if question.get("outcome") == "answered":
+        details = {"answer": question.get("answer"), "selected": question.get("selected") or [], "answeredBy": question.get("answeredBy")}
+        return ToolResult.text(f"The user answered: {question.get('answerText', '')}", details=details)
+    minutes = max(1, round(int(question.get("timeoutSeconds") or 0) / 60))
+    return ToolResult.error(
+        f"The user did not answer within {minutes} minute(s); the question expired. Go on without the answer, "
+        "or ask again later.",
+        details={"expired": True},
+    )
+
+
+def _settle_question(turn: Turn) -> None:
+    """On a resumed run: the waited-on call's result, unless it is in the tree already."""
+    question = turn.run.question or {}
+    call_id = question.get("toolCallId")
+    if not call_id or question.get("outcome") not in ("answered", "expired"):
+        close_open_tool_calls(turn.provider, turn.session_id, text="Tool call aborted: the question was never answered.")
+        return
+    for entry in reversed(turn.provider.get_active_path(turn.session_id)):
+        message = entry.get("message") or {}
+        if entry.get("type") == "message" and message.get("role") == "toolResult" and message.get("toolCallId") == call_id:
+            return
+        if entry.get("type") == "message" and message.get("role") == "assistant":
+            break
+    _append_result(turn, call_id, ASK_USER, question_result(question))
 
 
 def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, text: str) -> list[dict]:

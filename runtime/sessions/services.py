@@ -265,13 +265,26 @@ def session_fork(*, session_id: str, entry_id: str, actor) -> AgentSession:
     """A new session holding the root→``entry_id`` path (Pi's fork), owned by ``actor``."""
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
+    parent_title = AgentSession.objects.filter(session_id=session_id).values_list("title", flat=True).first() or ""
     with acting_as(actor):
-        fork = provider_for_session(session_id).create_branched_session(session_id, entry_id, user=actor)
+        provider = provider_for_session(session_id)
+        fork = provider.create_branched_session(session_id, entry_id, user=actor)
+        # Named after its parent ("<title> (fork)"), as a rename would: a session_info entry.
+        # The fork's leaf stays where the copied path ends: the name is its child.
+        if parent_title:
+            get_provider(fork.provider).append_session_info(fork.session_id, name=fork_title(parent_title))
+            fork = AgentSession.objects.get(pk=fork.pk)
     if audited(actor, current_via() or "cli"):
         with transaction.atomic():
             after = {"session_id": fork.session_id, "entry_id": entry_id, "provider": fork.provider}
             record(actor=actor, action="session.fork", target=(SESSION_TARGET, session_id, fork.title), after=after)
     return fork
+
+
+def fork_title(title: str) -> str:
+    """What a fork of a session called ``title`` is called."""
+    suffix = " (fork)"
+    return title[: MAX_TITLE - len(suffix)].rstrip() + suffix
 
 
 def session_import(

@@ -160,11 +160,11 @@ class Child:
 
     def _tools(self) -> dict[str, tuple[str, Any, dict]]:
         """name → (route, tool instance or None, definition). Raises EnvelopeError."""
-        import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools
-        from toolcatalog.protocol import (  # loaded on first use: a light start-up
-            UnknownTool,
-            get_tool,
-        )
+        from toolcatalog import protocol  # loaded on first use: a light start-up
+
+        protocol.defer_schema_checks()  # each schema is checked at its tool's first call (no jsonschema at start)
+        import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools (after the line above)
+        from toolcatalog.protocol import UnknownTool, get_tool
 
         out = {}
         for i, grant in enumerate(self.envelope.tool_policy.tools):
@@ -412,6 +412,7 @@ class Child:
         )
 
         self.phase = "tool"
+        configure_tool_settings(self.envelope)  # before the first tool reads a setting; Django's import waits till then
         config = self.envelope.runtime_config
         policy = self.envelope.tool_policy
         try:
@@ -486,7 +487,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_ENVELOPE
     writer = EventWriter(out, envelope.run_id)
     try:
-        configure_tool_settings(envelope)
         child = Child(envelope, writer, stdin)
     except EnvelopeError as exc:
         writer.emit("run_error", code="bad_envelope", message=str(exc), partialText="")

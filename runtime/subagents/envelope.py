@@ -336,6 +336,9 @@ class TaskEnvelope(_Wire):
     runtime_config: RuntimeConfig = _meta("runtimeConfig", _nested(RuntimeConfig))
     limits: Limits = _meta("limits", _nested(Limits))
     deadline: int | None = _meta("deadline", _opt(_int(0)), None)  # epoch ms; absent: limits only
+    # The delegating policy, for the host's re-check of a delegate proxy call (the child only
+    # sees the delegate tools it was granted): {"rootAgent", "policy"}; empty: no delegation.
+    delegation: dict = _meta("delegation", _dict, {})
 
     def check(self, where: str) -> None:
         if self.v != ENVELOPE_VERSION:

@@ -54,7 +54,7 @@ from runtime.subagents.tasks import supervise_subagent
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from skills_registry.selectors import skills_visible
 from toolcatalog.protected_paths import protected_paths
-from toolcatalog.protocol import ToolContext, ToolResult, get_tool
+from toolcatalog.protocol import ToolContext, ToolResult, get_tool, run_tool
 from toolcatalog.sandbox import effective_sandbox
 
 logger = logging.getLogger(__name__)
@@ -83,20 +83,95 @@ class Task:
 
 
 def delegate(ctx: ToolContext, *, mode: str, tasks: list[Task]) -> ToolResult:
-    turn = ctx.extras.get("turn")
+    """A delegate call of a parent run (``extras["turn"]``) or of a child process
+    (``extras["child_parent"]``: its proxy_request, see :func:`delegate_from_child`)."""
+    turn = ctx.extras.get("turn") or ctx.extras.get("child_parent")
     call_id = ctx.extras.get("tool_call_id") or ""
     if turn is None or not call_id:
         return ToolResult.error("delegate tools run only inside an agent run (no parent run here)")
     depth = int(ctx.extras.get("depth") or 0)
     try:
-        policy, agents = _check(turn.agent, tasks, depth=depth)
+        policy_data = turn.delegation_policy if isinstance(turn, ChildParent) else turn.agent.subagent_policy
+        policy, agents = _check(policy_data, tasks, depth=depth)
     except DelegateRefused as exc:
         return ToolResult.error(str(exc), details={"refused": True})
     return Batch(turn, ctx, call_id=call_id, mode=mode, tasks=tasks, policy=policy, agents=agents, depth=depth + 1).run()
 
 
-def _check(parent: Agent, tasks: list[Task], *, depth: int) -> tuple[SubagentPolicy, dict[str, Agent]]:
-    policy, problem = parse_policy_or_disabled(parent.subagent_policy)
+class _Names:
+    """What a child run has: the names of the tools its envelope grants (its "projection")."""
+
+    def __init__(self, names):
+        self.names = frozenset(names)
+
+    def effective_names(self):
+        return self.names
+
+
+class ChildParent:
+    """The parent of a grandchild batch: a child process that asked to delegate through a
+    ``proxy_request``. Quacks like the turn for :class:`Batch`; it has no provider (the
+    grandchildren write no tree entries: the tree holds the top-level call's one batch)."""
+
+    provider = None
+
+    def __init__(self, row: SubprocessRun, envelope: TaskEnvelope, *, sink):
+        self.row = row
+        self.envelope = envelope
+        self.run = row.parent_run  # the top-level AgentRun: usage rolls up there, its abort reaches all
+        self.session_id = row.session_id
+        self.agent = Agent.objects.select_related("model").filter(name=envelope.agent).first() or Agent(name=envelope.agent)
+        self.delegation_policy = (envelope.delegation or {}).get("policy")
+        self.sink = _SinkHolder(sink)
+        self.tools = _ToolsHolder(_Names(t.name for t in envelope.tool_policy.tools))
+        self.cwd = envelope.runtime_config.cwd
+        self.roots = list(envelope.runtime_config.workspace_roots)
+        self.env_passthrough = list(envelope.tool_policy.env_passthrough)
+        self.network = envelope.tool_policy.network
+        self.parent_run_id = str(row.run_id)
+
+
+class _SinkHolder:  # ``turn.sink.sink``
+    def __init__(self, sink):
+        self.sink = sink
+
+
+class _ToolsHolder:  # ``turn.tools.projection``
+    def __init__(self, projection):
+        self.projection = projection
+
+
+def delegate_from_child(row: SubprocessRun, envelope: TaskEnvelope, event: dict, *, sink, cancel: threading.Event) -> dict:
+    """The host's answer to a child's ``proxy_request`` for a delegate tool: re-checked
+    against the envelope stored on the child's row (the policy snapshot in ``delegation``,
+    the child's depth; never what the child says about itself), then run as grandchildren —
+    their own ``SubprocessRun`` rows (``parent_subprocess`` = the child), supervised by
+    threads of this process, the result the child's tool result. ``cancel`` is set when
+    the child is cancelled or ends: the grandchildren are stopped with it."""
+    name = event.get("name")
+    arguments = event.get("arguments") if isinstance(event.get("arguments"), dict) else {}
+    if name not in DELEGATE_TOOLS:
+        return ToolResult.error(f"{name!r} is not a delegate tool").to_dict()
+    if not (envelope.delegation or {}).get("policy"):
+        return ToolResult.error("Delegation refused: this subagent may not delegate.", details={"refused": True}).to_dict()
+    ctx = ToolContext(
+        roots=tuple(envelope.runtime_config.workspace_roots),
+        cwd=envelope.runtime_config.cwd,
+        cancel=cancel,
+        sandbox=envelope.runtime_config.sandbox.mode,
+        for_subagent=True,
+        extras={
+            "child_parent": ChildParent(row, envelope, sink=sink),
+            # Unique in the top-level run: the child's own call ids may repeat across children.
+            "tool_call_id": f"{row.run_id.hex}/{event.get('toolCallId') or event.get('requestId')}"[:200],
+            "depth": row.depth,
+        },
+    )
+    return run_tool(get_tool(name), ctx, arguments).to_dict()
+
+
+def _check(policy_data, tasks: list[Task], *, depth: int) -> tuple[SubagentPolicy, dict[str, Agent]]:
+    policy, problem = parse_policy_or_disabled(policy_data)
     if problem:
         raise DelegateRefused(f"Delegation refused: the agent's subagent policy is invalid: {problem}")
     if not policy.enabled:
@@ -137,17 +212,23 @@ class Batch:
         self.depth = depth
         self.provider = turn.provider
         self.session_id = turn.session_id
+        self.nested = isinstance(turn, ChildParent)  # grandchildren: no tree entries of their own
         self.batch_id = uuid.uuid4().hex
         self.cancelled_by: str | None = None
         self.threads: list[threading.Thread] = []
         self.started_at = time.time()
         wall = policy.batch_budget.wall_clock_seconds
         self.deadline_ms = int((self.started_at + wall) * 1000) if wall else None
+        if self.nested:  # a grandchild never outlives the child that waits for it
+            self.deadline_ms = min(d for d in (self.deadline_ms, _child_end_ms(turn.row, turn.envelope)) if d is not None)
 
     # -- the whole call --------------------------------------------------------------
 
     def run(self) -> ToolResult:
-        parent_entry_id = self.provider.get_session(self.session_id).leaf_entry_id or ""
+        if self.nested:
+            parent_entry_id = self.turn.row.parent_entry_id
+        else:
+            parent_entry_id = self.provider.get_session(self.session_id).leaf_entry_id or ""
         rows = services.subprocess_runs_create(
             parent_run=self.turn.run,
             batch_id=self.batch_id,
@@ -156,20 +237,25 @@ class Batch:
             parent_entry_id=parent_entry_id,
             tasks=[{"agent": t.agent, "task": t.task} for t in self.tasks],
             depth=self.depth,
+            parent_subprocess=self.turn.row if self.nested else None,
+            backend="inline" if self.nested else None,
         )
         if any(r.batch_entry_id for r in rows):  # a replay of a call that was dispatched before
             self.batch_id = rows[0].batch_id
             self._wait([r for r in rows if r.is_active], replay=True)
             return self._tool_result([SubprocessRun.objects.get(pk=r.pk) for r in rows], replayed=True)
         self.batch_id = rows[0].batch_id
-        entry = self.provider.begin_in_flight_batch(
-            self.session_id,
-            batch_id=self.batch_id,
-            mode=self.mode,
-            runs=self._run_summaries(rows),
-            metadata={"toolCallId": self.call_id, "parentRunId": str(self.turn.run.run_id), "state": "running"},
-        )
-        self.entry_id = entry["id"]
+        if self.nested:  # the grandchildren belong to the top-level call's one batch entry
+            self.entry_id = self.turn.row.batch_entry_id
+        else:
+            entry = self.provider.begin_in_flight_batch(
+                self.session_id,
+                batch_id=self.batch_id,
+                mode=self.mode,
+                runs=self._run_summaries(rows),
+                metadata={"toolCallId": self.call_id, "parentRunId": str(self.turn.run.run_id), "state": "running"},
+            )
+            self.entry_id = entry["id"]
         SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).update(batch_entry_id=self.entry_id)
         try:
             if self.mode == "chain":
@@ -184,7 +270,8 @@ class Batch:
                 services.subprocess_run_cancel(row, by=f"host error: {type(exc).__name__}")
             self._wait(rows)
         rows = [SubprocessRun.objects.get(pk=r.pk) for r in rows]
-        self._write_entries(rows)
+        if not self.nested:
+            self._write_entries(rows)
         return self._tool_result(rows)
 
     # -- envelopes --------------------------------------------------------------------
@@ -241,7 +328,9 @@ class Batch:
     def _submit(self, row: SubprocessRun) -> None:
 
         limit = self.policy.max_concurrency_per_session
-        if settings.NETA_TASK_BACKEND == "celery":
+        # A grandchild is supervised by a thread of the process that supervises its parent
+        # child (under Celery too): a one-slot subagent worker never waits on itself.
+        if settings.NETA_TASK_BACKEND == "celery" and not self.nested:
 
             row.refresh_from_db(fields=["limits"])
             limits = row.limits or {}
@@ -324,7 +413,10 @@ class Batch:
 
     def _check_parent(self, rows: list[SubprocessRun]) -> None:
         if self.cancelled_by is None and self.ctx.cancel.is_set():
-            self.cancelled_by = f"parent run {self.turn.run.run_id} aborted"
+            if self.nested:
+                self.cancelled_by = f"parent subagent {self.turn.row.run_id} stopped"
+            else:
+                self.cancelled_by = f"parent run {self.turn.run.run_id} aborted"
             for row in rows:
                 services.subprocess_run_cancel(row, by=self.cancelled_by)
 
@@ -353,6 +445,8 @@ class Batch:
         ]
 
     def _checkpoint(self, rows: list[SubprocessRun]) -> None:
+        if self.nested:
+            return
         fresh = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).order_by("task_index"))
         summaries = self._run_summaries(fresh)
         if summaries != getattr(self, "_last_summaries", None):
@@ -377,7 +471,7 @@ class Batch:
                     "parentRunId": str(self.turn.run.run_id),
                     "state": "cancelled" if aborted else "budget_stopped" if budget_stop else "finished",
                     "cancelledBy": self.cancelled_by,
-                    "runs": [run_record(r) for r in rows],
+                    "runs": [run_record(r, with_subagents=True) for r in rows],
                     "events": events_summary(rows),
                     "finalResults": [final_result(r, caps[r.pk]) for r in rows],
                 },
@@ -401,6 +495,7 @@ class Batch:
                             "finalTextChars": len(row.final_text),
                             "errorCode": row.error_code or None, "error": row.error or None,
                             "usage": row.usage or {}, "counts": row.counts or {}, "deniedTools": row.denied_tools or [],
+                            "subagents": subagents_of(row),
                         }  # fmt: skip
                     ]
                 },
@@ -467,7 +562,46 @@ def final_result(row: SubprocessRun, cap: int) -> dict:
     }
 
 
-def run_record(row: SubprocessRun) -> dict:
+def _child_end_ms(row: SubprocessRun, envelope: TaskEnvelope) -> int:
+    """When the child ``row`` must be done (its wall clock from its start, or its deadline)."""
+    start = (row.started_at or timezone.now()).timestamp()
+    end = int((start + envelope.limits.wall_clock_seconds) * 1000)
+    return min(end, envelope.deadline) if envelope.deadline is not None else end
+
+
+MAX_SUBAGENTS_LISTED = 64  # per child, in its result entry and run record
+
+
+def subagents_of(row: SubprocessRun, *, records: bool = False) -> list[dict]:
+    """The grandchildren (and below) ``row`` delegated to, in order: each one's status,
+    agent, depth, length and SHA-256 of its final text (``records``: the run record), with
+    its own ``subagents``. Their final texts reached ``row`` as its delegate tool result;
+    the full texts and event logs are their runs (``GET /api/subagent-runs/{id}/``)."""
+    out = []
+    for child in SubprocessRun.objects.filter(parent_subprocess=row).order_by("created_at", "task_index", "pk")[:MAX_SUBAGENTS_LISTED]:
+        if records:
+            item = run_record(child, with_subagents=True)
+        else:
+            text = child.final_text or ""
+            item = {
+                "runId": str(child.run_id), "agent": child.agent, "depth": child.depth, "task": child.task[:TASK_PREVIEW_CHARS],
+                "status": child.status, "errorCode": child.error_code or None, "chars": len(text),
+                "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+                "subagents": subagents_of(child),
+            }  # fmt: skip
+        out.append(item)
+    return out
+
+
+def run_record(row: SubprocessRun, *, with_subagents: bool = False) -> dict:
+    record = _run_record(row)
+    if with_subagents:
+        record["depth"] = row.depth
+        record["subagents"] = subagents_of(row, records=True)
+    return record
+
+
+def _run_record(row: SubprocessRun) -> dict:
     return {
         "runId": str(row.run_id),
         "taskIndex": row.task_index,
@@ -511,18 +645,39 @@ def _event_line(event: SubprocessEvent) -> dict:
 # --------------------------------------------------------------------------- the envelope
 
 
-def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allowed_skills: list[str]) -> tuple[list[dict], list[dict]]:
-    """(grants, denied): parent's effective ∩ child agent's (as a subagent) ∩ the policy; deny wins."""
+def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allowed_skills: list[str], depth: int = 1) -> tuple[list[dict], list[dict]]:
+    """(grants, denied): parent's effective ∩ child agent's (as a subagent) ∩ the policy; deny wins.
 
-
+    The delegate tools are the one exception to "as a subagent": a child at ``depth`` below
+    the policy's ``max_depth`` gets the ones its parent has (route ``main-process-proxy``: the
+    host runs the call), unless the policy's tool rules or the child agent's own
+    ``disabled`` list take them away."""
     parent_on = set(parent_projection.effective_names())
     child_projection = agent_tool_projection(child, for_subagent=True)
+    child_disabled = set((child.tool_policy or {}).get("disabled") or []) if isinstance(child.tool_policy, dict) else set()
     grants, denied = [], []
     for decision in child_projection:
         name = decision.name
         reason = ""
+        if name in DELEGATE_TOOLS:
+            if name not in parent_on:
+                continue  # the parent cannot delegate this way: nothing to take away
+            if not policy.delegates_at(depth):
+                reason = f"max subagent depth {policy.max_depth} reached (this child runs at depth {depth})"
+            elif name in child_disabled:
+                reason = "disabled in the child agent's tool policy"
+            else:
+                ok, why = policy.tool_decision(name)
+                if not ok:
+                    reason = why
+            if reason:
+                denied.append({"name": name, "reason": reason})
+            else:
+                tool = get_tool(name)
+                grants.append({"name": name, "route": "main-process-proxy", "description": tool.description, "parameters": tool.parameters})
+            continue
         if name in NEVER_FOR_CHILDREN:
-            reason = "never offered to subagents" if name == "ask_user" else "a subagent cannot delegate further (depth limit)"
+            reason = "never offered to subagents"
         elif not decision.effective:
             reason = f"off for the child agent as a subagent: {decision.reason}"
         elif name not in parent_on:
@@ -560,9 +715,17 @@ def allowed_skills_for(child: Agent, policy: SubagentPolicy) -> list[str]:
 
 def restricted_system_prompt(*, parent: Agent, child: Agent, depth: int, policy: SubagentPolicy, grants: list[dict], skills: list[str]) -> str:
     lines = [child.system_prompt.strip()] if child.system_prompt.strip() else []
+    delegates = any(g["name"] in DELEGATE_TOOLS for g in grants)
+    further = (
+        f"you may delegate sub-tasks to {', '.join(policy.agents)} with the delegate tools (depth {depth + 1} is the last one allowed below you)"
+        if delegates and depth + 1 == policy.max_depth
+        else f"you may delegate sub-tasks to {', '.join(policy.agents)} with the delegate tools"
+        if delegates
+        else "cannot delegate further"
+    )
     lines.append(
         f"You are a subagent of agent {parent.name!r}, working on one task it delegated to you (depth {depth} of {policy.max_depth}). "
-        "You run in a separate process with a restricted set of tools; you cannot ask the user anything and cannot delegate further. "
+        f"You run in a separate process with a restricted set of tools; you cannot ask the user anything and {further}. "
         "Your final message is returned to the parent in full: make it a complete, self-contained answer to the task."
     )
     lines.append("Tools: " + (", ".join(g["name"] for g in grants) or "none") + ".")
@@ -597,7 +760,15 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
 
 
     skills = allowed_skills_for(child, policy)
-    grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills)
+    grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills, depth=depth)
+    if isinstance(parent, ChildParent):  # what bash may see: never more than the child had
+        passthrough, network = parent.env_passthrough, parent.network
+        root_agent = (parent.envelope.delegation or {}).get("rootAgent") or parent.agent.name
+    else:
+        passthrough = list((parent.agent.tool_policy or {}).get("env_passthrough") or [])
+        network = bool((parent.agent.tool_policy or {}).get("network", False))
+        root_agent = parent.agent.name
+    delegates = any(g["name"] in DELEGATE_TOOLS for g in grants)
     budget = policy.child_budget
     limits = {
         "maxTurns": budget.max_turns,
@@ -614,7 +785,7 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
         "runId": row.run_id.hex,
         "sessionId": parent.session_id,
         "parentEntryId": row.parent_entry_id,
-        "parentRunId": str(parent.run.run_id),
+        "parentRunId": getattr(parent, "parent_run_id", None) or str(parent.run.run_id),
         "batchId": batch_id,
         "toolCallId": row.tool_call_id,
         "taskIndex": row.task_index,
@@ -624,8 +795,8 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
         "restrictedSystemPrompt": restricted_system_prompt(parent=parent.agent, child=child, depth=depth, policy=policy, grants=grants, skills=skills),
         "toolPolicy": {
             "tools": grants,
-            "envPassthrough": list((parent.agent.tool_policy or {}).get("env_passthrough") or []),
-            "network": bool((parent.agent.tool_policy or {}).get("network", False)),
+            "envPassthrough": passthrough,
+            "network": network,
         },
         "allowedSkills": skills,
         "contextSummary": context or "",
@@ -642,5 +813,6 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
         },
         "limits": limits,
         "deadline": deadline_ms,
+        "delegation": {"rootAgent": root_agent, "policy": policy.to_dict()} if delegates else {},
     }
     return parse_envelope(data), denied

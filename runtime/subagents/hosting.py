@@ -20,10 +20,11 @@ from django.db import connection
 
 from runtime.models import SubprocessRun
 from runtime.realtime.sinks import default_sink
+from runtime.subagent_policy import DELEGATE_TOOLS
 from runtime.subagents import services
 from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
-from runtime.subagents.protocol import PROTOCOL_VERSION, now_ms
+from runtime.subagents.protocol import PROTOCOL_VERSION, TERMINAL_TYPES, now_ms
 from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
 from skills_registry.policy import SkillPolicy
 from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
@@ -31,6 +32,7 @@ from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.2  # events are written to the table and the socket at least this often
+MIN_FLUSH_SECONDS = 0.05  # … and as soon as they arrive, but a burst within this travels as one write
 BEAT_SECONDS = 1.0
 CLAIM_WAIT_SECONDS = 0.25  # a session at its concurrency limit: try the claim again
 
@@ -61,15 +63,32 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     pending: list[dict] = []
     lock = threading.Lock()
     latest: dict = {}  # the usage the child reported last (heartbeats carry it)
+    arrived = threading.Event()
 
     def on_event(event: dict) -> None:
         with lock:
             pending.append(event)
             if isinstance(event.get("usage"), dict):
                 latest["usage"] = event["usage"]
+            if event.get("type") in TERMINAL_TYPES:
+                latest["terminal"] = True
+        arrived.set()
+
+    delegations = _Delegations()
+    holder: list[ChildSupervisor] = []
+
+    def stop_child(by: str) -> None:
+        """Stop the child now (its delegate call came back because it is being cancelled:
+        the cancel goes to its stdin before the answer, so it never carries on)."""
+        delegations.cancel.set()
+        if holder:
+            holder[0].cancel(services.cancel_reason(by), by=by)
 
     try:
-        supervisor = ChildSupervisor(envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope))
+        supervisor = ChildSupervisor(
+            envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child)
+        )
+        holder.append(supervisor)
         supervisor.start()
     except SupervisorError as exc:
         _finish_without_child(run, sink, "spawn_failed", str(exc))
@@ -80,10 +99,20 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     coalescer = S.EventCoalescer(run, lambda e: sink.emit(run.session_id, e))
     last_beat = 0.0
     cancelled = False
+    last_flush = 0.0
     while True:
-        outcome = supervisor.wait(FLUSH_SECONDS)
+        # Woken by an event (the socket hears it within MIN_FLUSH_SECONDS, not a fixed tick) or the tick.
+        if latest.get("terminal"):  # nothing more to hear: wake on the exit itself
+            outcome = supervisor.wait(FLUSH_SECONDS)
+        else:
+            arrived.wait(FLUSH_SECONDS)
+            outcome = supervisor.wait(0)
+        since = time.monotonic() - last_flush
+        if outcome is None and since < MIN_FLUSH_SECONDS:
+            time.sleep(MIN_FLUSH_SECONDS - since)
+        arrived.clear()
         _flush(run, pending, lock, coalescer)
-        now = time.monotonic()
+        now = last_flush = time.monotonic()
         if outcome is not None:
             break
         if now - last_beat >= BEAT_SECONDS:
@@ -92,9 +121,14 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
                 cancelled = True
                 run.refresh_from_db(fields=["cancelled_by"])
                 by = run.cancelled_by or "parent"
+                delegations.cancel.set()  # its grandchildren stop with it
                 supervisor.cancel(services.cancel_reason(by), by=by)
     _flush(run, pending, lock, coalescer)
     coalescer.flush()
+    # The child is gone: a delegate call it was waiting on is stopped, and its grandchildren
+    # end (recorded) before the child does, so a finished child has no live descendant.
+    delegations.cancel.set()
+    delegations.drain(DRAIN_SECONDS)
     services.subprocess_run_finish(
         run,
         terminal=outcome.terminal,
@@ -145,19 +179,62 @@ def _finish_without_child(run: SubprocessRun, sink, code: str, message: str) -> 
     sink.emit(run.session_id, S.run_completed(run))
 
 
-def _proxy_handler(envelope):
+#: After a child ends, how long its host waits for the grandchildren it leaves (cancel →
+#: SIGTERM 3 s → SIGKILL 8 s, plus the recording) before it writes the child's own end.
+DRAIN_SECONDS = 15.0
+
+
+class _Delegations:
+    """The delegate calls a child has in flight here: one cancel flag for all, and a count to drain."""
+
+    def __init__(self):
+        self.cancel = threading.Event()
+        self._active = 0
+        self._cond = threading.Condition()
+
+    def __enter__(self):
+        with self._cond:
+            self._active += 1
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._active == 0, timeout)
+
+
+def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, delegations: _Delegations | None = None, stop_child=None):
     """The host side of ``proxy_request``: the supervisor checked that the tool is granted as
     a proxy tool; here skills are re-checked against the envelope's allowlist and the tool
-    runs with the child's skill scope (``for_subagent``: the registry's own rules again)."""
-
-
+    runs with the child's skill scope (``for_subagent``: the registry's own rules again).
+    A delegate tool becomes grandchildren (``host.delegate_from_child``: depth, agents,
+    concurrency and budgets re-checked against the stored envelope)."""
     allowed = list(envelope.allowed_skills)
     skill_policy = SkillPolicy.from_dict({"allowed": allowed, "subagent_allowed": allowed})
     cfg = envelope.runtime_config
+    delegations = delegations or _Delegations()
 
     def handle(event: dict) -> dict:
         name = event.get("name")
         arguments = event.get("arguments") if isinstance(event.get("arguments"), dict) else {}
+        if name in DELEGATE_TOOLS:
+            if run is None:
+                return {"content": [{"type": "text", "text": "Delegation refused: this host runs no subagents."}], "isError": True}
+            # A cycle at import time: the host submits children through this module.
+            from runtime.subagents.host import delegate_from_child
+
+            with delegations:
+                try:
+                    answer = delegate_from_child(run, envelope, event, sink=sink or default_sink(), cancel=delegations.cancel)
+                    asked = SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).values_list("cancelled_by", flat=True).first()
+                    if asked is not None and stop_child is not None:
+                        stop_child(asked or "parent")
+                    return answer
+                finally:
+                    connection.close()  # this proxy thread's connection
         if name in ("read_skill", "read_skill_file") and arguments.get("name") not in allowed:
             return {"content": [{"type": "text", "text": f"skill {arguments.get('name')!r} is not available to this subagent"}], "isError": True}
         try:

@@ -45,9 +45,15 @@ TERMINAL_STATUSES = (
 FAILED_STATUSES = (SubprocessStatus.FAILED, SubprocessStatus.CANCELLED, SubprocessStatus.TIMED_OUT, SubprocessStatus.LOST)
 
 
-def subprocess_runs_create(*, parent_run: AgentRun, batch_id: str, tool_call_id: str, mode: str, parent_entry_id: str, tasks: list[dict], depth: int) -> list[SubprocessRun]:
+def subprocess_runs_create(
+    *, parent_run: AgentRun, batch_id: str, tool_call_id: str, mode: str, parent_entry_id: str, tasks: list[dict], depth: int,
+    parent_subprocess: SubprocessRun | None = None, backend: str | None = None,
+) -> list[SubprocessRun]:  # fmt: skip
     """The rows of one delegate call, idempotent on ``(parent run, tool call id, task index)``:
-    a replayed call gets the rows it made the first time (and so never spawns twice)."""
+    a replayed call gets the rows it made the first time (and so never spawns twice).
+
+    A grandchild's rows have the top-level run as ``parent_run`` and the child that
+    delegated as ``parent_subprocess`` (its tool call id is prefixed with that child's run id)."""
     rows = []
     for index, task in enumerate(tasks):
         existing = SubprocessRun.objects.filter(parent_run=parent_run, tool_call_id=tool_call_id, task_index=index).first()
@@ -65,7 +71,8 @@ def subprocess_runs_create(*, parent_run: AgentRun, batch_id: str, tool_call_id:
                         depth=depth,
                         agent=task["agent"],
                         task=task["task"],
-                        backend=settings.NETA_TASK_BACKEND,
+                        parent_subprocess=parent_subprocess,
+                        backend=backend or settings.NETA_TASK_BACKEND,
                     )
             except IntegrityError:  # a concurrent replay made it first
                 existing = SubprocessRun.objects.get(parent_run=parent_run, tool_call_id=tool_call_id, task_index=index)
@@ -215,7 +222,18 @@ def subprocess_run_cancel(run: SubprocessRun, *, by: str, actor=None) -> Subproc
                 actor=actor, action="subagent_run.cancel", target=(SubprocessRun._meta.label_lower, run.run_id, f"{run.agent} task {run.task_index}"),
                 before={"status": was}, after={"status": run.status, "cancelled_by": by},
             )  # fmt: skip
+    subprocess_runs_cancel_descendants(run, by=by)
     return run
+
+
+def subprocess_runs_cancel_descendants(run: SubprocessRun, *, by: str) -> int:
+    """The cancel cascade below ``run``: every active grandchild (and below) is asked to
+    stop too, recorded with who started the cancel."""
+    below = list(SubprocessRun.objects.filter(parent_subprocess=run, status__in=ACTIVE_SUBPROCESS_STATUSES))
+    why = f"{by} (via subagent {run.run_id.hex[:8]})"[:200] if by and "(via subagent" not in by else by
+    for child in below:
+        subprocess_run_cancel(child, by=why)
+    return len(below)
 
 
 def subprocess_runs_cancel_for_parent(parent_run_pk: int, *, by: str) -> int:
@@ -257,6 +275,11 @@ def subprocess_runs_reap(*, stale_seconds: float | None = None) -> list[Subproce
     )
     for run in orphans:  # the parent run ended (lost, aborted) while this child was still out
         subprocess_run_cancel(run, by=f"parent run {run.parent_run.run_id} ended ({run.parent_run.status})")
+    stranded = SubprocessRun.objects.filter(status__in=ACTIVE_SUBPROCESS_STATUSES, cancel_requested=False, parent_subprocess__isnull=False).exclude(
+        parent_subprocess__status__in=ACTIVE_SUBPROCESS_STATUSES
+    )
+    for run in stranded:  # the child that delegated it ended (or was lost) first
+        subprocess_run_cancel(run, by=f"parent subagent {run.parent_subprocess.run_id} ended ({run.parent_subprocess.status})")
     return lost
 
 

@@ -46,6 +46,9 @@ export const sessionApi = (sessionId) => {
     label: (entryId, label) => api(`${base}labels/`, { method: "POST", body: { entryId, label } }),
     fork: (entryId) => api(`${base}fork/`, { method: "POST", body: { entryId } }),
     prompt: (payload) => api(`${base}prompt/`, { method: "POST", body: payload }),
+    compact: (instructions) => api(`${base}compact/`, { method: "POST", body: instructions ? { instructions } : {} }),
+    archive: () => api(base, { method: "PATCH", body: { status: "archived" } }),
+    remove: () => api(base, { method: "DELETE" }),
     entries: (cursor, limit) => api(`${base}entries/?cursor=${cursor}&limit=${limit}`),
     lastRun: () => api(`runs/?session=${encodeURIComponent(sessionId)}&limit=1`),
   };
@@ -54,4 +57,5 @@ export const sessionApi = (sessionId) => {
 export const sessionsApi = {
   list: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=active&limit=50`),
   create: (agent) => api("sessions/", { method: "POST", body: { agent } }),
+  search: (agent, q) => api(`sessions/search/?agent=${encodeURIComponent(agent)}&status=active&q=${encodeURIComponent(q)}`),
 };

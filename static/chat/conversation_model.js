@@ -19,6 +19,7 @@ export function conversationItems(snapshot, lookup) {
   const inFlightId = snapshot.inFlight?.id ?? null;
   const items = [];
   const callOwner = new Map(); // toolCallId -> item
+  const batchOwner = new Map(); // subagent batchId -> item
   let turn = null; // totals since the last user message
   const path = Array.isArray(snapshot.activePath) ? snapshot.activePath : [];
   for (const id of path) {
@@ -34,6 +35,15 @@ export function conversationItems(snapshot, lookup) {
       const kind = entryKind(entry);
       if (HIDDEN.has(kind)) continue;
       if (kind === "custom_message" && entry.display === false) continue;
+      if (kind === "subagent_result") {
+        // A child's result belongs to its batch's panel (keyed by the child's run id).
+        const owner = batchOwner.get(entry.batchId);
+        if (owner) {
+          owner.results = { ...owner.results, [entry.runId]: entry };
+          owner.resultsKey += `${entry.id};`;
+          continue;
+        }
+      }
       if (kind === "tool") {
         const owner = callOwner.get(entry.message.toolCallId);
         if (owner) {
@@ -43,6 +53,7 @@ export function conversationItems(snapshot, lookup) {
         }
       }
       const item = { id, entry, kind, results: {}, resultsKey: "", turnUsage: null };
+      if (kind === "subagent_batch") batchOwner.set(entry.batchId, item);
       if (kind === "user") turn = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, messages: 0, lastItem: null };
       if (kind === "assistant") {
         for (const block of entry.message.content ?? []) if (block?.type === "toolCall" && typeof block.id === "string") callOwner.set(block.id, item);

@@ -5,6 +5,7 @@ import { App } from "./components/app.js";
 import { Connection } from "./connection.js";
 import { sessionApi } from "./api.js";
 import { SessionStore } from "./store.js";
+import { DraftConnection, draftSnapshot } from "./draft.js";
 
 const data = JSON.parse(document.getElementById("neta-chat-data").textContent);
 const store = new SessionStore({ sessionId: data.sessionId });
@@ -20,7 +21,8 @@ async function refreshRunState() {
   }
 }
 
-const connection = new Connection({
+const draft = data.sessionId === null; // "New session": created on the first send (draft.js)
+const connection = draft ? new DraftConnection() : new Connection({
   url: data.urls.socket,
   snapshotUrl: `${data.urls.api}sessions/${encodeURIComponent(data.sessionId)}/snapshot/`,
   store,
@@ -31,7 +33,10 @@ const connection = new Connection({
   },
 });
 
-if (window.location.pathname !== data.urls.page) {
+if (draft) {
+  store.setSnapshot(draftSnapshot(data.agent));
+  store.connection = { state: "live", attempt: 0, lastError: null, since: Date.now() };
+} else if (window.location.pathname !== data.urls.page) {
   // `/` opened (or created) this session: a reload must come back to it.
   window.history.replaceState(null, "", data.urls.page);
 }

@@ -14,6 +14,7 @@
 import { applyEvent, RevisionGap, ROOT_KEY, TREE_EVENT_TYPES } from "./tree_events.js";
 import { withOlder } from "./tree_model.js";
 import { createLive, liveApplyCheckpoint, liveApplyStream } from "./streaming.js";
+import { applySubagentReplay, applySubagentStream, heldBatches } from "./subagents.js";
 
 // The streaming events this store reads and the fields each carries: the browser twin of
 // runtime/realtime/stream_events.py (tests/chat/test_stream_types.py holds the two equal,
@@ -30,14 +31,14 @@ export const STREAM_EVENT_FIELDS = {
   tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
   session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
   run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
-  // Subagents (docs/subagents.md): sent by the subagent host; the store does not draw them yet.
+  // Subagents (docs/subagents.md): sent by the subagent host; kept in `store.subagents` (subagents.js).
   subagent_run_started: { required: ["type", "runId", "subagentRunId", "batchId", "batchEntryId", "toolCallId", "taskIndex", "agent", "depth", "pid"], ...ANY_STREAM },
   subagent_event: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "firstSeq", "seq", "event"], ...ANY_STREAM },
   subagent_run_completed: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "agent", "status", "errorCode", "error", "usage", "eventCount"], ...ANY_STREAM },
 };
 export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 
-const ACTIVE_RUN_STATES = new Set(["queued", "running"]);
+const ACTIVE_RUN_STATES = new Set(["queued", "running", "waiting"]);
 const MAX_TOOL_OUTPUTS = 200;
 const MAX_RUN_STATES = 50;
 
@@ -49,6 +50,7 @@ export class SessionStore {
     this.older = emptyOlder(null); // entries older than a truncated snapshot's window, paged in on demand
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
+    this.subagents = new Map(); // subagentRunId -> a child's stream (subagents.js), live or replayed
     this.run = { runId: null, state: "idle", error: null };
     this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
@@ -289,6 +291,7 @@ export class SessionStore {
     // shown by the run's busy state, not as an empty reply.
     const pending = this.snapshot?.inFlight ?? null;
     const inFlight = pending !== null && pending.type === "message" ? pending : null;
+    if (pending !== null && inFlight === null) changes.add("live"); // a batch's checkpoint: its panel redraws
     if (inFlight === null) {
       if (this.live !== null) {
         this.live = null;
@@ -335,7 +338,14 @@ export class SessionStore {
       changes.add("tools");
       return;
     }
-    if (type.startsWith("subagent_")) return; // shown once subagents land (issue 8)
+    if (type.startsWith("subagent_")) {
+      const next = applySubagentStream(this.subagents, event);
+      if (next !== this.subagents) {
+        this.subagents = next;
+        changes.add("subagents");
+      }
+      return;
+    }
     if (type === "assistant_stream_start" && !ACTIVE_RUN_STATES.has(this.run.state)) {
       this.run = { runId: event.runId ?? this.run.runId, state: "running", error: null };
       changes.add("run");
@@ -352,6 +362,27 @@ export class SessionStore {
     for (const entry of entries) {
       if (entry.type === "message" && entry.message?.role === "toolResult") this.toolOutputs.delete(entry.message.toolCallId);
     }
+  }
+
+  /** A child's events from the replay endpoint (rows {seq, type, payload}); notifies "subagents". */
+  subagentReplayed(runId, rows, fields = {}) {
+    const next = applySubagentReplay(this.subagents, runId, rows, fields);
+    if (next === this.subagents) return;
+    this.subagents = next;
+    this._notify(new Set(["subagents"]));
+  }
+
+  /** Batches known only from live events so far (their entry has not arrived): batchId → children. */
+  heldBatches() {
+    if (this.subagents.size === 0) return new Map();
+    const snapshot = this.snapshot;
+    if (this._batchIds?.entries !== snapshot?.entries || this._batchIds?.inFlight !== snapshot?.inFlight) {
+      const ids = new Set();
+      for (const entry of [...(snapshot?.entries ?? []), snapshot?.inFlight]) if (entry?.type === "subagent_batch") ids.add(entry.batchId);
+      this._batchIds = { entries: snapshot?.entries, inFlight: snapshot?.inFlight, ids };
+    }
+    const ids = this._batchIds.ids;
+    return heldBatches(this.subagents, (batchId, entryId) => ids.has(batchId) || (entryId !== null && this.byId.has(entryId)));
   }
 
   // ---------------------------------------------------------------- reads
@@ -430,7 +461,7 @@ export class CommandError extends Error {
 }
 
 function runRank(state) {
-  return state === "queued" ? 0 : state === "running" ? 1 : 2;
+  return state === "queued" ? 0 : state === "running" || state === "waiting" ? 1 : 2;
 }
 
 /** Nothing older loaded yet: `below` is the position where the snapshot's window starts. */

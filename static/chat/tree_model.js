@@ -25,7 +25,8 @@ const ICONS = {
   session_info: "✎",
   model_change: "◆",
   thinking_level_change: "θ",
-  subagent: "⇶",
+  subagent_batch: "⇶",
+  subagent_result: "↳",
   bash: "$",
   other: "•",
 };
@@ -52,7 +53,7 @@ export function entryKind(entry) {
       return entry.type;
     case "subagent_batch":
     case "subagent_result":
-      return "subagent";
+      return entry.type;
     default:
       return "other";
   }
@@ -122,8 +123,14 @@ function describe(entry) {
       return `model: ${entry.provider ?? ""}/${entry.modelId ?? ""}`;
     case "thinking_level_change":
       return `thinking: ${entry.thinkingLevel ?? ""}`;
-    case "subagent":
-      return `${entry.type}`;
+    case "subagent_batch": {
+      const runs = Array.isArray(entry.runs) ? entry.runs : [];
+      const done = runs.filter((r) => r?.status === "completed").length;
+      const state = entry.metadata?.state ?? "running";
+      return `subagents (${entry.mode ?? "batch"}): ${done} of ${runs.length} completed · ${state}`;
+    }
+    case "subagent_result":
+      return `${entry.agent ?? "subagent"}: ${entry.status ?? "?"}${entry.content?.results?.[0]?.finalText ? ` — ${entry.content.results[0].finalText}` : ""}`;
     default:
       return entry?.type ?? "?";
   }
@@ -289,7 +296,8 @@ const TEXTS = new WeakMap();
 
 /** The one-line text of a row (cached per entry: entries never change once stored). */
 export function rowText(row) {
-  if (row.inFlight) return contentText(row.entry.message?.content) ? firstLine(row.entry) : "streaming…";
+  if (row.inFlight && row.entry.type === "message") return contentText(row.entry.message?.content) ? firstLine(row.entry) : "streaming…";
+  if (row.inFlight) return firstLine(row.entry); // a subagent batch: its checkpointed statuses
   let text = TEXTS.get(row.entry);
   if (text === undefined) {
     text = firstLine(row.entry);

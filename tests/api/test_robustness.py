@@ -48,6 +48,7 @@ def json_endpoints(session_id: str) -> list[tuple[str, str]]:
         ("post", "/api/sessions/"),
         ("patch", s),
         ("post", s + "prompt/"),
+        ("post", s + "regenerate/"),
         ("post", s + "switch-leaf/"),
         ("post", s + "labels/"),
         ("post", s + "compact/"),

@@ -48,11 +48,31 @@ def test_events_replay_in_bounded_pages_without_gaps(client_for, subruns):
     assert seen == list(range(1, 8))
 
 
-@pytest.mark.parametrize("query", ["afterSeq=-1", "limit=0", "limit=100000", "afterSeq=abc"])
+@pytest.mark.parametrize(
+    "query", ["afterSeq=-1", "afterSeq=abc", "afterSeq=1.5", "afterSeq=", "limit=0", "limit=-5", "limit=100000", "limit=x", "after=3", "offset=1"]
+)
 def test_bad_replay_queries_are_400(client_for, subruns, query):
     _, rows = subruns
     response = client_for("owner").get(f"/api/subagent-runs/{rows[0].run_id}/events/?{query}")
-    assert response.status_code == 400 and response.json()["error"]["code"]
+    assert response.status_code == 400 and response.json()["error"]["code"], response.content
+
+
+@pytest.mark.parametrize("query", ["limit=-5", "limit=0", "limit=501", "limit=abc", "limit=", "offset=-1", "offset=x", "afterSeq=2", "lmit=5"])
+def test_bad_run_list_queries_are_400(client_for, subruns, query):
+    tree, _ = subruns
+    response = client_for("owner").get(f"/api/sessions/{tree.session_id}/subagent-runs/?{query}")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"]
+
+
+def test_run_list_pages_with_limit_and_offset(client_for, subruns):
+    tree, rows = subruns
+    client = client_for("owner")
+    first = client.get(f"/api/sessions/{tree.session_id}/subagent-runs/?limit=1").json()
+    second = client.get(f"/api/sessions/{tree.session_id}/subagent-runs/?limit=1&offset=1").json()
+    assert [r["runId"] for r in first + second] == [str(r.run_id) for r in rows]
+    assert first[0]["parentSubagentRunId"] is None
+    assert client.get(f"/api/sessions/{tree.session_id}/subagent-runs/?offset=2").json() == []
 
 
 def test_unknown_and_malformed_run_ids_are_404(client_for, subruns):

@@ -120,6 +120,7 @@ READERS = [
     ("streaming.js", "event", "stream"),  # liveApplyStream
     ("tree_events.js", "event", "tree"),  # applyEvent
     ("components/status.js", "stats", "stream"),  # the last session_context_stats
+    ("subagents.js", "event", "stream"),  # applySubagentStream (a child's own events are `ce` there)
 ]
 
 

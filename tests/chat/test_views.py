@@ -84,3 +84,24 @@ def test_the_embedded_data_cannot_break_out_of_its_script(client, owner, agent):
     client.force_login(owner)
     body = client.get(f"/sessions/{meta.session_id}/").content.decode()
     assert "<script>alert(1)" not in body
+
+
+def test_a_new_session_is_a_draft_that_stores_nothing_until_its_first_message(client, owner, agent):
+    from runtime.models import ModelConfig
+
+    client.force_login(owner)
+    before = AgentSession.objects.count()
+    response = client.get("/?agent=default&new=1")
+    assert response.status_code == 200
+    data = page_data(response)
+    assert data["sessionId"] is None and data["session"] is None and data["urls"]["socket"] is None
+    assert data["agent"]["name"] == "default"
+    assert AgentSession.objects.count() == before  # nothing left behind by looking
+    # The composer's models: enabled, with their key set, the agent's first, with capabilities.
+    ModelConfig.objects.create(name="aaa-keyless", provider_kind="anthropic", model_id="x", api_key_env="NETA_TEST_NO_SUCH_KEY")
+    ModelConfig.objects.create(name="aaa-plain", provider_kind="scripted", model_id="plain", supports_thinking=False)
+    names = [m["name"] for m in page_data(client.get("/?new=1"))["models"]]
+    assert names[0] == agent.model.name and "aaa-plain" in names and "aaa-keyless" not in names
+    plain = next(m for m in page_data(client.get("/?new=1"))["models"] if m["name"] == "aaa-plain")
+    assert plain["supportsThinking"] is False and {"supportsImages", "supportsTools", "displayName"} <= set(plain)
+    assert client.get("/?agent=nobody&new=1").status_code == 404

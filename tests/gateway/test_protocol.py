@@ -48,7 +48,7 @@ async def test_hello_says_the_protocol_and_the_event_shapes_versions(tree, token
             "revision": await revision_of(tree.session_id),
             "readOnly": False,
             "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
-            "commands": ["subscribe", "prompt", "abort", "switch_leaf", "ping"],
+            "commands": ["subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "ping"],
         }
         assert TREE_EVENTS_VERSION == 1 and STREAM_EVENTS_VERSION == 1  # what docs/realtime.md says
     finally:
@@ -184,6 +184,10 @@ BAD_FRAMES = [
     ('{"type": "prompt", "text": "hi", "mode": "shout"}', "invalid"),
     ('{"type": "prompt", "text": "hi", "images": "no"}', "invalid"),
     ('{"type": "prompt", "text": "hi", "fromEntryId": "nope0000"}', "entry_not_found"),
+    ('{"type": "prompt", "text": "hi", "thinkingLevel": "extreme"}', "invalid"),
+    ('{"type": "regenerate"}', "invalid"),
+    ('{"type": "regenerate", "entryId": 12}', "invalid"),
+    ('{"type": "regenerate", "entryId": "nope0000"}', "entry_not_found"),
     ('{"type": "switch_leaf"}', "invalid"),
     ('{"type": "switch_leaf", "entryId": 12}', "invalid"),
     ('{"type": "switch_leaf", "entryId": "nope0000"}', "entry_not_found"),
@@ -221,6 +225,8 @@ async def test_errors_name_the_field_and_echo_the_request_id(tree, tokens, fresh
         assert reply["requestId"] == "p1" and "text" in reply["fields"]
         reply = await command(socket, {"type": "switch_leaf", "entryId": "nope0000", "requestId": 9})
         assert reply["requestId"] == 9 and reply["code"] == "entry_not_found" and "entryId" in reply["fields"]
+        reply = await command(socket, {"type": "regenerate", "entryId": tree.ids["a1"], "requestId": "r1"})  # an answer
+        assert reply["requestId"] == "r1" and reply["code"] == "invalid" and "entryId" in reply["fields"], reply
     finally:
         await socket.close()
 

@@ -126,3 +126,23 @@ def test_redis_channel_layer_survives_idle_sockets_past_the_socket_timeout():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert "RedisFanoutLayer" in result.stdout, result.stderr[-2000:]
     assert "idle-ok" in result.stdout, result.stderr[-2000:]
+
+
+
+def test_a_beat_reaper_round_expires_after_one_interval(monkeypatch):
+    """A beat left running while no worker consumes must not pile rounds up: each message
+    the beat sends carries an expiry of one interval (a worker drops it once expired)."""
+    from celery.beat import Scheduler
+    from django.conf import settings
+
+    from neta.celery import app
+
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, *a, **options: sent.append((name, options)))
+    scheduler = Scheduler(app, lazy=True)
+    scheduler.merge_inplace(settings.CELERY_BEAT_SCHEDULE)
+    scheduler.apply_async(scheduler.schedule["reap-stale-runs"], advance=False)
+
+    (name, options), = sent
+    assert name == "runtime.reap_stale_runs"
+    assert options["expires"] == float(settings.NETA_REAPER_INTERVAL_SECONDS)

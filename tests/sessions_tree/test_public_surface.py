@@ -177,7 +177,7 @@ def source_copy(tmp_path_factory):
     if not LINT_IMPORTS.exists():
         pytest.fail(f"import-linter is a test dependency; {LINT_IMPORTS} is missing")
     root = tmp_path_factory.mktemp("lint")
-    for package in ("neta", "runtime", "skills_registry", "toolcatalog", "sessions_tree"):
+    for package in ("neta", "runtime", "skills_registry", "toolcatalog", "sessions_tree", "audit"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     return root

@@ -135,3 +135,51 @@ def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(depl
         line["message"] for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "toolResult"
     )
     assert result["isError"] is True and "lost" in result["content"][0]["text"]
+
+
+def _group_members(pgid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def test_a_parent_abort_with_8_running_children_ends_all_recorded_and_leaves_no_process(deployment):
+    """Celery hosting: eight children on the subagent worker's pool, the parent aborted → all
+    eight ``cancelled`` (who cancelled recorded), one terminal event each, no process of any
+    child's group left, the batch finalized as cancelled and the parent run aborted."""
+    eight = {"tasks": [{"agent": "default", "task": f"hold {i}"} for i in range(8)]}
+    rules = {
+        "version": 1,
+        "rules": [{"match": "delegate", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": eight}}], [{"text": "never"}]]}],
+        "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]},
+    }
+    rules_file = deployment.tmp / "hold-rules.json"
+    rules_file.write_text(json.dumps(rules))
+    deployment.python(
+        "from runtime.models import Agent, ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}});"
+        "Agent.objects.filter(name='default').update(subagent_policy={'enabled': True, 'agents': ['default'], 'max_concurrency': 8})"
+    )
+    deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "8", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    deadline = time.monotonic() + 120
+    pids = []
+    while time.monotonic() < deadline and len(pids) < 8:
+        pids = [p for (p,) in deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")]
+        time.sleep(0.2)
+    assert len(pids) == 8, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    assert all(_group_members(pid) for pid in pids)  # each child leads its own process group
+    deployment.python(f"from runtime.runs.prompts import run_abort; run_abort(session_id={session_id!r})")
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=90)
+    assert row["status"] == "aborted", row
+    children = deployment.rows("SELECT id, status, cancelled_by, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
+    assert len(children) == 8 and {c[1] for c in children} == {"cancelled"}, children
+    assert all("aborted" in c[2] for c in children) and all(c[3] is not None for c in children)
+    for child_pk, *_ in children:
+        terminal = deployment.rows("SELECT COUNT(*) FROM `{db}`.runtime_subprocessevent WHERE run_id = %s AND type IN ('run_end', 'run_error')", child_pk)
+        assert terminal[0][0] == 1
+    assert not [pid for pid in pids if _group_members(pid)]  # 0 orphans: no process of any child's group
+    lines = deployment.export(session_id)
+    batch = next(line for line in lines if line["type"] == "subagent_batch")
+    assert batch["metadata"]["state"] == "cancelled" and len(batch["metadata"]["runs"]) == 8
+    assert sum(1 for line in lines if line["type"] == "subagent_result") == 8

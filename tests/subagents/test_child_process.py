@@ -464,6 +464,37 @@ def test_the_child_loads_no_database_layer_and_no_project_settings(workspace):
     assert report == {"status": "completed", "loaded": [], "sandbox": "none", "secret": None, "bashTimeout": 77.0}
 
 
+def test_the_child_starts_without_the_heavy_modules_and_still_validates_tool_arguments(workspace):
+    """Up to ``run_start`` (envelope, tools, model spec) the child loads no jsonschema, Django,
+    HTTP client, regex or gitignore engine; they come with the first call that needs them, and
+    a tool's arguments are still checked against its schema there."""
+    heavy = ("jsonschema", "django", "httpx2", "ssl", "regex", "pathspec", "asyncio")
+    probe = (
+        "import io, json, os, sys\n"
+        "from runtime.subagents.envelope import parse_envelope\n"
+        "from runtime.subagents.child import Child\n"
+        "from runtime.subagents.protocol import EventWriter\n"
+        "envelope = parse_envelope(sys.argv[1])\n"
+        "read_end, _keep_open = os.pipe()\n"
+        "child = Child(envelope, EventWriter(io.BytesIO(), envelope.run_id), os.fdopen(read_end, 'rb'))\n"
+        f"heavy = {heavy!r}\n"
+        "at_start = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
+        "bad = child._run_local(child.tools['ls'][1], {'path': 7})\n"
+        "good = child._run_local(child.tools['ls'][1], {'path': '.'})\n"
+        "print(json.dumps({'atStart': at_start, 'bad': [bad.is_error, bad.text_output()[:80]], 'good': good.text_output(),\n"
+        "                  'later': sorted({m.split('.')[0] for m in sys.modules} & set(heavy))}))\n"
+        "sys.stdout.flush(); os._exit(0)\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-P", "-c", probe, json.dumps(envelope_dict(workspace))], capture_output=True, env=env, cwd=workspace, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    assert report["atStart"] == []
+    assert report["bad"][0] is True and report["bad"][1].startswith("Invalid arguments for tool 'ls'")
+    assert "notes.txt" in report["good"]
+    assert {"jsonschema", "django"} <= set(report["later"])  # loaded for the first tool call, not before
+
+
 def test_a_child_that_never_starts_talking_is_stalled_after_the_startup_allowance(workspace):
     rec = Recorder()
     sup = ChildSupervisor(

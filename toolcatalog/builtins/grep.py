@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from typing import Any
-
-import regex
+from typing import TYPE_CHECKING, Any
 
 from toolcatalog.builtins.listing import finish_listing
 from toolcatalog.file_kinds import SNIFF_BYTES, looks_binary
@@ -23,8 +21,15 @@ from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import resolve_path
 from toolcatalog.protected_paths import protected_identities, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
-from toolcatalog.truncation import DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH, truncate_line
+from toolcatalog.truncation import (
+    DEFAULT_MAX_BYTES,
+    GREP_MAX_LINE_LENGTH,
+    truncate_line,
+)
 from toolcatalog.workspace_walk import ancestor_rules, walk
+
+if TYPE_CHECKING:
+    import regex
 
 DEFAULT_LIMIT = 100
 MAX_CONTEXT = 50
@@ -117,6 +122,8 @@ class GrepTool(Tool):
     manifest = ToolManifest(kind="builtin", execution_mode="in-process")
 
     def _compile(self, args: dict[str, Any]) -> regex.Pattern:
+        import regex  # loaded on first use: the subagent child's start-up (spawn → run_start) stays light
+
         pattern = args["pattern"]
         if len(pattern) > MAX_PATTERN_LENGTH:
             raise ToolError(f"grep pattern is longer than {MAX_PATTERN_LENGTH} characters")

@@ -12,7 +12,12 @@ from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import PathRefused, resolve_path
 from toolcatalog.protected_paths import HardLinkRefused, refuse_hard_link
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
-from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from toolcatalog.truncation import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES,
+    format_size,
+    truncate_head,
+)
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_UTF16_BYTES = 8 * 1024 * 1024

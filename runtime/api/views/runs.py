@@ -21,7 +21,8 @@ from runtime.api.views.base import (
     parse,
 )
 from runtime.models import AgentRun
-from runtime.runs.prompts import run_abort, session_prompt
+from runtime.runs.prompts import run_abort, session_prompt, session_regenerate
+from runtime.runs.questions import answer_question
 from runtime.sessions.access import reads_all_sessions, visible_sessions
 
 
@@ -43,11 +44,28 @@ class SessionPromptApi(SessionApi):
                 from_entry_id=data.get("fromEntryId") or None,
                 mode=data["mode"],
                 model_name=data.get("model") or None,
+                thinking_level=data.get("thinkingLevel") or None,
             )
         # The run as committed: re-reading it could find it gone (finished, then deleted with its session).
         run = outcome.run
         body = {"run": S.RunOut(run).data, "queuedAs": outcome.queued_as, "editorText": outcome.editor_text}
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionRegenerateApi(SessionApi):
+    @extend_schema(
+        summary="Answer a user message again (a sibling answer, no new user message)",
+        request=S.RegenerateInput,
+        responses={202: S.RegenerateOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.RegenerateInput, request.data)
+        with entry_field("entryId"):
+            run = session_regenerate(
+                session_id=meta.session_id, entry_id=data["entryId"], actor=request.user, model_name=data.get("model") or None
+            )
+        return Response({"run": S.RunOut(run).data}, status=status.HTTP_202_ACCEPTED)
 
 
 class SessionAbortApi(SessionApi):
@@ -58,6 +76,20 @@ class SessionAbortApi(SessionApi):
         if run is not None:
             run = AgentRun.objects.select_related("agent").get(pk=run.pk)
         return Response({"run": S.RunOut(run).data if run is not None else None})
+
+
+class SessionAnswerApi(SessionApi):
+    @extend_schema(
+        summary="Answer the question (ask_user) the session's run waits on; the run goes on",
+        request=S.AnswerInput,
+        responses={200: S.AnswerOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.AnswerInput, request.data)
+        run = answer_question(session_id=meta.session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=request.user)
+        run = AgentRun.objects.select_related("agent").get(pk=run.pk)
+        return Response({"run": S.RunOut(run).data})
 
 
 @extend_schema_view(

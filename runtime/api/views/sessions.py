@@ -16,6 +16,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from runtime.api import serializers as S
 from runtime.api.pagination import (
@@ -36,7 +37,12 @@ from runtime.api.views.base import (
     session_or_404,
 )
 from runtime.sessions.access import visible_sessions
-from runtime.sessions.selectors import current_revision, session_snapshot
+from runtime.sessions.selectors import (
+    SEARCH_SCAN_SESSIONS,
+    current_revision,
+    search_sessions,
+    session_snapshot,
+)
 from runtime.sessions.services import (
     session_compact,
     session_create,
@@ -106,6 +112,32 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         meta = self.get_object()
         session_delete(session_id=meta.session_id, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionSearchApi(APIView):
+    @extend_schema(
+        summary="Find sessions by title and by the text of their messages",
+        description=(
+            "Case-insensitive; the most recently updated sessions you may read are looked into "
+            "(at most `scanned`), at most 50 results, newest first."
+        ),
+        parameters=[S.SessionSearchQuery],
+        responses={200: S.SessionSearchOut, 400: ERROR, 401: ERROR},
+    )
+    def get(self, request):
+        query = parse(S.SessionSearchQuery, request.query_params)
+        qs = visible_sessions(request.user).select_related("user")
+        if "agent" in query:
+            qs = qs.filter(agent=query["agent"])
+        if "status" in query:
+            qs = qs.filter(status=query["status"])
+        hits = search_sessions(qs, query["q"])
+        return Response(
+            {
+                "results": [{**hit, "session": S.SessionOut(hit["session"]).data} for hit in hits],
+                "scanned": min(qs.count(), SEARCH_SCAN_SESSIONS),
+            }
+        )
 
 
 class SessionSnapshotApi(SessionApi):

@@ -36,6 +36,7 @@ class SubagentRunOut(serializers.Serializer):
     taskIndex = serializers.IntegerField(source="task_index")
     mode = serializers.CharField()
     depth = serializers.IntegerField()
+    parentSubagentRunId = serializers.SerializerMethodField()
     agent = serializers.CharField()
     status = serializers.CharField()
     pid = serializers.IntegerField(allow_null=True)
@@ -53,6 +54,10 @@ class SubagentRunOut(serializers.Serializer):
     eventCount = serializers.IntegerField(source="event_count")
     cancelRequested = serializers.BooleanField(source="cancel_requested")
     cancelledBy = serializers.CharField(source="cancelled_by")
+
+    def get_parentSubagentRunId(self, run) -> str | None:
+        """The child run that delegated this one (a grandchild), else null."""
+        return str(run.parent_subprocess.run_id) if run.parent_subprocess_id else None
 
 
 class SubagentRunDetailOut(SubagentRunOut):
@@ -79,14 +84,34 @@ class SubagentEventsOut(serializers.Serializer):
     hasMore = serializers.BooleanField()
 
 
-class SubagentEventsQuery(serializers.Serializer):
+class StrictQuery(serializers.Serializer):
+    """Paging parameters: a bad value or a parameter the endpoint does not know is a 400
+    (a misspelt ``limit`` silently ignored would page wrong without a word)."""
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        problems = {name: "unknown query parameter" for name in unknown}
+        for name in set(self.initial_data) & set(self.fields):
+            if str(self.initial_data.get(name)).strip() == "":  # DRF would take the default
+                problems[name] = "must not be empty"
+        if problems:
+            raise serializers.ValidationError(problems)
+        return attrs
+
+
+class SubagentRunsQuery(StrictQuery):
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_RUNS_LIST, default=MAX_RUNS_LIST)
+    offset = serializers.IntegerField(min_value=0, default=0)
+
+
+class SubagentEventsQuery(StrictQuery):
     afterSeq = serializers.IntegerField(min_value=0, default=0)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_EVENTS_PAGE, default=200)
 
 
 def _run_for(request, run_id: str, need: str) -> SubprocessRun:
     try:
-        run = SubprocessRun.objects.select_related("parent_run").filter(run_id=run_id).first()
+        run = SubprocessRun.objects.select_related("parent_run", "parent_subprocess").filter(run_id=run_id).first()
     except Exception:  # a malformed uuid: the same answer as a missing run
         run = None
     if run is None:
@@ -101,11 +126,21 @@ def _run_for(request, run_id: str, need: str) -> SubprocessRun:
 
 
 class SessionSubagentRunsApi(SessionApi):
-    @extend_schema(summary="The subagent runs of a session (oldest first)", responses={200: SubagentRunOut(many=True), **READ_ERRORS})
+    @extend_schema(
+        summary="The subagent runs of a session (oldest first; grandchildren too, with parentSubagentRunId)",
+        parameters=[SubagentRunsQuery],
+        responses={200: SubagentRunOut(many=True), **READ_ERRORS, 400: ERROR},
+    )
     def get(self, request, session_id: str):
         meta = self.session(request, session_id)
-        runs = SubprocessRun.objects.select_related("parent_run").filter(session_id=meta.session_id).order_by("created_at", "task_index")
-        return Response(SubagentRunOut(runs[:MAX_RUNS_LIST], many=True).data)
+        query = parse(SubagentRunsQuery, request.query_params)
+        runs = (
+            SubprocessRun.objects.select_related("parent_run", "parent_subprocess")
+            .filter(session_id=meta.session_id)
+            .order_by("created_at", "task_index", "pk")
+        )
+        offset = query["offset"]
+        return Response(SubagentRunOut(runs[offset : offset + query["limit"]], many=True).data)
 
 
 class SubagentRunApi(SessionApi):

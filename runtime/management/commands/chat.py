@@ -15,6 +15,7 @@ from runtime.errors import RuntimeInputError
 from runtime.management.acting_user import acting_user, add_as_user_argument
 from runtime.models import Agent, RunStatus
 from runtime.runs.prompts import session_prompt
+from runtime.runs.questions import answer_question
 from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from sessions_tree.errors import SessionTreeError
@@ -118,6 +119,15 @@ class Command(BaseCommand):
         previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
         try:
             run = execute_run(outcome.run.run_id, sink=sink, cancel=cancel)
+            # The model asked (ask_user): answer here when there is someone to ask, resume.
+            while run is not None and run.status == RunStatus.WAITING and sys.stdin.isatty():
+                answer = self._ask(run.question)
+                try:
+                    answer_question(session_id=session_id, tool_call_id=run.question["toolCallId"], answer=answer, actor=actor, start=False)
+                except RuntimeInputError as exc:
+                    self.stderr.write(str(exc))
+                    continue
+                run = execute_run(run.run_id, sink=sink, cancel=cancel)
         finally:
             signal.signal(signal.SIGINT, previous)
         run.refresh_from_db()
@@ -127,5 +137,21 @@ class Command(BaseCommand):
             f"{run.status} · {run.input_tokens} in / {run.output_tokens} out tokens"
             f" · ${run.cost:.6f} · session {session_id} · workspace {workspace.cwd} ({workspace.mode})"
         )
+        if run.status == RunStatus.WAITING:
+            raise CommandError(
+                f"the run waits for an answer to: {run.question.get('question')!r} (options: {run.question.get('options') or 'free text'}); "
+                f"answer with POST /api/sessions/{session_id}/answer/ {{toolCallId: {run.question.get('toolCallId')!r}, answer}}"
+            )
         if run.status != RunStatus.COMPLETED:
             raise CommandError(run.error or run.status)
+
+    def _ask(self, question: dict):
+        """The question on the terminal; a number picks an option (several, comma-separated, with multi_select)."""
+        options = question.get("options") or []
+        self.stdout.write(f"\n? {question.get('question')}")
+        for index, option in enumerate(options, 1):
+            self.stdout.write(f"  {index}. {option}")
+        reply = input("> ").strip()
+        picks = [p.strip() for p in reply.split(",")] if question.get("multiSelect") else [reply]
+        chosen = [options[int(p) - 1] if p.isdigit() and 0 < int(p) <= len(options) else p for p in picks]
+        return chosen if question.get("multiSelect") else chosen[0]

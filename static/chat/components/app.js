@@ -6,14 +6,20 @@ import { Boundary } from "./boundary.js";
 import { useStore } from "./hooks.js";
 import { Conversation } from "./conversation.js";
 import { Composer } from "./composer.js";
+import { PlanPanel } from "./plan_panel.js";
+import { ClarifyPanel } from "./clarify_panel.js";
 import { StatusBar } from "./status.js";
 import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
 import { SummarizeDialog } from "./dialogs.js";
 import { InlineEditor } from "./inline_editor.js";
-import { sessionApi, sessionsApi } from "../api.js";
-import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
+import { sessionApi } from "../api.js";
+import { startSession } from "../draft.js";
+import { continueTarget, firstLine, leavesBranch } from "../tree_model.js";
 import { retryTarget } from "../conversation_model.js";
+import { countUserText, parseSlash } from "../composer_model.js";
+import { Pickers, chosenModel, promptChoice } from "./pickers.js";
+import { QueuedMessages } from "./queued.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -61,7 +67,7 @@ function clampWidth(value) {
 function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
   useStore(store, ["session"]);
   const [renaming, setRenaming] = useState(false);
-  const title = store.snapshot?.session?.title || data.session.title || "Untitled session";
+  const title = store.snapshot?.session?.title || data.session?.title || (data.sessionId ? "Untitled session" : "New session");
   useEffect(() => {
     document.title = `${title} · Neta`;
   }, [title]);
@@ -72,13 +78,13 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
       <a class="brand" href=${data.urls.home}>Neta</a>
       ${renaming
         ? html`<${InlineEditor} id="title-input" label="Session title" className="title-editor" maxLength="500" placeholder="Session title"
-            initial=${store.snapshot?.session?.title || data.session.title || ""}
+            initial=${store.snapshot?.session?.title || data.session?.title || ""}
             onDone=${async (value) => {
               setRenaming(false);
               if (value) await onRename(value);
             }} />`
         : html`<h1 class="session-title" title=${title}>${title}</h1>
-            <button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>`}
+            ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>` : null}`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
       <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
@@ -101,8 +107,23 @@ export function App({ data, store, connection }) {
   const [banner, setBanner] = useState(null);
   const [ask, setAsk] = useState(null);
   const [notice, setNotice] = useState(null);
+  // Issue 16: the next prompt's model and thinking level (per session), Enter-to-send, queued messages.
+  const [choice, setChoiceState] = useState(() => stored(`choice.${data.sessionId}`, null));
+  const setChoice = (next) => {
+    setChoiceState(next);
+    remember(`choice.${data.sessionId}`, next);
+  };
+  const [enterSends, setEnterSendsState] = useState(() => stored("enterSends", true)); // a phone user may turn it off (remembered)
+  const setEnterSends = (value) => {
+    setEnterSendsState(value);
+    remember("enterSends", value);
+  };
+  const [queued, setQueued] = useState([]);
+  const models = data.models ?? [];
   const noticeTimer = useRef(null);
   const api = useMemo(() => sessionApi(data.sessionId), [data.sessionId]);
+  const choiceRef = useRef(choice);
+  choiceRef.current = choice;
   const lookup = useCallback((id) => store.entry(id), [store]);
 
   useEffect(() => {
@@ -173,13 +194,43 @@ export function App({ data, store, connection }) {
         }
       },
       async retry(entryId) {
+        return actions.regenerate(entryId, "Retry");
+      },
+      /** A new answer to the user message `entryId` answered: a sibling answer (issue 16). */
+      async regenerate(entryId, what = "Regenerate") {
         const user = retryTarget(store.snapshot, lookup, entryId);
-        if (!user) return say("Nothing to retry: no user message before this one.");
+        if (!user) return say(`Nothing to ${what.toLowerCase()}: no user message before this one.`);
         if (guardRun()) return;
         try {
-          await prompt({ text: contentText(user.message.content), images: imagesOf(user), mode: "follow_up", fromEntryId: user.id });
+          const { model } = promptChoice(models, choiceRef.current, data.agent.model);
+          const result = await connection.send("regenerate", model ? { entryId: user.id, model } : { entryId: user.id });
+          store.setRun({ runId: result.runId, state: "queued" });
         } catch (e) {
-          say(`Retry failed: ${e.message}`);
+          say(`${what} failed: ${e.message}`);
+        }
+      },
+      /** The `‹ n/m ›` switcher: the leaf to the newest end of that version (summary prompt as in the tree). */
+      async switchVersion({ leafId }) {
+        if (guardRun()) return;
+        const summarize = await decideSummarize(leafId);
+        if (summarize === null) return;
+        if (summarize) say("Summarizing the branch you left…", "info");
+        try {
+          const result = await connection.send("switch_leaf", { entryId: leafId, summarize });
+          if (summarize) setNotice(null);
+          if (result.editorText != null) setDraft({ text: result.editorText, focus: true });
+        } catch (e) {
+          say(`Could not switch versions: ${e.message}`);
+        }
+      },
+      /** Edit in place: the edited text is sent as a sibling of user message `entryId`. */
+      async editSend(entryId, text) {
+        if (guardRun()) return false;
+        try {
+          return await sendFrom(entryId, { text, images: imagesOf(store.entry(entryId) ?? {}), mode: "follow_up" });
+        } catch (e) {
+          say(`Could not send the edit: ${e.message}`);
+          return false;
         }
       },
       async label(entryId, label) {
@@ -221,7 +272,7 @@ export function App({ data, store, connection }) {
   }
 
   async function prompt({ text, images, mode, fromEntryId = null }) {
-    const payload = { text, mode };
+    const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
     if (fromEntryId) payload.fromEntryId = fromEntryId;
     let result;
     if (images.length) {
@@ -232,24 +283,67 @@ export function App({ data, store, connection }) {
       result = await connection.send("prompt", payload);
     }
     if (!result.queuedAs) store.setRun({ runId: result.runId, state: "queued" });
-    else say(result.queuedAs === "steer" ? "Sent to steer the running agent." : "Queued as a follow-up.", "info");
+    else {
+      say(result.queuedAs === "steer" ? "Sent to steer the running agent." : "Queued as a follow-up.", "info");
+      const seen = countUserText(store.snapshot?.entries ?? [], text);
+      setQueued((items) => [...items, { id: `${Date.now()}-${items.length}`, text, mode: result.queuedAs, seen }]);
+    }
     return result;
   }
 
+  /** Send as a new branch from `fromEntryId`'s parent (Pi's rule), asking about a summary first. */
+  async function sendFrom(fromEntryId, { text, images, mode }) {
+    const entry = store.entry(fromEntryId);
+    const newLeaf = entry?.parentId ?? null;
+    const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
+    if (summarize === null) return false;
+    if (summarize) {
+      say("Summarizing the branch you left…", "info");
+      await connection.send("switch_leaf", { entryId: fromEntryId, summarize: true });
+      setNotice(null);
+      await prompt({ text, images, mode });
+    } else {
+      await prompt({ text, images, mode, fromEntryId });
+    }
+    return true;
+  }
+
+  /** A slash command from the composer (composer_model.js parses it). */
+  async function runCommand({ name, args }) {
+    if (name === "tree") {
+      if (!treeOpen) toggleTree();
+      requestAnimationFrame(() => document.querySelector("[role=tree]")?.focus());
+    } else if (name === "name") {
+      await api.rename(args);
+    } else if (name === "fork") {
+      const leaf = store.snapshot?.leafId;
+      if (!leaf) throw new Error("Nothing to fork yet: the session is empty.");
+      await actions.fork(leaf);
+    } else if (name === "compact") {
+      if (store.running) throw new Error("A run is active: abort it (or wait) before compacting.");
+      say("Compacting the context…", "info");
+      await api.compact(args || null);
+      say("Context compacted.", "info");
+    }
+  }
+
   const onSend = async ({ text, images, mode }) => {
-    if (banner?.fromEntryId) {
-      const entry = store.entry(banner.fromEntryId);
-      const newLeaf = entry?.parentId ?? null;
-      const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
-      if (summarize === null) return;
-      if (summarize) {
-        say("Summarizing the branch you left…", "info");
-        await connection.send("switch_leaf", { entryId: banner.fromEntryId, summarize: true });
-        setNotice(null);
-        await prompt({ text, images, mode });
-      } else {
-        await prompt({ text, images, mode, fromEntryId: banner.fromEntryId });
-      }
+    const command = parseSlash(text);
+    if (command?.error) throw new Error(command.error);
+    if (!data.sessionId) {
+      // A draft: the session is created by its first message (draft.js).
+      if (command) throw new Error(`/${command.name} needs a session: send a first message.`);
+      const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
+      if (images.length) payload.images = images;
+      const session = await startSession(data.agent.name, payload);
+      remember(`choice.${session.sessionId}`, choiceRef.current);
+      window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
+      return;
+    }
+    if (command) {
+      await runCommand(command);
+    } else if (banner?.fromEntryId) {
+      if ((await sendFrom(banner.fromEntryId, { text, images, mode })) === false) return;
     } else {
       await prompt({ text, images, mode });
     }
@@ -265,14 +359,8 @@ export function App({ data, store, connection }) {
     }
   };
 
-  const newSession = async () => {
-    try {
-      const session = await sessionsApi.create(data.agent.name);
-      window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
-    } catch (e) {
-      say(`Could not create a session: ${e.message}`);
-    }
-  };
+  // Created on its first message (draft.js): a new session tried and left leaves nothing behind.
+  const newSession = () => window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
 
   const toggleTree = () => {
     setTreeOpen(!treeOpen);
@@ -295,6 +383,8 @@ export function App({ data, store, connection }) {
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
           <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} /><//>
           <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} /><//>
+          <${Boundary} name="plan"><${PlanPanel} store=${store} /><//>
+          <${Boundary} name="question"><${ClarifyPanel} store=${store} connection=${connection} /><//>
           <${Composer}
             store=${store}
             draft=${draft}
@@ -303,7 +393,12 @@ export function App({ data, store, connection }) {
             onCancelBanner=${() => setBanner(null)}
             onSend=${onSend}
             onAbort=${onAbort}
-            supportsImages=${data.agent.model.supportsImages}
+            supportsImages=${chosenModel(models, choice, data.agent.model).supportsImages}
+            enterSends=${enterSends}
+            queued=${html`<${QueuedMessages} store=${store} queued=${queued} setQueued=${setQueued} />`}
+            pickers=${models.length
+              ? html`<${Pickers} store=${store} models=${models} agentModel=${data.agent.model} choice=${choice} setChoice=${setChoice} enterSends=${enterSends} setEnterSends=${setEnterSends} />`
+              : null}
           />
         </main>
         ${treeOpen && !isNarrow ? html`<${Resizer} width=${treeWidth} setWidth=${setTreeWidth} />` : null}

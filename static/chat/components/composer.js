@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
+import { useSlashMenu } from "./slash.js";
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IMAGES = 8;
@@ -21,7 +22,7 @@ function readImage(file) {
   });
 }
 
-export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSend, onAbort, supportsImages }) {
+export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSend, onAbort, supportsImages, enterSends = true, pickers = null, queued = null }) {
   useStore(store, ["run", "connection", "live"]);
   const running = store.running;
   const [mode, setMode] = useState("follow_up");
@@ -30,6 +31,8 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   const [sending, setSending] = useState(false);
   const area = useRef(null);
   const fileInput = useRef(null);
+  const [dragging, setDragging] = useState(false);
+  const slash = useSlashMenu(draft.text, (text) => setDraft({ text }));
 
   useEffect(() => {
     if (draft.focus) area.current?.focus();
@@ -64,7 +67,9 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   };
 
   const onKeyDown = (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (slash.onKeyDown(event)) return;
+    const sends = enterSends || event.ctrlKey || event.metaKey;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && sends) {
       event.preventDefault();
       send();
     } else if (event.key === "Escape" && banner) {
@@ -80,9 +85,23 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     }
   };
 
+  const onDrag = (event) => {
+    if (!supportsImages || ![...(event.dataTransfer?.types ?? [])].includes("Files")) return;
+    event.preventDefault();
+    setDragging(event.type !== "dragleave");
+  };
+  const onDrop = (event) => {
+    setDragging(false);
+    if (!supportsImages || !event.dataTransfer?.files?.length) return;
+    event.preventDefault();
+    addFiles(event.dataTransfer.files);
+  };
+
   const offline = store.connection.state !== "live";
   return html`
-    <form class="composer" onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label="Message composer">
+    <form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label="Message composer"
+      onDragOver=${onDrag} onDragEnter=${onDrag} onDragLeave=${onDrag} onDrop=${onDrop}>
+      ${queued}
       ${banner
         ? html`<div class="branch-banner" role="status">
             <span>⎇ Sending starts a new branch from <strong>${banner.fromLabel}</strong> (the edited message stays in its old branch).</span>
@@ -95,15 +114,22 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           </ul>`
         : null}
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+      ${slash.menu}
       <div class="composer-row">
         <label for="composer-input" class="visually-hidden">Message</label>
         <textarea
           id="composer-input"
           ref=${area}
           rows="3"
-          placeholder=${running ? "Queue a message for the running agent… (Enter sends)" : "Message the agent… (Enter sends, Shift+Enter for a new line)"}
+          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          aria-autocomplete="list"
+          aria-controls=${slash.open ? "slash-menu" : undefined}
+          aria-activedescendant=${slash.activeId}
           value=${draft.text}
-          onInput=${(e) => setDraft({ text: e.currentTarget.value })}
+          onInput=${(e) => {
+            setDraft({ text: e.currentTarget.value });
+            if (error) setError(null);
+          }}
           onKeyDown=${onKeyDown}
           onPaste=${onPaste}
         ></textarea>
@@ -123,6 +149,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           ${running ? html`<button type="button" class="danger" onClick=${onAbort}>Abort</button>` : null}
         </div>
       </div>
+      ${pickers}
     </form>
   `;
 }

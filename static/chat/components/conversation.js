@@ -7,6 +7,7 @@ import { AssistantBlocks, EntryItem } from "./messages.js";
 import { frameThrottle, useStore } from "./hooks.js";
 import { conversationItems } from "../conversation_model.js";
 import { liveMessage } from "../streaming.js";
+import { HeldBatches, SubagentPanel } from "./subagent_panel.js";
 
 const PAGE = 60;
 
@@ -43,9 +44,12 @@ function StableList({ store, actions, onItems }) {
 }
 
 function LiveMessage({ store }) {
-  useStore(store, ["live", "run"]);
+  useStore(store, ["live", "run", "tree"]);
   const live = store.live;
+  const batch = store.snapshot?.inFlight?.type === "subagent_batch" ? store.snapshot.inFlight : null;
   if (!live) {
+    if (batch) return html`<${SubagentPanel} store=${store} entry=${batch} inFlight=${true} />`;
+    if (store.running && store.run.state === "waiting") return null; // the question panel says it
     if (store.running) return html`<div class="live-pending" role="status"><span class="spinner" aria-hidden="true"></span> Working…</div>`;
     return null;
   }
@@ -95,7 +99,7 @@ export function Conversation({ store, actions }) {
     <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
       <div class="conversation-inner" ref=${inner}>
         <${StableList} store=${store} actions=${actions} onItems=${onItems} />
-        <div class="live-slot"><${LiveMessage} store=${store} /></div>
+        <div class="live-slot"><${HeldBatches} store=${store} /><${LiveMessage} store=${store} /></div>
       </div>
     </div>
   `;

@@ -4,10 +4,12 @@ import { Component } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { ToolCard } from "./tool_renderers.js";
+import { SubagentBatchNode } from "./subagent_panel.js";
 import { highlightWithin, renderMarkdown } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
 import { blockProblem, entryTypeName, num, text as shown } from "../entry_check.js";
+import { EditInPlace, RegenerateButton, VersionSwitcher } from "./versions.js";
 
 export function Markdown({ text, streaming = false }) {
   const ref = useRef(null);
@@ -86,18 +88,27 @@ function images(content) {
   return (Array.isArray(content) ? content : []).filter((b) => b?.type === "image" && typeof b.data === "string");
 }
 
-export function UserMessage({ entry, label, actions }) {
+export function UserMessage({ entry, label, actions, store }) {
   const text = contentText(entry.message.content);
+  const [editing, setEditing] = useState(false);
   return html`
     <article class="msg msg-user" data-entry-id=${entry.id} aria-label="Your message">
       <div class="msg-body">
-        <div class="user-text">${text}</div>
+        ${editing
+          ? html`<${EditInPlace} text=${text} onCancel=${() => setEditing(false)} onSave=${async (value) => {
+              const sent = await actions.editSend(entry.id, value);
+              if (sent !== false) setEditing(false);
+              return sent;
+            }} />`
+          : html`<div class="user-text">${text}</div>`}
         ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt="attached image" src=${`data:${b.mimeType};base64,${b.data}`} />`)}
         ${badBlocks(entry.message.content, "user").map((problem, i) => html`<${UnknownBlock} key=${`bad${i}`} problem=${problem} />`)}
       </div>
       <footer class="msg-actions">
+        ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
         <${Label} label=${label} />
         <${CopyButton} text=${text} label="Copy message" />
+        ${editing ? null : html`<button type="button" class="icon-button" onClick=${() => setEditing(true)} title="Edit this message and send it as a new version">Edit</button>`}
         <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Edit this message and send it as a new branch">Continue from here</button>
       </footer>
     </article>
@@ -133,11 +144,12 @@ export function AssistantMessage({ entry, results, label, actions, store, turnUs
         ${stop === "length" ? html`<div class="msg-aborted">Stopped at the output limit.</div>` : null}
       </div>
       <footer class="msg-actions">
+        ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
         <span class="model-name" title="model">${shown(message.model)}</span>
         <${Usage} usage=${message.usage} turnUsage=${turnUsage} />
         <${Label} label=${label} />
         ${text ? html`<${CopyButton} text=${text} label="Copy answer" />` : null}
-        ${failed ? html`<button type="button" class="icon-button" onClick=${() => actions.retry(entry.id)}>Retry</button>` : null}
+        ${failed ? html`<button type="button" class="icon-button" onClick=${() => actions.retry(entry.id)}>Retry</button>` : html`<${RegenerateButton} entry=${entry} actions=${actions} />`}
         <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Move the leaf here: the next prompt continues from this message">Continue from here</button>
       </footer>
     </article>
@@ -202,6 +214,7 @@ const VIEWS = {
   branch_summary: BranchSummaryNode,
   custom_message: CustomMessageNode,
   bash: BashNode,
+  subagent_batch: SubagentBatchNode,
 };
 
 /**

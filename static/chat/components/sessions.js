@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
+import { SessionRowActions, SessionSearch } from "./session_search.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -13,11 +14,24 @@ function when(iso) {
   return date.toDateString() === today.toDateString() ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString();
 }
 
+/** Where switching to an agent goes: its last session, or a draft (nothing left behind). */
+function agentUrl(data, name) {
+  const agent = data.agents.find((a) => a.name === name);
+  return `${data.urls.home}?agent=${encodeURIComponent(name)}${agent?.restoreLastSession ? "" : "&new=1"}`;
+}
+
 export function SessionList({ data, store, open, onClose, onNew }) {
   useStore(store, ["session"]);
   const [sessions, setSessions] = useState(data.sessions);
   const [error, setError] = useState(null);
+  const [hits, setHits] = useState(null); // search results (null: not searching)
   const current = data.sessionId;
+  const onGone = (sessionId) => {
+    setSessions((list) => list.filter((s) => s.sessionId !== sessionId));
+    setHits((list) => list && list.filter((h) => h.session.sessionId !== sessionId));
+    if (sessionId === current) window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
+  };
+  const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet })) : sessions;
   const liveTitle = store.snapshot?.session?.title;
 
   useEffect(() => {
@@ -36,19 +50,23 @@ export function SessionList({ data, store, open, onClose, onNew }) {
       </div>
       <label class="agent-picker">
         <span>Agent</span>
-        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(e.currentTarget.value)}`)}>
+        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(agentUrl(data, e.currentTarget.value))}>
           ${data.agents.map((a) => html`<option value=${a.name} title=${a.description}>${a.name}</option>`)}
         </select>
       </label>
       <button type="button" class="primary new-session" onClick=${onNew}>+ New session</button>
+      <${SessionSearch} agent=${data.agent.name} onResults=${setHits} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
-      <ul class="sessions">
-        ${sessions.map(
+      ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">No session matches.</p>` : null}
+      <ul class="sessions" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
+        ${shown.map(
           (s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
               <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
               <span class="muted session-meta">${when(s.updatedAt)} · ${s.entryCount} entries</span>
+              ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
+            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} />`}
           </li>`,
         )}
       </ul>

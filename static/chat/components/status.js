@@ -5,7 +5,7 @@ import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { formatTokens } from "../conversation_model.js";
 
-const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
+const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", waiting: "waiting for you", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
 const CONNECTION_LABELS = { connecting: "connecting…", syncing: "syncing…", live: "live", reconnecting: "reconnecting", offline: "offline" };
 
 function Countdown({ at }) {
@@ -27,7 +27,7 @@ export function StatusBar({ store, agent, onReconnect }) {
   const model = context.model?.modelId ?? stats?.model ?? agent.model.modelId;
   const thinking = context.thinkingLevel ?? agent.thinkingLevel;
   const percent = window ? Math.min(100, (tokens / window) * 100) : 0;
-  const run = store.running && !["queued", "running"].includes(store.run.state) ? "running" : store.run.state;
+  const run = store.running && !["queued", "running", "waiting"].includes(store.run.state) ? "running" : store.run.state;
   const connection = store.connection;
   return html`
     <div class="status-bar" role="status" aria-label="Status">

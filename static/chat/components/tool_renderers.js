@@ -9,6 +9,7 @@ import { html } from "./html.js";
 import { highlightCode, languageForPath } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { useStore } from "./hooks.js";
+import { stateToken } from "../state_tokens.js";
 
 const renderers = new Map();
 
@@ -129,14 +130,14 @@ export class ToolCard extends Component {
     const renderer = rendererFor(call.name);
     const args = parsedArgs(call);
     const isError = Boolean(result?.message?.isError);
-    const status = result ? (isError ? "error" : "done") : streaming ? "calling" : "running";
+    const status = result ? (isError ? "error" : "done") : streaming ? "calling" : renderer.pendingStatus ?? "running";
     const body = (output) => html`<${renderer.Body} call=${call} args=${args} result=${result} output=${output} running=${!result} />`;
     return html`
-      <details class=${`tool-card tool-${status}`} open=${!result || isError} data-tool=${call.name} data-call-id=${call.id}>
+      <details class=${`tool-card tool-${status} state-${stateToken(status)}`} open=${!result || isError} data-tool=${call.name} data-call-id=${call.id}>
         <summary>
           <span class="tool-name">${call.name || "tool"}</span>
           <span class="tool-summary">${renderer.summary(args ?? {})}</span>
-          <span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…" }[status]}</span>
+          <span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…", waiting: "waiting for you" }[status]}</span>
         </summary>
         <div class="tool-body">
           ${result || !store ? body(null) : html`<${LiveOutput} store=${store} callId=${call.id}>${(output) => body(output)}</${LiveOutput}>`}

@@ -5,6 +5,7 @@ import { html } from "./html.js";
 import { frameThrottle, useStore } from "./hooks.js";
 import { InlineEditor } from "./inline_editor.js";
 import { buildRows, FILTERS, kindIcon, rowText } from "../tree_model.js";
+import { SubagentRowStatus } from "./subagent_panel.js";
 
 const ROW = 28;
 const OVERSCAN = 12;
@@ -35,6 +36,7 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle }) {
         : html`<span class="twisty-space"></span>`}
       <span class="kind-icon" aria-hidden="true">${kindIcon(row.kind)}</span>
       <span class="row-text">${rowText(row)}</span>
+      <${SubagentRowStatus} entry=${row.entry} inFlight=${row.inFlight} />
       ${row.branchPoint ? html`<span class="branch-badge" title=${`${row.branchPoint} branches`}>⎇ ${row.branchPoint}</span>` : null}
       ${row.label ? html`<span class="row-label">${row.label}</span>` : null}
       ${row.isLeaf ? html`<span class="leaf-marker" title="the leaf: the next prompt continues here">● leaf</span>` : null}

@@ -1,0 +1,139 @@
+"""The chat page with a delegate batch of 8 children streaming at once (issue 17).
+
+    python -m bench.chat_subagents [--children 8] [--seconds 15] [--rate 10]
+
+Opens the page (headless Chromium, a real Daphne on a throwaway state directory), puts
+an in-flight `subagent_batch` entry into the store and feeds it, through the store's
+`receive` (the socket's path), the frames the subagent host sends for N children at
+once: `subagent_run_started`, then per child `--rate` `subagent_event` frames a second
+(merged text deltas, a tool call and its result every 20 frames, a heartbeat every 2 s),
+then `subagent_run_completed`. Every row is expanded, so all N streams are drawn.
+Prints the long tasks (> 50 ms) on the main thread while they stream (target: none) and
+the slowest frames. Synthetic frames rather than N child processes: on 2 cores the
+children's Python start-ups would measure the machine, not the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.chat_page import LONGTASKS
+from tests.browser.conftest import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    login,
+    prepare,
+    server_env,
+    start_daphne,
+    stop_daphne,
+)
+
+FEED = """
+async ({children, seconds, rate, expand}) => {
+  const store = window.neta.store;
+  const sid = store.sessionId;
+  const parent = store.snapshot.leafId;
+  const batchId = 'bench-batch';
+  const runs = Array.from({length: children}, (_, i) => ({runId: `bench-run-${i}`, taskIndex: i, agent: 'default', task: `bench task ${i}: look at part ${i} of the workspace`, status: 'running'}));
+  const entry = {type: 'subagent_batch', id: 'benchbatch', parentId: parent, timestamp: new Date().toISOString(), batchId, mode: 'parallel', runs, metadata: {toolCallId: 'bench-call', parentRunId: 'bench-parent', state: 'running'}};
+  store.receive({type: 'session_entry_added', sessionId: sid, revision: store.snapshot.revision + 1, entry, leafId: entry.id, inFlight: true, context: null});
+  const seq = new Array(children).fill(0);
+  const send = (i, event, first) => {
+    seq[i] += 1; const s = seq[i];
+    store.receive({type: 'subagent_event', runId: 'bench-parent', subagentRunId: `bench-run-${i}`, batchId, taskIndex: i, firstSeq: first ?? s, seq: s, event: {...event, seq: s, ts: Date.now()}});
+  };
+  for (let i = 0; i < children; i++) {
+    store.receive({type: 'subagent_run_started', runId: 'bench-parent', subagentRunId: `bench-run-${i}`, batchId, batchEntryId: entry.id, toolCallId: 'bench-call', taskIndex: i, agent: 'default', depth: 1, pid: 1000 + i});
+    send(i, {type: 'run_start', agent: 'default', depth: 1, pid: 1000 + i, model: 'bench', tools: []});
+  }
+  await new Promise((r) => requestAnimationFrame(r));
+  if (expand) for (const button of document.querySelectorAll('.subagent-expand')) button.click();
+  const frames = [];
+  const t0 = performance.now();
+  let tick = 0;
+  await new Promise((done) => {
+    const timer = setInterval(() => {
+      tick += 1;
+      for (let i = 0; i < children; i++) {
+        const t = performance.now();
+        const turn = 1 + Math.floor(tick / 20);
+        if (tick % 20 === 10) send(i, {type: 'tool_call', turn, toolCallId: `c${i}-${tick}`, name: 'ls', arguments: {path: `part${i}`}, route: 'worker-local'});
+        else if (tick % 20 === 11) send(i, {type: 'tool_result', toolCallId: `c${i}-${tick - 1}`, name: 'ls', isError: false, preview: 'a.py\\nb.py\\nREADME.md\\n', truncated: false, chars: 20});
+        else if (tick % (2 * rate) === 0) send(i, {type: 'heartbeat', phase: 'model', usage: {input: 100 * tick, output: 10 * tick, totalTokens: 110 * tick, cost: {total: 0.0001 * tick}}, counts: {}});
+        else { const first = seq[i] + 1; seq[i] += 3; send(i, {type: 'assistant_delta', turn, contentIndex: 0, kind: 'text', delta: `words of part ${i}, step ${tick}; `.repeat(2)}, first); }
+        frames.push(performance.now() - t);
+      }
+      if (performance.now() - t0 > seconds * 1000) { clearInterval(timer); done(); }
+    }, 1000 / rate);
+  });
+  for (let i = 0; i < children; i++) {
+    store.receive({type: 'subagent_run_completed', runId: 'bench-parent', subagentRunId: `bench-run-${i}`, batchId, taskIndex: i, agent: 'default', status: 'completed', errorCode: null, error: null, usage: {totalTokens: 1}, eventCount: seq[i]});
+  }
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  frames.sort((a, b) => a - b);
+  return {t0, frames: frames.length, p50: frames[Math.floor(frames.length / 2)], p99: frames[Math.floor(frames.length * 0.99)], max: frames[frames.length - 1],
+          items: [...store.subagents.values()].reduce((n, c) => n + c.items.length, 0), rows: document.querySelectorAll('.subagent-row').length,
+          streams: document.querySelectorAll('.child-stream').length};
+}
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--children", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--rate", type=int, default=10, help="subagent_event frames per second per child")
+    parser.add_argument("--collapsed", action="store_true", help="leave the rows closed (the streams are not drawn)")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    var_dir = Path(tempfile.mkdtemp(prefix="neta-bench-subagents-"))
+    env = server_env(var_dir)
+    prepare(var_dir, env)
+    proc, base_url = start_daphne(env, var_dir / "daphne.log")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+            page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+            page.set_default_timeout(120_000)
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: m.type in ("error", "warning") and errors.append(m.text))
+            page.add_init_script(LONGTASKS)
+            login(page, base_url)
+            page.fill("#composer-input", "hello")  # a leaf to hang the batch on
+            page.press("#composer-input", "Enter")
+            page.wait_for_function("() => window.neta.store.snapshot.entries.length >= 2 && window.neta.store.run.state === 'completed'")
+            # Settled: the page has every tree event the server wrote (the synthetic entry comes after them).
+            page.wait_for_function(
+                """async () => { const s = window.neta.store;
+                  const r = await fetch(`/api/sessions/${s.sessionId}/snapshot/`); return (await r.json()).revision === s.snapshot.revision; }""",
+                polling=500,
+            )
+            page.wait_for_timeout(1000)
+            result = page.evaluate(FEED, {"children": args.children, "seconds": args.seconds, "rate": args.rate, "expand": not args.collapsed})
+            tasks = page.evaluate(f"() => window.__longtasks.filter((t) => t.start >= {result['t0']}).map((t) => Math.round(t.duration))")
+            # The same page for the same time with nothing fed: what the machine itself costs now.
+            idle_t0 = page.evaluate("() => performance.now()")
+            page.wait_for_timeout(args.seconds * 1000)
+            idle = page.evaluate(f"() => window.__longtasks.filter((t) => t.start >= {idle_t0}).map((t) => Math.round(t.duration))")
+            browser.close()
+    finally:
+        stop_daphne(proc)
+    print(f"{args.children} children × {args.rate} frames/s for {args.seconds:.0f} s: {result['frames']} subagent frames, "
+          f"{result['rows']} rows, {result['streams']} streams drawn, {result['items']} stream items")
+    print(f"store.receive per frame: p50 {result['p50']:.2f} ms, p99 {result['p99']:.2f} ms, max {result['max']:.1f} ms")
+    print(f"long tasks > 50 ms while streaming: {len(tasks)} {tasks} (target: none)")
+    print(f"long tasks > 50 ms on the idle page for as long (the machine's own noise): {len(idle)} {idle}")
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if errors:
+        print(f"page errors: {errors[:5]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

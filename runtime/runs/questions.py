@@ -1,0 +1,88 @@
+"""Questions to the user (the ``ask_user`` tool): answer one, expire the overdue ones.
+
+A run that asks parks in the ``waiting`` state (``turn._park`` → ``lifecycle.wait``):
+no thread, no Celery slot. ``answer_question`` (REST ``POST /api/sessions/{id}/answer/``,
+the socket's ``answer`` command) checks the answer against the question, stores it on
+the run and makes it ``queued`` again in one conditional UPDATE (``lifecycle.resume``),
+then hands it to its backend like any prompt; the turn that claims it writes the answer
+as the tool's result and goes on. ``expire_questions`` (each reaper round) does the same
+with an "expired" result for questions older than ``NETA_ASK_USER_TIMEOUT_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from runtime.errors import RuntimeInputError
+from runtime.models import AgentRun, RunStatus
+from runtime.runs import lifecycle
+from runtime.runs.backends import submit_run
+from sessions_tree.ids import now_ms
+from toolcatalog.builtins.ask_user import check_answer
+
+logger = logging.getLogger(__name__)
+
+
+class QuestionNotFound(RuntimeInputError):
+    """No question of the session waits on that tool call (never asked, answered already, expired)."""
+
+    def __init__(self, tool_call_id: str):
+        super().__init__("toolCallId", f"no question waits for an answer on tool call {tool_call_id!r}")
+
+
+def waiting_run(session_id: str) -> AgentRun | None:
+    return AgentRun.objects.filter(session_id=session_id, status=RunStatus.WAITING).order_by("created_at").first()
+
+
+def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=None, start: bool = True) -> AgentRun:
+    """Answer the question the session's run waits on; the run is resumed. ``QuestionNotFound``
+    for a tool call nobody waits on, ``RuntimeInputError`` (field ``answer``) for an answer
+    the question does not take. Nothing is written for a refused answer."""
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise RuntimeInputError("toolCallId", "must be a non-empty string")
+    run = waiting_run(session_id)
+    if run is None or (run.question or {}).get("toolCallId") != tool_call_id:
+        raise QuestionNotFound(tool_call_id)
+    try:
+        text, selected = check_answer(run.question, answer)
+    except ValueError as exc:
+        raise RuntimeInputError("answer", str(exc)) from None
+    settled = {
+        **run.question,
+        "outcome": "answered",
+        "answer": answer,
+        "answerText": text,
+        "selected": selected,
+        "answeredBy": actor.get_username() if actor is not None else None,
+        "answeredAt": now_ms(),
+    }
+    with transaction.atomic():
+        if not lifecycle.resume(run, settled, tool_call_id=tool_call_id):
+            raise QuestionNotFound(tool_call_id)  # answered in another tab, expired or aborted meanwhile
+        submit_run(run, start=start)
+    run.refresh_from_db()
+    return run
+
+
+def expire_questions(*, session_id: str | None = None, start: bool = True) -> list[AgentRun]:
+    """Resume every run whose question is older than its timeout, with an "expired" result."""
+    now = now_ms()
+    runs = AgentRun.objects.filter(status=RunStatus.WAITING)
+    if session_id is not None:
+        runs = runs.filter(session_id=session_id)
+    expired = []
+    for run in runs:
+        question = run.question or {}
+        if int(question.get("expiresAt") or 0) > now:
+            continue
+        settled = {**question, "outcome": "expired", "expiredAt": now}
+        with transaction.atomic():
+            if not lifecycle.resume(run, settled, tool_call_id=question.get("toolCallId") or ""):
+                continue
+            submit_run(run, start=start)
+        logger.info("question of run %s expired after %s s", run.run_id, question.get("timeoutSeconds"))
+        expired.append(run)
+    return expired

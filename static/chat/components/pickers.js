@@ -1,0 +1,46 @@
+// The composer's pickers (issue 16): the model and the thinking level the next prompt's
+// run will use, from the models this page may use (enabled, with their key set; the
+// server checks again), thinking levels only where the model supports thinking; and
+// whether Enter sends (on by default; a phone user may turn it off: remembered).
+
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { chosenModel } from "../composer_model.js";
+
+export { chosenModel, promptChoice } from "../composer_model.js";
+
+export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"];
+
+export function Pickers({ store, models, agentModel, choice, setChoice, enterSends, setEnterSends, disabled }) {
+  useStore(store, ["context"]);
+  const model = chosenModel(models, choice, agentModel);
+  const pathLevel = store.snapshot?.runtimeContext?.thinkingLevel ?? "off";
+  const level = model.supportsThinking ? choice?.thinkingLevel ?? pathLevel : "off";
+  return html`
+    <div class="pickers">
+      <label class="picker">
+        <span class="visually-hidden">Model for the next prompt</span>
+        <select id="model-picker" aria-label="Model for the next prompt" value=${model.name} disabled=${disabled}
+          onChange=${(e) => setChoice({ ...choice, model: e.currentTarget.value })}>
+          ${models.map((m) => html`<option value=${m.name} title=${capabilities(m)}>${m.displayName}</option>`)}
+        </select>
+      </label>
+      <label class="picker">
+        <span class="visually-hidden">Thinking level for the next prompt</span>
+        <select id="thinking-picker" aria-label="Thinking level for the next prompt" value=${level} disabled=${disabled || !model.supportsThinking}
+          title=${model.supportsThinking ? "How much the model thinks before answering" : `${model.displayName} does not think`}
+          onChange=${(e) => setChoice({ ...choice, thinkingLevel: e.currentTarget.value })}>
+          ${THINKING_LEVELS.map((t) => html`<option value=${t}>${t === "off" ? "thinking off" : `thinking: ${t}`}</option>`)}
+        </select>
+      </label>
+      <label class="enter-toggle" title="When off, Enter is a new line and the Send button sends (Ctrl+Enter always sends)">
+        <input type="checkbox" checked=${enterSends} onChange=${(e) => setEnterSends(e.currentTarget.checked)} /> Enter sends
+      </label>
+    </div>
+  `;
+}
+
+function capabilities(model) {
+  const can = [model.supportsTools ? "tools" : null, model.supportsThinking ? "thinking" : null, model.supportsImages ? "images" : null].filter(Boolean);
+  return can.length ? `takes ${can.join(", ")}` : "text only";
+}

@@ -1,0 +1,84 @@
+// The plan panel (the `todo` tool): pinned above the composer, a progress bar (n of m
+// done, the current item), collapsible; the plan at the leaf (plan.js: the last todo
+// result on the active path), so a branch switch or a reload shows that branch's plan.
+// Older plan states stay in their tool cards (the `todo` renderer below).
+
+import { useMemo, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { useStore } from "./hooks.js";
+import { registerToolRenderer } from "./tool_renderers.js";
+import { planAt } from "../plan.js";
+import { stateToken } from "../state_tokens.js";
+
+const MARKS = { pending: "○", in_progress: "◐", completed: "●" };
+
+function openByDefault() {
+  try {
+    return localStorage.getItem("neta.planOpen") !== "false";
+  } catch {
+    return true;
+  }
+}
+
+function TodoList({ todos }) {
+  return html`<ol class="todo-list">
+    ${todos.map((t, i) => html`<li key=${i} class=${`todo-item state-${stateToken(t.status)}`} data-status=${t.status}>
+      <span class="todo-mark" aria-hidden="true">${MARKS[t.status] ?? "○"}</span>
+      <span class="todo-text">${t.content}</span>
+      <span class="visually-hidden">(${t.status.replace("_", " ")})</span>
+    </li>`)}
+  </ol>`;
+}
+
+export function ProgressBar({ done, total, label }) {
+  const percent = total ? Math.round((done / total) * 100) : 0;
+  return html`<span class="progress" role="progressbar" aria-label=${label} aria-valuemin="0" aria-valuemax=${total} aria-valuenow=${done}>
+    <span class="progress-fill" style=${`width:${percent}%`}></span>
+  </span>`;
+}
+
+export function PlanPanel({ store }) {
+  useStore(store, ["leaf", "tree"]);
+  const snapshot = store.snapshot;
+  const plan = useMemo(() => (snapshot ? planAt(snapshot, (id) => store.entry(id)) : null), [snapshot?.activePath, snapshot?.entries]);
+  const [open, setOpen] = useState(openByDefault);
+  if (!plan || plan.total === 0) return null;
+  const toggle = () => {
+    setOpen(!open);
+    try {
+      localStorage.setItem("neta.planOpen", String(!open));
+    } catch {
+      /* private mode */
+    }
+  };
+  const finished = plan.done === plan.total;
+  const token = finished ? "done" : "running";
+  return html`
+    <section class=${`panel plan-panel state-${token}`} aria-label="Plan" data-done=${plan.done} data-total=${plan.total}>
+      <header class="panel-head">
+        <button type="button" class="panel-toggle" aria-expanded=${open} onClick=${toggle}>
+          <span class="panel-title">Plan</span>
+          <span class="plan-count">${plan.done} of ${plan.total} done</span>
+          <${ProgressBar} done=${plan.done} total=${plan.total} label="Plan progress" />
+          <span class="plan-current">${plan.current ? plan.current.content : finished ? "all done" : ""}</span>
+          <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
+        </button>
+      </header>
+      ${open ? html`<div class="panel-body"><${TodoList} todos=${plan.todos} /></div>` : null}
+    </section>
+  `;
+}
+
+registerToolRenderer("todo", {
+  summary: (args) => {
+    const todos = Array.isArray(args?.todos) ? args.todos : [];
+    return `${todos.filter((t) => t?.status === "completed").length} of ${todos.length} done`;
+  },
+  Body: ({ args, result }) => {
+    const todos = Array.isArray(result?.message?.details?.todos) ? result.message.details.todos : Array.isArray(args?.todos) ? args.todos.filter((t) => typeof t?.content === "string") : [];
+    return html`
+      <${TodoList} todos=${todos.map((t) => ({ content: String(t.content), status: ["pending", "in_progress", "completed"].includes(t.status) ? t.status : "pending" }))} />
+      ${result?.message?.isError ? html`<div class="tool-note">${result.message.content?.[0]?.text ?? ""}</div>` : null}
+    `;
+  },
+});

@@ -1,0 +1,93 @@
+// The session list's search, and a row's archive and delete (issue 16).
+//
+// Search asks the API (`GET /api/sessions/search/?q=`: titles and message text, bounded)
+// once typing pauses; archive and delete ask for confirmation first, then go through
+// the API (PATCH status, DELETE). Leaving the session shown for a new one after
+// deleting or archiving it.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { sessionApi, sessionsApi } from "../api.js";
+
+const PAUSE_MS = 250;
+
+/** The search box; `onResults(null)` when cleared, else the hits. */
+export function SessionSearch({ agent, onResults }) {
+  const [query, setQuery] = useState("");
+  const [error, setError] = useState(null);
+  const timer = useRef(null);
+  const asked = useRef(0);
+  useEffect(() => {
+    clearTimeout(timer.current);
+    const q = query.trim();
+    if (!q) {
+      setError(null);
+      onResults(null);
+      return undefined;
+    }
+    timer.current = setTimeout(async () => {
+      const mine = ++asked.current;
+      try {
+        const page = await sessionsApi.search(agent, q.slice(0, 200));
+        if (mine === asked.current) {
+          setError(null);
+          onResults(page.results);
+        }
+      } catch (e) {
+        if (mine === asked.current) setError(e.message);
+      }
+    }, PAUSE_MS);
+    return () => clearTimeout(timer.current);
+  }, [query]);
+  return html`
+    <div class="session-search">
+      <label for="session-search-input" class="visually-hidden">Search sessions</label>
+      <input id="session-search-input" type="search" placeholder="Search titles and messages" maxlength="200" value=${query}
+        onInput=${(e) => setQuery(e.currentTarget.value)} onKeyDown=${(e) => e.key === "Escape" && setQuery("")} />
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+    </div>
+  `;
+}
+
+/** Archive or delete, after a confirmation in a modal dialog. */
+export function SessionRowActions({ session, title: shownTitle, current, onGone }) {
+  const [asking, setAsking] = useState(null); // "archive" | "delete" | null
+  const [error, setError] = useState(null);
+  const dialog = useRef(null);
+  useEffect(() => {
+    const el = dialog.current;
+    if (asking && el && !el.open) el.showModal();
+    if (!asking && el?.open) el.close();
+  }, [asking]);
+  const title = shownTitle || session.title || "Untitled session";
+  const confirm = async () => {
+    try {
+      const api = sessionApi(session.sessionId);
+      if (asking === "delete") await api.remove();
+      else await api.archive();
+      const what = asking;
+      setAsking(null);
+      onGone(session.sessionId, what);
+    } catch (e) {
+      setError(e.message);
+    }
+  };
+  return html`
+    <span class="session-actions">
+      <button type="button" class="icon-button" aria-label=${`Archive ${title}`} title="Archive" onClick=${() => { setError(null); setAsking("archive"); }}>Archive</button>
+      <button type="button" class="icon-button danger-text" aria-label=${`Delete ${title}`} title="Delete" onClick=${() => { setError(null); setAsking("delete"); }}>Delete</button>
+      <dialog ref=${dialog} class="dialog" aria-labelledby=${`confirm-${session.sessionId}`} onCancel=${(e) => { e.preventDefault(); setAsking(null); }}>
+        <h2 id=${`confirm-${session.sessionId}`}>${asking === "delete" ? "Delete this session?" : "Archive this session?"}</h2>
+        <p><strong>${title}</strong></p>
+        <p>${asking === "delete"
+          ? "Its whole tree, every branch and its runs are deleted for good."
+          : "It leaves the list; it is kept, and its address still opens it."}${current ? " You are in it now: a new session opens." : ""}</p>
+        ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+        <div class="button-row">
+          <button type="button" class=${asking === "delete" ? "danger" : "primary"} onClick=${confirm}>${asking === "delete" ? "Delete" : "Archive"}</button>
+          <button type="button" class="link-button" onClick=${() => setAsking(null)}>Cancel</button>
+        </div>
+      </dialog>
+    </span>
+  `;
+}

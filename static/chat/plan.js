@@ -1,0 +1,71 @@
+// The plan (the `todo` tool) and the open question (the `ask_user` tool) at the leaf:
+// pure functions of the snapshot, node-tested (tests/js/panels.test.mjs).
+//
+// Both are ordinary tool calls in the tree (DESIGN §6: the tree is the truth), so a
+// branch switch or a reload rebuilds them from the active path; nothing is kept aside.
+
+export const TODO_STATUSES = ["pending", "in_progress", "completed"];
+
+function cleanTodos(value) {
+  if (!Array.isArray(value)) return null;
+  const todos = [];
+  for (const item of value) {
+    if (!item || typeof item.content !== "string" || !TODO_STATUSES.includes(item.status)) return null;
+    todos.push({ content: item.content, status: item.status });
+  }
+  return todos;
+}
+
+/**
+ * The plan at the leaf: the last successful `todo` result on the active path, as
+ * {todos, done, total, current (the item in progress, else the first pending, else null),
+ * entryId}, or null when the path has none. `lookup(id)` → entry.
+ */
+export function planAt(snapshot, lookup) {
+  const path = Array.isArray(snapshot?.activePath) ? snapshot.activePath : [];
+  for (let i = path.length - 1; i >= 0; i -= 1) {
+    const entry = lookup(path[i]);
+    const message = entry?.type === "message" ? entry.message : null;
+    if (message?.role !== "toolResult" || message.toolName !== "todo" || message.isError) continue;
+    const todos = cleanTodos(message.details?.todos);
+    if (todos === null) continue; // another writer's shape: look further back
+    const done = todos.filter((t) => t.status === "completed").length;
+    const current = todos.find((t) => t.status === "in_progress") ?? todos.find((t) => t.status === "pending") ?? null;
+    return { todos, done, total: todos.length, current, entryId: entry.id };
+  }
+  return null;
+}
+
+/**
+ * The `ask_user` call the run waits on: on the active path's last assistant message,
+ * an `ask_user` call with no result yet. {toolCallId, question, options, allowFreeText,
+ * multiSelect, entryId} or null. The run's state says whether it still waits (`waiting`).
+ */
+export function openQuestion(snapshot, lookup) {
+  const path = Array.isArray(snapshot?.activePath) ? snapshot.activePath : [];
+  const answered = new Set();
+  for (let i = path.length - 1; i >= 0; i -= 1) {
+    const entry = lookup(path[i]);
+    if (entry?.type !== "message") continue;
+    const message = entry.message ?? {};
+    if (message.role === "toolResult") {
+      answered.add(message.toolCallId);
+      continue;
+    }
+    if (message.role !== "assistant") return null;
+    const blocks = Array.isArray(message.content) ? message.content : [];
+    const call = blocks.find((b) => b?.type === "toolCall" && b.name === "ask_user" && !answered.has(b.id));
+    if (!call) return null;
+    const args = call.arguments && typeof call.arguments === "object" ? call.arguments : {};
+    const options = Array.isArray(args.options) ? args.options.filter((o) => typeof o === "string") : [];
+    return {
+      toolCallId: call.id,
+      question: typeof args.question === "string" ? args.question : "",
+      options,
+      allowFreeText: typeof args.allow_free_text === "boolean" ? args.allow_free_text : options.length === 0,
+      multiSelect: Boolean(args.multi_select) && options.length > 0,
+      entryId: entry.id,
+    };
+  }
+  return null;
+}

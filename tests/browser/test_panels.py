@@ -1,0 +1,246 @@
+"""The chat page's runtime panels in Chromium against the real Daphne (issue 17): a plan
+that updates as the model works and is right after a branch switch, a question answered
+from a second tab, a delegate turn with two real child processes shown live and the same
+after a reload, one child cancelled, and phone width. Screenshots: docs/screenshots/panels-*.png."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Console, login, send, store_eval, wait_idle
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+SHOTS = REPO / "docs" / "screenshots"
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+TODO_A1 = [{"content": "Look at the workspace", "status": "in_progress"}, {"content": "Write the answer", "status": "pending"}]
+TODO_A2 = [{"content": "Look at the workspace", "status": "completed"}, {"content": "Write the answer", "status": "in_progress"}]
+TODO_B = [{"content": "Answer the other question", "status": "completed"}]
+RULES = {
+    "version": 1,
+    "chunk_size": 4,
+    "delay_ms": 15,
+    "rules": [
+        {"match": {"contains": "child task three"}, "reply": {"steps": [{"text": "Trying."}], "error": "503 the model is overloaded"}},
+        {"match": {"contains": "child task"}, "replies": [
+            [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
+            [{"pause_ms": 5000}, {"text": "The workspace holds **notes.md** and `src/`."}],
+        ]},
+        {"match": {"contains": "delegate"}, "replies": [
+            [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "panels", "task": "child task one: list the files"},
+                {"agent": "panels", "task": "child task two: describe the workspace"},
+                {"agent": "panels", "task": "child task three: this one fails"},
+            ]}}}],
+            [{"text": "Both subagents reported back."}],
+        ]},
+        {"match": {"contains": "make a plan"}, "replies": [
+            [{"text": "My plan:"}, {"tool_call": {"name": "todo", "arguments": {"todos": TODO_A1}}}],
+            [{"pause_ms": 1200}, {"tool_call": {"name": "todo", "arguments": {"todos": TODO_A2}}}],
+            [{"text": "Planned and done."}],
+        ]},
+        {"match": {"contains": "other plan"}, "replies": [
+            [{"tool_call": {"name": "todo", "arguments": {"todos": TODO_B}}}],
+            [{"text": "The other plan is done."}],
+        ]},
+        {"match": {"contains": "ask me"}, "replies": [
+            [{"text": "I need a decision."}, {"tool_call": {"name": "ask_user", "arguments": {
+                "question": "Which format do you want?", "options": ["A short paragraph", "A bullet list"], "allow_free_text": True}}}],
+            [{"text": "Thanks. {{result}}"}],
+        ]},
+    ],
+    "default": {"reply": [{"text": "Noted: {{user}}"}]},
+}
+
+SETUP = """
+import json
+from runtime.models import Agent, ModelConfig
+rules = json.loads({rules!r})
+model, _ = ModelConfig.objects.update_or_create(
+    name="panels-scripted",
+    defaults=dict(display_name="Panels scripted", provider_kind="scripted", provider_name="scripted", model_id="panels-scripted",
+                  context_window=64000, max_output_tokens=4096, supports_thinking=True, price_input=1, price_output=2,
+                  options={{"rules": rules}}),
+)
+Agent.objects.update_or_create(name="panels", defaults=dict(
+    model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests",
+    subagent_policy={{"enabled": True, "agents": ["panels"], "child_budget": {{"idle_seconds": 60}}}},
+))
+"""
+
+
+@pytest.fixture(scope="module")
+def panels_agent(server):
+    server.python(SETUP.format(rules=json.dumps(RULES)))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return "panels"
+
+
+def open_page(browser, server, viewport=DESKTOP):
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.console = Console(page)
+    login(page, server.base_url, path="/?agent=panels")
+    return context, page
+
+
+def close_drawers(page) -> None:
+    """At phone width the side panels are drawers; a desktop page resized keeps them open."""
+    for toggle in (".tree-toggle", "button[aria-label=Sessions]"):
+        button = page.locator(toggle)
+        if button.get_attribute("aria-pressed") == "true":
+            button.click()
+
+
+def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(browser, server, panels_agent, artifacts):
+    context, page = open_page(browser, server)
+    plan = page.locator(".plan-panel")
+    send(page, "make a plan please")
+    expect(plan).to_have_attribute("data-done", "0")  # the first todo call
+    expect(plan.locator(".plan-current")).to_have_text("Look at the workspace")
+    expect(plan).to_have_attribute("data-done", "1")  # updated as the model works
+    expect(plan.locator(".plan-current")).to_have_text("Write the answer")
+    wait_idle(page)
+    expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
+    expect(plan.locator("[role=progressbar]")).to_have_attribute("aria-valuenow", "1")
+    page.screenshot(path=str(SHOTS / "panels-plan-1440.png"))
+    branch_a = store_eval(page, "s.snapshot.leafId")
+    # Collapsed, the plan keeps its head only.
+    plan.locator(".panel-toggle").click()
+    expect(plan.locator(".todo-list")).to_have_count(0)
+    plan.locator(".panel-toggle").click()
+    expect(plan.locator(".todo-item")).to_have_count(2)
+
+    # Another plan on a new branch from the first message, then back: each branch has its own.
+    first_user = store_eval(page, "s.snapshot.activePath.find((id) => s.entry(id).message?.role === 'user')")
+    page.evaluate("(id) => window.neta.connection.send('prompt', {text: 'the other plan', mode: 'follow_up', fromEntryId: id})", first_user)
+    expect(plan.locator(".plan-count")).to_have_text("1 of 1 done")
+    wait_idle(page)
+    page.evaluate("(id) => window.neta.connection.send('switch_leaf', {entryId: id, summarize: false})", branch_a)
+    expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
+    expect(plan.locator(".todo-item").first).to_contain_text("Look at the workspace")
+
+    # A question: the run waits (persisted), a second tab sees it and answers it.
+    send(page, "now ask me something")
+    question = page.locator(".clarify-panel")
+    expect(question).to_be_visible()
+    expect(question.locator(".clarify-question")).to_have_text("Which format do you want?")
+    expect(page.locator(".run-state")).to_have_attribute("data-state", "waiting")
+    expect(page.locator(".stable-list .tool-card[data-tool=ask_user] .tool-status")).to_have_text("waiting for you")
+    page.screenshot(path=str(SHOTS / "panels-question-1440.png"))
+    other = context.new_page()
+    other.console = Console(other)
+    other.goto(page.url)
+    other.wait_for_selector("html[data-conversation-ready]")
+    expect(other.locator(".clarify-panel .option-button")).to_have_count(2)
+    run = other.evaluate(
+        "async () => (await (await fetch(`/api/runs/?session=${window.neta.data.sessionId}&limit=1`)).json()).results[0]"
+    )
+    assert run["status"] == "waiting" and run["question"]["options"] == ["A short paragraph", "A bullet list"]
+    other.locator(".clarify-panel .option-button", has_text="A bullet list").click()
+    expect(page.locator(".clarify-panel")).to_have_count(0)
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Thanks. The user answered: A bullet list")
+    wait_idle(page)
+    expect(page.locator(".run-state")).to_have_attribute("data-state", "completed")
+    expect(other.locator(".clarify-panel")).to_have_count(0)
+    other.close()
+
+    # Phone width: the plan and a question fit; the free-text answer works.
+    page.set_viewport_size(PHONE)
+    close_drawers(page)
+    send(page, "ask me once more")
+    expect(question).to_be_visible()
+    page.screenshot(path=str(SHOTS / "panels-question-390.png"))
+    page.fill("#clarify-input", "In one line")
+    page.locator(".clarify-panel button[type=submit]").click()
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Thanks. The user answered: In one line")
+    wait_idle(page)
+    page.screenshot(path=str(SHOTS / "panels-plan-390.png"))
+    # An unanswered question expires (the server's reaper round, every 10 s) with a clear result.
+    send(page, "ask me, and I will not answer")
+    expect(question).to_be_visible()
+    server.python(
+        "from runtime.models import AgentRun\n"
+        "run = AgentRun.objects.get(status='waiting')\n"
+        "AgentRun.objects.filter(pk=run.pk).update(question={**run.question, 'expiresAt': run.question['askedAt']})\n"
+    )
+    expect(question).to_have_count(0, timeout=40_000)
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("the question expired")
+    expect(page.locator(".stable-list .tool-card[data-tool=ask_user]").last.locator(".tool-status")).to_have_text("✗ error")
+    wait_idle(page)
+    box = page.locator(".plan-panel").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    page.screenshot(path=str(artifacts / "panels-plan-question-end.png"))
+    assert page.console.errors == [], page.console.errors
+    context.close()
+
+
+def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, server, panels_agent, artifacts):
+    context, page = open_page(browser, server)
+    send(page, "please delegate this")
+    panel = page.locator(".live-slot .subagent-panel")
+    rows = panel.locator(".subagent-row")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0).locator(".subagent-task")).to_have_text("child task one: list the files")
+    # Both children run as processes and report live (their first text, then their tool).
+    expect(rows.nth(0).locator(".state-badge")).to_have_attribute("data-state", "running")
+    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("ls")
+    expect(rows.nth(0).locator(".subagent-activity")).to_contain_text("ls")
+    live_states = [rows.nth(i).get_attribute("data-status") for i in range(2)]
+    assert live_states == ["running", "running"], live_states
+    expect(rows.nth(2)).to_have_attribute("data-status", "failed")  # the third one's model fails at once
+    expect(rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
+    rows.nth(0).locator(".subagent-expand").click()
+    expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
+    expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
+    expect(page.locator(".stable-list .tool-card[data-tool=delegate_parallel] .tool-summary")).to_have_text("3 tasks: panels, panels, panels")
+    page.screenshot(path=str(SHOTS / "panels-subagents-1440.png"))
+
+    # A reload mid-batch: the same rows from the tree entry, the stream from the replay endpoint.
+    page.reload()
+    page.wait_for_selector("html[data-conversation-ready]")
+    expect(rows).to_have_count(3)
+    assert [rows.nth(i).get_attribute("data-status") for i in range(3)] == ["running", "running", "failed"]
+    rows.nth(0).locator(".subagent-expand").click()
+    expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
+    expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
+
+    # Cancel the second child: it ends cancelled, the first completes, the batch says so.
+    rows.nth(1).get_by_role("button", name="Cancel subagent 2").click()
+    wait_idle(page, timeout=60_000)
+    final = page.locator(".stable-list .subagent-panel")
+    done_rows = final.locator(".subagent-row")
+    expect(done_rows).to_have_count(3)
+    expect(done_rows.nth(0)).to_have_attribute("data-status", "completed")
+    expect(done_rows.nth(1)).to_have_attribute("data-status", "cancelled")
+    expect(done_rows.nth(1).locator(".state-badge")).to_have_attribute("data-state", "aborted")
+    expect(done_rows.nth(1).locator(".subagent-why")).to_contain_text("cancelled")
+    expect(done_rows.nth(2)).to_have_attribute("data-status", "failed")
+    expect(done_rows.nth(2).locator(".state-badge")).to_have_attribute("data-state", "failed")
+    expect(done_rows.nth(2).locator(".subagent-why")).to_contain_text("failed (llm_error)")
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Both subagents reported back.")
+    # The tree shows the batch and result nodes with their own icons and statuses.
+    tree = page.locator(".tree-row.kind-subagent_batch")
+    expect(tree).to_have_count(1)
+    expect(tree.locator(".state-badge")).to_have_count(1)
+    expect(page.locator(".tree-row.kind-subagent_result .state-badge")).to_have_count(3)
+    expect(page.locator(".tree-row.kind-subagent_batch .state-badge")).to_have_attribute("data-state", "failed")  # its worst child
+    done_rows.nth(0).locator(".subagent-expand").click()
+    expect(done_rows.nth(0).locator(".child-stream")).to_contain_text("notes.md")
+    final.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "panels-subagents-done-1440.png"))
+    page.set_viewport_size(PHONE)
+    close_drawers(page)
+    final.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "panels-subagents-390.png"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert page.console.errors == [], page.console.errors
+    context.close()

@@ -1,0 +1,152 @@
+"""Depth above 1: a child below max depth delegates through ``proxy_request``; the host
+re-checks the call against the stored envelope and runs grandchildren (real processes,
+inline backend, real database)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import pytest
+
+from runtime.models import RunStatus, SubprocessEvent, SubprocessRun
+from runtime.runs.prompts import run_abort
+from runtime.subagents.envelope import parse_envelope
+from runtime.subagents.host import delegate_from_child
+from sessions_tree.index import INDEXES
+from tests.subagents.host_helpers import (
+    Parent,
+    alive,
+    delegating,
+    ls_then,
+    make_agent,
+    policy,
+    script,
+    wait_for,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DELEGATES = {"delegate_task", "delegate_parallel", "delegate_chain"}
+LEAF_ANSWER = "The leaf saw notes.txt. ✓"
+
+
+@pytest.fixture
+def workspace(tmp_path, settings):
+    path = tmp_path / "workspace"
+    path.mkdir()
+    (path / "notes.txt").write_text("hello\n")
+    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
+    settings.NETA_WORKSPACE_DIR = path
+    settings.NETA_SANDBOX = "none"
+    INDEXES.clear()
+    return path
+
+
+def middle(tool: str = "delegate_task", arguments: dict | None = None) -> dict:
+    """A child that delegates once (to ``leaf``), then answers."""
+    arguments = arguments or {"agent": "leaf", "task": "list the workspace, delegate if you can"}
+    return script(default={"replies": [[{"text": "Asking a leaf."}, {"tool_call": {"name": tool, "arguments": arguments}}], [{"text": "Middle done."}]]})
+
+
+def tree_of(workspace, leaf_rules: dict, *, max_depth: int = 2, middle_rules: dict | None = None) -> Parent:
+    make_agent("leaf", leaf_rules, workspace=workspace)
+    make_agent("middle", middle_rules or middle(), workspace=workspace)
+    boss = make_agent(
+        "boss", delegating("delegate_task", {"agent": "middle", "task": "delegate deeper"}), workspace=workspace,
+        subagent_policy=policy("middle", "leaf", max_depth=max_depth),
+    )  # fmt: skip
+    return Parent(boss)
+
+
+def granted(row: SubprocessRun) -> dict[str, str]:
+    return {t["name"]: t["route"] for t in row.envelope["toolPolicy"]["tools"]}
+
+
+def test_a_child_below_max_depth_delegates_and_its_grandchild_reports_back(workspace):
+    # The leaf tries to delegate too: at max depth it has no delegate tool, so the call is refused in the child.
+    leaf = script(default={"replies": [[{"tool_call": {"name": "delegate_task", "arguments": {"agent": "leaf", "task": "deeper"}}}], [{"text": LEAF_ANSWER}]]})
+    parent = tree_of(workspace, leaf)
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    child = SubprocessRun.objects.get(parent_run=run, depth=1)
+    grandchild = SubprocessRun.objects.get(parent_run=run, depth=2)
+    assert SubprocessRun.objects.filter(parent_run=run).count() == 2
+    assert (child.status, grandchild.status) == ("completed", "completed")
+    # The child (depth 1 of 2) got the delegate tools as proxy tools and the policy snapshot; the grandchild none.
+    assert {n: r for n, r in granted(child).items() if n in DELEGATES} == dict.fromkeys(DELEGATES, "main-process-proxy")
+    assert child.envelope["delegation"]["rootAgent"] == "boss" and child.envelope["delegation"]["policy"]["max_depth"] == 2
+    assert not DELEGATES & set(granted(grandchild)) and grandchild.envelope["delegation"] == {}
+    assert all("max subagent depth 2" in d["reason"] for d in grandchild.denied_tools if d["name"] in DELEGATES)
+    # Its own row: below the child, in the top-level run and the same batch entry; its own process.
+    assert grandchild.parent_subprocess_id == child.pk and grandchild.batch_entry_id == child.batch_entry_id
+    assert grandchild.tool_call_id.startswith(child.run_id.hex + "/")
+    assert grandchild.pid and grandchild.pid != child.pid
+    assert grandchild.envelope["parentRunId"] == str(child.run_id)
+    # The child asked through proxy_request and read the grandchild's full answer as its tool result.
+    events = list(SubprocessEvent.objects.filter(run=child).order_by("seq"))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    proxied = [e.payload for e in events if e.type == "proxy_request"]
+    assert [p["name"] for p in proxied] == ["delegate_task"]
+    result = next(e.payload for e in events if e.type == "tool_result")
+    assert not result["isError"] and LEAF_ANSWER in result["preview"]
+    # The leaf's own delegate call was refused inside its process (no grant), never reaching the host.
+    leaf_call = next(e.payload for e in SubprocessEvent.objects.filter(run=grandchild, type="tool_call"))
+    assert leaf_call["route"] == "refused"
+    # The tree keeps the one batch of the top-level call; the grandchild appears inside it.
+    assert parent.types() == ["user", "assistant", "subagent_batch", "subagent_result", "toolResult", "assistant"]
+    batch, result_entry = parent.path()[2], parent.path()[3]
+    record = batch["metadata"]["runs"][0]
+    assert record["depth"] == 1 and [g["runId"] for g in record["subagents"]] == [str(grandchild.run_id)]
+    assert record["subagents"][0]["status"] == "completed" and record["subagents"][0]["subagents"] == []
+    listed = result_entry["content"]["results"][0]["subagents"]
+    assert [(g["agent"], g["depth"], g["status"]) for g in listed] == [("leaf", 2, "completed")]
+    assert listed[0]["sha256"] == hashlib.sha256(LEAF_ANSWER.encode()).hexdigest()
+    # Usage of both levels rolls up into the top-level run.
+    run.refresh_from_db()
+    assert run.input_tokens >= (child.usage["input"] + grandchild.usage["input"])
+
+
+def test_at_max_depth_the_host_refuses_a_delegate_proxy_call_anyway(workspace):
+    parent = tree_of(workspace, ls_then(LEAF_ANSWER), max_depth=1)
+    run = parent.prompt()
+    child = SubprocessRun.objects.get(parent_run=run)
+    # max_depth 1: the child got no delegate tool, asked anyway, and the call was refused in the child.
+    assert not DELEGATES & set(granted(child)) and child.envelope["delegation"] == {}
+    call = SubprocessEvent.objects.get(run=child, type="tool_call").payload
+    assert call["route"] == "refused" and not SubprocessEvent.objects.filter(run=child, type="proxy_request").exists()
+    assert SubprocessRun.objects.filter(parent_run=run).count() == 1
+    event = {"name": "delegate_task", "toolCallId": "forged", "requestId": "r1", "arguments": {"agent": "leaf", "task": "x"}}
+    # A proxy request reaching the host all the same (a forged line) is refused: no policy in the envelope …
+    answer = delegate_from_child(child, parse_envelope(child.envelope), event, sink=parent.sink, cancel=threading.Event())
+    assert answer["isError"] and "may not delegate" in answer["content"][0]["text"]
+    # … and even with a policy snapshot, the row's depth decides, not the envelope's claims.
+    forged = parse_envelope({**child.envelope, "delegation": {"rootAgent": "boss", "policy": policy("leaf", max_depth=1)}})
+    answer = delegate_from_child(child, forged, event, sink=parent.sink, cancel=threading.Event())
+    assert answer["isError"] and "maximum subagent depth (1)" in answer["content"][0]["text"]
+    # An agent off the list is refused too.
+    forged = parse_envelope({**child.envelope, "delegation": {"rootAgent": "boss", "policy": policy("leaf", max_depth=3)}})
+    answer = delegate_from_child(child, forged, {**event, "arguments": {"agent": "boss", "task": "x"}}, sink=parent.sink, cancel=threading.Event())
+    assert answer["isError"] and "may not delegate to" in answer["content"][0]["text"]
+    assert SubprocessRun.objects.filter(parent_run=run).count() == 1
+
+
+def test_parent_abort_reaches_running_grandchildren(workspace):
+    slow = script(default={"replies": [[{"pause_ms": 60000}, {"text": "never"}]]})
+    two = {"tasks": [{"agent": "leaf", "task": "a"}, {"agent": "leaf", "task": "b"}]}
+    parent = tree_of(workspace, slow, middle_rules=middle("delegate_parallel", two))
+    thread, holder, run = parent.start()
+    wait_for(lambda: SubprocessRun.objects.filter(parent_run=run, depth=2, status="running", pid__isnull=False).count() == 2, what="two running grandchildren")
+    run_abort(session_id=parent.session_id)
+    thread.join(60)
+    assert not thread.is_alive() and holder[0].status == RunStatus.ABORTED
+    rows = list(SubprocessRun.objects.filter(parent_run=run))
+    assert len(rows) == 3 and {r.status for r in rows} == {"cancelled"}
+    assert all(f"parent run {run.run_id} aborted" in r.cancelled_by for r in rows)
+    assert not any(alive(r.pid) for r in rows)
+    for row in rows:  # every one ends with one recorded terminal event
+        types = list(SubprocessEvent.objects.filter(run=row).order_by("seq").values_list("type", flat=True))
+        assert types.count("run_error") + types.count("run_end") == 1 and types[-1] in ("run_error", "run_end")
+    batch = parent.path()[2]
+    assert batch["metadata"]["state"] == "cancelled"
+    assert {g["status"] for g in batch["metadata"]["runs"][0]["subagents"]} == {"cancelled"}
