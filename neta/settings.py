@@ -52,7 +52,7 @@ CSRF_TRUSTED_ORIGINS = env_list("NETA_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "neta.console.apps.ConsoleAdminConfig",  # django.contrib.admin with the console site (docs/console.md)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -3,10 +3,6 @@ from django.urls import include, path
 
 from runtime.pages.login_throttle import throttled_login
 
-admin.site.site_header = "Neta console"
-admin.site.site_title = "Neta console"
-admin.site.index_title = "Agents, tools, skills, models and sessions"
-
 urlpatterns = [
     # The admin's sign-in under the same failed-attempt limits as the chat page's.
     path("admin/login/", throttled_login(admin.site.login)),

@@ -8,14 +8,17 @@ is the kernel's read-only one (sessions_tree/admin.py) plus those writes.
 from __future__ import annotations
 
 import json
+import uuid
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery, Sum
-from django.http import Http404, HttpResponseRedirect
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery, Sum
+from django.db.models.functions import Substr
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -23,6 +26,7 @@ from django.utils.html import format_html, format_html_join
 
 from audit.admin import AuditedModelAdmin
 from audit.services import record
+from runtime.agents.connection import model_test_connection
 from runtime.agents.report import agent_report, agent_reports
 from runtime.agents.services import EDITABLE as AGENT_EDITABLE
 from runtime.agents.services import agent_set_access, agent_update
@@ -44,6 +48,7 @@ from runtime.console.agent_policies import (
     changed_policies,
 )
 from runtime.errors import RuntimeInputError
+from runtime.llm.options import known_options
 from runtime.models import (
     Agent,
     AgentRun,
@@ -82,6 +87,8 @@ from skills_registry.selectors import skills_visibility_report
 from toolcatalog.policy import PolicyError
 from toolcatalog.sandbox import effective_sandbox
 
+ERROR_SHOWN = 300  # characters of a run's error a list row reads (the column may be long)
+
 
 def _pretty(value) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
@@ -89,11 +96,43 @@ def _pretty(value) -> str:
 
 @admin.register(ModelConfig)
 class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
+    """Models: capabilities, prices, whether the key variable is set (never its value), the agents
+    using each, options checked on save (``ModelConfig.clean``), and *Test connection*. Saves are
+    audited (``AuditedModelAdmin``)."""
+
     audit_action = "model"
-    list_display = ("name", "display_name", "provider_kind", "model_id", "context_window", "enabled", "key_status")
+    list_display = (
+        "name", "display_name", "provider_kind", "model_id", "capabilities", "context_window", "prices_per_m",
+        "key_status", "agent_count", "enabled",
+    )
     list_filter = ("provider_kind", "enabled")
     search_fields = ("name", "model_id", "display_name")
-    readonly_fields = ("key_status", "created_at", "updated_at")
+    readonly_fields = ("key_status", "agents_using", "known_options", "created_at", "updated_at")
+    change_form_template = "admin/runtime/modelconfig/change_form.html"
+    fieldsets = (
+        (None, {"fields": ("name", "display_name", "enabled", "agents_using")}),
+        ("Provider and key", {"fields": ("provider_kind", "provider_name", "model_id", "base_url", "api_key_env", "key_status")}),
+        ("Capabilities and limits", {"fields": ("supports_tools", "supports_thinking", "supports_images", "context_window", "max_output_tokens")}),
+        ("Prices (USD per million tokens)", {"fields": ("price_input", "price_output", "price_cache_read", "price_cache_write")}),
+        ("Options", {"fields": ("options", "known_options")}),
+        ("Timestamps", {"classes": ("collapse",), "fields": ("created_at", "updated_at")}),
+    )
+
+    def list_queryset(self, queryset):
+        return super().list_queryset(queryset).annotate(agent_total=Count("agents"))
+
+    @admin.display(description="capabilities")
+    def capabilities(self, obj):
+        caps = [name for name, on in (("tools", obj.supports_tools), ("thinking", obj.supports_thinking), ("images", obj.supports_images)) if on]
+        return ", ".join(caps) or "text only"
+
+    @admin.display(description="$ per M in / out")
+    def prices_per_m(self, obj):
+        return f"{obj.price_input:g} / {obj.price_output:g}"
+
+    @admin.display(description="agents", ordering="agent_total")
+    def agent_count(self, obj):
+        return getattr(obj, "agent_total", None)
 
     @admin.display(description="API key")
     def key_status(self, obj):
@@ -103,6 +142,45 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
             return "no variable named"
         # Only whether it is set: the value is never shown.
         return f"{obj.api_key_env} is set" if obj.key_is_set else f"{obj.api_key_env} is NOT set"
+
+    @admin.display(description="agents using it")
+    def agents_using(self, obj):
+        if obj.pk is None:
+            return "—"
+        agents = list(obj.agents.only("pk", "name", "enabled").order_by("name"))
+        if not agents:
+            return "none"
+        return format_html_join(
+            ", ", '<a href="{}">{}</a>{}',
+            ((reverse("admin:runtime_agent_change", args=[a.pk]), a.name, "" if a.enabled else " (disabled)") for a in agents),
+        )
+
+    @admin.display(description="options this provider reads")
+    def known_options(self, obj):
+        return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
+
+    def get_urls(self):
+        test = path("<path:object_id>/test/", self.admin_site.admin_view(self.test_connection_view), name="runtime_modelconfig_test")
+        return [test, *super().get_urls()]
+
+    def test_connection_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        model = self.get_object(request, object_id)
+        if model is None:
+            raise Http404("no such model")
+        if not self.has_change_permission(request, model):
+            raise PermissionDenied  # it calls the provider (and may cost a few tokens): for those who may change models
+        result = model_test_connection(model=model)
+        request.session["console_model_test"] = {"model": model.pk, **result.to_dict()}
+        return HttpResponseRedirect(reverse("admin:runtime_modelconfig_change", args=[model.pk]))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        tested = request.session.get("console_model_test")
+        if tested and object_id and str(tested.get("model")) == str(object_id):
+            extra["connection_test"] = request.session.pop("console_model_test")
+        return super().changeform_view(request, object_id, form_url, extra)
 
 
 class RunInputInline(ViewOnly, admin.TabularInline):
@@ -305,7 +383,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         except SkillPolicyError as exc:
             return f"invalid skill policy: {exc}"
         rows = [
-            f"{'✓' if row.visible else '✗'} {row.skill.name} ({row.skill.scope}, {row.skill.status}) — {row.reason}"
+            f"{'✓' if row.model_visible else '◐' if row.visible else '✗'} {row.skill.name} ({row.skill.scope}, {row.skill.status}) — {row.reason}"
             for row in skills_visibility_report(policy=policy)
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows) or "no skills registered (skills_sync)")
@@ -409,6 +487,9 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
 
     list_display = ("run_id", "session_id", "agent", "task_index", "status", "error_code", "pid", "event_count", "created_at")
     list_filter = ("status", "mode", "backend")
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)  # the runs list links here
     search_fields = ("run_id", "session_id", "batch_id")
     show_full_result_count = False
     readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
@@ -428,16 +509,114 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         self.message_user(request, f"asked {count} subagent run(s) to stop")
 
 
+class RunDateFilter(admin.DateFieldListFilter):
+    title = "created"
+
+
 @admin.register(AgentRun)
 class AgentRunAdmin(ViewOnly, LightListAdmin):
-    list_display = ("run_id", "session_id", "agent", "status", "rounds", "output_tokens", "cost", "created_at", "worker")
-    list_filter = ("status", "backend", ("agent", LightRelatedFilter))
-    search_fields = ("run_id", "session_id")
-    list_select_related = ("agent",)
+    """Runs: who, which agent and model, how long, what it cost, how it ended (the error's first
+    line, cut in the database: the column itself may be long), with links to the session and
+    the run's subagent children. Searchable by run, session, user and agent; filterable by date."""
+
+    list_display = (
+        "run_id_short", "user", "agent", "model_used", "status", "duration", "tokens", "cost_usd", "error_head", "session_link",
+        "subagent_link", "aborted_by", "created_at",
+    )
+    list_filter = ("status", ("created_at", RunDateFilter), ("agent", LightRelatedFilter))
+    search_fields = ("=run_id", "=session_id", "user__username", "agent__name")  # as get_search_results reads them
+    search_help_text = "A run or session id (whole), or part of a user's or agent's name."
+
+    def get_search_results(self, request, queryset, search_term):
+        """The search_fields, but the names are looked up in the users' and agents' tables first and
+        the runs filtered by those ids: no join, so the runs' indexes answer (a joined LIKE over
+        100k runs takes seconds)."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        users = get_user_model().objects.filter(username__icontains=term).values_list("id", flat=True)[:1000]
+        agents = Agent.objects.filter(name__icontains=term).values_list("id", flat=True)[:1000]
+        match = Q(session_id=term) | Q(user_id__in=list(users)) | Q(agent_id__in=list(agents))
+        try:
+            match |= Q(run_id=uuid.UUID(term))
+        except ValueError:
+            pass
+        return queryset.filter(match), False
+    # Prefetched, not joined (see list_queryset): no list_select_related.
+    list_select_related = ()
+    list_per_page = 50
     show_full_result_count = False
     readonly_fields = [f.name for f in AgentRun._meta.fields]
     inlines = [RunInputInline]
     actions = ["abort_runs"]
+
+    def list_queryset(self, queryset):
+        children = (
+            SubprocessRun.objects.filter(parent_run=OuterRef("pk")).order_by().values("parent_run").annotate(n=Count("id")).values("n")
+        )
+        # The agent, its model and the users come in three small queries after the page's: joined,
+        # the database may start from the agents and sort every run (seconds at 100k runs) where
+        # the runs' created_at index alone yields the page (bench/console_lists.py).
+        users = get_user_model().objects.only("id", "username")
+        return (
+            super()
+            .list_queryset(queryset)
+            .annotate(error_first=Substr("error", 1, ERROR_SHOWN), subagent_total=Subquery(children))
+            .prefetch_related(
+                Prefetch("agent", queryset=Agent.objects.select_related("model").only("id", "name", "model__name")),
+                Prefetch("user", queryset=users),
+                Prefetch("cancelled_by", queryset=users),
+            )
+        )
+
+    @admin.display(description="run", ordering="created_at")
+    def run_id_short(self, obj):
+        return str(obj.run_id)[:8]
+
+    @admin.display(description="model")
+    def model_used(self, obj):
+        return obj.model_name or obj.agent.model.name
+
+    @admin.display(description="duration")
+    def duration(self, obj):
+        if not obj.started_at:
+            return "—"
+        end = obj.finished_at or timezone.now()
+        seconds = (end - obj.started_at).total_seconds()
+        return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+    @admin.display(description="cost $", ordering="cost")
+    def cost_usd(self, obj):
+        return f"{obj.cost:.4f}"
+
+    @admin.display(description="tokens in / out")
+    def tokens(self, obj):
+        return f"{obj.input_tokens} / {obj.output_tokens}"
+
+    @admin.display(description="error")
+    def error_head(self, obj):
+        text = getattr(obj, "error_first", "") or ""
+        if not text:
+            return ""
+        line = text.splitlines()[0] if text.strip() else text
+        return format_html('<span class="error-text">{}{}</span>', line[:160], "…" if len(text) >= ERROR_SHOWN or len(line) > 160 else "")
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
+        return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
+
+    @admin.display(description="subagents")
+    def subagent_link(self, obj):
+        n = getattr(obj, "subagent_total", None) or 0
+        if not n:
+            return "—"
+        url = reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, n)
+
+    @admin.display(description="aborted by")
+    def aborted_by(self, obj):
+        return obj.cancelled_by.get_username() if obj.cancelled_by_id else ""
 
     # Runs are the runtime's records: no add or edit, and no delete (ViewOnly: they go with
     # their session, through session_delete). Staff who may change runs may abort them.

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
@@ -70,8 +71,9 @@ class ModelConfig(models.Model):
             errors["api_key_env"] = "name the environment variable that holds the API key"
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             errors["max_output_tokens"] = "must be smaller than the context window"
-        if not isinstance(self.options, dict):
-            errors["options"] = "must be a JSON object"
+        option_problems = option_errors(self.provider_kind, self.options, base_dir=settings.BASE_DIR)
+        if option_problems:
+            errors["options"] = option_problems
         if errors:
             raise ValidationError(errors)
 
@@ -290,7 +292,11 @@ class AgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["session_id", "status"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["created_at"]),  # the console's runs list and the overview's last 24 h / 7 days
+        ]
 
     def __str__(self) -> str:
         return f"run {self.run_id} ({self.status})"
@@ -440,7 +446,11 @@ class SubprocessRun(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]
-        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "heartbeat_at"])]
+        indexes = [
+            models.Index(fields=["session_id", "status"]),
+            models.Index(fields=["status", "heartbeat_at"]),
+            models.Index(fields=["created_at"]),  # the console's subagent-runs list, newest first
+        ]
 
     def __str__(self) -> str:
         return f"subagent {self.run_id} ({self.agent}, {self.status})"
@@ -465,3 +475,22 @@ class SubprocessEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class ProcessBeat(models.Model):
+    """The last pass of a background duty in one process (the reaper's rounds), for the console's health.
+
+    One row per (duty, host, pid), updated in place; a Celery worker's reaper timer makes
+    its row that worker's heartbeat. Rows of processes silent for a week are pruned."""
+
+    duty = models.CharField(max_length=32)
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    role = models.CharField(max_length=64, blank=True, help_text="What the process is: web, celery worker, beat, command.")
+    at = models.DateTimeField()
+    changed = models.PositiveIntegerField(default=0, help_text="Runs the last pass changed.")
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["duty", "host", "pid"], name="process_beat_unique")]
+        indexes = [models.Index(fields=["duty", "at"])]

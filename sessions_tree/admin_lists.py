@@ -41,8 +41,10 @@ class LightListAdmin(admin.ModelAdmin):
         shown = {*self.list_blobs_shown, *(name for name in self.list_display if isinstance(name, str))}
         deferred = [name for name in blob_fields(self.model) if name not in shown]
         related = self.list_select_related if isinstance(self.list_select_related, (list, tuple)) else ()
-        for name in related:
-            model = self.model._meta.get_field(name).related_model
+        for name in related:  # "agent" or a path, "agent__model"
+            model = self.model
+            for part in name.split("__"):
+                model = model._meta.get_field(part).related_model
             deferred += [f"{name}__{field}" for field in blob_fields(model)]
         return deferred
 

@@ -64,6 +64,7 @@ class SkillResourceAdmin(LightListAdmin):
     change_list_template = "admin/skills_registry/skillresource/change_list.html"
     list_display = (
         "name",
+        "console_page",
         "scope",
         "source",
         "status",
@@ -115,6 +116,11 @@ class SkillResourceAdmin(LightListAdmin):
         return obj is None and super().has_change_permission(request)
 
     # --- columns ---------------------------------------------------------------------
+
+    @admin.display(description="page")
+    def console_page(self, obj):
+        # The console's page of the skill: versions and diff, precedence, who can use it (neta/console/skills.py).
+        return format_html('<a href="{}">details</a>', reverse("admin:console_skill", args=[obj.pk]))
 
     @admin.display(description="fingerprint")
     def fingerprint_short(self, obj):

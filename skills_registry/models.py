@@ -103,6 +103,9 @@ class SkillVersion(models.Model):
     version = models.CharField(max_length=100, blank=True, default="")
     description = models.TextField(blank=True, default="")
     files = models.JSONField(default=list, blank=True)
+    # The entry file's text as this version had it (up to the entry size limit), so the
+    # console can diff SKILL.md between versions; empty for versions recorded before it was kept.
+    skill_md = models.TextField(blank=True, default="")
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

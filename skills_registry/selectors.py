@@ -53,14 +53,30 @@ def skills_visible(*, policy: SkillPolicy, for_subagent: bool = False) -> list[S
 @dataclass(frozen=True, slots=True)
 class VisibilityRow:
     skill: SkillResource
-    visible: bool
+    visible: bool  # usable by the caller at all (the user, for a disable-model-invocation skill)
     reason: str
+    model_visible: bool = True  # in the model's index, loadable with read_skill
+
+
+USER_ONLY = "user-invoked only (disable-model-invocation): not in the model's index and read_skill refuses it; the user starts it with /skill:name"
+NEVER_A_SUBAGENTS = "disable-model-invocation: only a person starts it, never a subagent"
+
+
+def report_row(skill: SkillResource, *, policy: SkillPolicy, for_subagent: bool) -> VisibilityRow:
+    """``skill_visibility`` as a caller meets it: a ``disable-model-invocation`` skill the policy
+    allows is the user's to start, not the model's (and never a subagent's)."""
+    visible, reason = skill_visibility(skill=skill, policy=policy, for_subagent=for_subagent)
+    if visible and skill.disable_model_invocation:
+        if for_subagent:
+            return VisibilityRow(skill, False, NEVER_A_SUBAGENTS, model_visible=False)
+        return VisibilityRow(skill, True, USER_ONLY, model_visible=False)
+    return VisibilityRow(skill, visible, reason, model_visible=visible)
 
 
 def skills_visibility_report(*, policy: SkillPolicy, for_subagent: bool = False) -> list[VisibilityRow]:
     """Every registered skill with whether the caller sees it and why (for staff pages)."""
     return [
-        VisibilityRow(row, *skill_visibility(skill=row, policy=policy, for_subagent=for_subagent))
+        report_row(row, policy=policy, for_subagent=for_subagent)
         for row in SkillResource.objects.order_by("discovery_order", "id")
     ]
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from audit.services import record
 from skills_registry import conf
+from skills_registry.confinement import ConfinementError, read_confined
 from skills_registry.diagnostics import Diagnostic
 from skills_registry.discovery import (
     IMPORTS_DIR,
@@ -117,6 +118,13 @@ def _row_values(skill: DiscoveredSkill) -> dict[str, Any]:
     }
 
 
+def _entry_text(row: SkillResource) -> str:
+    try:
+        return read_confined(row.base_dir, os.path.basename(row.entry_file), max_bytes=conf.max_entry_bytes()).decode("utf-8", "replace")
+    except (ConfinementError, OSError):
+        return ""  # unreadable now (changed meanwhile): the next sync records the next version
+
+
 def _record_version(row: SkillResource) -> None:
     SkillVersion.objects.create(
         skill=row,
@@ -125,6 +133,7 @@ def _record_version(row: SkillResource) -> None:
         version=row.version,
         description=row.description,
         files=row.files,
+        skill_md=_entry_text(row),
     )
 
 

@@ -44,6 +44,12 @@ class ToolConfig(models.Model):
             raise ValidationError({"name": f"no tool named {self.name!r} is registered"}) from None
         if self.worker_routing and not tool.manifest.route_allowed(self.worker_routing):
             raise ValidationError({"worker_routing": f"{self.name!r} cannot run inside a worker process"})
+        from toolcatalog.renderers import renderer_keys  # reads the chat page's key list (a file) on first use
+
+        if self.renderer_key and self.renderer_key not in renderer_keys():
+            raise ValidationError(
+                {"renderer_key": f"no chat renderer {self.renderer_key!r}; one of {', '.join(sorted(renderer_keys()))}, or empty (the tool's own name, else the generic card)"}
+            )
 
 
 class CatalogVersion(models.Model):

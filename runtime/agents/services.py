@@ -1,11 +1,11 @@
-"""Agent writes: the console's editors call these, with the acting user (audited)."""
+"""Agent and model writes: the console's editors and the API call these, with the acting user (audited)."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
 from audit.services import changed_fields, record
-from runtime.models import Agent
+from runtime.models import Agent, ModelConfig
 
 EDITABLE = frozenset(
     f.name for f in Agent._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at", "access_restricted")
@@ -64,3 +64,29 @@ def agent_set_access(*, agent_id: int, actor, restricted: bool, users=(), groups
         if new:
             record(actor=actor, action="agent.set_access", target=agent, before=old, after=new)
     return agent
+
+
+MODEL_EDITABLE = frozenset(
+    f.name for f in ModelConfig._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at")
+)
+
+
+def model_config_update(*, model_id: int, actor, changes: dict) -> ModelConfig:
+    """Change the fields in ``changes`` of model ``model_id``: validated by ``ModelConfig.full_clean``
+    (the options against their schema, runtime/llm/options.py: ``ValidationError`` per field,
+    nothing saved), saved in one transaction with a ``model.change`` audit row. The name is
+    not changed here (agents and runs name their model)."""
+    unknown = set(changes) - MODEL_EDITABLE
+    if unknown:
+        raise TypeError(f"not editable here: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        model = ModelConfig.objects.select_for_update().get(pk=model_id)
+        before = {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in changes}
+        for name, value in changes.items():
+            setattr(model, name, value)
+        model.full_clean()
+        old, new = changed_fields(before, {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in changes})
+        if new:
+            model.save(update_fields=[*new, "updated_at"])
+            record(actor=actor, action="model.change", target=model, before=old, after=new)
+    return model

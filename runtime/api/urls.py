@@ -9,6 +9,7 @@ from runtime.api.errors import api_not_found
 from runtime.api.views import (
     account,
     catalog,
+    health,
     imports,
     runs,
     sessions,
@@ -60,6 +61,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", tokens.TokenRevokeApi.as_view(), name="token-revoke"),
     path("tokens/<int:token_id>/rotate/", tokens.TokenRotateApi.as_view(), name="token-rotate"),
     path("me/", account.MeApi.as_view(), name="me"),
+    path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", DocsPage.as_view(url_name="api:schema"), name="docs"),

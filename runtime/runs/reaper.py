@@ -26,15 +26,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import sys
 import threading
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from runtime.models import (
     AgentRun,
+    ProcessBeat,
     RunStatus,
 )
 from runtime.runs import lifecycle
@@ -76,7 +78,35 @@ def reap_stale_runs(
             hook()
         except Exception:  # one hook's failure never stops the round
             logger.exception("reaper hook %r failed", hook)
+    if session_id is None:  # a whole round (not one session's, before a prompt): the console shows its last
+        record_pass(changed=len(changed))
     return changed
+
+
+def process_role() -> str:
+    """What this process is, for the console: "celery worker", "celery beat", "web" or the command's name."""
+    argv = [os.path.basename(a) for a in sys.argv[:4]]
+    if argv and argv[0] in ("celery", "__main__.py") and "worker" in argv:
+        return "celery worker"
+    if argv and argv[0] == "celery" and "beat" in argv:
+        return "celery beat"
+    if argv and argv[0] in ("daphne", "uvicorn", "gunicorn") or "runserver" in argv or "serve" in argv:
+        return "web"
+    return " ".join(argv)[:64]
+
+
+def record_pass(*, changed: int, error: str = "") -> None:
+    """The reaper's pass in this process, as a ``ProcessBeat`` row (one per process, updated in
+    place); rows of processes silent for a week go. Never raises: health is not worth a failed round."""
+    now = timezone.now()
+    try:
+        ProcessBeat.objects.update_or_create(
+            duty="reaper", host=HOST, pid=os.getpid(),
+            defaults={"role": process_role(), "at": now, "changed": changed, "error": error[:500]},
+        )
+        ProcessBeat.objects.filter(at__lt=now - dt.timedelta(days=7)).delete()
+    except DatabaseError:
+        logger.exception("could not record the reaper's pass")
 
 
 _round_hooks: list = []
@@ -245,8 +275,9 @@ def _timer_loop(interval: float) -> None:
     while True:
         try:
             reap_stale_runs()
-        except Exception:  # the timer never dies; the next round tries again
+        except Exception as exc:  # the timer never dies; the next round tries again
             logger.exception("reaper round failed")
+            record_pass(changed=0, error=f"{type(exc).__name__}: {exc}")
         finally:
             close_old_connections()
         stop.wait(interval)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from runtime.models import ACTIVE_RUN_STATUSES, AgentRun
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Prefetch, Sum
+from django.db.models.functions import Substr, TruncDate
+
+from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, RunStatus
 
 
 def active_run(session_id: str) -> AgentRun | None:
@@ -20,3 +24,75 @@ def run_state(session_id: str) -> dict:
     if run is None:
         return {"state": "idle", "runId": None}
     return {"state": run.status, "runId": str(run.run_id)}
+
+
+# --------------------------------------------------------------------------- the console's overview
+
+
+def runs_by_status(*, since) -> dict[str, int]:
+    """How many runs were created since ``since``, per status (every status listed, 0 included)."""
+    counts = dict(AgentRun.objects.filter(created_at__gte=since).values_list("status").annotate(n=Count("id")).order_by())
+    return {status: counts.get(status, 0) for status in RunStatus.values}
+
+
+def _run_rows(queryset):
+    """A console list's runs: the row columns only, the agent and user prefetched (two small
+    queries) rather than joined: a join lets the database start from the agents and sort
+    every run, where the runs' ``created_at`` index alone yields the page."""
+    return queryset.only(*RUN_ROW_FIELDS).prefetch_related(
+        Prefetch("agent", queryset=Agent.objects.only("id", "name", "model_id")),
+        Prefetch("user", queryset=get_user_model().objects.only("id", "username")),
+    )
+
+
+def active_runs(limit: int = 20) -> list[AgentRun]:
+    """Queued and running runs, oldest first, without their blobs."""
+    return list(_run_rows(AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)).order_by("created_at")[:limit])
+
+
+def failing_runs(*, since, limit: int = 10) -> list[AgentRun]:
+    """The latest failed or lost runs since ``since`` with the start of their error (``error_first``:
+    cut in the database, the column may be long)."""
+    return list(
+        _run_rows(AgentRun.objects.filter(created_at__gte=since, status__in=(RunStatus.FAILED, RunStatus.LOST)))
+        .annotate(error_first=Substr("error", 1, 300))
+        .order_by("-created_at")[:limit]
+    )
+
+
+#: The columns a run's row in a console list needs (never the prompt, images or error).
+RUN_ROW_FIELDS = (
+    "run_id", "session_id", "status", "model_name", "created_at", "started_at", "finished_at", "input_tokens",
+    "output_tokens", "cost", "agent_id", "user_id", "cancelled_by_id",
+)
+
+
+def usage_by_day(*, since) -> dict[str, list[dict]]:
+    """Tokens and cost per day since ``since`` by agent, by model (a run's override, else its
+    agent's model) and by user, for the console's overview: one aggregate over the runs'
+    ``created_at`` range, grouped by day, agent, model override and user ids (no join), then
+    folded three ways here, with the names read from the few agents and users it names."""
+    groups = list(
+        AgentRun.objects.filter(created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values("day", "agent_id", "model_name", "user_id")
+        .annotate(runs=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"))
+        .order_by()
+    )
+    agents = {a.pk: a for a in Agent.objects.filter(pk__in={g["agent_id"] for g in groups}).select_related("model").only("id", "name", "model__name")}
+    users = dict(get_user_model().objects.filter(pk__in={g["user_id"] for g in groups if g["user_id"]}).values_list("id", "username"))
+    keys = {
+        "agent": lambda g: agents[g["agent_id"]].name,
+        "model": lambda g: g["model_name"] or agents[g["agent_id"]].model.name,
+        "user": lambda g: users.get(g["user_id"], "(no user)"),
+    }
+    folded: dict[str, list[dict]] = {}
+    for by, key in keys.items():
+        rows: dict[tuple, dict] = {}
+        for g in groups:
+            k = (g["day"], key(g))
+            row = rows.setdefault(k, {"day": k[0], "key": k[1], "runs": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0})
+            for field in ("runs", "input_tokens", "output_tokens", "cost"):
+                row[field] += g[field] or 0
+        folded[by] = sorted(rows.values(), key=lambda r: (-r["day"].toordinal(), -r["cost"], r["key"]))
+    return folded

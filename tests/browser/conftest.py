@@ -116,6 +116,7 @@ def server_env(var_dir: Path, **extra: str) -> dict:
         NETA_ALLOWED_HOSTS="127.0.0.1,localhost",
         DJANGO_SETTINGS_MODULE="neta.settings",
         PYTHONUNBUFFERED="1",
+        CONSOLE_TEST_API_KEY="sk-browser-console",  # a key variable the console's model test finds set
     )
     env.update(extra)
     return env

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runtime.api.tokens import api_token_create
-from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput
+from runtime.models import Agent, AgentRun, ApiToken, ModelConfig, RunInput, SubprocessRun
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
 from skills_registry.models import SkillResource
 from toolcatalog.models import ToolConfig
@@ -79,8 +79,22 @@ def rows_session() -> AgentSession:
 
 def make_runs(start, stop, user):
     agent = heavy_agent(0)
+    statuses = ["queued", "running", "completed", "failed", "lost", "aborted"]
     for i in range(start, stop):
-        AgentRun.objects.create(session_id=f"r{i}", agent=agent, prompt=big(i), images=[{"data": big(i)}], error=big(i))
+        run = AgentRun.objects.create(
+            session_id=f"r{i}", agent=agent, user=user if i % 2 else None, status=statuses[i % len(statuses)],
+            prompt=big(i), images=[{"data": big(i)}], error=big(i), input_tokens=i, cost=i,
+            cancelled_by=user if i % 3 == 0 else None,
+        )
+        if i % 4 == 0:
+            SubprocessRun.objects.create(
+                session_id=run.session_id, batch_id="b", parent_run=run, tool_call_id="c", task_index=0, mode="single",
+                agent=agent.name, task=big(i), final_text=big(i), usage={"pad": big(i)},
+            )
+
+
+def make_subprocess_runs(start, stop, user):
+    make_runs(4 * start, 4 * stop, user)  # one child in four runs
 
 
 def make_tokens(start, stop, user):
@@ -141,6 +155,10 @@ PAGES = [
     ("admin:toolcatalog_toolconfig_changelist", ToolConfig, make_tools, ()),
     ("admin:runtime_agent_changelist", Agent, make_agents, ("tool_policy", "skill_policy", "subagent_policy")),  # the counts
     ("admin:runtime_modelconfig_changelist", ModelConfig, make_models, ()),
+    ("admin:runtime_subprocessrun_changelist", SubprocessRun, make_subprocess_runs, ()),
+    # The console's own pages: the overview over runs, the tools catalog over agents.
+    ("admin:index", AgentRun, make_runs, ()),
+    ("admin:console_tools", Agent, make_agents, ("tool_policy", "subagent_policy")),  # what it resolves
 ]
 
 

@@ -191,6 +191,14 @@ def test_a_turn_runs_on_a_real_celery_worker(deployment):
     assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
     assert messages[1]["content"][1]["name"] == "ls"
     assert messages[-1]["content"][0]["text"] == "Done: what is in the workspace?"
+    # The console's health sees the worker on its queue, with its reaper's last pass as heartbeat,
+    # and names the subagent queue no worker consumes.
+    health = json.loads(deployment.python(
+        "import json; from runtime.runs.health import celery_status; print(json.dumps(celery_status(timeout=3)))"
+    ).strip().splitlines()[-1])
+    [worker] = health["queues"][deployment.queue]
+    assert worker["worker"].startswith("celery@") and worker["lastHeartbeat"]
+    assert health["queues"]["subagents"] == [] and health["ok"] is False and "subagents" in health["detail"]
 
 
 def test_killing_the_worker_mid_run_is_recovered_by_the_reaper(deployment):

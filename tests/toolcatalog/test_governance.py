@@ -55,9 +55,9 @@ def test_projection_reads_governance_in_one_query(staff, django_assert_num_queri
 
 
 def test_catalog_selector_lists_every_tool_with_its_row(staff):
-    services.tool_config_update(actor=staff, name="ls", renderer_key="tree")
+    services.tool_config_update(actor=staff, name="ls", renderer_key="grep")
     catalog = {entry["name"]: entry for entry in tool_catalog()}
-    assert catalog["ls"]["governance"]["renderer_key"] == "tree"
+    assert catalog["ls"]["governance"]["renderer_key"] == "grep"
     assert catalog["read"]["governance"] is None
     assert catalog["bash"]["manifest"]["requires_shell"] is True
 

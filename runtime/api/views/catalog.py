@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import viewsets
+from rest_framework import exceptions, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runtime.agents.access import usable_agents
+from runtime.agents.services import model_config_update
 from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
@@ -24,6 +26,13 @@ from runtime.models import Agent, ModelConfig
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from toolcatalog.policy import PolicyError
+
+
+class ApiValidation(exceptions.ValidationError):
+    """A model's validation errors in the API's error shape (``fields``: a list of messages each)."""
+
+    def __init__(self, fields: dict):
+        super().__init__({k: [str(m) for m in v] for k, v in fields.items()})
 
 
 @extend_schema_view(
@@ -71,9 +80,24 @@ class AgentToolsApi(APIView):
         return Response({"agent": agent.name, **projection.to_dict()})
 
 
+# What PATCH /api/models/{name}/ takes: the API's names → the model's fields.
+MODEL_WRITABLE = {
+    "displayName": "display_name", "providerKind": "provider_kind", "providerName": "provider_name", "modelId": "model_id",
+    "baseUrl": "base_url", "apiKeyEnv": "api_key_env", "contextWindow": "context_window", "maxOutputTokens": "max_output_tokens",
+    "supportsTools": "supports_tools", "supportsThinking": "supports_thinking", "supportsImages": "supports_images",
+    "priceInput": "price_input", "priceOutput": "price_output", "priceCacheRead": "price_cache_read",
+    "priceCacheWrite": "price_cache_write", "options": "options", "enabled": "enabled",
+}
+
+
 @extend_schema_view(
     list=extend_schema(summary="Models (no secrets: only whether a key is configured)", responses={200: S.ModelOut(many=True), **READ_ERRORS}),
     retrieve=extend_schema(summary="One model", responses={200: S.ModelOut, **READ_ERRORS}),
+    partial_update=extend_schema(
+        summary="Change a model (staff with change permission): validated as the console validates it, options against their schema",
+        request={"application/json": {"type": "object", "properties": {k: {} for k in MODEL_WRITABLE}}},
+        responses={200: S.ModelOut, **READ_ERRORS, 400: ERROR, 403: ERROR},
+    ),
 )
 class ModelViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = S.ModelOut
@@ -84,6 +108,27 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         qs = ModelConfig.objects.all()
         return qs if self.request.user.is_staff else qs.filter(enabled=True)
+
+    def partial_update(self, request, name=None):
+        """Through ``model_config_update`` (audited), the console's validation: a wrong option is
+        400 ``invalid`` with the option's message under ``fields.options``; nothing is saved."""
+        if not (request.user.is_staff and request.user.has_perm("runtime.change_modelconfig")):
+            raise ApiError("forbidden", "changing a model needs staff with the change model permission", status_code=403)
+        model = self.get_object()
+        body = request.data
+        if not isinstance(body, dict) or not body:
+            raise ApiError("invalid", "give an object of the fields to change", status_code=400)
+        unknown = sorted(set(body) - set(MODEL_WRITABLE))
+        if unknown:
+            raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(MODEL_WRITABLE)})", status_code=400, field=unknown[0])
+        changes = {MODEL_WRITABLE[key]: value for key, value in body.items()}
+        try:
+            model = model_config_update(model_id=model.pk, actor=request.user, changes=changes)
+        except ValidationError as exc:
+            api_names = {field: key for key, field in MODEL_WRITABLE.items()}
+            fields = {api_names.get(field, field): messages for field, messages in exc.message_dict.items()}
+            raise ApiValidation(fields) from None
+        return Response(S.ModelOut(model).data)
 
 
 @extend_schema_view(

@@ -1,0 +1,29 @@
+"""The admin site with the console's pages: the overview as its home, the tools catalog, a skill's page."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+
+class ConsoleSite(admin.AdminSite):
+    site_header = "Neta console"
+    site_title = "Neta console"
+    index_title = "Overview"
+    index_template = "console/overview.html"
+    enable_nav_sidebar = False  # the console's own navigation is in the header; the raw tables are on the overview
+
+    def index(self, request, extra_context=None):
+        from neta.console.overview import overview_context  # the pages load with the URLconf, after the apps
+
+        return super().index(request, {**overview_context(), **(extra_context or {})})
+
+    def get_urls(self):
+        from neta.console import skills, tools  # the pages load with the URLconf, after the apps
+
+        console = [
+            path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
+            path("console/tools/<str:name>/", self.admin_view(tools.tool_detail), name="console_tool"),
+            path("console/skills/<int:pk>/", self.admin_view(skills.skill_detail), name="console_skill"),
+        ]
+        return console + super().get_urls()

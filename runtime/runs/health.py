@@ -1,0 +1,129 @@
+"""Is the platform working: the database, the channel layer, the Celery workers per queue,
+the sandbox in force and the reaper's last pass (``GET /api/health/``, the console's overview).
+
+Each check is bounded by a short timeout and reports, never raises: a health page that
+fails when Redis is down would hide the one thing it should show.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from runtime.models import ProcessBeat
+from toolcatalog.sandbox import effective_sandbox
+
+CELERY_TIMEOUT = 0.5  # seconds a worker has to answer the broadcast
+
+
+def database_ok() -> tuple[bool, str, float]:
+    """``SELECT 1`` on the default database: (ok, detail, milliseconds)."""
+    started = time.monotonic()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as exc:
+        return False, f"{type(exc).__name__}: {exc}", (time.monotonic() - started) * 1000
+    return True, connection.vendor, (time.monotonic() - started) * 1000
+
+
+def _redis_ping(url: str) -> tuple[bool, str]:
+    import redis  # the Redis client comes with channels_redis; loaded only when a layer uses it
+
+    client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+    return True, "ping ok"
+
+
+def channel_layer_status() -> dict:
+    backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
+    kind = backend.rsplit(".", 1)[-1]
+    if "redis" not in backend.lower():
+        return {"ok": True, "backend": kind, "detail": "in-process: events reach sockets of this process only"}
+    ok, detail = _redis_ping(settings.NETA_REDIS_URL)
+    return {"ok": ok, "backend": kind, "detail": detail}
+
+
+def celery_queues() -> list[str]:
+    return [settings.CELERY_TASK_DEFAULT_QUEUE, settings.NETA_SUBAGENT_QUEUE]
+
+
+def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
+    """Which workers consume each queue (a broadcast each live worker answers within ``timeout``),
+    each with its last heartbeat: its reaper timer's last pass on that host."""
+    queues = {name: [] for name in celery_queues()}
+    inline = settings.NETA_TASK_BACKEND != "celery"
+    roles = {settings.CELERY_TASK_DEFAULT_QUEUE: "turns", settings.NETA_SUBAGENT_QUEUE: "subagents"}
+    result = {"backend": settings.NETA_TASK_BACKEND, "queues": queues, "roles": roles, "ok": True, "detail": ""}
+    if inline:
+        result["detail"] = "inline backend: turns and subagents run in the web process"
+        return result
+    from celery import (
+        current_app,  # the project's app (neta/celery.py), bound when Django loads
+    )
+
+    try:
+        answers = current_app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception as exc:  # noqa: BLE001 - kombu raises the transport's errors (broker down)
+        result.update(ok=False, detail=f"broker unreachable: {type(exc).__name__}: {exc}")
+        return result
+    beats = last_beats()
+    for node, consumed in sorted(answers.items()):
+        host = node.split("@", 1)[-1]
+        beat = next((b for b in beats if b["host"] == host and b["role"] == "celery worker"), None)
+        for queue in consumed or []:
+            name = queue.get("name")
+            queues.setdefault(name, []).append({"worker": node, "lastHeartbeat": beat["at"] if beat else None})
+    missing = [name for name in celery_queues() if not queues.get(name)]
+    if missing:
+        result.update(ok=False, detail="no worker answered for " + ", ".join(missing))
+    return result
+
+
+def last_beats(duty: str = "reaper", limit: int = 20) -> list[dict]:
+    rows = ProcessBeat.objects.filter(duty=duty).order_by("-at")[:limit]
+    return [
+        {"host": b.host, "pid": b.pid, "role": b.role, "at": b.at.isoformat(), "changed": b.changed, "error": b.error}
+        for b in rows
+    ]
+
+
+def reaper_status() -> dict:
+    beats = last_beats()
+    interval = settings.NETA_REAPER_INTERVAL_SECONDS
+    if not beats:
+        return {"ok": False, "lastPass": None, "intervalSeconds": interval, "detail": "no reaper pass recorded", "processes": []}
+    last = beats[0]
+    age = (timezone.now() - dt.datetime.fromisoformat(last["at"])).total_seconds()
+    ok = age <= 3 * interval and not last["error"]
+    detail = last["error"] or (f"{age:.0f} s ago" if ok else f"late: {age:.0f} s ago, expected every {interval} s")
+    return {"ok": ok, "lastPass": last["at"], "intervalSeconds": interval, "detail": detail, "processes": beats}
+
+
+def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
+    """Every check; ``status`` is ``ok`` when all pass, else ``degraded`` (``down``: no database)."""
+    db_ok, db_detail, db_ms = database_ok()
+    report: dict = {"database": {"ok": db_ok, "detail": db_detail, "ms": round(db_ms, 1)}}
+    report["channelLayer"] = channel_layer_status()
+    report["celery"] = celery_status(timeout=celery_timeout) if db_ok else {"ok": False, "detail": "database down"}
+    sandbox = effective_sandbox()
+    # Not ok: bwrap asked for but not working (every bash call fails), or auto fell back to none
+    # (commands run unsandboxed). NETA_SANDBOX=none is a deliberate choice, reported as such.
+    broken = sandbox.mode == "bwrap" and sandbox.reason not in ("configured", "bubblewrap works here")
+    report["sandbox"] = {**sandbox.to_dict(), "ok": not (broken or sandbox.fell_back), "detail": sandbox.describe}
+    report["reaper"] = reaper_status() if db_ok else {"ok": False, "detail": "database down"}
+    if not db_ok:
+        status = "down"
+    else:
+        status = "ok" if all(part["ok"] for part in report.values()) else "degraded"
+    return {"status": status, "checkedAt": timezone.now().isoformat(), **report}
