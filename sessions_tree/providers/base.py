@@ -1022,6 +1022,7 @@ class SessionTreeProvider:
                         self._commit(meta, index, events, before=before)
                         if also is not None:
                             also()
+                        run_also_in_change()
                 elif trusted is not None:
                     meta = _copy_of(trusted)
                     before = _values_of(meta)
