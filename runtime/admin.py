@@ -407,8 +407,9 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             *urls,
         ]
 
-    def access_view(self, request, object_id):
-        """Who may use the agent: everyone, or the users and groups ticked (``agent_set_access``)."""
+    def _agent_page(self, request, object_id) -> tuple[Agent, bool]:
+        """The agent of one of its own pages, and whether the user may change it: 404 for no
+        such agent, 403 without view permission or for a POST without change permission."""
         agent = self.get_object(request, object_id)
         if agent is None:
             raise Http404("no such agent")
@@ -417,6 +418,11 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         can_change = self.has_change_permission(request, agent)
         if request.method == "POST" and not can_change:
             raise PermissionDenied
+        return agent, can_change
+
+    def access_view(self, request, object_id):
+        """Who may use the agent: everyone, or the users and groups ticked (``agent_set_access``)."""
+        agent, can_change = self._agent_page(request, object_id)
         form = AgentAccessForm(request.POST if request.method == "POST" else None, agent=agent)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
@@ -430,14 +436,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         return TemplateResponse(request, "admin/runtime/agent/access.html", context)
 
     def policies_view(self, request, object_id):
-        agent = self.get_object(request, object_id)
-        if agent is None:
-            raise Http404("no such agent")
-        if not self.has_view_or_change_permission(request, agent):
-            raise PermissionDenied
-        can_change = self.has_change_permission(request, agent)
-        if request.method == "POST" and not can_change:
-            raise PermissionDenied
+        agent, can_change = self._agent_page(request, object_id)
         data = request.POST if request.method == "POST" else None
         forms_ = {
             "tools": ToolPolicyForm(data, prefix="tools", policy=agent.tool_policy),
