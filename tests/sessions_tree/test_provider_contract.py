@@ -419,7 +419,7 @@ def test_snapshot_of_a_large_session_is_trimmed_and_says_so(provider):
 def _run_in_new_process(provider, session_id: str) -> dict:
     """Build the context in a fresh Python process that reads only what is stored."""
     db = settings.DATABASES[provider.using]
-    if db["ENGINE"].endswith("sqlite3"):
+    if "sqlite" in db["ENGINE"]:
         url = f"sqlite:///{db['NAME']}"
     else:
         url = f"mysql://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"

@@ -119,4 +119,5 @@ def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the
     lines = deployment.export(session_id)
     kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
     kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
-    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
+    # ..., then the title the session gives itself after its first answer (runs/titles.py).
+    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]

@@ -100,7 +100,8 @@ def test_children_run_on_their_own_queue_and_worker(deployment):
     lines = deployment.export(session_id)
     kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
     kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
-    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
+    # ..., then the title the session gives itself after its first answer (runs/titles.py).
+    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]
     result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
     assert "Child done: first look" in result["content"][0]["text"] and "Child done: second look" in result["content"][0]["text"]
 
