@@ -130,6 +130,7 @@ if (dataNode && mount) {
     snapshotUrl: `/api/sessions/${encodeURIComponent(data.sessionId)}/snapshot/`,
     store,
     heartbeatSeconds: data.heartbeatSeconds,
+    readOnly: true,
     onFatal: () => {}, // signed out or gone: the state line says so (the store keeps what it showed)
   });
   mount.hidden = false;
