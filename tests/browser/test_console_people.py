@@ -45,8 +45,13 @@ agent, _ = Agent.objects.update_or_create(name="console-walk", defaults=dict(mod
 meta = session_start(agent=agent, user=alice, title="Alice asks about the console")
 for text in ("hello console", "a second question"):
     execute_run(session_prompt(actor=alice, session_id=meta.session_id, text=text, dispatch=False).run.run_id)
+from runtime.models import AgentRun, SubprocessEvent, SubprocessRun
+parent = AgentRun.objects.filter(session_id=meta.session_id).latest("created_at")
+child = SubprocessRun.objects.create(session_id=meta.session_id, batch_id="walk-batch", parent_run=parent, tool_call_id="call-1",
+    task_index=0, mode="single", agent="console-walk", task="count to 60", status="completed")
+SubprocessEvent.objects.bulk_create([SubprocessEvent(run=child, seq=i, type="assistant_delta", payload={{"kind": "text", "delta": f"step {{i}}"}}) for i in range(1, 61)])
 token = api_token_create(user=alice, name="alice-ci").token
-print(json.dumps({{"session": meta.session_id, "file": meta.session_file, "agent": agent.pk, "token": token.pk, "prefix": token.prefix}}))
+print(json.dumps({{"session": meta.session_id, "file": meta.session_file, "agent": agent.pk, "token": token.pk, "prefix": token.prefix, "child": str(child.run_id)}}))
 """
 
 CHECK = """
@@ -159,6 +164,14 @@ def test_an_operator_walks_the_console(browser, server, tmp_path):
     page.wait_for_selector("#session-live .console-live-state[data-run-state=completed]", timeout=30_000)
     page.wait_for_function(f"window.netaConsole.store.snapshot.entries.length === {before + 2} && !window.netaConsole.store.snapshot.inFlight")
     assert "Sentence 1 of" in page.locator("#session-live .tree-row.is-leaf").inner_text()
+    # A subagent run's replay: its events in seq order, 50 a page.
+    page.click(f"tr[data-subagent-run='{facts['child']}'] button:has-text('Replay')")
+    page.wait_for_selector(".console-replay li[data-seq='50']")
+    assert page.locator(".console-replay li").count() == 50 and "step 1" in page.locator(".console-replay li").first.inner_text()
+    page.click(".console-replay button:has-text('Next 50 events')")
+    page.wait_for_selector(".console-replay li[data-seq='60']")
+    seqs = page.eval_on_selector_all(".console-replay li", "els => els.map((e) => Number(e.dataset.seq))")
+    assert seqs == list(range(1, 61)) and page.locator(".console-replay button:has-text('Next')").count() == 0
     page.click("#session-actions a:has-text('Tree')")
     page.wait_for_selector(".session-tree")
     page.locator(".session-tree a").last.click()  # the newest entry: the whole conversation
