@@ -11,6 +11,7 @@ import json
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.contrib.auth import get_user_model
@@ -867,9 +868,9 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             ),
         )  # fmt: skip
         child_rows = format_html_join(
-            "", '<tr><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>task {}</td><td colspan="2">{}</td></tr>',
+            "", '<tr data-subagent-run="{}"><td><a href="{}"><code>{}</code></a></td><td><span class="console-badge {}">{}</span></td><td>{}</td><td>task {}</td><td colspan="2">{}</td></tr>',
             (
-                (reverse("admin:runtime_subprocessrun_change", args=[c.pk]), str(c.run_id)[:8], c.status, c.status, c.agent,
+                (c.run_id, reverse("admin:runtime_subprocessrun_change", args=[c.pk]), str(c.run_id)[:8], c.status, c.status, c.agent,
                  c.task_index, c.created_at.strftime("%Y-%m-%d %H:%M:%S"))
                 for c in children
             ),
@@ -978,6 +979,11 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
                 extra_context = {
                     **(extra_context or {}), "active_run": run, "session_meta": meta,
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
+                    # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
+                    "live_data": {
+                        "sessionId": meta.session_id, "socket": f"/ws/sessions/{meta.session_id}/",
+                        "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
+                    },
                 }  # fmt: skip
         return self._changeform_view(request, object_id, form_url, extra_context)
 

@@ -9,7 +9,9 @@ const CLOSE_UNAUTHENTICATED = 4401;
 const CLOSE_NOT_FOUND = 4404;
 
 export class Connection {
-  constructor({ url, snapshotUrl, store, heartbeatSeconds = 25, onFatal = () => {}, onLive = () => {} }) {
+  /** `readOnly` (the console's session page): subscribe and follow, never send a command. */
+  constructor({ url, snapshotUrl, store, heartbeatSeconds = 25, onFatal = () => {}, onLive = () => {}, readOnly = false }) {
+    this.readOnly = readOnly;
     this.snapshotUrl = snapshotUrl;
     this.url = new URL(url, window.location.href);
     this.url.protocol = this.url.protocol === "https:" ? "wss:" : "ws:";
@@ -60,6 +62,7 @@ export class Connection {
 
   /** Send a command; resolves with the ack's result. */
   send(type, fields = {}) {
+    if (this.readOnly) return Promise.reject(new CommandError("read_only", `${type}: this view only follows the session`));
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
       return Promise.reject(new CommandError("disconnected", "not connected: wait for the connection to come back"));
     }

@@ -1,6 +1,8 @@
 """An operator's walk through the console in Chromium (issue 15): give an agent another model
 and restrict its tools, find a user's session and inspect its tree and context, reset its leaf
-and delete it (file and runs gone), rotate a token, and read the audit entry of each. Takes
+and delete it (file and runs gone), import a skill ZIP and see its fingerprint and who can use
+it, watch a running prompt's entries arrive in a session page's live tree, rotate a token, and
+read the audit entry of each. Takes
 the console's screenshots (1440×900) for docs/console.md on the way."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import pytest
 
 from tests.browser.conftest import ARTIFACTS, PASSWORD, RULES, Console
 from tests.conftest import REPO
+from tests.skills_registry.test_zip_import import good, raw_zip
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +45,13 @@ agent, _ = Agent.objects.update_or_create(name="console-walk", defaults=dict(mod
 meta = session_start(agent=agent, user=alice, title="Alice asks about the console")
 for text in ("hello console", "a second question"):
     execute_run(session_prompt(actor=alice, session_id=meta.session_id, text=text, dispatch=False).run.run_id)
+from runtime.models import AgentRun, SubprocessEvent, SubprocessRun
+parent = AgentRun.objects.filter(session_id=meta.session_id).latest("created_at")
+child = SubprocessRun.objects.create(session_id=meta.session_id, batch_id="walk-batch", parent_run=parent, tool_call_id="call-1",
+    task_index=0, mode="single", agent="console-walk", task="count to 60", status="completed")
+SubprocessEvent.objects.bulk_create([SubprocessEvent(run=child, seq=i, type="assistant_delta", payload={{"kind": "text", "delta": f"step {{i}}"}}) for i in range(1, 61)])
 token = api_token_create(user=alice, name="alice-ci").token
-print(json.dumps({{"session": meta.session_id, "file": meta.session_file, "agent": agent.pk, "token": token.pk, "prefix": token.prefix}}))
+print(json.dumps({{"session": meta.session_id, "file": meta.session_file, "agent": agent.pk, "token": token.pk, "prefix": token.prefix, "child": str(child.run_id)}}))
 """
 
 CHECK = """
@@ -74,7 +82,16 @@ def succeeded(page) -> str:
     return found.first.inner_text()
 
 
-def test_an_operator_walks_the_console(browser, server):
+# A prompt sent as the logged-in staff member (the admin's session cookie and its CSRF token).
+POST_PROMPT = """async ([sid, text]) => {
+  const csrf = decodeURIComponent((document.cookie.match(/(?:^|;\\s*)csrftoken=([^;]+)/) || [])[1] || "");
+  const r = await fetch(`/api/sessions/${sid}/prompt/`, {method: "POST", credentials: "same-origin",
+    headers: {"Content-Type": "application/json", "X-CSRFToken": csrf, Accept: "application/json"}, body: JSON.stringify({text})});
+  return [r.status, await r.text()];
+}"""
+
+
+def test_an_operator_walks_the_console(browser, server, tmp_path):
     facts = json.loads(server.python(SETUP.format(rules=json.dumps(RULES), password=PASSWORD)).strip().splitlines()[-1])
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
@@ -105,6 +122,22 @@ def test_an_operator_walks_the_console(browser, server):
     page.goto(f"{base}/admin/runtime/agent/{facts['agent']}/access/")
     shot(page, "access")
 
+    # 1b. Import a skill ZIP; its page shows the fingerprint and who can use it.
+    archive = tmp_path / "good.zip"
+    archive.write_bytes(raw_zip(good()))
+    page.goto(base + "/admin/skills_registry/skillresource/import/")
+    page.select_option("#id_scope", "user")
+    page.set_input_files("#id_archive", str(archive))
+    page.click("input[value=Import]")
+    assert "Imported good" in succeeded(page)
+    skill_pk = page.url.rstrip("/").split("/")[-2]
+    page.goto(f"{base}/admin/console/skills/{skill_pk}/")
+    facts_text = page.inner_text("#skill-facts")
+    fingerprint = page.locator("#skill-facts tr", has_text="fingerprint").locator("code").inner_text()
+    assert len(fingerprint) >= 16 and "good.zip" in facts_text, facts_text
+    walk_row = page.locator("#who-can-use tr[data-agent='console-walk']")
+    assert walk_row.count() == 1 and walk_row.inner_text().strip() != ""
+
     # 2. Find alice's session, inspect its tree and the context at an entry.
     page.goto(base + "/admin/sessions_tree/agentsession/")
     page.fill("#searchbar", "alice")
@@ -114,7 +147,31 @@ def test_an_operator_walks_the_console(browser, server):
     page.click(f"a:has-text('{facts['session']}')")
     page.wait_for_selector("#session-actions")
     assert "console-walk" in page.inner_text("#session-actions")
+    # The live tree: the chat page's store and tree over the session's socket, read-only.
+    page.wait_for_selector("#session-live .console-live-state[data-connection=live]")
+    page.wait_for_selector("#session-live .tree-row.is-leaf")
+    before = page.evaluate("window.netaConsole.store.snapshot.entries.length")
+    assert before >= 4 and page.locator("#session-live .tree-row").count() >= 4  # two prompts, two replies, and the title and model entries
+    assert page.locator("#session-live button:has-text('Go here')").count() == 0  # no writes from the tree
     shot(page, "session")
+    status, body = page.evaluate(POST_PROMPT, [facts["session"], "tell me slowly about the console"])
+    assert status in (200, 201, 202), body
+    # The new entries arrive without a reload: the prompt, then the streaming reply.
+    page.wait_for_selector("#session-live .tree-row:has-text('tell me slowly')")
+    page.wait_for_selector("#session-live .console-live-state[data-run-state=running]")
+    page.wait_for_selector("#session-live .tree-row.in-flight")
+    shot(page, "session-live")
+    page.wait_for_selector("#session-live .console-live-state[data-run-state=completed]", timeout=30_000)
+    page.wait_for_function(f"window.netaConsole.store.snapshot.entries.length === {before + 2} && !window.netaConsole.store.snapshot.inFlight")
+    assert "Sentence 1 of" in page.locator("#session-live .tree-row.is-leaf").inner_text()
+    # A subagent run's replay: its events in seq order, 50 a page.
+    page.click(f"tr[data-subagent-run='{facts['child']}'] button:has-text('Replay')")
+    page.wait_for_selector(".console-replay li[data-seq='50']")
+    assert page.locator(".console-replay li").count() == 50 and "step 1" in page.locator(".console-replay li").first.inner_text()
+    page.click(".console-replay button:has-text('Next 50 events')")
+    page.wait_for_selector(".console-replay li[data-seq='60']")
+    seqs = page.eval_on_selector_all(".console-replay li", "els => els.map((e) => Number(e.dataset.seq))")
+    assert seqs == list(range(1, 61)) and page.locator(".console-replay button:has-text('Next')").count() == 0
     page.click("#session-actions a:has-text('Tree')")
     page.wait_for_selector(".session-tree")
     page.locator(".session-tree a").last.click()  # the newest entry: the whole conversation

@@ -71,6 +71,35 @@ def test_the_page_by_session_id_shows_runs_and_actions(console, driver):
     assert console.get(reverse("admin:sessions_tree_agentsession_change", args=[meta.pk])).status_code == 200  # old links
 
 
+def test_the_page_carries_the_live_tree_and_the_subagent_replay(console, driver):
+    """The live tree is added by JavaScript over the page's static content (which stays); each
+    subagent run's row names the run its replay reads, and staff read its events in pages."""
+    import json
+
+    from runtime.models import SubprocessEvent, SubprocessRun
+
+    assert driver.prompt("hello").status == "completed"
+    meta = AgentSession.objects.get(session_id=driver.session_id)
+    parent = AgentRun.objects.get(session_id=meta.session_id)
+    child = SubprocessRun.objects.create(
+        session_id=meta.session_id, batch_id="b1", parent_run=parent, tool_call_id="c1", task_index=0, mode="single", agent="helper", task="t"
+    )
+    for seq in range(1, 6):
+        SubprocessEvent.objects.create(run=child, seq=seq, type="assistant_delta", payload={"delta": f"part {seq}"})
+    html = console.get(page_url(meta)).content.decode()
+    data = html.split('<script id="neta-console-session" type="application/json">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)["socket"] == f"/ws/sessions/{meta.session_id}/" and json.loads(data)["sessionId"] == meta.session_id
+    assert '<div class="module console-live" id="session-live" hidden>' in html  # shown by the module, not without it
+    assert 'type="importmap"' in html and "console/session_live.js" in html
+    assert "entries on the active path" in html and "Move the leaf" in html  # the static page is all there without JS
+    assert f'data-subagent-run="{child.run_id}"' in html
+    url = reverse("api:subagent-run-events", args=[child.run_id])
+    first = console.get(url, {"afterSeq": 0, "limit": 2}).json()
+    assert [e["seq"] for e in first["events"]] == [1, 2] and first["hasMore"] is True
+    rest = console.get(url, {"afterSeq": first["nextAfterSeq"], "limit": 10}).json()
+    assert [e["seq"] for e in rest["events"]] == [3, 4, 5] and rest["hasMore"] is False
+
+
 def test_reset_the_leaf_then_move_it_back_from_the_context_page(console, driver, staff):
     assert driver.prompt("hello").status == "completed"
     meta = AgentSession.objects.get(session_id=driver.session_id)

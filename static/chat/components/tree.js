@@ -63,7 +63,11 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle, onExpand }) {
   `;
 }
 
-export function TreeSidebar({ store, actions, open, onClose }) {
+/**
+ * `readOnly` (the console's session page): the same tree, with no leaf moves, labels or
+ * forks — selecting and folding only.
+ */
+export function TreeSidebar({ store, actions, open, onClose, readOnly = false }) {
   useStore(store, ["tree", "leaf"]);
   // The conversation paints first; the tree is built in the task after that paint.
   const [ready, setReady] = useState(false);
@@ -170,6 +174,7 @@ export function TreeSidebar({ store, actions, open, onClose }) {
       }
       return;
     }
+    if (readOnly && ["Enter", "l", "L", "f", "F"].includes(event.key)) return;
     if (event.key === "Enter") {
       event.preventDefault();
       actions.goTo(row.id);
@@ -220,12 +225,14 @@ export function TreeSidebar({ store, actions, open, onClose }) {
         onKeyDown=${onKey}
       >
         <div class="tree-spacer" ref=${list} style=${`height:${rows.length * ROW}px`}>
-          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${actions.goTo} onToggle=${toggle} onExpand=${expand} />`)}
+          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${readOnly ? () => {} : actions.goTo} onToggle=${toggle} onExpand=${expand} />`)}
         </div>
       </div>
       ${selectedRow
         ? html`<div class="tree-actions" aria-label="Selected entry">
-            ${editing === selectedRow.id
+            ${readOnly
+              ? html`<span class="selected-text" title=${rowText(selectedRow)}>${kindIcon(selectedRow.kind)} ${rowText(selectedRow)}</span>`
+              : editing === selectedRow.id
               ? html`<${InlineEditor} id="label-input" label="Label" className="label-editor" maxLength="200" placeholder="Label (empty clears it)" initial=${selectedRow.label ?? ""} onDone=${async (value) => {
                   setEditing(null);
                   if (value !== null) await actions.label(selectedRow.id, value);
