@@ -284,13 +284,17 @@ def _run(turn: Turn) -> None:
         # Resumed after a question (runs/questions.py): its prompt is in the tree and the
         # ``ask_user`` call waits for its result, which the answer (or expiry) gives now.
         _settle_question(turn)
+    elif run.prompt_entry_id:
+        # A regenerated answer (runs/prompts.py::session_regenerate) starts from a user entry
+        # already in the tree (its prompt_entry_id, the leaf): no new user entry, and no
+        # compaction first — its entry would come between the message and the new answer,
+        # which would then not be a sibling of the others (the end of the run compacts).
+        pass
     else:
         maybe_auto_compact(turn)
         # Stored with the reply's in-flight entry (one write), and ``prompt_entry_id`` in the
         # same transaction: once the prompt is in the tree a reaper will not carry it again.
-        # A regenerated answer (runs/prompts.py::session_regenerate) starts from a user entry
-        # already in the tree (its prompt_entry_id, the leaf): no new user entry.
-        turn.pending_prompt = None if run.prompt_entry_id else user_message(run.prompt, run.images)
+        turn.pending_prompt = user_message(run.prompt, run.images)
     # Whether the run's cancel flag was read since the last step: the claim read it, and
     # the check after a round of tool calls reads it with the steers (one query each).
     checked = True

@@ -48,6 +48,23 @@ def test_regenerate_answers_the_same_user_message_again_as_a_sibling(tree, owner
     assert AgentRun.objects.get(pk=run.pk).prompt_entry_id == ids["u1"]
 
 
+def test_a_regenerated_answer_stays_a_sibling_when_compaction_is_due(owner, agent):
+    """No compaction before a regenerated answer: it would stand between the message and
+    the new answer (the run's end may compact, after the answer)."""
+    from runtime.models import Agent
+
+    sid = session_start(agent=agent, user=owner).session_id
+    for text in ("first question", "second question"):
+        assert run_now(session_prompt(session_id=sid, text=text, actor=owner, dispatch=False).run).status == "completed"
+    provider = get_provider(agent.session_provider or "file")
+    question = next(e for e in provider.get_active_path(sid) if e.get("type") == "message" and e["message"]["role"] == "user" and "second" in str(e["message"]["content"]))
+    Agent.objects.filter(pk=agent.pk).update(compaction_reserve_tokens=agent.model.context_window + 1000, compaction_keep_recent_tokens=1)  # always due
+    finished = run_now(session_regenerate(session_id=sid, entry_id=question["id"], actor=owner, dispatch=False))
+    assert finished.status == "completed", finished.error
+    answers = [e for e in provider.list_entries(sid) if e.get("parentId") == question["id"]]
+    assert [(e["type"], (e.get("message") or {}).get("role")) for e in answers] == [("message", "assistant"), ("message", "assistant")]
+
+
 def test_regenerate_over_rest_starts_a_run_and_bad_input_is_a_4xx_writing_nothing(client_for, tree, owner):
     client = client_for("owner")
     url = f"/api/sessions/{tree.session_id}/regenerate/"
