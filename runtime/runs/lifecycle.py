@@ -414,33 +414,25 @@ def abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=N
         if target is None:
             return AbortOutcome(None, False)
         actor_pk = actor.pk if actor is not None else None
-        text = abort_text(target, actor, " before it started")
-        if _transition(
-            target.pk,
-            [RunStatus.QUEUED],
-            status=RunStatus.ABORTED,
-            cancel_requested=True,
-            cancelled_by_id=actor_pk,
-            error=_join(text, _undelivered_note(target.pk, RunStatus.ABORTED)),
-            finished_at=timezone.now(),
+        # Queued or waiting on a question: it holds no thread, so it ends here and now.
+        for status, when, extra in (
+            (RunStatus.QUEUED, " before it started", {}),
+            (RunStatus.WAITING, " while it waited for an answer", {"waiting_since": None}),
         ):
-            target.refresh_from_db()
-            _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
-            _audit_abort(actor, target, RunStatus.QUEUED)
-            return AbortOutcome(target, True)
-        if _transition(
-            target.pk,
-            [RunStatus.WAITING],
-            status=RunStatus.ABORTED,
-            cancel_requested=True,
-            cancelled_by_id=actor_pk,
-            waiting_since=None,
-            error=_join(abort_text(target, actor, " while it waited for an answer"), _undelivered_note(target.pk, RunStatus.ABORTED)),
-            finished_at=timezone.now(),
-        ):
-            target.refresh_from_db()
-            _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
-            return AbortOutcome(target, True, was_waiting=True)
+            if _transition(
+                target.pk,
+                [status],
+                status=RunStatus.ABORTED,
+                cancel_requested=True,
+                cancelled_by_id=actor_pk,
+                error=_join(abort_text(target, actor, when), _undelivered_note(target.pk, RunStatus.ABORTED)),
+                finished_at=timezone.now(),
+                **extra,
+            ):
+                target.refresh_from_db()
+                _announce(target.session_id, target.run_id, target.status, target.error, sink=sink)
+                _audit_abort(actor, target, status)
+                return AbortOutcome(target, True, was_waiting=status == RunStatus.WAITING)
         # Running: ask it to stop (the first actor to ask is the one recorded).
         asked = AgentRun.objects.filter(pk=target.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
             cancel_requested=True, cancelled_by_id=actor_pk
