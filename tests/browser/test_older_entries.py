@@ -125,6 +125,9 @@ def test_going_to_a_paged_in_entry_moves_the_leaf_there(long_page, artifacts):
     page, _ = long_page
     page.wait_for_selector("html[data-tree-ready]")
     page.get_by_role("button", name="Load older entries").click()
+    # The older page arrives over REST: keys pressed before it is drawn move in the old rows.
+    expect(page.locator(".tree-older")).to_have_count(0)
+    expect(page.locator(".tree-row", has_text="main question 0")).to_have_count(1)
     tree = page.get_by_role("tree", name="Entries of this session")
     tree.focus()
     tree.press("Home")  # model, thinking level, name, then the conversation from its first question
