@@ -30,7 +30,7 @@ from audit.services import record
 from runtime.agents.connection import model_test_connection
 from runtime.agents.report import agent_report, agent_reports
 from runtime.agents.services import EDITABLE as AGENT_EDITABLE
-from runtime.agents.services import agent_set_access, agent_update
+from runtime.agents.services import MODEL_EDITABLE, agent_set_access, agent_update, model_config_update
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
@@ -159,6 +159,20 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     @admin.display(description="options this provider reads")
     def known_options(self, obj):
         return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Runs name the model they used (``AgentRun.model_name``): a rename would orphan them.
+        return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        """A new model is saved by the form (validated by ``ModelConfig.clean``, audited by the
+        mixin); a change goes through ``model_config_update``, the service the API's ``PATCH``
+        uses: validated, saved and audited in one transaction, only the fields the form changed."""
+        if not change:
+            return super().save_model(request, obj, form, change)
+        fields = [name for name in form.changed_data if name in MODEL_EDITABLE]
+        model_config_update(model_id=obj.pk, actor=request.user, changes={name: getattr(obj, name) for name in fields})
+        obj.refresh_from_db()
 
     def get_urls(self):
         test = path("<path:object_id>/test/", self.admin_site.admin_view(self.test_connection_view), name="runtime_modelconfig_test")
