@@ -90,6 +90,7 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        verbose_name = "session"
         indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
 
     def __str__(self) -> str:
@@ -131,6 +132,8 @@ class SessionEntry(models.Model):
 
     class Meta:
         ordering = ["session", "seq"]
+        verbose_name = "session entry"
+        verbose_name_plural = "session entries"
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_session_entry_id"),
             models.UniqueConstraint(fields=["session", "seq"], name="uniq_session_seq"),
