@@ -95,6 +95,23 @@ def _pretty(value) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def grouped(fields, groups, rest: str = "Other settings") -> list:
+    """Fieldsets for a page: ``groups`` is ``(title, names[, classes])``; a field a group does not
+    name (one added later) still shows, in a ``rest`` group at the end."""
+    present = list(dict.fromkeys(fields))
+    placed: set[str] = set()
+    out = []
+    for title, names, *classes in groups:
+        mine = [name for name in names if name in present]
+        placed.update(mine)
+        if mine:
+            out.append((title, {"fields": mine, "classes": classes[0] if classes else ()}))
+    leftover = [name for name in present if name not in placed and name != "id"]
+    if leftover:
+        out.append((rest, {"fields": leftover}))
+    return out
+
+
 @admin.register(ModelConfig)
 class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     """Models: capabilities, prices, whether the key variable is set (never its value), the agents
@@ -332,6 +349,25 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         found = self._report(obj).warnings
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
 
+    page_groups = (
+        (None, ("name", "enabled", "model", "warnings", "policy_editor", "access")),
+        ("Prompt", ("description", "system_prompt")),
+        ("Sessions and workspace", (
+            "session_provider", "restore_last_session", "summarize_on_switch", "cwd", "workspace_mode", "workspace_roots",
+            "workspace_layout", "sandbox",
+        )),
+        ("Model calls and compaction", (
+            "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
+            "branch_summary_reserve_tokens",
+        )),
+        ("What a run of it gets now", ("effective_tools", "subagents", "effective_skills", "system_prompt_preview")),
+        ("Stored policies (JSON: the structured editor changes them)", ("tool_policy", "skill_policy", "subagent_policy"), ("collapse",)),
+        ("Timestamps", ("created_at", "updated_at"), ("collapse",)),
+    )  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        return grouped(self.get_fields(request, obj), self.page_groups)
+
     def get_readonly_fields(self, request, obj=None):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
         return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
@@ -562,6 +598,18 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     show_full_result_count = False
     readonly_fields = [f.name for f in AgentRun._meta.fields]
     inlines = [RunInputInline]
+    page_groups = (
+        (None, ("run_id", "status", "error", "session_id", "agent", "user", "model_name", "created_at", "started_at", "finished_at", "cancelled_by")),
+        ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
+        ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since")),
+        ("Where it ran", (
+            "backend", "worker", "host", "pid", "process_started", "submitted_at", "submissions", "heartbeat_at", "cancel_requested",
+            "in_flight_entry_id",
+        ), ("collapse",)),
+    )  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        return grouped(self.get_fields(request, obj), self.page_groups, rest="More")
     actions = ["abort_runs"]
 
     def list_queryset(self, queryset):
@@ -899,6 +947,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def get_urls(self):
         wrap = self.admin_site.admin_view
         mine = [
+            path("<path:object_id>/rename/", wrap(self.rename_view), name="sessions_tree_agentsession_rename"),
             path("<path:object_id>/leaf/", wrap(self.leaf_view), name="sessions_tree_agentsession_leaf"),
             path("<path:object_id>/compact/", wrap(self.compact_view), name="sessions_tree_agentsession_compact"),
             path("<path:object_id>/fork/", wrap(self.fork_view), name="sessions_tree_agentsession_fork"),
@@ -923,6 +972,16 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
 
     def _refused(self, request, meta, exc):
         return self._done(request, meta, f"Refused: {exc}", messages.ERROR)
+
+    def rename_view(self, request, object_id):
+        """The title, through ``session_rename`` (a Pi ``session_info`` entry; refused empty or too long)."""
+        meta = self._writable(request, object_id)
+        try:
+            session_rename(session_id=meta.session_id, title=clean_title(request.POST.get("title") or ""), actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        meta.refresh_from_db()
+        return self._done(request, meta, f"Renamed: {meta.title}")
 
     def leaf_view(self, request, object_id):
         """Move the leaf to an entry (empty: before the first entry), through ``session_switch_leaf``."""
@@ -991,7 +1050,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             if meta is not None:
                 run = active_run(meta.session_id)
                 extra_context = {
-                    **(extra_context or {}), "active_run": run, "session_meta": meta,
+                    **(extra_context or {}), "active_run": run, "session_meta": meta, "title": "Session",
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
                     # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
                     "live_data": {

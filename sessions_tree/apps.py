@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class SessionsTreeConfig(AppConfig):
     name = "sessions_tree"
-    verbose_name = "Sessions"
+    verbose_name = "Session store"

@@ -95,6 +95,7 @@ def writes(w) -> list[tuple[str, dict]]:
         (changelist("runtime_apitoken"), {"action": "revoke_tokens", "_selected_action": [token.pk]}),
         (changelist("runtime_apitoken"), {"action": "rotate_tokens", "_selected_action": [token.pk]}),
         (session("change"), {"title": "hijacked", "agent": agent.name, "status": "archived"}),
+        (session("rename"), {"title": "hijacked"}),
         (session("leaf"), {"entry_id": ""}),
         (session("compact"), {}),
         (session("fork"), {}),
