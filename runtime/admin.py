@@ -596,12 +596,12 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [f.name for f in AgentRun._meta.fields]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used"]
     inlines = [RunInputInline]
     page_groups = (
-        (None, ("run_id", "status", "error", "session_id", "agent", "user", "model_name", "created_at", "started_at", "finished_at", "cancelled_by")),
+        (None, ("run_id", "status", "error", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
-        ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since")),
+        ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (
             "backend", "worker", "host", "pid", "process_started", "submitted_at", "submissions", "heartbeat_at", "cancel_requested",
             "in_flight_entry_id",
@@ -667,6 +667,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     def session_link(self, obj):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
         return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
+
+    @admin.display(description="session")
+    def session_page(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, obj.session_id)
 
     @admin.display(description="subagents")
     def subagent_link(self, obj):

@@ -156,6 +156,7 @@ def test_an_operator_walks_the_console(browser, server, wire, tmp_path):
     page.click("#result_list th.field-run_id_short a")  # the run's own page: its whole error
     page.wait_for_selector(".field-error")
     assert "after 3 retries" in page.inner_text(".field-error") and "failed" in page.inner_text(".field-status")
+    assert page.get_attribute(".field-session_page a", "href").endswith("/agentsession/console-failing-session/change/")
     shot(page, "run")
 
     # 6. The audit entry of each write of the walk, with its values.
