@@ -24,6 +24,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
 
 from audit.admin import AuditedModelAdmin
 from audit.services import record
@@ -859,8 +860,8 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
 
     form = SessionChangeForm
     list_display = (
-        "session_id", "title", "user", "agent", "provider", "leaf_entry_id", "entry_count", "branches", "compaction_count",
-        "run_state", "updated_at", "total_cost", "has_diagnostics",
+        "session_cell", "user", "agent", "provider", "leaf", "entries", "branches", "compactions", "run_state", "last_activity",
+        "total_cost", "has_diagnostics",
     )  # fmt: skip
     list_filter = ("provider", "status", "agent", ("updated_at", admin.DateFieldListFilter))
     readonly_fields = ("runs_table", *AgentSessionAdmin.readonly_fields, "user", "metadata")
@@ -899,6 +900,27 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             listed_run_status=Subquery(runs.order_by("-created_at").values("status")[:1]),
             listed_cost=Subquery(runs.order_by().values("session_id").annotate(total=Sum("cost")).values("total")[:1]),
         )
+
+    @admin.display(description="session", ordering="title")
+    def session_cell(self, obj):
+        # The title to read, the id to address it by (the link goes to /<session id>/).
+        return format_html('<strong>{}</strong><br><code class="console-id">{}</code>', obj.title or "(untitled)", obj.session_id)
+
+    @admin.display(description="leaf")
+    def leaf(self, obj):
+        return format_html("<code>{}</code>", obj.leaf_entry_id) if obj.leaf_entry_id else "(none)"
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entries(self, obj):
+        return obj.entry_count
+
+    @admin.display(description="compactions", ordering="compaction_count")
+    def compactions(self, obj):
+        return obj.compaction_count
+
+    @admin.display(description="last activity", ordering="updated_at")
+    def last_activity(self, obj):
+        return format_html('<span title="{}">{} ago</span>', obj.updated_at.isoformat(), timesince(obj.updated_at))
 
     @admin.display(description="run")
     def run_state(self, obj):

@@ -35,14 +35,15 @@ class IdField(models.CharField):
         return params
 
 
+# Labelled with their values: the console says `file`, `archived`, `in_flight` as the API does.
 class SessionStatus(models.TextChoices):
-    ACTIVE = "active"
-    ARCHIVED = "archived"
+    ACTIVE = "active", "active"
+    ARCHIVED = "archived", "archived"
 
 
 class SessionProviderKind(models.TextChoices):
-    FILE = "file"
-    MYSQL = "mysql"
+    FILE = "file", "file"
+    MYSQL = "mysql", "mysql"
 
 
 class AgentSession(models.Model):
@@ -102,10 +103,10 @@ class AgentSession(models.Model):
 
 
 class EntryStatus(models.TextChoices):
-    IN_FLIGHT = "in_flight"
-    COMPLETED = "completed"
-    ABORTED = "aborted"
-    FAILED = "failed"
+    IN_FLIGHT = "in_flight", "in_flight"
+    COMPLETED = "completed", "completed"
+    ABORTED = "aborted", "aborted"
+    FAILED = "failed", "failed"
 
 
 class SessionEntry(models.Model):
