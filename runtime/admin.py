@@ -720,10 +720,31 @@ class ApiTokenAddForm(forms.ModelForm):
         return user
 
 
+class TokenStateFilter(admin.SimpleListFilter):
+    """Active, revoked or expired: the token's state as the list says it."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked"), ("expired", "expired")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        live = Q(revoked_at__isnull=True)
+        if self.value() == "active":
+            return queryset.filter(live & (Q(expires_at__isnull=True) | Q(expires_at__gt=now)))
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "expired":
+            return queryset.filter(live & Q(expires_at__lte=now))
+        return queryset
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(LightListAdmin):
     list_display = ("prefix_display", "user", "name", "scope", "state", "created_at", "expires_at", "last_used_at")
-    list_filter = ("scope", ("revoked_at", admin.EmptyFieldListFilter))
+    list_filter = (TokenStateFilter, "scope")
     search_fields = ("prefix", "name", "user__username")
     list_select_related = ("user",)
     actions = ["revoke_tokens", "rotate_tokens"]
