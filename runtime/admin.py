@@ -319,9 +319,9 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     def skill_count(self, obj):
         return self._report(obj).skill_count
 
-    @admin.display(description="subagents", boolean=True)
+    @admin.display(description="subagents")
     def subagents_on(self, obj):
-        return self._report(obj).subagents_enabled
+        return "delegates" if self._report(obj).subagents_enabled else "off"
 
     @admin.display(description="workspace", ordering="workspace_mode")
     def workspace(self, obj):
@@ -872,6 +872,10 @@ class SessionChangeForm(forms.ModelForm):
         return name
 
 
+class LastActivityFilter(admin.DateFieldListFilter):
+    title = "last activity"
+
+
 @admin.register(AgentSession)
 class ConsoleSessionAdmin(AgentSessionAdmin):
     """The kernel's session pages plus the console's writes, each through a runtime service:
@@ -882,9 +886,9 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     form = SessionChangeForm
     list_display = (
         "session_cell", "user", "agent", "provider", "leaf", "entries", "branches", "compactions", "run_state", "last_activity",
-        "total_cost", "has_diagnostics",
+        "total_cost", "diagnostics_flag",
     )  # fmt: skip
-    list_filter = ("provider", "status", "agent", ("updated_at", admin.DateFieldListFilter))
+    list_filter = ("provider", "status", "agent", ("updated_at", LastActivityFilter))
     readonly_fields = ("runs_table", *AgentSessionAdmin.readonly_fields, "user", "metadata")
     fields = ("title", "agent", "status", *readonly_fields)
     actions = ["delete_selected"]
@@ -926,6 +930,11 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def session_cell(self, obj):
         # The title to read, the id to address it by (the link goes to /<session id>/).
         return format_html('<strong>{}</strong><br><code class="console-id">{}</code>', obj.title or "(untitled)", obj.session_id)
+
+    @admin.display(description="diagnostics")
+    def diagnostics_flag(self, obj):
+        # Said when there are some; nothing (not a red ✗) when there are none.
+        return format_html('<span class="pill pill-warn">yes</span>') if self.has_diagnostics(obj) else "—"
 
     @admin.display(description="leaf")
     def leaf(self, obj):

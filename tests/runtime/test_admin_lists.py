@@ -304,8 +304,8 @@ def test_the_session_list_still_says_which_sessions_have_diagnostics(client_as_a
         start = page.index(f">{meta.title}<") if f">{meta.title}<" in page else page.index(meta.session_id)
         return page[start: page.index("</tr>", start)]
 
-    assert 'alt="True"' in row(with_diagnostics)
-    assert 'alt="False"' in row(without)
+    assert 'pill-warn">yes<' in row(with_diagnostics)
+    assert 'pill-warn' not in row(without)
 
 
 def test_the_sql_reader_tells_columns_from_expressions():

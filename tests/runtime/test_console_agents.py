@@ -64,7 +64,7 @@ def test_the_list_shows_usable_tools_skills_and_delegation(console, agent):
     helper, keyless = cells(html, "helper"), cells(html, "keyless")
     assert "icon-yes" in helper["usable"] and "icon-no" in keyless["usable"]  # its key variable is not set
     assert int(keyless["tool_count"]) == int(helper["tool_count"]) + 1 + 3  # bash back, and task/parallel/chain
-    assert "icon-no" in helper["subagents_on"] and "icon-yes" in keyless["subagents_on"]
+    assert helper["subagents_on"] == "off" and keyless["subagents_on"] == "delegates"
     assert helper["skill_count"] == "0"
 
 
