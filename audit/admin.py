@@ -13,6 +13,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import transaction
 from django.utils.html import format_html, format_html_join
 
+from audit.admin_actions import CheckedSelectionAdmin
 from audit.models import AuditEntry
 from audit.services import changed_fields, record
 
@@ -98,7 +99,7 @@ def _members(obj, name: str) -> list[str]:
     return sorted(str(member) for member in getattr(obj, name).all())
 
 
-class AuditedModelAdmin(admin.ModelAdmin):
+class AuditedModelAdmin(CheckedSelectionAdmin):
     """Records the admin's own saves and deletes of a configuration row (an agent, a model…):
     the changed fields before and after, in the save's transaction. ``audit_action`` names the
     thing (``agent`` → ``agent.create`` / ``agent.change`` / ``agent.delete``)."""

@@ -3,5 +3,5 @@ from django.apps import AppConfig
 
 class AuditConfig(AppConfig):
     name = "audit"
-    verbose_name = "Audit log"
+    verbose_name = "Audit"
     default_auto_field = "django.db.models.BigAutoField"

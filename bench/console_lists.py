@@ -131,6 +131,11 @@ PAGES = [
     ("sessions ?q=<title>", "admin:sessions_tree_agentsession_changelist", "?q=Bench+session+4242"),
     ("tools", "admin:console_tools", ""),
     ("models", "admin:runtime_modelconfig_changelist", ""),
+    ("agents", "admin:runtime_agent_changelist", ""),
+    ("skills", "admin:skills_registry_skillresource_changelist", ""),
+    ("tokens", "admin:runtime_apitoken_changelist", ""),
+    ("audit log", "admin:audit_auditentry_changelist", ""),
+    ("access", "admin:console_access", ""),
 ]
 
 

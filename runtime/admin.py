@@ -24,13 +24,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.timesince import timesince
 
 from audit.admin import AuditedModelAdmin
 from audit.services import record
 from runtime.agents.connection import model_test_connection
 from runtime.agents.report import agent_report, agent_reports
 from runtime.agents.services import EDITABLE as AGENT_EDITABLE
-from runtime.agents.services import agent_set_access, agent_update
+from runtime.agents.services import MODEL_EDITABLE, agent_set_access, agent_update, model_config_update
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
@@ -93,6 +94,23 @@ ERROR_SHOWN = 300  # characters of a run's error a list row reads (the column ma
 
 def _pretty(value) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def grouped(fields, groups, rest: str = "Other settings") -> list:
+    """Fieldsets for a page: ``groups`` is ``(title, names[, classes])``; a field a group does not
+    name (one added later) still shows, in a ``rest`` group at the end."""
+    present = list(dict.fromkeys(fields))
+    placed: set[str] = set()
+    out = []
+    for title, names, *classes in groups:
+        mine = [name for name in names if name in present]
+        placed.update(mine)
+        if mine:
+            out.append((title, {"fields": mine, "classes": classes[0] if classes else ()}))
+    leftover = [name for name in present if name not in placed and name != "id"]
+    if leftover:
+        out.append((rest, {"fields": leftover}))
+    return out
 
 
 @admin.register(ModelConfig)
@@ -159,6 +177,20 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     @admin.display(description="options this provider reads")
     def known_options(self, obj):
         return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Runs name the model they used (``AgentRun.model_name``): a rename would orphan them.
+        return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        """A new model is saved by the form (validated by ``ModelConfig.clean``, audited by the
+        mixin); a change goes through ``model_config_update``, the service the API's ``PATCH``
+        uses: validated, saved and audited in one transaction, only the fields the form changed."""
+        if not change:
+            return super().save_model(request, obj, form, change)
+        fields = [name for name in form.changed_data if name in MODEL_EDITABLE]
+        model_config_update(model_id=obj.pk, actor=request.user, changes={name: getattr(obj, name) for name in fields})
+        obj.refresh_from_db()
 
     def get_urls(self):
         test = path("<path:object_id>/test/", self.admin_site.admin_view(self.test_connection_view), name="runtime_modelconfig_test")
@@ -287,9 +319,9 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     def skill_count(self, obj):
         return self._report(obj).skill_count
 
-    @admin.display(description="subagents", boolean=True)
+    @admin.display(description="subagents")
     def subagents_on(self, obj):
-        return self._report(obj).subagents_enabled
+        return "delegates" if self._report(obj).subagents_enabled else "off"
 
     @admin.display(description="workspace", ordering="workspace_mode")
     def workspace(self, obj):
@@ -317,6 +349,25 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             return "—"
         found = self._report(obj).warnings
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
+
+    page_groups = (
+        (None, ("name", "enabled", "model", "warnings", "policy_editor", "access")),
+        ("Prompt", ("description", "system_prompt")),
+        ("Sessions and workspace", (
+            "session_provider", "restore_last_session", "summarize_on_switch", "cwd", "workspace_mode", "workspace_roots",
+            "workspace_layout", "sandbox",
+        )),
+        ("Model calls and compaction", (
+            "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
+            "branch_summary_reserve_tokens",
+        )),
+        ("What a run of it gets now", ("effective_tools", "subagents", "effective_skills", "system_prompt_preview")),
+        ("Stored policies (JSON: the structured editor changes them)", ("tool_policy", "skill_policy", "subagent_policy"), ("collapse",)),
+        ("Timestamps", ("created_at", "updated_at"), ("collapse",)),
+    )  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        return grouped(self.get_fields(request, obj), self.page_groups)
 
     def get_readonly_fields(self, request, obj=None):
         # Sessions and runs name their agent: a rename would hand them to the default agent.
@@ -546,8 +597,20 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [f.name for f in AgentRun._meta.fields]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used"]
     inlines = [RunInputInline]
+    page_groups = (
+        (None, ("run_id", "status", "error", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
+        ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
+        ("Where it ran", (
+            "backend", "worker", "host", "pid", "process_started", "submitted_at", "submissions", "heartbeat_at", "cancel_requested",
+            "in_flight_entry_id",
+        ), ("collapse",)),
+    )  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        return grouped(self.get_fields(request, obj), self.page_groups, rest="More")
     actions = ["abort_runs"]
 
     def list_queryset(self, queryset):
@@ -606,6 +669,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
         return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
 
+    @admin.display(description="session")
+    def session_page(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, obj.session_id)
+
     @admin.display(description="subagents")
     def subagent_link(self, obj):
         n = getattr(obj, "subagent_total", None) or 0
@@ -652,10 +720,31 @@ class ApiTokenAddForm(forms.ModelForm):
         return user
 
 
+class TokenStateFilter(admin.SimpleListFilter):
+    """Active, revoked or expired: the token's state as the list says it."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked"), ("expired", "expired")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        live = Q(revoked_at__isnull=True)
+        if self.value() == "active":
+            return queryset.filter(live & (Q(expires_at__isnull=True) | Q(expires_at__gt=now)))
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "expired":
+            return queryset.filter(live & Q(expires_at__lte=now))
+        return queryset
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(LightListAdmin):
     list_display = ("prefix_display", "user", "name", "scope", "state", "created_at", "expires_at", "last_used_at")
-    list_filter = ("scope", ("revoked_at", admin.EmptyFieldListFilter))
+    list_filter = (TokenStateFilter, "scope")
     search_fields = ("prefix", "name", "user__username")
     list_select_related = ("user",)
     actions = ["revoke_tokens", "rotate_tokens"]
@@ -783,6 +872,10 @@ class SessionChangeForm(forms.ModelForm):
         return name
 
 
+class LastActivityFilter(admin.DateFieldListFilter):
+    title = "last activity"
+
+
 @admin.register(AgentSession)
 class ConsoleSessionAdmin(AgentSessionAdmin):
     """The kernel's session pages plus the console's writes, each through a runtime service:
@@ -792,10 +885,10 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
 
     form = SessionChangeForm
     list_display = (
-        "session_id", "title", "user", "agent", "provider", "leaf_entry_id", "entry_count", "branches", "compaction_count",
-        "run_state", "updated_at", "total_cost", "has_diagnostics",
+        "session_cell", "user", "agent", "provider", "leaf", "entries", "branches", "compactions", "run_state", "last_activity",
+        "total_cost", "diagnostics_flag",
     )  # fmt: skip
-    list_filter = ("provider", "status", "agent", ("updated_at", admin.DateFieldListFilter))
+    list_filter = ("provider", "status", "agent", ("updated_at", LastActivityFilter))
     readonly_fields = ("runs_table", *AgentSessionAdmin.readonly_fields, "user", "metadata")
     fields = ("title", "agent", "status", *readonly_fields)
     actions = ["delete_selected"]
@@ -832,6 +925,32 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             listed_run_status=Subquery(runs.order_by("-created_at").values("status")[:1]),
             listed_cost=Subquery(runs.order_by().values("session_id").annotate(total=Sum("cost")).values("total")[:1]),
         )
+
+    @admin.display(description="session", ordering="title")
+    def session_cell(self, obj):
+        # The title to read, the id to address it by (the link goes to /<session id>/).
+        return format_html('<strong>{}</strong><br><code class="console-id">{}</code>', obj.title or "(untitled)", obj.session_id)
+
+    @admin.display(description="diagnostics")
+    def diagnostics_flag(self, obj):
+        # Said when there are some; nothing (not a red ✗) when there are none.
+        return format_html('<span class="pill pill-warn">yes</span>') if self.has_diagnostics(obj) else "—"
+
+    @admin.display(description="leaf")
+    def leaf(self, obj):
+        return format_html("<code>{}</code>", obj.leaf_entry_id) if obj.leaf_entry_id else "(none)"
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entries(self, obj):
+        return obj.entry_count
+
+    @admin.display(description="compactions", ordering="compaction_count")
+    def compactions(self, obj):
+        return obj.compaction_count
+
+    @admin.display(description="last activity", ordering="updated_at")
+    def last_activity(self, obj):
+        return format_html('<span title="{}">{} ago</span>', obj.updated_at.isoformat(), timesince(obj.updated_at))
 
     @admin.display(description="run")
     def run_state(self, obj):
@@ -885,6 +1004,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def get_urls(self):
         wrap = self.admin_site.admin_view
         mine = [
+            path("<path:object_id>/rename/", wrap(self.rename_view), name="sessions_tree_agentsession_rename"),
             path("<path:object_id>/leaf/", wrap(self.leaf_view), name="sessions_tree_agentsession_leaf"),
             path("<path:object_id>/compact/", wrap(self.compact_view), name="sessions_tree_agentsession_compact"),
             path("<path:object_id>/fork/", wrap(self.fork_view), name="sessions_tree_agentsession_fork"),
@@ -909,6 +1029,16 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
 
     def _refused(self, request, meta, exc):
         return self._done(request, meta, f"Refused: {exc}", messages.ERROR)
+
+    def rename_view(self, request, object_id):
+        """The title, through ``session_rename`` (a Pi ``session_info`` entry; refused empty or too long)."""
+        meta = self._writable(request, object_id)
+        try:
+            session_rename(session_id=meta.session_id, title=clean_title(request.POST.get("title") or ""), actor=request.user)
+        except (SessionTreeError, RuntimeInputError) as exc:
+            return self._refused(request, meta, exc)
+        meta.refresh_from_db()
+        return self._done(request, meta, f"Renamed: {meta.title}")
 
     def leaf_view(self, request, object_id):
         """Move the leaf to an entry (empty: before the first entry), through ``session_switch_leaf``."""
@@ -977,7 +1107,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             if meta is not None:
                 run = active_run(meta.session_id)
                 extra_context = {
-                    **(extra_context or {}), "active_run": run, "session_meta": meta,
+                    **(extra_context or {}), "active_run": run, "session_meta": meta, "title": "Session",
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
                     # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
                     "live_data": {

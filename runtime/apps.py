@@ -28,6 +28,7 @@ def serves_asgi(argv: list[str] | None = None) -> bool:
 
 class RuntimeConfig(AppConfig):
     name = "runtime"
+    verbose_name = "Agents, models and runs"
 
     def ready(self):
         # Imports here, not at the top: Django loads app code only once the app registry is ready.

@@ -19,12 +19,14 @@ SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits
 ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
 
 
+# The status and provider choices are labelled with their values: the console, the chat page
+# and the API say `failed`, `openai-compatible` alike (docs/console.md, "Glossary").
 class LlmProviderKind(models.TextChoices):
-    ANTHROPIC = "anthropic"
-    OPENAI = "openai"
-    OPENAI_RESPONSES = "openai-responses"
-    OPENAI_COMPATIBLE = "openai-compatible"
-    SCRIPTED = "scripted"
+    ANTHROPIC = "anthropic", "anthropic"
+    OPENAI = "openai", "openai"
+    OPENAI_RESPONSES = "openai-responses", "openai-responses"
+    OPENAI_COMPATIBLE = "openai-compatible", "openai-compatible"
+    SCRIPTED = "scripted", "scripted"
 
 
 class ModelConfig(models.Model):
@@ -59,6 +61,7 @@ class ModelConfig(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = "model"  # the console's word (docs/console.md, "Glossary")
 
     def __str__(self) -> str:
         return self.display_name or self.name
@@ -227,15 +230,15 @@ class Agent(models.Model):
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
     # Parked on an ``ask_user`` question: no thread, no worker; the answer (or its
     # expiry) makes it ``queued`` again and the backend resumes it (runs/questions.py).
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    ABORTED = "aborted"
-    FAILED = "failed"
-    LOST = "lost"
+    WAITING = "waiting", "waiting"
+    COMPLETED = "completed", "completed"
+    ABORTED = "aborted", "aborted"
+    FAILED = "failed", "failed"
+    LOST = "lost", "lost"
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
@@ -292,6 +295,7 @@ class AgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "run"
         indexes = [
             models.Index(fields=["session_id", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
@@ -374,16 +378,16 @@ class ApiToken(models.Model):
 class SubprocessStatus(models.TextChoices):
     """A subagent child's life (docs/subagents.md, "Records"). The last five are terminal."""
 
-    QUEUED = "queued"
-    STARTING = "starting"
-    RUNNING = "running"
-    CANCELLING = "cancelling"
-    COMPLETED = "completed"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
-    LOST = "lost"
+    QUEUED = "queued", "queued"
+    STARTING = "starting", "starting"
+    RUNNING = "running", "running"
+    CANCELLING = "cancelling", "cancelling"
+    COMPLETED = "completed", "completed"
+    PARTIAL = "partial", "partial"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+    TIMED_OUT = "timed_out", "timed_out"
+    LOST = "lost", "lost"
 
 
 ACTIVE_SUBPROCESS_STATUSES = (
@@ -443,6 +447,7 @@ class SubprocessRun(models.Model):
 
     class Meta:
         ordering = ["created_at", "task_index"]
+        verbose_name = "subagent run"
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]

@@ -16,6 +16,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 
+from audit.admin_actions import CheckedSelectionAdmin
+
 BLOB_TYPES = frozenset({"TextField", "JSONField", "BinaryField"})
 
 
@@ -30,7 +32,7 @@ class LightChangeList(ChangeList):
         return self.model_admin.list_queryset(queryset)
 
 
-class LightListAdmin(admin.ModelAdmin):
+class LightListAdmin(CheckedSelectionAdmin):
     #: Blob columns the list does show (a short summary of them); the others are deferred.
     list_blobs_shown: tuple[str, ...] = ()
 

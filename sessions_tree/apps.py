@@ -3,3 +3,4 @@ from django.apps import AppConfig
 
 class SessionsTreeConfig(AppConfig):
     name = "sessions_tree"
+    verbose_name = "Session store"

@@ -35,14 +35,15 @@ class IdField(models.CharField):
         return params
 
 
+# Labelled with their values: the console says `file`, `archived`, `in_flight` as the API does.
 class SessionStatus(models.TextChoices):
-    ACTIVE = "active"
-    ARCHIVED = "archived"
+    ACTIVE = "active", "active"
+    ARCHIVED = "archived", "archived"
 
 
 class SessionProviderKind(models.TextChoices):
-    FILE = "file"
-    MYSQL = "mysql"
+    FILE = "file", "file"
+    MYSQL = "mysql", "mysql"
 
 
 class AgentSession(models.Model):
@@ -90,6 +91,7 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
+        verbose_name = "session"
         indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
 
     def __str__(self) -> str:
@@ -101,10 +103,10 @@ class AgentSession(models.Model):
 
 
 class EntryStatus(models.TextChoices):
-    IN_FLIGHT = "in_flight"
-    COMPLETED = "completed"
-    ABORTED = "aborted"
-    FAILED = "failed"
+    IN_FLIGHT = "in_flight", "in_flight"
+    COMPLETED = "completed", "completed"
+    ABORTED = "aborted", "aborted"
+    FAILED = "failed", "failed"
 
 
 class SessionEntry(models.Model):
@@ -131,6 +133,8 @@ class SessionEntry(models.Model):
 
     class Meta:
         ordering = ["session", "seq"]
+        verbose_name = "session entry"
+        verbose_name_plural = "session entries"
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_session_entry_id"),
             models.UniqueConstraint(fields=["session", "seq"], name="uniq_session_seq"),

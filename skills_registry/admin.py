@@ -68,7 +68,7 @@ class SkillResourceAdmin(LightListAdmin):
         "scope",
         "source",
         "status",
-        "disabled",
+        "governance",
         "fingerprint_short",
         "version",
         "revision",
@@ -121,6 +121,11 @@ class SkillResourceAdmin(LightListAdmin):
     def console_page(self, obj):
         # The console's page of the skill: versions and diff, precedence, who can use it (neta/console/skills.py).
         return format_html('<a href="{}">details</a>', reverse("admin:console_skill", args=[obj.pk]))
+
+    @admin.display(description="governance", ordering="disabled")
+    def governance(self, obj):
+        # Said, not a red ✗ beside a skill that is on (the column once showed "disabled: no" so).
+        return "disabled" if obj.disabled else "enabled"
 
     @admin.display(description="fingerprint")
     def fingerprint_short(self, obj):

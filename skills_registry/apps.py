@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class SkillsRegistryConfig(AppConfig):
     name = "skills_registry"
-    verbose_name = "Skills"
+    verbose_name = "Skill registry"
 
     def ready(self) -> None:
         # No database access here (Django warns about queries in ready()); the

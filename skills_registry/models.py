@@ -75,6 +75,7 @@ class SkillResource(models.Model):
 
     class Meta:
         ordering = ("discovery_order", "id")
+        verbose_name = "skill"
         indexes = [models.Index(fields=["status", "discovery_order"])]
 
     def __str__(self) -> str:

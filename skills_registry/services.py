@@ -192,8 +192,12 @@ def skills_sync(
     home: Path | None = None,
     roots: list[SkillRoot] | None = None,
     mode: str | None = None,
+    audit: bool = True,
 ) -> SyncReport:
-    """Discover every skill and record it; a second run with nothing changed changes nothing."""
+    """Discover every skill and record it; a second run with nothing changed changes nothing.
+    A sync a person asked for (``actor``) that changed rows leaves a ``skill.sync`` audit row
+    naming them, in the same transaction (``audit=False``: the import or removal that ran it
+    records its own)."""
     roots = roots if roots is not None else conf.configured_roots(cwd=cwd, home=home)
     result = discover_skills(roots, mode=mode or conf.validation_mode(), max_entry_bytes=conf.max_entry_bytes())
     report = SyncReport()
@@ -202,6 +206,11 @@ def skills_sync(
         try:
             with transaction.atomic():
                 _apply(result.skills, report)
+                if audit and actor is not None and (report.added or report.changed or report.removed):
+                    record(
+                        actor=actor, action="skill.sync", target=("skills_registry.skillresource", "registry", "the skill registry"),
+                        after={"added": report.added, "changed": report.changed, "removed": report.removed},
+                    )  # fmt: skip
             break
         except IntegrityError:  # another sync created the same row first
             if attempt == 2:
@@ -334,7 +343,7 @@ def _import_bundle(bundle: SkillBundle, *, scope: str, actor: Any, replace: bool
             os.replace(record_tmp, scope_dir / IMPORTS_DIR / f"{name}.json")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    report = skills_sync(actor=actor)
+    report = skills_sync(actor=actor, audit=False)
     row = SkillResource.objects.get(path_key=path_key_for(os.fspath(target / ENTRY_FILE)))
     with transaction.atomic():
         record(
@@ -382,7 +391,7 @@ def skill_import_remove(*, skill: SkillResource, actor: Any = None) -> SyncRepor
         with contextlib.suppress(FileNotFoundError):
             os.unlink(base.parent / IMPORTS_DIR / f"{base.name}.json")
     logger.info("skill %s removed by %s", skill.name, _actor_name(actor))
-    report = skills_sync(actor=actor)
+    report = skills_sync(actor=actor, audit=False)
     with transaction.atomic():
         record(actor=actor, action="skill.remove", target=skill, before={"name": skill.name, "scope": skill.scope, "source": skill.source, "base_dir": skill.base_dir})
     return report

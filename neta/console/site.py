@@ -1,4 +1,4 @@
-"""The admin site with the console's pages: the overview as its home, the tools catalog, a skill's page."""
+"""The admin site with the console's pages: the overview as its home, the tools catalog, a skill's page, access."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ class ConsoleSite(admin.AdminSite):
         return super().index(request, {**overview_context(), **(extra_context or {})})
 
     def get_urls(self):
-        from neta.console import skills, tools  # the pages load with the URLconf, after the apps
+        from neta.console import access, skills, tools  # the pages load with the URLconf, after the apps
 
         console = [
+            path("console/access/", self.admin_view(access.access_page), name="console_access"),
             path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
             path("console/tools/<str:name>/", self.admin_view(tools.tool_detail), name="console_tool"),
             path("console/skills/<int:pk>/", self.admin_view(skills.skill_detail), name="console_skill"),

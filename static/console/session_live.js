@@ -35,7 +35,15 @@ function RunState({ store }) {
   `;
 }
 
+// A short session's tree takes the room its rows need, a long one scrolls in 420 px.
+const TREE_CHROME_PX = 150;
+const TREE_ROW_PX = 28;
+const TREE_MAX_PX = 420;
+
 function LiveTree({ store, entriesApi }) {
+  useStore(store, ["tree", "live"]);
+  const rows = (store.snapshot?.entries.length ?? 0) + (store.live ? 1 : 0);
+  const height = Math.min(TREE_MAX_PX, TREE_CHROME_PX + TREE_ROW_PX * rows);
   const actions = {
     goTo: () => {},
     label: async () => {},
@@ -50,7 +58,7 @@ function LiveTree({ store, entriesApi }) {
   };
   return html`
     <${RunState} store=${store} />
-    <div class="console-live-tree"><${TreeSidebar} store=${store} actions=${actions} open=${true} onClose=${() => {}} readOnly=${true} /></div>
+    <div class="console-live-tree" style=${`height: ${height}px`}><${TreeSidebar} store=${store} actions=${actions} open=${true} onClose=${() => {}} readOnly=${true} /></div>
   `;
 }
 

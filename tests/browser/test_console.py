@@ -1,6 +1,7 @@
 """The staff console in Chromium, as an operator walks it: the overview's health, a new model
-with a key variable and its connection test, why a tool is gone for subagents, a skill's
-history, a failing run and its error. Screenshots at 1440×900: docs/screenshots/console-*.png with
+with a key variable and its connection test, a new agent on that model with its tools
+restricted, why a tool is gone for subagents, a skill's history, a failing run and its error,
+and the audit entry of each write. Screenshots at 1440×900: docs/screenshots/console-*.png with
 NETA_CONSOLE_SCREENSHOTS=1, else test-artifacts/browser/."""
 
 from __future__ import annotations
@@ -91,6 +92,25 @@ def test_an_operator_walks_the_console(browser, server, wire, tmp_path):
     assert "Hello from the wire server." in page.inner_text("#connection-test")
     assert wire.requests[-1].headers.get("authorization") == "Bearer sk-browser-console"
     shot(page, "model")
+    page.goto(server.base_url + "/admin/runtime/modelconfig/")
+    assert "CONSOLE_TEST_API_KEY is set" in page.inner_text('#result_list tr:has-text("wire-model")')
+    shot(page, "models")
+
+    # 2b. A new agent on that model, its tools restricted in the structured editor.
+    page.goto(server.base_url + "/admin/runtime/agent/add/")
+    page.fill("#id_name", "wire-agent")
+    page.select_option("#id_model", label="wire-model")
+    page.fill("#id_cwd", str(server.var_dir / "wire-agent"))
+    page.click("input[name=_continue]")
+    page.wait_for_selector(".field-policy_editor a")
+    shot(page, "agent")
+    page.click(".field-policy_editor a")
+    page.select_option("#id_tools-bash__mode", "off")
+    page.click("input[value='Save policies']")
+    page.wait_for_selector(".messagelist .success")
+    assert "wire-model" in page.inner_text("#content")
+    bash_row = page.locator("tr", has=page.locator("code", has_text="bash")).first
+    assert "✗ off" in bash_row.inner_text() and "agent_policy" in bash_row.inner_text()
 
     # 3. Tools: close bash to subagents, and see why the browser agent's children lack it.
     page.goto(server.base_url + "/admin/console/tools/")
@@ -114,8 +134,12 @@ def test_an_operator_walks_the_console(browser, server, wire, tmp_path):
         page.set_input_files("#id_archive", str(archive))
         if replace:
             page.check("#id_replace")
+            shot(page, "skill-import")
         page.click("input[type=submit]")
         page.wait_for_selector(".messagelist")
+    page.goto(server.base_url + "/admin/skills_registry/skillresource/")
+    page.wait_for_selector("#result_list")
+    shot(page, "skills")
     page.goto(server.base_url + "/admin/skills_registry/skillresource/?q=release-notes")
     page.click("td.field-console_page a")
     page.wait_for_selector("#history")
@@ -129,5 +153,30 @@ def test_an_operator_walks_the_console(browser, server, wire, tmp_path):
     page.wait_for_selector("#result_list")
     assert "529 overloaded_error" in page.inner_text("#result_list td.field-error_head")
     shot(page, "runs")
+    page.click("#result_list th.field-run_id_short a")  # the run's own page: its whole error
+    page.wait_for_selector(".field-error")
+    assert "after 3 retries" in page.inner_text(".field-error") and "failed" in page.inner_text(".field-status")
+    assert page.get_attribute(".field-session_page a", "href").endswith("/agentsession/console-failing-session/change/")
+    shot(page, "run")
+
+    # 6. The audit entry of each write of the walk, with its values.
+    page.goto(server.base_url + "/admin/audit/auditentry/?via__exact=console")
+    listing = page.inner_text("#result_list")
+    for action in ("model.create", "agent.create", "agent.change", "tool.change", "skill.import"):
+        assert action in listing, action
+    for action, target, shown in (
+        ("model.create", "wire-model", "CONSOLE_TEST_API_KEY"),
+        ("agent.change", "wire-agent", '"bash"'),
+        ("tool.change", "bash", "allow_in_subagent"),
+        ("skill.import", "release-notes", "fingerprint"),
+    ):
+        page.goto(server.base_url + f"/admin/audit/auditentry/?action__exact={action}&q={target}")
+        page.locator("#result_list tbody tr").first.locator("a").first.click()
+        page.wait_for_selector(".field-after_json pre")
+        assert shown in page.inner_text(".field-after_json") + page.inner_text(".field-changes"), action
+        assert "operator" in page.inner_text(".field-actor_name"), action
+        if action == "tool.change":
+            assert "false" in page.inner_text(".field-changes")  # allow_in_subagent: true → false
+            shot(page, "audit-entry")
     context.close()
     assert console.errors == [], console.errors

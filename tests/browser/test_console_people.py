@@ -121,6 +121,10 @@ def test_an_operator_walks_the_console(browser, server, tmp_path):
     shot(page, "agent-policies")
     page.goto(f"{base}/admin/runtime/agent/{facts['agent']}/access/")
     shot(page, "access")
+    page.goto(base + "/admin/console/access/")
+    assert "everyone" in page.inner_text("#agent-access tr[data-agent='console-walk']")
+    assert "superuser" in page.inner_text("#staff-roles tr[data-user='root']")
+    shot(page, "access-overview")
 
     # 1b. Import a skill ZIP; its page shows the fingerprint and who can use it.
     archive = tmp_path / "good.zip"
@@ -172,12 +176,19 @@ def test_an_operator_walks_the_console(browser, server, tmp_path):
     page.wait_for_selector(".console-replay li[data-seq='60']")
     seqs = page.eval_on_selector_all(".console-replay li", "els => els.map((e) => Number(e.dataset.seq))")
     assert seqs == list(range(1, 61)) and page.locator(".console-replay button:has-text('Next')").count() == 0
+    page.goto(f"{base}/admin/runtime/subprocessrun/?session_id={facts['session']}")
+    page.wait_for_selector("#result_list")
+    assert "completed" in page.inner_text("#result_list")
+    shot(page, "subagent-runs")
+    page.goto(f"{base}/admin/sessions_tree/agentsession/{facts['session']}/change/")
     page.click("#session-actions a:has-text('Tree')")
     page.wait_for_selector(".session-tree")
+    shot(page, "session-tree")
     page.locator(".session-tree a").last.click()  # the newest entry: the whole conversation
     page.wait_for_selector("table.context-messages")
     assert "hello console" in page.inner_text("table.context-messages")
     assert page.locator("input[value='Make this entry the leaf']").count() == 1
+    shot(page, "session-context")
 
     # 3. Reset the leaf (to before the first entry), then delete the session.
     page.goto(f"{base}/admin/sessions_tree/agentsession/{facts['session']}/change/")
@@ -187,6 +198,7 @@ def test_an_operator_walks_the_console(browser, server, tmp_path):
     page.click("#session-actions a.deletelink")
     page.wait_for_selector("input[value='Delete 1 session']")
     assert facts["file"] in page.content()  # the confirmation says what goes
+    shot(page, "session-delete")
     page.click("input[value='Delete 1 session']")
     succeeded(page)
     after = json.loads(server.python(CHECK.format(sid=facts["session"], file=facts["file"])).strip().splitlines()[-1])
@@ -206,7 +218,8 @@ def test_an_operator_walks_the_console(browser, server, tmp_path):
     listing = page.inner_text("#result_list")
     for action in ("agent.change", "session.switch_leaf", "session.delete", "token.rotate"):
         assert action in listing, action
-    assert listing.count("agent.change") == 2  # the model, then the tool policy
+    walk_changes = page.locator("#result_list tbody tr", has_text="agent.change").filter(has_text="console-walk")
+    assert walk_changes.count() == 2  # the model, then the tool policy
     shot(page, "audit")
     page.locator("#result_list tr", has_text="session.delete").locator("a").first.click()
     page.wait_for_selector(".field-before_json pre")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
 
 from runtime.api.tokens import api_token_create
 from runtime.models import Agent, AgentRun, ApiToken, RunInput
@@ -372,3 +374,19 @@ def test_an_agent_that_sessions_still_name_is_not_deleted(superuser_client, agen
     AgentSession.objects.filter(agent="helper").delete()
     response = superuser_client.post(f"/admin/runtime/agent/{other.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302 and not Agent.objects.filter(name="helper").exists()
+
+
+def test_the_token_list_filters_by_state(superuser_client, owner):
+    import datetime as dt
+
+    from runtime.api.tokens import api_token_create, api_token_revoke
+
+    live = api_token_create(user=owner, name="live").token
+    gone = api_token_create(user=owner, name="gone").token
+    api_token_revoke(token=gone, actor=None)
+    old = api_token_create(user=owner, name="old").token
+    ApiToken.objects.filter(pk=old.pk).update(expires_at=timezone.now() - dt.timedelta(days=1))
+    url = reverse("admin:runtime_apitoken_changelist")
+    for state, expected in (("active", {live.pk}), ("revoked", {gone.pk}), ("expired", {old.pk})):
+        listed = {t.pk for t in superuser_client.get(url, {"state": state}).context["cl"].result_list}
+        assert listed == expected, state

@@ -64,7 +64,7 @@ def test_the_list_shows_usable_tools_skills_and_delegation(console, agent):
     helper, keyless = cells(html, "helper"), cells(html, "keyless")
     assert "icon-yes" in helper["usable"] and "icon-no" in keyless["usable"]  # its key variable is not set
     assert int(keyless["tool_count"]) == int(helper["tool_count"]) + 1 + 3  # bash back, and task/parallel/chain
-    assert "icon-no" in helper["subagents_on"] and "icon-yes" in keyless["subagents_on"]
+    assert helper["subagents_on"] == "off" and keyless["subagents_on"] == "delegates"
     assert helper["skill_count"] == "0"
 
 
@@ -143,3 +143,15 @@ def test_the_editor_keeps_what_it_has_no_field_for(console, agent):
     agent.refresh_from_db()
     assert agent.tool_policy["per_tool"] == {"delegate_task": {"prompt_hint": "Delegate big searches."}}
     assert agent.subagent_policy == {"result_chars_per_child": 5000}  # unchanged in meaning: left as stored
+
+
+def test_the_agent_page_leads_with_its_state_and_loses_no_field(console, agent):
+    from runtime.admin import grouped
+
+    page = console.get(reverse("admin:runtime_agent_change", args=[agent.pk]))
+    sets = page.context["adminform"].fieldsets
+    assert sets[0][0] is None and sets[0][1]["fields"][:4] == ["name", "enabled", "model", "warnings"]
+    shown = {name for _, options in sets for name in options["fields"]}
+    assert set(page.context["adminform"].form.fields) <= shown  # every editable field is on the page
+    # A field no group names (one a later change adds) still shows, at the end.
+    assert grouped(["a", "b", "c", "id"], ((None, ("a",)),)) == [(None, {"fields": ["a"], "classes": ()}), ("Other settings", {"fields": ["b", "c"]})]

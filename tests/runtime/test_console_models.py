@@ -135,3 +135,27 @@ def test_test_connection_needs_the_change_permission(client, django_user_model):
     page = client.get(reverse("admin:runtime_modelconfig_change", args=[model.pk]))
     assert page.status_code == 200 and 'id="test-connection"' not in page.content.decode()
     assert client.post(reverse("admin:runtime_modelconfig_test", args=[model.pk])).status_code == 403
+
+
+def test_a_console_change_goes_through_the_service_the_api_uses(client, staff, monkeypatch):
+    """The model's page saves a change with ``model_config_update``: one ``model.change`` row with
+    only the fields that changed, via the console; the name stays (runs name their model)."""
+    from audit.models import AuditEntry
+    from runtime.agents.services import model_config_update
+
+    model = ModelConfig.objects.create(name="m1", provider_kind="scripted", model_id="s", context_window=100000)
+    called = []  # the real service, watched
+    monkeypatch.setattr("runtime.admin.model_config_update", lambda **kw: called.append(kw) or model_config_update(**kw))
+    client.force_login(staff)
+    url = reverse("admin:runtime_modelconfig_change", args=[model.pk])
+    answer = client.post(url, form(name="renamed", context_window=200000, options='{"delay_ms": 0}'))
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    model.refresh_from_db()
+    assert model.name == "m1" and model.context_window == 200000 and model.options == {"delay_ms": 0}
+    assert [sorted(kw["changes"]) for kw in called] == [["context_window", "options"]]
+    entry = AuditEntry.objects.get(action="model.change")
+    assert entry.via == "console" and entry.actor == staff
+    assert entry.before == {"context_window": 100000, "options": {}} and entry.after == {"context_window": 200000, "options": {"delay_ms": 0}}
+    # Nothing changed: no call, no row.
+    client.post(url, form(context_window=200000, options='{"delay_ms": 0}'))
+    assert AuditEntry.objects.filter(action="model.change").count() == 1

@@ -118,6 +118,24 @@ def test_reset_the_leaf_then_move_it_back_from_the_context_page(console, driver,
     assert meta.leaf_entry_id == leaf
 
 
+def test_rename_from_the_actions_bar_is_a_session_info_entry(console, driver, staff):
+    assert driver.prompt("hello").status == "completed"
+    meta = AgentSession.objects.get(session_id=driver.session_id)
+    entries = meta.entry_count
+    assert f'action="{page_url(meta, "rename")}"' in console.get(page_url(meta)).content.decode()
+    response = console.post(page_url(meta, "rename"), {"title": "  Quarterly numbers  "}, follow=True)
+    assert "Renamed: Quarterly numbers" in response.content.decode()
+    meta.refresh_from_db()
+    assert meta.title == "Quarterly numbers" and meta.entry_count == entries + 1  # Pi's session_info entry
+    row = AuditEntry.objects.get(action="session.rename")
+    assert row.actor == staff and row.via == "console" and row.after == {"title": "Quarterly numbers"}
+    for bad in ("", "   ", "t" * 501):
+        response = console.post(page_url(meta, "rename"), {"title": bad}, follow=True)
+        assert any("Refused" in str(m) for m in response.context["messages"]), bad
+    meta.refresh_from_db()
+    assert meta.title == "Quarterly numbers" and AuditEntry.objects.filter(action="session.rename").count() == 1
+
+
 def test_actions_are_refused_while_a_run_is_active_and_abort_first_works(console, driver):
     meta = AgentSession.objects.get(session_id=driver.session_id)
     run = session_prompt(actor=None, session_id=meta.session_id, text="pending", dispatch=False).run

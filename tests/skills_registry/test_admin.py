@@ -114,6 +114,11 @@ def test_sync_button_and_action(client, synced, skill_staff):
     any_pk = SkillResource.objects.first().pk
     response = client.post(reverse(CHANGELIST), {"action": "sync_now", "_selected_action": [any_pk]}, follow=True)
     assert "added=0 changed=0 removed=0" in response.content.decode()
+    # The sync that added a skill is in the audit log with what it changed; the one that changed nothing is not.
+    from audit.models import AuditEntry
+
+    [row] = AuditEntry.objects.filter(action="skill.sync")
+    assert row.actor == skill_staff and row.via == "console" and row.after == {"added": ["new-one"], "changed": [], "removed": []}
 
 
 def test_import_page_zip_and_refusal(client, skill_env, skill_staff):

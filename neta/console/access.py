@@ -1,0 +1,119 @@
+"""The console's Access page: who may use each agent, and what each staff account may do.
+
+Both halves read the rules that decide, they do not restate them: an agent's users and groups
+(``runtime.agents.access``, enforced by the API, the socket and the chat page) and Django's
+permissions, which the console pages, the API and the socket check (``runtime.sessions.access``
+for sessions). The page changes nothing: an agent's access is edited on its own page
+(``agent_set_access``), accounts and groups on Django's user and group pages (audited).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db.models import Prefetch
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_safe
+
+from runtime.models import Agent
+
+# (area, app label, model name, what "change" lets one do there, what "delete" lets one do)
+AREAS = (
+    ("Sessions", "sessions_tree", "agentsession", "prompt, rename, archive, move the leaf, compact, fork", "delete with entries and runs"),
+    ("Runs", "runtime", "agentrun", "abort runs and subagent runs", ""),
+    ("Agents", "runtime", "agent", "edit settings, policies and who may use them", "delete unused agents"),
+    ("Models", "runtime", "modelconfig", "edit, test the connection", "delete unused models"),
+    ("Tools", "toolcatalog", "toolconfig", "governance: enable, subagents, route, renderer", ""),
+    ("Skills", "skills_registry", "skillresource", "sync, import, enable/disable, subagent access", ""),
+    ("API tokens", "runtime", "apitoken", "rename, revoke, rotate", ""),
+    ("Users", "auth", "user", "edit accounts, groups and permissions", "delete accounts"),
+    ("Audit log", "audit", "auditentry", "", ""),
+)
+
+
+def _level(perms: set[str], app: str, model: str) -> str:
+    """``view`` / ``change`` (add or change) / with ``, delete`` / ``""`` for one area. Delete
+    counts only with view or change, as the admin and the session rule count it."""
+
+    def can(action: str) -> bool:
+        return f"{app}.{action}_{model}" in perms
+
+    base = "change" if can("change") or can("add") else "view" if can("view") else ""
+    return f"{base}, delete" if base and can("delete") else base
+
+
+def staff_roles() -> list[dict]:
+    """Every active staff account with its level per area and its role in a word: four queries
+    whatever the number of accounts (the accounts, their permissions, their groups' permissions)."""
+    users = list(
+        get_user_model()
+        .objects.filter(is_active=True, is_staff=True)
+        .only("id", "username", "is_superuser", "last_login")
+        .prefetch_related(Prefetch("groups", queryset=Group.objects.only("id", "name")))
+        .order_by("username")
+    )
+    ids = [u.pk for u in users]
+    direct: dict[int, set[str]] = defaultdict(set)
+    through = get_user_model().user_permissions.through
+    for user_id, app, codename in through.objects.filter(user_id__in=ids).values_list(
+        "user_id", "permission__content_type__app_label", "permission__codename"
+    ):
+        direct[user_id].add(f"{app}.{codename}")
+    group_ids = {g.pk for u in users for g in u.groups.all()}
+    by_group: dict[int, set[str]] = defaultdict(set)
+    for group_id, app, codename in Permission.group_set.through.objects.filter(group_id__in=group_ids).values_list(
+        "group_id", "permission__content_type__app_label", "permission__codename"
+    ):
+        by_group[group_id].add(f"{app}.{codename}")
+    rows = []
+    for user in users:
+        perms = set(direct[user.pk])
+        for group in user.groups.all():
+            perms |= by_group[group.pk]
+        if user.is_superuser:
+            levels = {area: "all" for area, *_ in AREAS}
+            role = "superuser"
+        else:
+            levels = {area: _level(perms, app, model) for area, app, model, *_ in AREAS}
+            granted = [level for level in levels.values() if level]
+            if not granted:
+                role = "no console rights"
+            elif all(level == "view" for level in granted):
+                role = "view-only"
+            else:
+                role = "can change: " + ", ".join(area for area, level in levels.items() if level not in ("", "view"))
+        rows.append({"user": user, "groups": [g.name for g in user.groups.all()], "levels": [levels[a] for a, *_ in AREAS], "role": role})
+    return rows
+
+
+def agent_access_rows() -> list[dict]:
+    agents = Agent.objects.only("id", "name", "enabled", "access_restricted").prefetch_related(
+        Prefetch("allowed_users", queryset=get_user_model().objects.only("id", "username")),
+        Prefetch("allowed_groups", queryset=Group.objects.only("id", "name")),
+    )
+    return [
+        {
+            "agent": agent,
+            "users": sorted(u.username for u in agent.allowed_users.all()),
+            "groups": sorted(g.name for g in agent.allowed_groups.all()),
+        }
+        for agent in agents.order_by("name")
+    ]
+
+
+@require_safe  # a page to read: the edits are on the agent's and the user's pages
+def access_page(request):
+    context = {
+        **admin.site.each_context(request),
+        "title": "Access",
+        "subtitle": None,
+        "agents": agent_access_rows(),
+        "staff": staff_roles(),
+        "areas": AREAS,
+        "can_change_agents": request.user.has_perm("runtime.change_agent"),
+        "can_view_users": request.user.has_perm("auth.view_user"),
+    }
+    return TemplateResponse(request, "console/access.html", context)
