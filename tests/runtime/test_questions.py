@@ -224,3 +224,22 @@ def test_the_subagent_host_never_grants_ask_user(make_agent):
     names = {g["name"] for g in grants}
     assert "ask_user" not in names and "todo" in names
     assert {"name": "ask_user", "reason": "never offered to subagents"} in denied
+
+
+def test_the_scripted_demo_plans_for_plan_and_asks_for_ask_me(driver_for):
+    """The demo model (runtime/llm/scripted_demo.yaml) shows both panels: "plan" walks a
+    three-step todo list to the end, "ask me" waits on a question with three options."""
+    driver = driver_for("runtime/llm/scripted_demo.yaml")
+    run = driver.prompt("Make a plan and look at my workspace")
+    assert run.status == RunStatus.COMPLETED, run.error
+    plans = [m["details"]["todos"] for m in tool_results(driver.session_id) if m["toolName"] == "todo"]
+    assert [sum(t["status"] == "completed" for t in plan) for plan in plans] == [0, 2, 3]
+    assert [t["content"] for t in plans[-1]] == ["Look at the workspace", "Pick what matters", "Write the answer"]
+    assert any(m["toolName"] == "ls" and not m["isError"] for m in tool_results(driver.session_id))
+
+    asked = driver.prompt("Please ask me which format I want")
+    assert asked.status == RunStatus.WAITING
+    assert asked.question["options"] == ["A short paragraph", "A bullet list", "A table"] and asked.question["allowFreeText"]
+    answer_question(session_id=driver.session_id, tool_call_id=asked.question["toolCallId"], answer="A table", start=False)
+    assert execute_run(asked.run_id, sink=driver.sink).status == RunStatus.COMPLETED
+    assert path_messages(driver.session_id)[-1]["content"][0]["text"].startswith("Thanks. The user answered: A table")
