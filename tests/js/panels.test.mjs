@@ -169,6 +169,11 @@ test("events before their batch entry are held, then the entry replaces them; th
   const final = batchRows(batchEntry("completed"), { results, children: store.subagents });
   assert.deepEqual(final.map((r) => [r.status, r.token]), [["completed", "done"], ["timed_out", "timed-out"]]);
   assert.equal(final[1].why, "timed out (stalled): no event for 60 s");
+  // A child a budget stopped says which one (its last process event in the result entry).
+  const budget = { [RUN_A]: { type: "subagent_result", content: { results: [{ status: "partial", errorCode: null, error: null, usage: {} }] },
+    metadata: { processEvents: [{ seq: 7, type: "tool_call", name: "ls" }, { seq: 8, type: "run_end", status: "partial", stopReason: "budget_turns" }] } } };
+  const stopped = batchRows(batchEntry("completed"), { results: budget, children: new Map() });
+  assert.deepEqual([stopped[0].status, stopped[0].token, stopped[0].why], ["partial", "partial", "stopped by the turn budget (budget_turns)"]);
   // A child known only from a late event (no start: a reload came in between) is covered
   // by its batch's entry too, through the batch id.
   store.receive({ type: "subagent_run_completed", runId: "parent", subagentRunId: "late-run", batchId: "b1", taskIndex: 2, agent: "default", status: "cancelled", errorCode: "cancelled", error: null, usage: {}, eventCount: 3 });
