@@ -6,7 +6,7 @@
 // (subagents.js), so the view is the same either way. Per-child and batch cancel.
 
 import { Component } from "preact";
-import { useEffect, useReducer, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useReducer, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer, ToolCard } from "./tool_renderers.js";
@@ -141,6 +141,16 @@ class ChildStreamBox extends Component {
 function ChildStream({ store, row }) {
   useThrottledStore(store, "subagents", STREAM_REDRAW_MS);
   const child = store.subagents.get(row.runId) ?? null;
+  // The box follows its bottom while the child writes, unless the reader scrolled up in it.
+  const box = useRef(null);
+  const stick = useRef(true);
+  useLayoutEffect(() => {
+    if (stick.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  });
+  const onScroll = () => {
+    const el = box.current;
+    if (el) stick.current = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
+  };
   useEffect(() => {
     // After a reload (nothing live for this child), a hole in the live events, or a
     // finished child whose stream was not watched: the replay endpoint fills it in.
@@ -148,7 +158,7 @@ function ChildStream({ store, row }) {
   }, [row.runId, child?.gap, child === null]);
   const items = child?.items ?? [];
   return html`
-    <div class="child-stream" data-subagent-stream=${row.runId}>
+    <div class="child-stream" data-subagent-stream=${row.runId} ref=${box} onScroll=${onScroll}>
       ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? "Loading its events…" : "Starting…"}</p>` : null}
       ${items.map((item, i) => html`<${StreamItem} key=${item.key} item=${item} live=${i === items.length - 1 && !isTerminalChild(row.status)} ended=${isTerminalChild(row.status)} />`)}
       ${row.finalText && !items.some((i) => i.kind === "text") ? html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(row.finalText) }}></div>` : null}
@@ -200,14 +210,12 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
   for (const row of rows) counts[row.token] = (counts[row.token] ?? 0) + 1;
   const worst = ["failed", "timed-out", "aborted", "partial"].find((t) => rows.some((r) => r.token === t));
   const token = live && running ? "running" : state === "cancelled" ? "aborted" : worst ?? "done";
+  // Every child not ended, at once (a queued one never starts; a running one is told to stop).
   const cancelAll = async () => {
-    for (const row of rows.filter((r) => !isTerminalChild(r.status))) {
-      try {
-        await api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" });
-      } catch (e) {
-        setError(`Could not cancel: ${e.message}`);
-      }
-    }
+    const open = rows.filter((r) => !isTerminalChild(r.status));
+    const outcomes = await Promise.allSettled(open.map((row) => api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" })));
+    const failed = outcomes.filter((o) => o.status === "rejected");
+    if (failed.length) setError(`Could not cancel ${failed.length} of ${open.length}: ${failed[0].reason?.message ?? failed[0].reason}`);
   };
   return html`
     <section class=${`panel subagent-panel state-${token}`} aria-label="Subagents" data-entry-id=${batchEntryId ?? undefined} data-state=${token}>
