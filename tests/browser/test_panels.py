@@ -52,7 +52,7 @@ RULES = {
         ]},
         {"match": {"contains": "child task"}, "replies": [
             [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-            [{"pause_ms": 15000}, {"text": "The workspace holds **notes.md** and `src/`."}],
+            [{"pause_ms": 25000}, {"text": "The workspace holds **notes.md** and `src/`."}],
         ]},
         {"match": {"contains": "delegate"}, "replies": [
             [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
@@ -236,7 +236,7 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     send(page, "please delegate this")
     panel = page.locator(".live-slot .subagent-panel")
     rows = panel.locator(".subagent-row")
-    expect(rows).to_have_count(3)
+    expect(rows).to_have_count(3, timeout=60_000)
     expect(rows.nth(0).locator(".subagent-task")).to_have_text("child task one: list the files")
     # Both children run as processes and report live (their first text, then their tool).
     expect(rows.nth(0).locator(".state-badge")).to_have_attribute("data-state", "running")
@@ -255,19 +255,6 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     page.locator(".tree-row.kind-subagent_batch").click()
     expect(panel).to_have_class(re.compile(r"\brevealed\b"))
 
-    # A reload mid-batch: the same rows from the tree entry, the stream from the replay endpoint.
-    page.reload()
-    page.wait_for_selector("html[data-conversation-ready]")
-    expect(rows).to_have_count(3)
-    assert [rows.nth(i).get_attribute("data-status") for i in range(3)] == ["running", "running", "failed"]
-    # Rows not opened show what they showed before the reload (from the replay endpoint).
-    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("ls")
-    expect(rows.nth(1).locator(".subagent-usage")).to_contain_text("tok")
-    expect(rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
-    rows.nth(0).locator(".subagent-expand").click()
-    expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
-    expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
-
     # The same batch, live, on a phone (another tab): rows, badges and Cancel fit the width.
     phone_context = browser.new_context(viewport=PHONE)
     phone = phone_context.new_page()
@@ -276,7 +263,11 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     phone.goto(page.url)
     phone.wait_for_selector("html[data-conversation-ready]")
     phone_rows = phone.locator(".live-slot .subagent-panel .subagent-row")
-    expect(phone_rows).to_have_count(3)
+    try:
+        expect(phone_rows).to_have_count(3, timeout=30_000)
+    except AssertionError:
+        phone.screenshot(path=str(artifacts / "panels-phone-tab-failed.png"))
+        raise
     expect(phone_rows.nth(0)).to_have_attribute("data-status", "running")
     expect(phone_rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
     phone_rows.nth(0).locator(".subagent-expand").click()
@@ -286,6 +277,19 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     shot(phone, artifacts, "panels-subagents-live-390")
     assert phone.console.errors == [], phone.console.errors
     phone_context.close()
+
+    # A reload mid-batch: the same rows from the tree entry, the stream from the replay endpoint.
+    page.reload()
+    page.wait_for_selector("html[data-conversation-ready]")
+    expect(rows).to_have_count(3)
+    assert [rows.nth(i).get_attribute("data-status") for i in range(3)] == ["running", "running", "failed"]
+    # Rows not opened show what they showed before the reload (from the replay endpoint).
+    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("ls", timeout=20_000)
+    expect(rows.nth(1).locator(".subagent-usage")).to_contain_text("tok", timeout=20_000)
+    expect(rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded", timeout=20_000)
+    rows.nth(0).locator(".subagent-expand").click()
+    expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
+    expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
 
     # Cancel the second child: it ends cancelled, the first completes, the batch says so.
     rows.nth(1).get_by_role("button", name="Cancel subagent 2").click()
@@ -338,8 +342,8 @@ def test_every_way_a_child_ends_looks_distinct_and_says_why_and_cancel_all(brows
     send(page, "budget delegate please")
     live = page.locator(".live-slot .subagent-panel")
     rows = live.locator(".subagent-row")
-    expect(rows).to_have_count(4)
-    expect(rows.nth(3).locator(".subagent-activity")).to_contain_text("writing")  # the frozen one has started its answer
+    expect(rows).to_have_count(4, timeout=60_000)  # four child processes start on a loaded machine
+    expect(rows.nth(3).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)  # the frozen one has started its answer
     pid = store_eval(page, "[...s.subagents.values()].find((c) => c.taskIndex === 3)?.pid")
     assert isinstance(pid, int) and pid > 1, pid
     os.killpg(os.getpgid(pid), signal.SIGSTOP)  # no more heartbeats: the host's idle limit ends it
@@ -371,9 +375,9 @@ def test_every_way_a_child_ends_looks_distinct_and_says_why_and_cancel_all(brows
     # Cancel all: every child still running is cancelled; the batch says so.
     send(page, "slow delegate now")
     rows = page.locator(".live-slot .subagent-panel .subagent-row")
-    expect(rows).to_have_count(2)
-    expect(rows.nth(0).locator(".subagent-activity")).to_contain_text("writing")
-    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("writing")
+    expect(rows).to_have_count(2, timeout=60_000)
+    expect(rows.nth(0).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)
+    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)
     page.locator(".live-slot .subagent-panel").get_by_role("button", name="Cancel all").click()
     wait_idle(page, timeout=60_000)
     stopped = page.locator(".stable-list .subagent-panel").last
