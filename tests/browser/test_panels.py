@@ -195,11 +195,16 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     close_drawers(page)
     send(page, "ask me once more")
     expect(question).to_be_visible()
+    # On a phone the plan gives the question room: its head only while the question waits.
+    expect(plan.locator(".panel-toggle")).to_have_attribute("aria-expanded", "false")
+    expect(plan.locator(".todo-list")).to_have_count(0)
+    expect(plan.locator(".plan-current")).to_have_text("Write the answer")
     shot(page, artifacts, "panels-question-390")
     page.fill("#clarify-input", "In one line")
     page.locator(".clarify-panel button[type=submit]").click()
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Thanks. The user answered: In one line")
     wait_idle(page)
+    expect(plan.locator(".todo-item")).to_have_count(2)  # open again, as the reader left it
     shot(page, artifacts, "panels-plan-390")
     # An unanswered question expires (the server's reaper round, every 10 s) with a clear result.
     send(page, "ask me, and I will not answer")
