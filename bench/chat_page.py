@@ -5,8 +5,10 @@
 Prints (issue 7's targets): first paint of the conversation (≤ 1 s), tree sidebar
 interactive (≤ 1.5 s), and long tasks (> 50 ms) on the main thread while a reply
 streams at 50 deltas per second (none). Also: the same page on a 20-entry session
-as the baseline, and how long one keyboard step in the 10k tree takes.
-Uses a throwaway state directory; never the user's data.
+as the baseline, and how long one keyboard step in the 10k tree takes. Last (issue
+17; ``--subagents 0`` skips it): a real delegate batch of 8 child processes streaming
+at once with every row open, and the long tasks while they stream (none; see
+bench/chat_subagents.py). Uses a throwaway state directory; never the user's data.
 """
 
 from __future__ import annotations
@@ -144,7 +146,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--snapshot-limit", type=int, default=10_000, help="NETA_SNAPSHOT_ENTRY_LIMIT of the server (default 2000 in production)")
+    parser.add_argument("--subagents", type=int, default=8, help="children of the delegate batch phase (0: skip it)")
+    parser.add_argument("--subagent-seconds", type=float, default=15, help="how long each child streams")
     args = parser.parse_args(argv)
+    from bench.chat_subagents import measure_real, report_real
     from playwright.sync_api import sync_playwright
 
     import tests.browser.conftest as browser_conftest
@@ -167,6 +172,7 @@ def main(argv=None) -> int:
             measure_page(browser, base_url, small_id, stream=False)  # warm up the server and the browser's cache
             baseline = measure_page(browser, base_url, small_id, stream=True)
             runs = [measure_page(browser, base_url, big_id, stream=i == 0) for i in range(3)]
+            batch = measure_real(browser, server, base_url, children=args.subagents, seconds=args.subagent_seconds) if args.subagents else None
             browser.close()
     finally:
         stop_daphne(proc)
@@ -184,6 +190,8 @@ def main(argv=None) -> int:
         f"{first['longTasksStreaming']} long tasks > 50 ms (longest {first['longestTaskStreamingMs']:.0f} ms); "
         f"baseline {baseline['longTasksStreaming']} (longest {baseline['longestTaskStreamingMs']:.0f} ms)"
     )
+    if batch is not None:
+        report_real(batch, args.subagents)
     return 0
 
 

@@ -188,6 +188,22 @@ function parseTime(value) {
   return Number.isFinite(t) ? t : null;
 }
 
+const BUDGETS = {
+  budget_turns: "the turn budget",
+  budget_tool_calls: "the tool-call budget",
+  budget_tokens: "the token budget",
+  budget_cost: "the cost budget",
+  budget_wall_clock: "the wall-clock budget",
+};
+
+/** The budget that stopped a partial child, from its result entry's last process events. */
+function stopReasonOf(resultEntry) {
+  const events = resultEntry?.metadata?.processEvents;
+  if (!Array.isArray(events)) return null;
+  for (let i = events.length - 1; i >= 0; i -= 1) if (events[i]?.type === "run_end") return typeof events[i].stopReason === "string" ? events[i].stopReason : null;
+  return null;
+}
+
 const WHY = {
   partial: "stopped by a budget",
   failed: "failed",
@@ -212,12 +228,13 @@ export function batchRows(entry, { results = {}, children = new Map(), inFlight 
     const child = children.get(run.runId) ?? null;
     let status = result?.status ?? run.status ?? "queued";
     if (inFlight && child?.status && (TERMINAL.has(child.status) || !TERMINAL.has(status))) status = child.status;
-    const errorCode = result?.errorCode ?? record.errorCode ?? child?.errorCode ?? null;
+    const errorCode = result?.errorCode ?? record.errorCode ?? (status === "partial" ? stopReasonOf(results[run.runId]) : null) ?? child?.errorCode ?? null;
     const error = result?.error ?? child?.error ?? null;
     const cancelledBy = record.cancelledBy ?? null;
     let why = null;
     if (status in WHY) {
-      why = `${WHY[status]}${errorCode && errorCode !== status ? ` (${errorCode})` : ""}${error ? `: ${error}` : ""}${cancelledBy ? ` — by ${cancelledBy}` : ""}`;
+      const what = status === "partial" && BUDGETS[errorCode] ? `stopped by ${BUDGETS[errorCode]}` : WHY[status];
+      why = `${what}${errorCode && errorCode !== status ? ` (${errorCode})` : ""}${error ? `: ${error}` : ""}${cancelledBy ? ` — by ${cancelledBy}` : ""}`;
     }
     return {
       runId: run.runId,
@@ -232,6 +249,7 @@ export function batchRows(entry, { results = {}, children = new Map(), inFlight 
       lastActivity: child?.lastActivity ?? (TERMINAL.has(status) ? (status === "completed" ? "finished" : why) : null),
       why,
       finalText: result?.finalText ?? child?.finalText ?? null,
+      resultEntryId: results[run.runId]?.id ?? null,
       child,
     };
   });
@@ -280,7 +298,7 @@ export function applySubagentStream(children, event) {
   } else if (event.type === "subagent_event") {
     next = applyChildEvent(child, event.event ? { ...event.event, seq: event.seq } : null, event.firstSeq);
   } else if (event.type === "subagent_run_completed") {
-    next = { ...child, status: event.status, errorCode: event.errorCode ?? null, error: event.error ?? null, usage: event.usage ?? child.usage, eventCount: event.eventCount, agent: event.agent ?? child.agent };
+    next = { ...child, status: event.status, errorCode: event.errorCode ?? (event.status === "partial" ? child.errorCode : null), error: event.error ?? null, usage: event.usage ?? child.usage, eventCount: event.eventCount, agent: event.agent ?? child.agent };
   }
   if (next === known) return children;
   const map = new Map(children);

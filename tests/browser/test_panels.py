@@ -6,6 +6,9 @@ after a reload, one child cancelled, and phone width. Screenshots: docs/screensh
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 
 import pytest
 from playwright.sync_api import expect
@@ -28,9 +31,28 @@ RULES = {
     "delay_ms": 15,
     "rules": [
         {"match": {"contains": "child task three"}, "reply": {"steps": [{"text": "Trying."}], "error": "503 the model is overloaded"}},
+        {"match": {"contains": "quick child"}, "reply": [{"text": "Quick and done."}]},
+        {"match": {"contains": "frozen child"}, "reply": [{"text": "This will take a long while."}, {"pause_ms": 120000}, {"text": "never shown"}]},
+        {"match": {"contains": "slow child"}, "reply": [{"text": "Slowly, slowly."}, {"pause_ms": 120000}, {"text": "never shown"}]},
+        {"match": {"contains": "budget delegate"}, "replies": [
+            [{"text": "Four subagents on a tight budget."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "panels", "task": "child task one: list the files"},
+                {"agent": "panels", "task": "quick child: say hello"},
+                {"agent": "panels", "task": "child task three: this one fails"},
+                {"agent": "panels", "task": "frozen child: think for a long time"},
+            ]}}}],
+            [{"text": "The budget batch is over."}],
+        ]},
+        {"match": {"contains": "slow delegate"}, "replies": [
+            [{"text": "Two slow subagents."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "panels", "task": "slow child one"},
+                {"agent": "panels", "task": "slow child two"},
+            ]}}}],
+            [{"text": "The slow ones were stopped."}],
+        ]},
         {"match": {"contains": "child task"}, "replies": [
             [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-            [{"pause_ms": 5000}, {"text": "The workspace holds **notes.md** and `src/`."}],
+            [{"pause_ms": 25000}, {"text": "The workspace holds **notes.md** and `src/`."}],
         ]},
         {"match": {"contains": "delegate"}, "replies": [
             [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
@@ -68,6 +90,10 @@ model, _ = ModelConfig.objects.update_or_create(
                   context_window=64000, max_output_tokens=4096, supports_thinking=True, price_input=1, price_output=2,
                   options={{"rules": rules}}),
 )
+Agent.objects.update_or_create(name="panels-budget", defaults=dict(
+    model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests: tight child budgets",
+    subagent_policy={{"enabled": True, "agents": ["panels"], "child_budget": {{"max_turns": 1, "idle_seconds": 5}}}},
+))
 Agent.objects.update_or_create(name="panels", defaults=dict(
     model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests",
     subagent_policy={{"enabled": True, "agents": ["panels"], "child_budget": {{"idle_seconds": 60}}}},
@@ -78,16 +104,23 @@ Agent.objects.update_or_create(name="panels", defaults=dict(
 @pytest.fixture(scope="module")
 def panels_agent(server):
     server.python(SETUP.format(rules=json.dumps(RULES)))
-    SHOTS.mkdir(parents=True, exist_ok=True)
     return "panels"
 
 
-def open_page(browser, server, viewport=DESKTOP):
+def shot(page, artifacts, name: str) -> None:
+    """Into test-artifacts/browser/; with NETA_WRITE_DOC_SCREENSHOTS=1 into docs/screenshots/ too."""
+    page.screenshot(path=str(artifacts / f"{name}.png"))
+    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def open_page(browser, server, viewport=DESKTOP, agent="panels"):
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.console = Console(page)
-    login(page, server.base_url, path="/?agent=panels")
+    login(page, server.base_url, path=f"/?agent={agent}")
     return context, page
 
 
@@ -110,7 +143,7 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     wait_idle(page)
     expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
     expect(plan.locator("[role=progressbar]")).to_have_attribute("aria-valuenow", "1")
-    page.screenshot(path=str(SHOTS / "panels-plan-1440.png"))
+    shot(page, artifacts, "panels-plan-1440")
     branch_a = store_eval(page, "s.snapshot.leafId")
     # Collapsed, the plan keeps its head only.
     plan.locator(".panel-toggle").click()
@@ -126,6 +159,11 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     page.evaluate("(id) => window.neta.connection.send('switch_leaf', {entryId: id, summarize: false})", branch_a)
     expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
     expect(plan.locator(".todo-item").first).to_contain_text("Look at the workspace")
+    # A reload rebuilds the same plan from the path (and keeps it collapsed or open as it was).
+    page.reload()
+    page.wait_for_selector("html[data-conversation-ready]")
+    expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
+    expect(plan.locator(".plan-current")).to_have_text("Write the answer")
 
     # A question: the run waits (persisted), a second tab sees it and answers it.
     send(page, "now ask me something")
@@ -134,7 +172,7 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     expect(question.locator(".clarify-question")).to_have_text("Which format do you want?")
     expect(page.locator(".run-state")).to_have_attribute("data-state", "waiting")
     expect(page.locator(".stable-list .tool-card[data-tool=ask_user] .tool-status")).to_have_text("waiting for you")
-    page.screenshot(path=str(SHOTS / "panels-question-1440.png"))
+    shot(page, artifacts, "panels-question-1440")
     other = context.new_page()
     other.console = Console(other)
     other.goto(page.url)
@@ -157,12 +195,17 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     close_drawers(page)
     send(page, "ask me once more")
     expect(question).to_be_visible()
-    page.screenshot(path=str(SHOTS / "panels-question-390.png"))
+    # On a phone the plan gives the question room: its head only while the question waits.
+    expect(plan.locator(".panel-toggle")).to_have_attribute("aria-expanded", "false")
+    expect(plan.locator(".todo-list")).to_have_count(0)
+    expect(plan.locator(".plan-current")).to_have_text("Write the answer")
+    shot(page, artifacts, "panels-question-390")
     page.fill("#clarify-input", "In one line")
     page.locator(".clarify-panel button[type=submit]").click()
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Thanks. The user answered: In one line")
     wait_idle(page)
-    page.screenshot(path=str(SHOTS / "panels-plan-390.png"))
+    expect(plan.locator(".todo-item")).to_have_count(2)  # open again, as the reader left it
+    shot(page, artifacts, "panels-plan-390")
     # An unanswered question expires (the server's reaper round, every 10 s) with a clear result.
     send(page, "ask me, and I will not answer")
     expect(question).to_be_visible()
@@ -174,6 +217,16 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     expect(question).to_have_count(0, timeout=40_000)
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("the question expired")
     expect(page.locator(".stable-list .tool-card[data-tool=ask_user]").last.locator(".tool-status")).to_have_text("✗ error")
+    wait_idle(page)
+    # Abort while a question waits: the question goes, its card says why, the run is aborted.
+    send(page, "ask me, then I abort")
+    expect(question).to_be_visible()
+    page.get_by_role("button", name="Abort").click()
+    expect(question).to_have_count(0)
+    expect(page.locator(".run-state")).to_have_attribute("data-state", "aborted")
+    card = page.locator(".stable-list .tool-card[data-tool=ask_user]").last
+    expect(card.locator(".tool-status")).to_have_text("✗ error")
+    expect(card).to_contain_text("aborted while this question waited")
     wait_idle(page)
     box = page.locator(".plan-panel").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
@@ -188,7 +241,7 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     send(page, "please delegate this")
     panel = page.locator(".live-slot .subagent-panel")
     rows = panel.locator(".subagent-row")
-    expect(rows).to_have_count(3)
+    expect(rows).to_have_count(3, timeout=60_000)
     expect(rows.nth(0).locator(".subagent-task")).to_have_text("child task one: list the files")
     # Both children run as processes and report live (their first text, then their tool).
     expect(rows.nth(0).locator(".state-badge")).to_have_attribute("data-state", "running")
@@ -202,13 +255,43 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
     expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
     expect(page.locator(".stable-list .tool-card[data-tool=delegate_parallel] .tool-summary")).to_have_text("3 tasks: panels, panels, panels")
-    page.screenshot(path=str(SHOTS / "panels-subagents-1440.png"))
+    shot(page, artifacts, "panels-subagents-1440")
+    # The tree's batch node while it runs: the panel below the conversation is shown.
+    page.locator(".tree-row.kind-subagent_batch").click()
+    expect(panel).to_have_class(re.compile(r"\brevealed\b"))
+
+    # The same batch, live, on a phone (another tab): rows, badges and Cancel fit the width.
+    phone_context = browser.new_context(viewport=PHONE)
+    phone = phone_context.new_page()
+    phone.console = Console(phone)
+    phone_context.add_cookies(context.cookies())
+    phone.goto(page.url)
+    phone.wait_for_selector("html[data-conversation-ready]")
+    phone_rows = phone.locator(".live-slot .subagent-panel .subagent-row")
+    try:
+        expect(phone_rows).to_have_count(3, timeout=30_000)
+    except AssertionError:
+        phone.screenshot(path=str(artifacts / "panels-phone-tab-failed.png"))
+        raise
+    expect(phone_rows.nth(0)).to_have_attribute("data-status", "running")
+    expect(phone_rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
+    phone_rows.nth(0).locator(".subagent-expand").click()
+    expect(phone_rows.nth(0).locator(".child-stream")).to_contain_text("Child here")
+    phone.locator(".live-slot .subagent-panel").scroll_into_view_if_needed()
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(phone, artifacts, "panels-subagents-live-390")
+    assert phone.console.errors == [], phone.console.errors
+    phone_context.close()
 
     # A reload mid-batch: the same rows from the tree entry, the stream from the replay endpoint.
     page.reload()
     page.wait_for_selector("html[data-conversation-ready]")
     expect(rows).to_have_count(3)
     assert [rows.nth(i).get_attribute("data-status") for i in range(3)] == ["running", "running", "failed"]
+    # Rows not opened show what they showed before the reload (from the replay endpoint).
+    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("ls", timeout=20_000)
+    expect(rows.nth(1).locator(".subagent-usage")).to_contain_text("tok", timeout=20_000)
+    expect(rows.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded", timeout=20_000)
     rows.nth(0).locator(".subagent-expand").click()
     expect(rows.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
     expect(rows.nth(0).locator(".child-stream .tool-card[data-tool=ls]")).to_have_count(1)
@@ -233,14 +316,79 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     expect(tree.locator(".state-badge")).to_have_count(1)
     expect(page.locator(".tree-row.kind-subagent_result .state-badge")).to_have_count(3)
     expect(page.locator(".tree-row.kind-subagent_batch .state-badge")).to_have_attribute("data-state", "failed")  # its worst child
+    # Tree → conversation: a result row shows its batch's panel (scrolled to, flashed).
+    page.locator(".conversation").evaluate("(el) => el.scrollTo(0, 0)")
+    page.locator(".tree-row.kind-subagent_result").nth(1).click()
+    expect(page.locator(".stable-list .msg-subagents.revealed")).to_have_count(1)
+    expect(done_rows.nth(1)).to_have_class(re.compile(r"\brevealed\b"))  # the cancelled child's own row
+    expect(done_rows.nth(1)).to_be_in_viewport()
+    page.locator(".conversation").evaluate("(el) => el.scrollTo(0, 0)")
+    page.locator(".tree-row.kind-subagent_batch").click()
+    expect(page.locator(".stable-list .msg-subagents.revealed")).to_have_count(1)
+    expect(final).to_be_in_viewport()
     done_rows.nth(0).locator(".subagent-expand").click()
     expect(done_rows.nth(0).locator(".child-stream")).to_contain_text("notes.md")
     final.scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "panels-subagents-done-1440.png"))
+    shot(page, artifacts, "panels-subagents-done-1440")
     page.set_viewport_size(PHONE)
     close_drawers(page)
     final.scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "panels-subagents-390.png"))
+    shot(page, artifacts, "panels-subagents-390")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    assert page.console.errors == [], page.console.errors
+    context.close()
+
+
+def test_every_way_a_child_ends_looks_distinct_and_says_why_and_cancel_all(browser, server, panels_agent, artifacts):
+    """Real children under a tight budget (max_turns 1, idle 5 s): one stopped by the turn
+    budget (partial), one completed, one failed, one frozen (SIGSTOP) until the host's idle
+    limit kills it (timed out); then a batch stopped with Cancel all."""
+    context, page = open_page(browser, server, agent="panels-budget")
+    send(page, "budget delegate please")
+    live = page.locator(".live-slot .subagent-panel")
+    rows = live.locator(".subagent-row")
+    expect(rows).to_have_count(4, timeout=60_000)  # four child processes start on a loaded machine
+    expect(rows.nth(3).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)  # the frozen one has started its answer
+    pid = store_eval(page, "[...s.subagents.values()].find((c) => c.taskIndex === 3)?.pid")
+    assert isinstance(pid, int) and pid > 1, pid
+    os.killpg(os.getpgid(pid), signal.SIGSTOP)  # no more heartbeats: the host's idle limit ends it
+    wait_idle(page, timeout=90_000)
+    final = page.locator(".stable-list .subagent-panel").last
+    done = final.locator(".subagent-row")
+    expect(done).to_have_count(4)
+    assert [done.nth(i).get_attribute("data-status") for i in range(4)] == ["partial", "completed", "failed", "timed_out"]
+    assert [done.nth(i).locator(".state-badge").get_attribute("data-state") for i in range(4)] == ["partial", "done", "failed", "timed-out"]
+    expect(done.nth(0).locator(".subagent-why")).to_contain_text("stopped by the turn budget (budget_turns)")
+    expect(done.nth(2).locator(".subagent-why")).to_contain_text("503 the model is overloaded")
+    expect(done.nth(3).locator(".subagent-why")).to_contain_text("timed out (stalled)")
+    expect(done.nth(3).locator(".state-badge")).to_have_text("timed out")
+    # Four distinct colours on the rows' accents.
+    colours = {done.nth(i).evaluate("(el) => getComputedStyle(el).borderLeftColor") for i in range(4)}
+    assert len(colours) == 4, colours
+    # The partial child's text so far is kept in its stream.
+    done.nth(0).locator(".subagent-expand").click()
+    expect(done.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
+    final.scroll_into_view_if_needed()
+    shot(page, artifacts, "panels-subagents-outcomes-1440")
+    page.set_viewport_size(PHONE)
+    close_drawers(page)
+    final.scroll_into_view_if_needed()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(page, artifacts, "panels-subagents-outcomes-390")
+    page.set_viewport_size(DESKTOP)
+
+    # Cancel all: every child still running is cancelled; the batch says so.
+    send(page, "slow delegate now")
+    rows = page.locator(".live-slot .subagent-panel .subagent-row")
+    expect(rows).to_have_count(2, timeout=60_000)
+    expect(rows.nth(0).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)
+    expect(rows.nth(1).locator(".subagent-activity")).to_contain_text("writing", timeout=60_000)
+    page.locator(".live-slot .subagent-panel").get_by_role("button", name="Cancel all").click()
+    wait_idle(page, timeout=60_000)
+    stopped = page.locator(".stable-list .subagent-panel").last
+    expect(stopped).to_have_attribute("data-state", "aborted")
+    expect(stopped.locator(".subagent-row[data-status=cancelled]")).to_have_count(2)
+    expect(stopped.locator(".subagent-why").first).to_contain_text("cancelled")
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("The slow ones were stopped.")
     assert page.console.errors == [], page.console.errors
     context.close()

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { SessionStore } from "../../static/chat/store.js";
 import { openQuestion, planAt } from "../../static/chat/plan.js";
-import { applyChildEvent, batchRows, childView, emptyChild } from "../../static/chat/subagents.js";
+import { applyChildEvent, applySubagentStream, batchRows, childView, emptyChild } from "../../static/chat/subagents.js";
 import { stateToken, STATE_TOKENS } from "../../static/chat/state_tokens.js";
 
 const SID = "s-panels";
@@ -169,6 +169,17 @@ test("events before their batch entry are held, then the entry replaces them; th
   const final = batchRows(batchEntry("completed"), { results, children: store.subagents });
   assert.deepEqual(final.map((r) => [r.status, r.token]), [["completed", "done"], ["timed_out", "timed-out"]]);
   assert.equal(final[1].why, "timed out (stalled): no event for 60 s");
+  // A child a budget stopped says which one (its last process event in the result entry).
+  const budget = { [RUN_A]: { type: "subagent_result", content: { results: [{ status: "partial", errorCode: null, error: null, usage: {} }] },
+    metadata: { processEvents: [{ seq: 7, type: "tool_call", name: "ls" }, { seq: 8, type: "run_end", status: "partial", stopReason: "budget_turns" }] } } };
+  const stopped = batchRows(batchEntry("completed"), { results: budget, children: new Map() });
+  assert.deepEqual([stopped[0].status, stopped[0].token, stopped[0].why], ["partial", "partial", "stopped by the turn budget (budget_turns)"]);
+  // Live, the child's own run_end names the budget; the host's completion (no error code) keeps it.
+  let live = applySubagentStream(new Map(), { type: "subagent_event", subagentRunId: "p1", batchId: "b9", taskIndex: 0, firstSeq: 1, seq: 1, event: { type: "run_end", status: "partial", stopReason: "budget_tool_calls" } });
+  live = applySubagentStream(live, { type: "subagent_run_completed", subagentRunId: "p1", batchId: "b9", taskIndex: 0, agent: "a", status: "partial", errorCode: null, error: null, usage: {}, eventCount: 1 });
+  assert.equal(live.get("p1").errorCode, "budget_tool_calls");
+  const liveRows = batchRows({ runs: [{ runId: "p1", taskIndex: 0, agent: "a", task: "t", status: "running" }] }, { children: live, inFlight: true });
+  assert.equal(liveRows[0].why, "stopped by the tool-call budget (budget_tool_calls)");
   // A child known only from a late event (no start: a reload came in between) is covered
   // by its batch's entry too, through the batch id.
   store.receive({ type: "subagent_run_completed", runId: "parent", subagentRunId: "late-run", batchId: "b1", taskIndex: 2, agent: "default", status: "cancelled", errorCode: "cancelled", error: null, usage: {}, eventCount: 3 });

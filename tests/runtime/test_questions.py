@@ -6,6 +6,7 @@ works while it waits, bad answers are refused without a write. Scripted model, r
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from rest_framework.test import APIClient
@@ -13,10 +14,12 @@ from rest_framework.test import APIClient
 from runtime.agents.tools import agent_tools
 from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
-from runtime.runs.prompts import run_abort
+from runtime.runs import backends
+from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.questions import QuestionNotFound, answer_question, expire_questions
 from runtime.runs.reaper import reap_stale_runs
 from runtime.runs.turn import execute_run
+from runtime.sessions.services import session_start
 from sessions_tree.providers import provider_for_session
 from tests.runtime.conftest import rules
 
@@ -80,9 +83,8 @@ def test_a_question_parks_the_run_and_the_answer_resumes_it(driver_for, django_u
     user = django_user_model.objects.create_user("asker", password="pw")
     driver = driver_for(rules(ASK))
     run = driver.prompt("please ask me something", actor=user)
-    # The loop returned: the run waits, persisted, holding no thread.
+    # The loop returned (execute_run came back to this thread): the run waits, persisted.
     assert run.status == RunStatus.WAITING
-    assert not any(t.name.startswith(f"run-{run.run_id}") for t in threading.enumerate())
     assert run.question["toolCallId"] == "call_q1"
     assert run.question["options"] == ["red", "blue"] and run.question["allowFreeText"] is False
     assert run.question["expiresAt"] - run.question["askedAt"] == 3600 * 1000
@@ -111,6 +113,41 @@ def test_a_question_parks_the_run_and_the_answer_resumes_it(driver_for, django_u
     assert result["details"]["answeredBy"] == "asker"
     assert path_messages(driver.session_id)[-1]["content"][0]["text"] == "You said: The user answered: blue"
     assert states(driver, run.run_id)[-3:] == ["waiting", "running", "completed"]  # "queued" went to the default sink
+
+
+def wait_status(run, status, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = AgentRun.objects.get(pk=run.pk)
+        if row.status == status:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"run {run.run_id} is {row.status}, not {status}: {row.error}")
+
+
+def test_a_waiting_run_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):
+    """One pool thread: while a question waits, another session's run goes through that
+    thread, and the answer resumes the waiting run on it too."""
+    settings.NETA_TASK_BACKEND = "inline"
+    settings.NETA_INLINE_WORKERS = 1
+    monkeypatch.setattr(backends, "_executor", None)  # this test's own pool of one thread
+    driver = driver_for(rules(ASK))
+    asked = session_prompt(session_id=driver.session_id, text="ask me", actor=None).run
+    assert asked.backend == "inline"
+    waiting = wait_status(asked, RunStatus.WAITING)
+    pool = backends._executor
+    try:
+        assert pool._max_workers == 1
+        other = session_start(agent=driver.agent).session_id
+        second = session_prompt(session_id=other, text="hello", actor=None).run
+        assert wait_status(second, RunStatus.COMPLETED).prompt == "hello"
+        assert AgentRun.objects.get(pk=asked.pk).status == RunStatus.WAITING  # still waiting, on no thread
+        answer_question(session_id=driver.session_id, tool_call_id=waiting.question["toolCallId"], answer="red")
+        wait_status(asked, RunStatus.COMPLETED)
+        assert tool_results(driver.session_id)[0]["content"][0]["text"] == "The user answered: red"
+        assert len(pool._threads) == 1  # both runs and the resumed one went through the one thread
+    finally:
+        pool.shutdown(wait=True)
 
 
 def test_an_unanswered_question_expires_through_the_reaper(driver_for, settings):
@@ -187,3 +224,22 @@ def test_the_subagent_host_never_grants_ask_user(make_agent):
     names = {g["name"] for g in grants}
     assert "ask_user" not in names and "todo" in names
     assert {"name": "ask_user", "reason": "never offered to subagents"} in denied
+
+
+def test_the_scripted_demo_plans_for_plan_and_asks_for_ask_me(driver_for):
+    """The demo model (runtime/llm/scripted_demo.yaml) shows both panels: "plan" walks a
+    three-step todo list to the end, "ask me" waits on a question with three options."""
+    driver = driver_for("runtime/llm/scripted_demo.yaml")
+    run = driver.prompt("Make a plan and look at my workspace")
+    assert run.status == RunStatus.COMPLETED, run.error
+    plans = [m["details"]["todos"] for m in tool_results(driver.session_id) if m["toolName"] == "todo"]
+    assert [sum(t["status"] == "completed" for t in plan) for plan in plans] == [0, 2, 3]
+    assert [t["content"] for t in plans[-1]] == ["Look at the workspace", "Pick what matters", "Write the answer"]
+    assert any(m["toolName"] == "ls" and not m["isError"] for m in tool_results(driver.session_id))
+
+    asked = driver.prompt("Please ask me which format I want")
+    assert asked.status == RunStatus.WAITING
+    assert asked.question["options"] == ["A short paragraph", "A bullet list", "A table"] and asked.question["allowFreeText"]
+    answer_question(session_id=driver.session_id, tool_call_id=asked.question["toolCallId"], answer="A table", start=False)
+    assert execute_run(asked.run_id, sink=driver.sink).status == RunStatus.COMPLETED
+    assert path_messages(driver.session_id)[-1]["content"][0]["text"].startswith("Thanks. The user answered: A table")

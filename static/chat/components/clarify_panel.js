@@ -45,7 +45,7 @@ export function ClarifyPanel({ store, connection }) {
   };
   return html`
     <section class="panel clarify-panel state-waiting" aria-label="Question from the agent" data-tool-call-id=${question.toolCallId}>
-      <header class="panel-head"><span class="panel-title">Waiting for you</span><span class="muted">the run goes on when you answer</span></header>
+      <header class="panel-head"><span class="panel-title">Waiting for you</span><span class="muted">the run goes on when you answer; a message sent meanwhile waits for the run</span></header>
       <div class="panel-body">
         <p class="clarify-question">${question.question}</p>
         ${question.options.length

@@ -22,6 +22,12 @@ function itemIndexOf(items, entryId) {
 
 const PAGE = 60;
 
+/** A node outside the item flash (the live slot's batch, a child's row): the same mark. */
+function flashNode(node) {
+  node.classList.add("revealed");
+  setTimeout(() => node.classList.remove("revealed"), 1600);
+}
+
 function StableList({ store, actions, onItems, agent, onStarter, follower }) {
   useStore(store, ["leaf", "tree"]);
   const snapshot = store.snapshot ? store.treeSnapshot() : null; // with any older entries paged in
@@ -52,6 +58,15 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
   useEffect(
     () =>
       onReveal((entryId) => {
+        // The batch in flight is drawn below the list (the live slot), not as an item.
+        if (entryId === store.snapshot?.inFlight?.id) {
+          const node = listRef.current?.parentElement?.querySelector(`.live-slot [data-entry-id="${CSS.escape(entryId)}"]`);
+          if (!node) return false;
+          follower.current?.release();
+          node.scrollIntoView({ block: "center" });
+          flashNode(node);
+          return true;
+        }
         let id = entryId;
         let index = itemIndexOf(items, id);
         for (let hops = 0; index < 0 && hops < 50; hops++) {
@@ -61,6 +76,7 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
         }
         if (index < 0) return false;
         pending.current = items[index].id;
+        revealRow.current = id; // a subagent result: its child's row in the batch's panel
         const need = items.length - index;
         if (need > limit) setLimit(need + 10);
         else scrollToPending();
@@ -68,13 +84,17 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
       }),
     [items, limit],
   );
+  const revealRow = useRef(null);
   const scrollToPending = () => {
     const id = pending.current;
     const node = id && listRef.current?.querySelector(`[data-entry-id="${CSS.escape(id)}"]`);
     if (!node) return;
     pending.current = null;
     follower.current?.release();
-    node.scrollIntoView({ block: "center" });
+    const row = revealRow.current ? node.querySelector(`[data-result-entry-id="${CSS.escape(revealRow.current)}"]`) : null;
+    revealRow.current = null;
+    (row ?? node).scrollIntoView({ block: "center" });
+    if (row) flashNode(row);
     setFlash(id);
   };
   useLayoutEffect(() => {

@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { ToolCard } from "./tool_renderers.js";
 import { SubagentBatchNode } from "./subagent_panel.js";
+import { ActionRetryBar } from "./state_parts.js";
 import { highlightWithin, renderMarkdown } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
@@ -26,13 +27,13 @@ export function Markdown({ text, streaming = false }) {
   return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
 }
 
-function Thinking({ text, streaming, entryId = null, index = 0 }) {
+export function Thinking({ text, streaming, entryId = null, index = 0 }) {
   const [open, setOpen] = useState(false);
   const took = entryId ? thinkingMs(entryId, index) : null;
   const since = streaming && took === null && entryId ? thinkingSince(entryId, index) : null;
   const label = took !== null ? `Thought for ${formatDuration(took)}` : streaming ? "Thinking…" : "Thinking";
   return html`
-    <details class="thinking" open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)} data-thinking-ms=${took ?? undefined}>
+    <details class=${`thinking state-${streaming && took === null ? "running" : "done"}`} open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)} data-thinking-ms=${took ?? undefined}>
       <summary>${label}<span class="muted"> · ${since !== null ? `${formatDuration(performance.now() - since)} · ` : ""}${text.length} chars</span></summary>
       ${open ? html`<div class="thinking-text">${text}</div>` : null}
     </details>
@@ -148,9 +149,15 @@ export function AssistantMessage({ entry, results, label, actions, store, turnUs
     <article class=${`msg msg-assistant${failed ? ` msg-${stop}` : ""}`} data-entry-id=${entry.id} aria-label="Assistant message">
       <div class="msg-body">
         <${AssistantBlocks} message=${message} results=${results} store=${store} entryId=${entry.id} />
-        ${stop === "error" ? html`<div class="msg-error" role="alert"><strong>Error.</strong> ${shown(message.errorMessage) || "the model returned an error"}</div>` : null}
-        ${stop === "aborted" ? html`<div class="msg-aborted">Aborted${message.errorMessage ? `: ${shown(message.errorMessage)}` : ""}.</div>` : null}
-        ${stop === "length" ? html`<div class="msg-aborted">Stopped at the output limit.</div>` : null}
+        ${stop === "error"
+          ? html`<${ActionRetryBar} status="failed" label="Error" className="msg-error" text=${shown(message.errorMessage) || "the model returned an error"}
+              onRetry=${() => actions.retry(entry.id)} retryTitle="Answer the same message again (a new version beside this one)" />`
+          : null}
+        ${stop === "aborted"
+          ? html`<${ActionRetryBar} status="aborted" label="Aborted" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
+              onRetry=${() => actions.retry(entry.id)} retryTitle="Answer the same message again (a new version beside this one)" />`
+          : null}
+        ${stop === "length" ? html`<${ActionRetryBar} status="partial" label="Cut short" className="msg-cut" text="Stopped at the output limit." />` : null}
       </div>
       <footer class="msg-actions">
         ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
@@ -158,7 +165,7 @@ export function AssistantMessage({ entry, results, label, actions, store, turnUs
         <${Usage} usage=${message.usage} turnUsage=${turnUsage} />
         <${Label} label=${label} />
         ${text ? html`<${CopyButton} text=${text} label="Copy answer" />` : null}
-        ${failed ? html`<button type="button" class="icon-button" onClick=${() => actions.retry(entry.id)}>Retry</button>` : html`<${RegenerateButton} entry=${entry} actions=${actions} />`}
+        ${failed ? null : html`<${RegenerateButton} entry=${entry} actions=${actions} />`}
         <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Move the leaf here: the next prompt continues from this message">Continue from here</button>
       </footer>
     </article>

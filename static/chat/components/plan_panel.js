@@ -3,7 +3,7 @@
 // result on the active path), so a branch switch or a reload shows that branch's plan.
 // Older plan states stay in their tool cards (the `todo` renderer below).
 
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer } from "./tool_renderers.js";
@@ -37,13 +37,31 @@ export function ProgressBar({ done, total, label }) {
   </span>`;
 }
 
+/** A phone-sized page: the plan gives the question room while one waits. */
+function narrow() {
+  return typeof matchMedia === "function" && matchMedia("(max-width: 900px)").matches;
+}
+
 export function PlanPanel({ store }) {
-  useStore(store, ["leaf", "tree"]);
+  useStore(store, ["leaf", "tree", "run"]);
   const snapshot = store.snapshot;
   const plan = useMemo(() => (snapshot ? planAt(snapshot, (id) => store.entry(id)) : null), [snapshot?.activePath, snapshot?.entries]);
   const [open, setOpen] = useState(openByDefault);
+  const [unfolded, setUnfolded] = useState(false); // opened by hand while a question waits
+  const waiting = store.run.state === "waiting";
+  useEffect(() => {
+    if (!waiting) setUnfolded(false); // the next question folds it again
+  }, [waiting]);
   if (!plan || plan.total === 0) return null;
+  // While a question waits on a narrow screen the plan shows its head only (the reader's
+  // own choice, kept in localStorage, comes back after the answer).
+  const folded = waiting && narrow() && !unfolded;
+  const shown = open && !folded;
   const toggle = () => {
+    if (folded) {
+      setUnfolded(true);
+      if (open) return;
+    }
     setOpen(!open);
     try {
       localStorage.setItem("neta.planOpen", String(!open));
@@ -56,15 +74,15 @@ export function PlanPanel({ store }) {
   return html`
     <section class=${`panel plan-panel state-${token}`} aria-label="Plan" data-done=${plan.done} data-total=${plan.total}>
       <header class="panel-head">
-        <button type="button" class="panel-toggle" aria-expanded=${open} onClick=${toggle}>
+        <button type="button" class="panel-toggle" aria-expanded=${shown} onClick=${toggle}>
           <span class="panel-title">Plan</span>
           <span class="plan-count">${plan.done} of ${plan.total} done</span>
           <${ProgressBar} done=${plan.done} total=${plan.total} label="Plan progress" />
           <span class="plan-current">${plan.current ? plan.current.content : finished ? "all done" : ""}</span>
-          <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
+          <span class="chevron" aria-hidden="true">${shown ? "▾" : "▸"}</span>
         </button>
       </header>
-      ${open ? html`<div class="panel-body"><${TodoList} todos=${plan.todos} /></div>` : null}
+      ${shown ? html`<div class="panel-body"><${TodoList} todos=${plan.todos} /></div>` : null}
     </section>
   `;
 }

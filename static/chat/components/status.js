@@ -4,6 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { formatTokens } from "../conversation_model.js";
+import { stateToken } from "../state_tokens.js";
 import { meterTokens } from "../context_meter.js";
 
 const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", waiting: "waiting for you", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
@@ -45,7 +46,7 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
             title=${agent.sandbox.mode === "bwrap" ? "Tool commands run in a bubblewrap sandbox" : `Tool commands run without a sandbox: ${agent.sandbox.reason}`}>
             ${agent.sandbox.mode === "bwrap" ? "" : "⚠ "}sandbox: ${agent.sandbox.mode}</span>`
         : null}
-      <span class=${`status-item run-state run-${run}`} data-state=${run}>
+      <span class=${`status-item run-state run-${run}${run === "idle" ? "" : ` state-${stateToken(run)}`}`} data-state=${run}>
         ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
         ${store.run.error && run !== "running" ? html`<span class="muted run-error" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
       </span>

@@ -6,7 +6,7 @@
 // (subagents.js), so the view is the same either way. Per-child and batch cancel.
 
 import { Component } from "preact";
-import { useEffect, useReducer, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useReducer, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer, ToolCard } from "./tool_renderers.js";
@@ -14,7 +14,9 @@ import { api } from "../api.js";
 import { renderMarkdown } from "../markdown.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
 import { batchRows, heldBatchRows, isTerminalChild, usageCost, usageTokens } from "../subagents.js";
-import { STATE_LABELS, stateToken } from "../state_tokens.js";
+import { STATE_LABELS } from "../state_tokens.js";
+import { StateBadge } from "./state_parts.js";
+import { Thinking } from "./messages.js";
 
 const REPLAY_PAGE = 500;
 const replaying = new Set(); // runIds with a replay request in flight (one at a time per child)
@@ -53,18 +55,18 @@ function useTicker(active) {
   return now;
 }
 
-export function StateBadge({ status, label = null }) {
-  const token = stateToken(status);
-  return html`<span class=${`state-badge state-${token}`} data-state=${token}>${label ?? STATE_LABELS[token]}</span>`;
-}
+export { StateBadge };
 
 /** One item of a child's stream; redrawn only when it changed (the reducer keeps the others). */
 const idle = typeof requestIdleCallback === "function" ? (fn) => requestIdleCallback(fn, { timeout: 500 }) : (fn) => setTimeout(fn, 0);
 const unidle = typeof cancelIdleCallback === "function" ? cancelIdleCallback : clearTimeout;
 
+/** The result a child's tool call shows when the child ended before the call had one. */
+const NOT_RUN = { message: { role: "toolResult", content: [{ type: "text", text: "Not run: the subagent ended before this call finished." }], isError: true } };
+
 class StreamItem extends Component {
   shouldComponentUpdate(next, nextState) {
-    return next.item !== this.props.item || next.live !== this.props.live || nextState.html !== this.state.html;
+    return next.item !== this.props.item || next.live !== this.props.live || next.ended !== this.props.ended || nextState.html !== this.state.html;
   }
 
   componentDidMount() {
@@ -91,9 +93,9 @@ class StreamItem extends Component {
     });
   }
 
-  render({ item, live }, { html: rendered, source }) {
-    if (item.kind === "tool") return html`<${ToolCard} call=${item.call} result=${item.result} store=${null} streaming=${false} />`;
-    if (item.kind === "thinking") return html`<details class="thinking"><summary>Thinking<span class="muted"> · ${item.text.length} chars</span></summary><div class="thinking-text">${item.text}</div></details>`;
+  render({ item, live, ended }, { html: rendered, source }) {
+    if (item.kind === "tool") return html`<${ToolCard} call=${item.call} result=${item.result ?? (ended ? NOT_RUN : null)} store=${null} streaming=${false} />`;
+    if (item.kind === "thinking") return html`<${Thinking} text=${item.text} streaming=${live} />`;
     // The text a child is still writing is plain (eight streams of markdown re-parsed at
     // every delta would hold the main thread); it becomes markdown once the next item
     // starts or the child ends (bench/chat_subagents.py).
@@ -139,6 +141,16 @@ class ChildStreamBox extends Component {
 function ChildStream({ store, row }) {
   useThrottledStore(store, "subagents", STREAM_REDRAW_MS);
   const child = store.subagents.get(row.runId) ?? null;
+  // The box follows its bottom while the child writes, unless the reader scrolled up in it.
+  const box = useRef(null);
+  const stick = useRef(true);
+  useLayoutEffect(() => {
+    if (stick.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  });
+  const onScroll = () => {
+    const el = box.current;
+    if (el) stick.current = el.scrollTop + el.clientHeight >= el.scrollHeight - 8;
+  };
   useEffect(() => {
     // After a reload (nothing live for this child), a hole in the live events, or a
     // finished child whose stream was not watched: the replay endpoint fills it in.
@@ -146,9 +158,9 @@ function ChildStream({ store, row }) {
   }, [row.runId, child?.gap, child === null]);
   const items = child?.items ?? [];
   return html`
-    <div class="child-stream" data-subagent-stream=${row.runId}>
+    <div class="child-stream" data-subagent-stream=${row.runId} ref=${box} onScroll=${onScroll}>
       ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? "Loading its events…" : "Starting…"}</p>` : null}
-      ${items.map((item, i) => html`<${StreamItem} key=${item.key} item=${item} live=${i === items.length - 1 && !isTerminalChild(row.status)} />`)}
+      ${items.map((item, i) => html`<${StreamItem} key=${item.key} item=${item} live=${i === items.length - 1 && !isTerminalChild(row.status)} ended=${isTerminalChild(row.status)} />`)}
       ${row.finalText && !items.some((i) => i.kind === "text") ? html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(row.finalText) }}></div>` : null}
     </div>
   `;
@@ -156,6 +168,12 @@ function ChildStream({ store, row }) {
 
 function ChildRow({ store, row, now, live, onError }) {
   const [open, setOpen] = useState(false);
+  // A batch in flight whose child this page has not watched (a reload, another tab): its
+  // events so far come from the replay endpoint, so the row shows what it showed before
+  // (elapsed, tokens, last activity, why it ended) and its stream is ready to open.
+  useEffect(() => {
+    if (live && !row.child) replay(store, row.runId, { agent: row.agent, taskIndex: row.taskIndex });
+  }, [row.runId, live]);
   const tokens = usageTokens(row.usage);
   const cost = usageCost(row.usage);
   const cancel = async () => {
@@ -166,7 +184,7 @@ function ChildRow({ store, row, now, live, onError }) {
     }
   };
   return html`
-    <li class=${`subagent-row state-${row.token}`} data-run-id=${row.runId} data-status=${row.status}>
+    <li class=${`subagent-row state-${row.token}`} data-run-id=${row.runId} data-status=${row.status} data-result-entry-id=${row.resultEntryId ?? undefined}>
       <div class="subagent-row-line">
         <button type="button" class="panel-toggle subagent-expand" aria-expanded=${open} onClick=${() => setOpen(!open)} title="Show this subagent's stream">
           <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
@@ -192,14 +210,12 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
   for (const row of rows) counts[row.token] = (counts[row.token] ?? 0) + 1;
   const worst = ["failed", "timed-out", "aborted", "partial"].find((t) => rows.some((r) => r.token === t));
   const token = live && running ? "running" : state === "cancelled" ? "aborted" : worst ?? "done";
+  // Every child not ended, at once (a queued one never starts; a running one is told to stop).
   const cancelAll = async () => {
-    for (const row of rows.filter((r) => !isTerminalChild(r.status))) {
-      try {
-        await api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" });
-      } catch (e) {
-        setError(`Could not cancel: ${e.message}`);
-      }
-    }
+    const open = rows.filter((r) => !isTerminalChild(r.status));
+    const outcomes = await Promise.allSettled(open.map((row) => api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" })));
+    const failed = outcomes.filter((o) => o.status === "rejected");
+    if (failed.length) setError(`Could not cancel ${failed.length} of ${open.length}: ${failed[0].reason?.message ?? failed[0].reason}`);
   };
   return html`
     <section class=${`panel subagent-panel state-${token}`} aria-label="Subagents" data-entry-id=${batchEntryId ?? undefined} data-state=${token}>

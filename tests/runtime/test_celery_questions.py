@@ -1,0 +1,68 @@
+"""A question (``ask_user``) on the celery backend with real parts (issue 17): a Celery
+worker with one slot (``-P solo``), Redis, MariaDB, every step in its own process.
+
+While the run waits for the answer its task has returned: the worker's one slot runs
+another session's prompt to the end. The answer, given in yet another process (as the
+REST view or the socket would), queues the run again and the same worker finishes it with
+the answer as the tool's result.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.runtime.test_celery_worker import Deployment
+
+pytestmark = pytest.mark.slow
+
+RULES = {
+    "version": 1,
+    "rules": [
+        {"match": "ask me", "replies": [
+            [{"text": "One question first."}, {"tool_call": {"name": "ask_user", "id": "call_celery", "arguments": {
+                "question": "Which colour?", "options": ["red", "blue"], "allow_free_text": False}}}],
+            [{"text": "You said: {{result}}"}],
+        ]},
+    ],
+    "default": {"reply": [{"text": "Done: {{user}}"}]},
+}
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    d = Deployment(tmp_path)
+    rules_file = tmp_path / "ask_rules.json"
+    rules_file.write_text(json.dumps(RULES))
+    d.python(
+        "from runtime.models import ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+    )
+    yield d
+    d.close()
+
+
+def test_a_waiting_run_holds_no_celery_slot_and_the_answer_resumes_it(deployment):
+    deployment.start_worker()
+    asked_session, asked = deployment.prompt("please ask me")
+    deployment.wait_run(asked, lambda r: r["status"] == "waiting")
+    # The one slot is free: another session's prompt runs to the end while the question waits.
+    _, other = deployment.prompt("hello there")
+    assert deployment.wait_run(other, lambda r: r["status"] not in ("queued", "running"))["status"] == "completed"
+    assert deployment.run_row(asked)["status"] == "waiting"
+    log = (deployment.tmp / "worker.log").read_text()
+    assert log.count("succeeded") >= 2, log[-3000:]  # the asking task returned, then the other one
+
+    out = deployment.python(
+        "from runtime.runs.questions import answer_question;"
+        f"run = answer_question(session_id={asked_session!r}, tool_call_id='call_celery', answer='blue');"
+        "print(run.status, run.backend)"
+    )
+    assert out.split()[-2:] == ["queued", "celery"]
+    row = deployment.wait_run(asked, lambda r: r["status"] not in ("queued", "running", "waiting"))
+    assert row["status"] == "completed", row
+    messages = [line["message"] for line in deployment.export(asked_session) if line["type"] == "message"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
+    assert messages[2]["toolCallId"] == "call_celery" and messages[2]["content"][0]["text"] == "The user answered: blue"
+    assert messages[3]["content"][0]["text"] == "You said: The user answered: blue"
