@@ -99,8 +99,9 @@ class ToolPolicy:
 
 
 def _known(known_tools: Iterable[str] | None) -> dict[str, Any]:
-    from toolcatalog.protocol import all_tools
+    from toolcatalog.protocol import all_tools, refresh_registry
 
+    refresh_registry()
     tools = {t.name: t for t in all_tools()}
     if known_tools is None:
         return tools

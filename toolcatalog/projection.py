@@ -9,6 +9,8 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
+   A tool with an ``audience`` (an MCP server's tools, open to some agents) is
+   blocked the same way for every other agent, with the tool's ``audience_reason``.
 2. **model**, then **runtime policy** (this run's capabilities): a model without
    tool support (``no_tools_reason``: every tool off, ``source`` ``model``); no shell,
    read-only, no skill scope, or an explicit denial.
@@ -37,7 +39,7 @@ from typing import Any
 from toolcatalog import catalog_version
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
-from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
+from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool, refresh_registry
 
 SOURCES = ("manifest", "governance", "agent_policy", "runtime_policy")
 
@@ -220,6 +222,7 @@ def _decide(
     rule: GovernanceRule | None,
     runtime: RuntimePolicy,
     for_subagent: bool,
+    agent: str | None = None,
 ) -> ToolDecision:
     manifest = tool.manifest
     name = tool.name
@@ -252,6 +255,8 @@ def _decide(
     # 1. governance ceiling
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
+    if tool.audience is not None and agent not in tool.audience:
+        return decision(False, "governance", tool.audience_reason)
     # 2. what this run can offer
     if runtime.no_tools_reason:
         return decision(False, "model", runtime.no_tools_reason)
@@ -274,7 +279,7 @@ def _decide(
         if not policy.inherit_core_tools:
             return decision(False, "agent_policy", "core tools are not inherited (inherit_core_tools is false)")
         on_source = "manifest"
-    elif manifest.kind == "skill":
+    elif manifest.kind in ("skill", "mcp"):
         on_source = "manifest"
     else:
         return decision(False, "manifest", "extension tools are off unless the agent enables them")
@@ -299,13 +304,19 @@ def resolve_tools(
     for_subagent: bool = False,
     runtime_policy: RuntimePolicy | Mapping[str, Any] | None = None,
     governance: Mapping[str, GovernanceRule] | None = None,
+    agent: str | None = None,
 ) -> ToolProjection:
     """The effective tool projection for ``policy``.
 
     ``policy`` may be a :class:`ToolPolicy` or its dict (validated; names of
     tools that no longer exist are ignored and reported in ``warnings``).
-    ``governance`` defaults to the ``ToolConfig`` rows in the database.
+    ``governance`` defaults to the ``ToolConfig`` rows in the database. ``agent``: the
+    agent's name, for tools open only to some agents (None: only tools open to all).
+    The MCP servers' tools are brought up to date in this process's registry first
+    (``refresh_registry``: ``toolcatalog.mcp.catalog``, no query when the catalog's
+    version is known).
     """
+    refresh_registry()
     warnings: list[str] = []
     if not isinstance(policy, ToolPolicy):
         policy, ignored = parse_policy(policy, unknown_tools="ignore")
@@ -319,5 +330,5 @@ def resolve_tools(
         warnings.append(f"governance row for unknown tool {name!r} (ignored)")
     for name in sorted(set(runtime.denied) - known):
         warnings.append(f"runtime policy denies unknown tool {name!r} (ignored)")
-    decisions = tuple(_decide(t, policy, governance.get(t.name), runtime, for_subagent) for t in tools)
+    decisions = tuple(_decide(t, policy, governance.get(t.name), runtime, for_subagent, agent) for t in tools)
     return ToolProjection(decisions=decisions, for_subagent=for_subagent, warnings=tuple(warnings))
