@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp_types import ResourceLink, TextContent
 
@@ -37,7 +38,7 @@ def picture() -> Image:
 
 @server.tool(description="Always fails.")
 def fail(message: str = "it went wrong") -> str:
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(description="Text and a link to a resource.")
