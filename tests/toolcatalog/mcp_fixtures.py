@@ -72,7 +72,7 @@ def stdio_server(db, marks, no_sandbox):
             "args": [str(SERVER), "stdio"],
             "env_names": ["MCP_TEST_MARKS", "MCP_TEST_TOKEN"],
             "read_only_paths": [str(TESTS)],
-            "connect_timeout": 30.0,
+            "connect_timeout": 60.0,
             **fields,
         }
         return mcp_server_save(actor=None, name=name, **fields)

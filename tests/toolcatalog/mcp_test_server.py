@@ -70,6 +70,9 @@ def flood(lines: int = 5000) -> str:
 @server.tool(description="Adds the tool 'extra' and tells the client.")
 async def grow(ctx: Context) -> str:
     server.add_tool(lambda: "extra!", name="extra", description="Added at run time.")
+    # Protocol 2026-07-28: an event on the client's subscriptions/listen stream; older
+    # protocols: the notifications/tools/list_changed notification.
+    await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "grown"
 

@@ -189,6 +189,18 @@ class _Connection:
         if method == "notifications/tools/list_changed":
             asyncio.get_running_loop().create_task(self._relist())
 
+    async def _listen(self, client) -> None:
+        """Protocol 2026-07-28 delivers tools/list_changed on a ``subscriptions/listen``
+        stream; older servers send the notification itself (``_on_message``)."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    await self._relist()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - older protocol (no listen), or the stream dropped
+            logger.debug("MCP server %r: no subscriptions/listen stream (%s)", self.spec.name, _describe(exc))
+
     async def _relist(self) -> None:
         client = self.client
         if client is None:
@@ -219,7 +231,13 @@ class _Connection:
                 info = client.server_info
                 self.state.server_info = f"{info.name} {info.version}".strip() if info is not None else ""
                 self.ready.set()
-                await self.wake.wait()
+                listener = asyncio.get_running_loop().create_task(self._listen(client))
+                try:
+                    await self.wake.wait()
+                finally:
+                    listener.cancel()
+                    with contextlib.suppress(BaseException):
+                        await listener
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - recorded for whoever waits on ready
