@@ -20,7 +20,7 @@ from runtime.models import Agent
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError
 from toolcatalog.projection import governance_rules
-from toolcatalog.protocol import UnknownTool, all_tools, get_tool
+from toolcatalog.protocol import UnknownTool, all_tools, get_tool, refresh_registry
 from toolcatalog.renderers import renderer_keys
 from toolcatalog.services import tool_config_update
 
@@ -57,6 +57,7 @@ def who_gets(agents, governance) -> dict[str, dict]:
 
 
 def tool_list(request):
+    refresh_registry()  # the MCP servers' tools, from the rows (docs/tools.md, "MCP tools")
     governance = governance_rules()
     rows_by_name = {row.name: row for row in ToolConfig.objects.only("name", "enabled", "allow_in_subagent", "worker_routing", "renderer_key")}
     usage = who_gets(_agents(), governance)
@@ -84,6 +85,7 @@ class GovernanceForm(forms.ModelForm):
 
 
 def tool_detail(request, name: str):
+    refresh_registry()
     try:
         tool = get_tool(name)
     except UnknownTool:
