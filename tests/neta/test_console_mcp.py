@@ -54,7 +54,8 @@ def test_refresh_button_connects_anew(admin_client, stdio_server):
     McpServer.objects.filter(name="demo").update(tools=[])
     response = admin_client.post(reverse("admin:console_mcp_refresh", args=["demo"]), {"next": "list"}, follow=True)
     assert response.redirect_chain[-1][0] == reverse("admin:console_mcp")
-    assert "demo: 9 tool(s) listed." in response.content.decode()
+    notes = [str(m) for m in response.context["messages"]]
+    assert "demo: 9 tool(s) listed." in notes, notes
     assert len(McpServer.objects.get(name="demo").tools) == 9
     assert admin_client.get(reverse("admin:console_mcp_refresh", args=["demo"])).status_code == 405
 
