@@ -27,4 +27,7 @@ def _start_reaper(**_):
     from toolcatalog.sandbox import effective_sandbox
 
     effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up
+    from toolcatalog.services import mcp_servers_discover_in_background
+
+    mcp_servers_discover_in_background()  # MCP servers list their tools (docs/tools.md, "MCP tools")
     start_reaper_timer()

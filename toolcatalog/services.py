@@ -284,22 +284,16 @@ def mcp_servers_discover(*, actor=None) -> list[McpRefresh]:
     return [mcp_server_refresh(actor=actor, name=name) for name in McpServer.objects.filter(enabled=True).values_list("name", flat=True)]
 
 
-def mcp_servers_discover_in_background() -> threading.Thread | None:
+def mcp_servers_discover_in_background() -> threading.Thread:
     """:func:`mcp_servers_discover` on a daemon thread (the web server's and each Celery
-    worker's start-up: a slow server never delays it). None when no server is enabled."""
+    worker's start-up: a slow server never delays it, and ``ready()`` reads no row)."""
     from django.db import DatabaseError, connection
-
-    try:
-        if not McpServer.objects.filter(enabled=True).exists():
-            return None
-    except DatabaseError:
-        return None  # not migrated yet
-    finally:
-        connection.close()
 
     def work() -> None:
         try:
             mcp_servers_discover()
+        except DatabaseError:
+            pass  # not migrated yet: no server to start
         except Exception:  # noqa: BLE001 - logged; each server's error is on its row
             logging.getLogger(__name__).exception("MCP discovery at start-up failed")
         finally:
