@@ -130,12 +130,15 @@ _registered: set[str] = set()
 def sync_registry() -> None:
     """Make this process's registry hold exactly the enabled servers' usable tools."""
     global _applied
+    from django.core.exceptions import SynchronousOnlyOperation
     from django.db import DatabaseError
 
     try:
         rows = catalog_version.cached("mcp_servers", _read_rows)
-    except DatabaseError:
-        return  # no table yet (before migrate): no MCP tools
+    except (DatabaseError, SynchronousOnlyOperation, RuntimeError):
+        # No table yet (before migrate), an async context, or a process (or test) that may
+        # not read the database: the registry stays as it is.
+        return
     with _lock:
         if rows == _applied:
             return
