@@ -62,3 +62,27 @@ def test_cancel_during_a_hanging_mcp_call(stdio_server, driver_for, marks):
     (result,) = tool_results(driver)
     assert result["isError"] is True and result["details"]["cancelled"] is True
     wait_for(lambda: (marks / "hang-cancelled").exists(), what="the server to be told")
+
+
+def test_a_subagent_reaches_an_mcp_tool_through_the_host(stdio_server, make_agent, workspace):
+    """Children get MCP tools as main-process-proxy grants; the host answers the child's
+    proxy_request from its own registry, rebuilt from the rows when it has not seen the tool."""
+    from types import SimpleNamespace
+
+    from runtime.subagents.hosting import _proxy_handler
+    from toolcatalog import catalog_version
+    from toolcatalog.mcp import catalog as mcp_catalog
+
+    stdio_server()
+    child = make_agent(rules(), name="child")
+    decision = agent_tool_projection(child, for_subagent=True)["mcp__demo__echo"]
+    assert decision.effective and decision.route == "main-process-proxy"
+
+    mcp_catalog.forget()  # a host process that never listed the server
+    catalog_version.forget()
+    envelope = SimpleNamespace(
+        allowed_skills=[],
+        runtime_config=SimpleNamespace(workspace_roots=[str(workspace)], cwd=str(workspace), sandbox=SimpleNamespace(mode="none")),
+    )
+    answer = _proxy_handler(envelope)({"name": "mcp__demo__echo", "arguments": {"text": "from a child"}})
+    assert answer == {"content": [{"type": "text", "text": "echo: from a child"}], "details": {"mcp": {"server": "demo", "tool": "echo"}}, "isError": False}
