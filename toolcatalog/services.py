@@ -284,14 +284,18 @@ def mcp_servers_discover(*, actor=None) -> list[McpRefresh]:
     return [mcp_server_refresh(actor=actor, name=name) for name in McpServer.objects.filter(enabled=True).values_list("name", flat=True)]
 
 
-def mcp_servers_discover_in_background() -> threading.Thread:
+def mcp_servers_discover_in_background(*, keep_connections: bool = True) -> threading.Thread:
     """:func:`mcp_servers_discover` on a daemon thread (the web server's and each Celery
-    worker's start-up: a slow server never delays it, and ``ready()`` reads no row)."""
+    worker's start-up: a slow server never delays it, and ``ready()`` reads no row).
+    ``keep_connections=False``: stop the servers afterwards (a Celery worker's parent
+    process runs no tool; its forked children connect on their first call)."""
     from django.db import DatabaseError, connection
 
     def work() -> None:
         try:
             mcp_servers_discover()
+            if not keep_connections:
+                mcp_connections.reset_manager()
         except DatabaseError:
             pass  # not migrated yet: no server to start
         except Exception:  # noqa: BLE001 - logged; each server's error is on its row
