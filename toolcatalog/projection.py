@@ -86,7 +86,11 @@ class GovernanceRule:
 
 def governance_rules() -> dict[str, GovernanceRule]:
     """Every ``ToolConfig`` row as a plain rule, by tool name (one query; none when the
-    catalog's version is known and this process read the rows at it: ``catalog_version``)."""
+    catalog's version is known and this process read the rows at it: ``catalog_version``).
+    The catalog read also brings the registry up to date (``refresh_registry``: the MCP
+    servers' tools, one more query under the same rule), so a caller that reads the rules
+    once for many projections (a list page) refreshes once."""
+    refresh_registry()
     rules = catalog_version.cached("governance_rules", lambda: {row.name: GovernanceRule.from_config(row) for row in ToolConfig.objects.all()})
     return dict(rules)
 
@@ -310,13 +314,11 @@ def resolve_tools(
 
     ``policy`` may be a :class:`ToolPolicy` or its dict (validated; names of
     tools that no longer exist are ignored and reported in ``warnings``).
-    ``governance`` defaults to the ``ToolConfig`` rows in the database. ``agent``: the
-    agent's name, for tools open only to some agents (None: only tools open to all).
-    The MCP servers' tools are brought up to date in this process's registry first
-    (``refresh_registry``: ``toolcatalog.mcp.catalog``, no query when the catalog's
-    version is known).
+    ``governance`` defaults to the ``ToolConfig`` rows in the database (read with
+    :func:`governance_rules`, which also brings the MCP servers' tools up to date in this
+    process's registry). ``agent``: the agent's name, for tools open only to some agents
+    (None: only tools open to all).
     """
-    refresh_registry()
     warnings: list[str] = []
     if not isinstance(policy, ToolPolicy):
         policy, ignored = parse_policy(policy, unknown_tools="ignore")

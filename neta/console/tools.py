@@ -57,8 +57,7 @@ def who_gets(agents, governance) -> dict[str, dict]:
 
 
 def tool_list(request):
-    refresh_registry()  # the MCP servers' tools, from the rows (docs/tools.md, "MCP tools")
-    governance = governance_rules()
+    governance = governance_rules()  # also brings the MCP servers' tools into the registry
     rows_by_name = {row.name: row for row in ToolConfig.objects.only("name", "enabled", "allow_in_subagent", "worker_routing", "renderer_key")}
     usage = who_gets(_agents(), governance)
     tools = [
@@ -85,7 +84,7 @@ class GovernanceForm(forms.ModelForm):
 
 
 def tool_detail(request, name: str):
-    refresh_registry()
+    refresh_registry()  # an MCP server's tool this process has not registered yet
     try:
         tool = get_tool(name)
     except UnknownTool:
