@@ -250,8 +250,20 @@ def mcp_tools_record(*, name: str, listed: list[dict[str, Any]]) -> tuple[McpSer
             McpServer.objects.filter(pk=server.pk).update(tools_listed_at=now)
             server.tools_listed_at = now
     refresh_registry()
-    tool_config_sync()
+    _mcp_governance_rows([mcp_catalog.catalog_name(name, t["name"]) for t in usable])
     return server, usable, skipped
+
+
+@transaction.atomic
+def _mcp_governance_rows(names: list[str]) -> None:
+    """A default ``ToolConfig`` row for each of a server's tools that has none (like the
+    builtins' *Add rows* button, for these tools only; staff edit them on the tool pages)."""
+    existing = set(ToolConfig.objects.filter(name__in=names).values_list("name", flat=True))
+    for tool_name in names:
+        if tool_name not in existing:
+            row = ToolConfig(name=tool_name)
+            row.full_clean()
+            row.save()
 
 
 def _mcp_error(name: str, message: str, *, restarts: int | None = None) -> None:

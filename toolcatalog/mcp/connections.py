@@ -220,6 +220,8 @@ class _Connection:
         transport = None
         try:
             if self.spec.transport == "stdio":
+                if self.errlog is not None:
+                    self.errlog.close()  # the previous start's
                 self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
                 transport = _stdio_transport(self.spec, self.errlog)
             else:
