@@ -26,7 +26,11 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 django.setup()
 
+import logging  # noqa: E402
+
 from django.conf import settings  # noqa: E402
+
+logging.getLogger("httpx2").setLevel(logging.WARNING)  # one INFO line per HTTP request otherwise
 
 from toolcatalog.mcp import connections  # noqa: E402
 from toolcatalog.mcp.catalog import McpTool  # noqa: E402
@@ -37,6 +41,7 @@ from toolcatalog.sandbox import bwrap_status, reset_sandbox_probe  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests" / "toolcatalog" / "mcp_test_server.py"
 CALLS = 200
+connections.set_event_handler(None)  # nothing recorded: the bench has no McpServer rows
 
 
 def figures(label: str, spec: ServerSpec, root: Path) -> None:
