@@ -9,7 +9,8 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
-2. **model**, then **runtime policy** (this run's capabilities): a model without
+2. **configuration** (the deployment lacks a setting the tool needs, e.g. no search
+   backend for ``web_search``), **model**, then **runtime policy** (this run's capabilities): a model without
    tool support (``no_tools_reason``: every tool off, ``source`` ``model``); no shell,
    read-only, no skill scope, or an explicit denial.
 3. **agent policy**: ``per_tool.enabled=false`` or ``disabled`` turn a tool off;
@@ -19,7 +20,8 @@ reported as ``source``/``reason``):
 4. for a **subagent** only: governance or agent ``allow_in_subagent=false``,
    a worker route of ``disabled`` (governance's ``disabled`` cannot be
    overridden by the agent), or a ``worker-local`` route for a tool the
-   manifest says cannot run in a worker.
+   manifest says cannot run in a worker, or a network tool (``requires_network``) when the
+   agent's policy does not allow network.
 
 Staff governance is a ceiling: an agent can only narrow what it allows. The
 route is the agent's ``per_tool.worker_routing``, else governance's, else the
@@ -39,7 +41,7 @@ from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
 from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
 
-SOURCES = ("manifest", "governance", "agent_policy", "runtime_policy")
+SOURCES = ("manifest", "governance", "configuration", "model", "agent_policy", "runtime_policy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +254,10 @@ def _decide(
     # 1. governance ceiling
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
-    # 2. what this run can offer
+    # 2. what this deployment and this run can offer
+    unavailable = tool.unavailable_reason()
+    if unavailable:
+        return decision(False, "configuration", unavailable)
     if runtime.no_tools_reason:
         return decision(False, "model", runtime.no_tools_reason)
     if name in runtime.denied:
@@ -290,6 +295,8 @@ def _decide(
             return decision(False, route_source, "worker routing is 'disabled'")
         if route == "worker-local" and not manifest.supported_in_worker:
             return decision(False, "manifest", "cannot run inside a worker process, and its route is 'worker-local'")
+        if manifest.requires_network and not policy.network:
+            return decision(False, "agent_policy", "reaches the network, and the agent's tool policy does not allow network (network: false)")
     return decision(True, on_source)
 
 
