@@ -344,7 +344,7 @@ def check_url(url: str, policy: WebPolicy, *, resolver: Resolver = resolve) -> T
     host = normalize_host(raw_host)
     if "%" in host:
         raise WebRefused("IPv6 zone identifiers are refused")
-    port = port or (443 if scheme == "https" else 80)
+    port = port if port is not None else (443 if scheme == "https" else 80)
     if port == 0:
         raise WebRefused("port 0 is refused")
     for rule in policy.deny:
@@ -354,7 +354,7 @@ def check_url(url: str, policy: WebPolicy, *, resolver: Resolver = resolve) -> T
     addresses = resolver(host, port)
     for rule in policy.deny:
         if rule.network is not None and rule.matches(host, port, addresses):
-            raise WebRefused(f"{host} resolves into a denied range (NETA_WEB_FETCH_DENY)")
+            raise WebRefused(f"{host} resolves into {rule.network}, a range on the deny list (NETA_WEB_FETCH_DENY)")
     if not allowed:
         for address in addresses:
             why = blocked_reason(address)
