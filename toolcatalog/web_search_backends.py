@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from toolcatalog import web_guard
-
 BACKENDS = ("searxng", "brave", "tavily")
 DEFAULT_BASE_URLS = {"brave": "https://api.search.brave.com", "tavily": "https://api.tavily.com"}
 DEFAULT_KEY_ENVS = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}
@@ -103,6 +101,8 @@ def search_config() -> SearchConfig:
 
 def _get_json(url: str, *, config: SearchConfig, method: str = "GET", headers: dict[str, str] | None = None,
               body: bytes | None = None, cancel: Any = None) -> Any:
+    from toolcatalog import web_guard  # http.client and ssl: loaded with the first search, not at registration
+
     parts = urlsplit(config.base_url)
     policy = web_guard.policy_from_settings().with_allowed(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
     try:

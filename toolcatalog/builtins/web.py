@@ -17,13 +17,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from toolcatalog import web_content, web_guard, web_search_backends
+from toolcatalog import web_search_backends
 from toolcatalog.command_output import default_output_dir, prune_old_outputs
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 MAX_CHARS_LIMIT = 200_000
+MAX_URL_LENGTH = 8192  # web_guard.MAX_URL_LENGTH (the guard is imported with the first fetch)
 
 
 class WebSearchTool(Tool):
@@ -110,7 +111,7 @@ class WebFetchTool(Tool):
     parameters = {
         "type": "object",
         "properties": {
-            "url": {"type": "string", "minLength": 1, "maxLength": web_guard.MAX_URL_LENGTH, "description": "The http(s) URL to fetch"},
+            "url": {"type": "string", "minLength": 1, "maxLength": MAX_URL_LENGTH, "description": "The http(s) URL to fetch"},
             "max_chars": {"type": "integer", "minimum": 100, "maximum": MAX_CHARS_LIMIT, "description": "Return at most this many characters"},
             "raw": {"type": "boolean", "description": "Return the body as text, without extracting the main content"},
         },
@@ -120,6 +121,10 @@ class WebFetchTool(Tool):
     manifest = ToolManifest(kind="builtin", requires_network=True, default_route="worker-local")
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+        # http.client, ssl, trafilatura and pypdf come with the first fetch: a process that only
+        # registers the tools (the subagent child's start) does not pay for them.
+        from toolcatalog import web_content, web_guard
+
         url = args["url"].strip()
         raw = bool(args.get("raw", False))
         try:
