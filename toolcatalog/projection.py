@@ -9,9 +9,10 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
-2. **configuration** (the deployment lacks a setting the tool needs, e.g. no search
-   backend for ``web_search``), **model**, then **runtime policy** (this run's capabilities): a model without
-   tool support (``no_tools_reason``: every tool off, ``source`` ``model``); no shell,
+2. **model**, **configuration**, then **runtime policy**: a model without tool support
+   (``no_tools_reason``: every tool off, ``source`` ``model``); a setting the tool needs
+   is missing in this deployment (``Tool.unavailable_reason``: ``web_search`` without a
+   search backend, ``source`` ``configuration``); this run's capabilities: no shell,
    read-only, no skill scope, or an explicit denial.
 3. **agent policy**: ``per_tool.enabled=false`` or ``disabled`` turn a tool off;
    ``enabled`` or ``per_tool.enabled=true`` turn it on; otherwise the
@@ -255,11 +256,11 @@ def _decide(
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
     # 2. what this deployment and this run can offer
+    if runtime.no_tools_reason:
+        return decision(False, "model", runtime.no_tools_reason)
     unavailable = tool.unavailable_reason()
     if unavailable:
         return decision(False, "configuration", unavailable)
-    if runtime.no_tools_reason:
-        return decision(False, "model", runtime.no_tools_reason)
     if name in runtime.denied:
         return decision(False, "runtime_policy", runtime.denied[name] or "denied by the runtime policy")
     if manifest.requires_shell and not runtime.allow_shell:

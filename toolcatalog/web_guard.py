@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 USER_AGENT = "Neta-WebFetch/1.0 (+https://github.com/neta; an AI agent's web tool)"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
@@ -367,6 +367,7 @@ def check_url(url: str, policy: WebPolicy, *, resolver: Resolver = resolve) -> T
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    path = quote(path, safe="!#$%&'()*+,/:;=?@[]~")  # non-ASCII as UTF-8 escapes; existing escapes kept
     return Target(
         url=url,
         scheme=scheme,

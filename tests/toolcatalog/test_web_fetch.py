@@ -252,3 +252,9 @@ def test_tls_to_the_pinned_address_sends_the_name_as_sni_and_verifies_the_certif
         with pytest.raises(web_guard.WebFetchError, match="CERTIFICATE_VERIFY_FAILED|doesn't match|hostname mismatch"):
             _exchange(_target("other-name.invalid", server.port, scheme="https"), context=client_ctx)
         assert seen_sni == ["neta-tls.invalid", "other-name.invalid"]
+
+
+def test_a_non_ascii_path_is_sent_percent_encoded(call, site):
+    result = fetch(call, site.url("/café?q=ü"))
+    assert result.is_error and "answered HTTP 404" in result.text_output()
+    assert site.hits[-1].path == "/caf%C3%A9?q=%C3%BC"
