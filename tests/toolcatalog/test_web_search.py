@@ -11,6 +11,7 @@ import pytest
 
 from tests.toolcatalog.web_servers import SearchServer
 from toolcatalog import checks
+from toolcatalog.policy import PolicyError
 from toolcatalog.projection import GovernanceRule, resolve_tools
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -177,6 +178,8 @@ def test_subagents_get_network_tools_only_where_the_policy_allows_network(engine
     assert opened["web_search"].effective and opened["web_search"].route == "main-process-proxy"
     denied = resolve_tools({"network": True, "per_tool": {"web_fetch": {"allow_in_subagent": False}}}, for_subagent=True, governance={})
     assert not denied["web_fetch"].effective
+    with pytest.raises(PolicyError, match="web_search"):  # its key stays in the main process
+        resolve_tools({"network": True, "per_tool": {"web_search": {"worker_routing": "worker-local"}}}, for_subagent=True, governance={})
 
 
 # --------------------------------------------------------------------------- system checks

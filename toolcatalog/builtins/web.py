@@ -51,9 +51,9 @@ class WebSearchTool(Tool):
         "required": ["query"],
         "additionalProperties": False,
     }
-    # The backend's key lives in the main process's environment (a subagent child gets only its
-    # model's key): subagents ask the main process to search.
-    manifest = ToolManifest(kind="builtin", requires_network=True, default_route="main-process-proxy")
+    # The backend's key and settings live in the main process (a subagent child's environment
+    # holds only its model's key): subagents ask the main process to search, never search themselves.
+    manifest = ToolManifest(kind="builtin", requires_network=True, supported_in_worker=False, default_route="main-process-proxy")
 
     def unavailable_reason(self) -> str:
         config = web_search_backends.search_config()
