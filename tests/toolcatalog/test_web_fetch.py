@@ -15,7 +15,6 @@ import pytest
 from tests.toolcatalog.web_servers import SiteServer
 from toolcatalog import web_guard
 
-pytestmark = pytest.mark.django_db(transaction=False)
 
 
 @pytest.fixture

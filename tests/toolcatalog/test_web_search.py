@@ -14,7 +14,6 @@ from toolcatalog import checks
 from toolcatalog.policy import PolicyError
 from toolcatalog.projection import GovernanceRule, resolve_tools
 
-pytestmark = pytest.mark.django_db(transaction=False)
 
 KEY = "sk-search-canary-9f1e"
 

@@ -22,7 +22,6 @@ import pytest
 from tests.toolcatalog.web_servers import SiteServer, _SiteHandler
 from toolcatalog import web_guard
 
-pytestmark = pytest.mark.django_db(transaction=False)
 
 
 class _V6Server(ThreadingHTTPServer):
