@@ -265,3 +265,17 @@ def test_a_misconfigured_list_makes_web_fetch_say_so(call, settings):
     settings.NETA_WEB_FETCH_ALLOW = ["host:notaport"]
     result = call("web_fetch", url="http://8.8.8.8/")
     assert result.is_error and "web_fetch is misconfigured on this server: NETA_WEB_FETCH_ALLOW" in result.text_output()
+
+
+def test_an_allowed_ipv6_literal_is_reached_over_ipv6(call, servers, settings):
+    _canary, _allowed, v6 = servers
+    if v6 is None:
+        pytest.skip("no IPv6 loopback on this host")
+    settings.NETA_WEB_FETCH_ALLOW = [f"[::1]:{v6.port}"]
+    settings.NETA_WEB_FETCH_DENY = []
+    before = len(v6.hits)
+    result = call("web_fetch", url=f"http://[::1]:{v6.port}/echo-host")
+    assert not result.is_error, result.text_output()
+    assert f"host header: [::1]:{v6.port}" in result.text_output() and result.details["address"] == "::1"
+    assert len(v6.hits) == before + 1
+    v6.hits.clear()
