@@ -65,7 +65,8 @@ def decode_text(body: bytes, charset: str | None) -> str:
 def html_to_markdown(body: bytes, *, url: str, charset: str | None) -> PageText:
     import trafilatura
 
-    html = decode_text(body, charset)
+    # No charset in the headers: trafilatura reads the page's own <meta charset> (and guesses).
+    html: str | bytes = decode_text(body, charset) if charset else body
     extracted = trafilatura.extract(
         html,
         url=url,

@@ -53,6 +53,12 @@ def test_a_gzip_page_is_decoded(call, site):
     assert site.hits[-1].headers["accept-encoding"] == "gzip, deflate"
 
 
+def test_a_page_s_own_meta_charset_is_honoured(call, site):
+    result = fetch(call, site.url("/latin1.html"))
+    assert not result.is_error, result.text_output()
+    assert "Crème brûlée au café, servie tiède." in result.text_output()
+
+
 def test_raw_returns_the_body_itself(call, site):
     result = fetch(call, site.url("/article"), raw=True)
     assert not result.is_error

@@ -131,6 +131,10 @@ class _SiteHandler(_Base):
             self._send(200, ARTICLE_HTML.encode(), "text/html; charset=utf-8")
         elif path == "/article.gz":
             self._send(200, gzip.compress(ARTICLE_HTML.encode()), "text/html; charset=utf-8", {"Content-Encoding": "gzip"})
+        elif path == "/latin1.html":
+            page = '<html><head><meta charset="iso-8859-1"><title>Caf\u00e9</title></head><body><article><h1>Caf\u00e9</h1>'
+            page += "<p>" + "Cr\u00e8me br\u00fbl\u00e9e au caf\u00e9, servie ti\u00e8de. " * 6 + "</p></article></body></html>"
+            self._send(200, page.encode("latin-1"), "text/html")
         elif path == "/doc.pdf":
             self._send(200, PDF_BYTES, "application/pdf")
         elif path == "/notes.txt":
