@@ -24,7 +24,8 @@ against the name): a DNS answer that changes between the check and the connectio
 Limits: ``NETA_WEB_FETCH_MAX_BYTES`` of body (compressed and decompressed), one deadline
 of ``NETA_WEB_FETCH_TIMEOUT`` seconds for the whole exchange (every read is bounded by
 what is left of it), ``NETA_WEB_FETCH_MAX_REDIRECTS`` redirects. Proxy variables
-(``HTTP_PROXY``…) are not used. The user agent names Neta.
+(``HTTP_PROXY``…) are not used. The user agent names Neta. The name lookup counts against the
+deadline too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -317,6 +319,33 @@ def resolve(host: str, port: int) -> list[str]:
     return out
 
 
+def resolve_within(seconds: float) -> Resolver:
+    """:func:`resolve` bounded by ``seconds`` (a lookup that hangs is abandoned to its thread)."""
+
+    def bounded(host: str, port: int) -> list[str]:
+        if seconds <= 0:
+            raise WebFetchError(f"timed out after {seconds:g} s resolving {host!r}")
+        answer: list = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                answer.append(resolve(host, port))
+            except WebFetchError as exc:
+                answer.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=lookup, name="web-guard-resolve", daemon=True).start()
+        if not done.wait(seconds):
+            raise WebFetchError(f"timed out after {seconds:g} s resolving {host!r}")
+        if isinstance(answer[0], WebFetchError):
+            raise answer[0]
+        return answer[0]
+
+    return bounded
+
+
 def check_url(url: str, policy: WebPolicy, *, resolver: Resolver = resolve) -> Target:
     """Check ``url`` against the guard and resolve it; :class:`WebRefused` names why not."""
     if not isinstance(url, str) or not url.strip():
@@ -468,7 +497,7 @@ def request(
     redirects: list[str] = []
     current = url
     while True:
-        target = check_url(current, policy)
+        target = check_url(current, policy, resolver=resolve_within(_remaining(deadline, "before resolving", limits.timeout)))
         response = _exchange(target, method=method, headers=headers, body=body, deadline=deadline, limits=limits, context=context, cancel=cancel)
         response.redirects = redirects
         if follow_redirects and response.status in _REDIRECTS and response.headers.get("location"):

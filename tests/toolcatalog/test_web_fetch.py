@@ -263,3 +263,13 @@ def test_a_non_ascii_path_is_sent_percent_encoded(call, site):
     result = fetch(call, site.url("/café?q=ü"))
     assert result.is_error and "answered HTTP 404" in result.text_output()
     assert site.hits[-1].path == "/caf%C3%A9?q=%C3%BC"
+
+
+def test_a_name_lookup_counts_against_the_deadline():
+    """No time left: no lookup; an answered lookup passes through, a failed one says so. (A
+    lookup that hangs is abandoned at the deadline; no real resolver here hangs on demand.)"""
+    with pytest.raises(web_guard.WebFetchError, match="timed out after 0 s resolving 'localhost'"):
+        web_guard.resolve_within(0)("localhost", 80)
+    assert "127.0.0.1" in web_guard.resolve_within(10)("localhost", 80)
+    with pytest.raises(web_guard.WebFetchError, match="cannot resolve host"):
+        web_guard.resolve_within(10)("neta-pin-test.invalid", 80)
