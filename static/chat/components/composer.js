@@ -60,10 +60,20 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     if (!text.trim() || sending) return;
     setSending(true);
     setError(null);
+    const sent = images;
+    // Cleared at once, not when the server's ack arrives: what is typed while the ack is on
+    // its way is the next message and must stay. A send that fails (or is given up) puts its
+    // text back only into an empty composer.
+    setDraft({ text: "" });
+    setImages([]);
+    const restore = () => {
+      setDraft((d) => (d.text.trim() ? d : { text }));
+      setImages((now) => (now.length ? now : sent));
+    };
     try {
-      await onSend({ text, images: images.map(({ data, mimeType }) => ({ data, mimeType })), mode });
-      setImages([]);
+      if ((await onSend({ text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), mode })) === false) restore();
     } catch (e) {
+      restore();
       setError(e.message || String(e));
     } finally {
       setSending(false);
