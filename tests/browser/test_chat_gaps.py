@@ -17,7 +17,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, login, store_eval, wait_idle
+from tests.browser.conftest import Console, answered, login, store_eval
 from tests.browser.test_chat_polish import CONTRAST
 from tests.conftest import REPO
 
@@ -108,25 +108,6 @@ def shot(page, artifacts, name: str) -> None:
 def send(page, text: str) -> None:
     page.fill("#composer-input", text)
     page.press("#composer-input", "Enter")
-
-
-def answered(page, prompt: str, contains: str, timeout: float = 60_000) -> None:
-    """Until the run for `prompt` (the last user message with that text on the path) has a
-    stored final answer containing `contains`, and no run is active: never an earlier answer."""
-    page.wait_for_function(
-        """([prompt, contains]) => {
-          const s = window.neta.store;
-          if (!s.snapshot || s.running || s.connection.state !== 'live') return false;
-          const path = s.snapshot.activePath.map((id) => s.entry(id));
-          const text = (m) => (Array.isArray(m.content) ? m.content.filter((b) => b.type === 'text').map((b) => b.text).join('') : String(m.content ?? ''));
-          let at = -1;
-          path.forEach((e, i) => { if (e?.type === 'message' && e.message.role === 'user' && text(e.message) === prompt) at = i; });
-          return at >= 0 && path.slice(at + 1).some((e) => e?.type === 'message' && e.message.role === 'assistant'
-            && e.message.stopReason === 'stop' && text(e.message).includes(contains));
-        }""",
-        arg=[prompt, contains],
-        timeout=timeout,
-    )
 
 
 def api(page, method: str, path: str, body=None):
