@@ -286,12 +286,12 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
 
 def test_rename_the_session_from_the_top_bar(chat, artifacts):
     heading = chat.get_by_role("heading", level=1)
-    expect(heading).to_have_text("Untitled session")
+    expect(heading).to_have_text("New session")  # nothing in it yet: a fresh session, not an "Untitled" one
     chat.get_by_role("button", name="Rename the session").click()
     editor = chat.get_by_label("Session title")
     editor.fill("Trees, branches and leaves")
     editor.press("Escape")  # gives up
-    expect(heading).to_have_text("Untitled session")
+    expect(heading).to_have_text("New session")
     chat.get_by_role("button", name="Rename the session").click()
     editor.fill("  Trees, branches and leaves  ")
     shot(chat, artifacts, "rename")
@@ -332,7 +332,9 @@ def test_phone_width_and_accessible_names(browser, server, artifacts):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     login(page, server.base_url)
-    send(page, "hello from a phone")
+    # A touch screen: Enter is a new line, the Send button sends.
+    page.fill("#composer-input", "hello from a phone")
+    page.get_by_role("button", name="Send").click()
     expect(page.locator(".stable-list .msg-assistant")).to_contain_text("Noted: hello from a phone")
     expect(page.locator(".tree-sidebar")).to_have_count(0)  # closed on a phone
     width = page.evaluate("() => document.documentElement.scrollWidth")
