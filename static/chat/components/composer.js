@@ -135,7 +135,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           id="composer-input"
           ref=${area}
           rows="3"
-          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
           aria-autocomplete="list"
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}
