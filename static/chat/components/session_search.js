@@ -149,7 +149,7 @@ export function ArchivedSessions({ agent, current, added, onRestored }) {
 }
 
 /** Over the conversation of an archived session: it can be read and restored. */
-export function ArchivedBanner({ session }) {
+export function ArchivedBanner({ session, readOnly = false }) {
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   if (session?.status !== "archived") return null;
@@ -166,7 +166,7 @@ export function ArchivedBanner({ session }) {
   return html`
     <div class="branch-banner archived-banner" role="status">
       <span>This session is archived: it is not in the session list.</span>
-      <button type="button" class="small" disabled=${busy} onClick=${restore}>Restore</button>
+      ${readOnly ? null : html`<button type="button" class="small" disabled=${busy} onClick=${restore}>Restore</button>`}
       ${error ? html`<span class="form-error" role="alert">${error}</span>` : null}
     </div>
   `;
