@@ -55,7 +55,7 @@ rules = json.loads({rules!r})
 model, _ = ModelConfig.objects.update_or_create(
     name="gaps-scripted",
     defaults=dict(display_name="Gaps scripted", provider_kind="scripted", provider_name="scripted", model_id="gaps-scripted",
-                  context_window=64000, max_output_tokens=4096, supports_thinking=False, supports_images=False,
+                  context_window=64000, max_output_tokens=4096, supports_thinking=False, supports_images=True,
                   price_input=1, price_output=2, options={{"rules": rules}}),
 )
 Agent.objects.update_or_create(name="gaps", defaults=dict(model=model, workspace_mode="shared", restore_last_session=False,
@@ -90,6 +90,15 @@ class AckGate:
         for message in self.held:
             self.page_side.send(message)
         self.held = []
+
+
+PASTE_IMAGE = """() => {
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNg+M/AAAADAQGjoNP0AAAAAElFTkSuQmCC';
+  const bytes = Uint8Array.from(atob(png), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], 'pasted.png', {type: 'image/png'}));
+  document.querySelector('#composer-input').dispatchEvent(new ClipboardEvent('paste', {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +197,16 @@ def test_late_ack_fresh_session_agents_archive_slash_paste_steer_and_contrast(br
     stored = store_eval(page, "s.snapshot.entries.filter((e) => e.message?.role === 'user').map((e) => e.message.content[0].text)")
     assert stored[-1] == code
     expect(page.locator(".stable-list .msg-user").last).to_contain_text("def f299(x):")
+    # A pasted image is attached (not pasted as text) and goes with the next prompt.
+    page.locator("#composer-input").focus()
+    page.evaluate(PASTE_IMAGE)
+    attached = page.get_by_role("list", name="Attached images")
+    expect(attached.locator("img")).to_have_count(1)
+    assert page.input_value("#composer-input") == ""
+    send(page, "what is in the pasted picture")
+    answered(page, "what is in the pasted picture", "Noted: what is in the pasted picture")
+    expect(page.locator(".stable-list .msg-user").last.locator("img.msg-image")).to_have_count(1)
+    expect(attached).to_have_count(0)
 
     # 6. Steer: a message sent while a run is active, as a steer, joins that run.
     send(page, "inspect the workspace")
