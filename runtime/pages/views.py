@@ -77,6 +77,7 @@ def session_row(meta: AgentSession) -> dict:
         "sessionId": meta.session_id,
         "title": meta.title,
         "agent": meta.agent,
+        "status": meta.status,
         "entryCount": meta.entry_count,
         "messageCount": meta.message_count,
         "updatedAt": meta.updated_at.isoformat(),
@@ -121,7 +122,9 @@ def chat_page(request, session_id: str | None = None):
             raise PermissionDenied(f"you may not use the agent {agent.name!r}")
     data = page_data(request, agent, meta)
     data["readOnly"] = not access.write  # another user's session the viewer may read but not change (the socket says so too)
-    return render(request, "chat/index.html", {"data": data, "title": meta.title or "Untitled session"})
+    # A session nobody wrote in yet is a fresh one ("New session"), not an "Untitled" one.
+    title = meta.title or ("Untitled session" if meta.message_count else "New session")
+    return render(request, "chat/index.html", {"data": data, "title": title})
 
 
 def _draft_page(request, agent: Agent):

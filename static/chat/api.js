@@ -48,6 +48,7 @@ export const sessionApi = (sessionId) => {
     prompt: (payload) => api(`${base}prompt/`, { method: "POST", body: payload }),
     compact: (instructions) => api(`${base}compact/`, { method: "POST", body: instructions ? { instructions } : {} }),
     archive: () => api(base, { method: "PATCH", body: { status: "archived" } }),
+    restore: () => api(base, { method: "PATCH", body: { status: "active" } }),
     remove: () => api(base, { method: "DELETE" }),
     entries: (cursor, limit) => api(`${base}entries/?cursor=${cursor}&limit=${limit}`),
     lastRun: () => api(`runs/?session=${encodeURIComponent(sessionId)}&limit=1`),
@@ -56,6 +57,7 @@ export const sessionApi = (sessionId) => {
 
 export const sessionsApi = {
   list: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=active&limit=50`),
+  archived: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=archived&limit=50`),
   create: (agent) => api("sessions/", { method: "POST", body: { agent } }),
   search: (agent, q) => api(`sessions/search/?agent=${encodeURIComponent(agent)}&status=active&q=${encodeURIComponent(q)}`),
 };

@@ -19,3 +19,22 @@ export function liveEntryCount(store) {
   if (!snapshot) return null;
   return snapshot.page?.totalEntries ?? snapshot.entries.length;
 }
+
+/** Whether the open session holds no message yet (model and thinking-level notes do not count). */
+export function untouched(store) {
+  const snapshot = store.snapshot;
+  if (!snapshot || snapshot.page?.truncated) return false;
+  return !snapshot.entries.some((e) => e?.type === "message" || e?.type === "compaction" || e?.type === "branch_summary");
+}
+
+/**
+ * What the open session is called: its title, else its first message, else "New session"
+ * while it holds nothing (a fresh session is not an "Untitled" one), else "Untitled session".
+ */
+export function shownTitle(store, storedTitle = "") {
+  const title = store.snapshot?.session?.title || storedTitle;
+  if (title) return { text: title, named: true };
+  const first = provisionalTitle(store);
+  if (first) return { text: first, named: false };
+  return { text: untouched(store) ? "New session" : "Untitled session", named: false };
+}

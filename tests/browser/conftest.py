@@ -258,3 +258,44 @@ def server_snapshot(page) -> dict:
           return await r.json();
         }"""
     )
+
+
+def answered(page, prompt: str, contains: str, timeout: float = 60_000) -> None:
+    """Until the run for `prompt` (the last user message with that text on the active path)
+    has a stored final answer containing `contains` and no run is active. Exact: an earlier
+    answer with the same words, or a moment before the run started, does not count."""
+    page.wait_for_function(
+        """([prompt, contains]) => {
+          const s = window.neta.store;
+          if (!s.snapshot || s.running || s.connection.state !== 'live') return false;
+          const path = s.snapshot.activePath.map((id) => s.entry(id));
+          const text = (m) => (Array.isArray(m.content) ? m.content.filter((b) => b.type === 'text').map((b) => b.text).join('') : String(m.content ?? ''));
+          let at = -1;
+          path.forEach((e, i) => { if (e?.type === 'message' && e.message.role === 'user' && text(e.message) === prompt) at = i; });
+          return at >= 0 && path.slice(at + 1).some((e) => e?.type === 'message' && e.message.role === 'assistant'
+            && e.message.stopReason === 'stop' && text(e.message).includes(contains));
+        }""",
+        arg=[prompt, contains],
+        timeout=timeout,
+    )
+
+
+def reached(page, prompt: str, contains: str, timeout: float = 30_000) -> None:
+    """Until the answer to `prompt` (streaming, or already stored) shows `contains`: the
+    streaming message once the run for `prompt` started, else a stored answer after it."""
+    page.wait_for_function(
+        """([prompt, contains]) => {
+          const s = window.neta.store;
+          if (!s.snapshot) return false;
+          const path = s.snapshot.activePath.map((id) => s.entry(id));
+          const text = (m) => (Array.isArray(m.content) ? m.content.filter((b) => b.type === 'text').map((b) => b.text).join('') : String(m.content ?? ''));
+          let at = -1;
+          path.forEach((e, i) => { if (e?.type === 'message' && e.message.role === 'user' && text(e.message) === prompt) at = i; });
+          if (at < 0) return false;
+          if (path.slice(at + 1).some((e) => e?.type === 'message' && e.message.role === 'assistant' && text(e.message).includes(contains))) return true;
+          // The run for `prompt` has started (its message is on the path): what streams is its answer.
+          return (document.querySelector('.msg-streaming')?.textContent ?? '').includes(contains);
+        }""",
+        arg=[prompt, contains],
+        timeout=timeout,
+    )

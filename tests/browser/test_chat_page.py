@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import (
     PASSWORD,
+    answered,
     SLOW_TEXT,
     login,
     send,
@@ -205,17 +206,30 @@ def test_abort_a_run(chat, artifacts):
 
 
 def test_queue_a_follow_up_while_running(chat, artifacts):
+    # Waits on state, not on time: a loaded machine may take long, never the wrong path.
     send(chat, "answer slowly please")
+    chat.wait_for_function("() => window.neta.store.running")
     expect(chat.locator(".msg-streaming")).to_be_visible()
     chat.fill("#composer-input", "and then this")
     expect(chat.get_by_role("button", name="Queue")).to_be_visible()
     expect(chat.get_by_label("Deliver as")).to_have_value("follow_up")
     shot(chat, artifacts, "queue-follow-up")
     chat.press("#composer-input", "Enter")
-    expect(chat.locator(".notice")).to_contain_text("follow-up")
-    expect(chat.locator(".stable-list .msg-assistant").last).to_contain_text("Noted: and then this", timeout=30_000)
+    # Queued (the ack said so): listed until the run takes it, however long that is.
+    queued = chat.get_by_role("list", name="Queued messages")
+    expect(queued).to_contain_text("and then this", timeout=60_000)
+    expect(queued).to_contain_text("Follow-up")
+    answered(chat, "and then this", "Noted: and then this", timeout=120_000)
+    expect(queued).to_have_count(0)
     texts = chat.locator(".stable-list .msg-user").all_inner_texts()
     assert [t.split("\n")[0] for t in texts] == ["answer slowly please", "and then this"]
+    # A follow-up: it comes after the slow answer, in the same run.
+    roles = store_eval(chat, "s.snapshot.activePath.map((id) => s.entry(id)).filter((e) => e.type === 'message').map((e) => e.message.role)")
+    assert roles == ["user", "assistant", "user", "assistant"], roles
+    runs = chat.evaluate(
+        "async () => (await (await fetch(`/api/runs/?session=${window.neta.data.sessionId}&limit=5`)).json()).results.length"
+    )
+    assert runs == 1
 
 
 def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
@@ -272,12 +286,12 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
 
 def test_rename_the_session_from_the_top_bar(chat, artifacts):
     heading = chat.get_by_role("heading", level=1)
-    expect(heading).to_have_text("Untitled session")
+    expect(heading).to_have_text("New session")  # nothing in it yet: a fresh session, not an "Untitled" one
     chat.get_by_role("button", name="Rename the session").click()
     editor = chat.get_by_label("Session title")
     editor.fill("Trees, branches and leaves")
     editor.press("Escape")  # gives up
-    expect(heading).to_have_text("Untitled session")
+    expect(heading).to_have_text("New session")
     chat.get_by_role("button", name="Rename the session").click()
     editor.fill("  Trees, branches and leaves  ")
     shot(chat, artifacts, "rename")
@@ -318,7 +332,9 @@ def test_phone_width_and_accessible_names(browser, server, artifacts):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     login(page, server.base_url)
-    send(page, "hello from a phone")
+    # A touch screen: Enter is a new line, the Send button sends.
+    page.fill("#composer-input", "hello from a phone")
+    page.get_by_role("button", name="Send").click()
     expect(page.locator(".stable-list .msg-assistant")).to_contain_text("Noted: hello from a phone")
     expect(page.locator(".tree-sidebar")).to_have_count(0)  # closed on a phone
     width = page.evaluate("() => document.documentElement.scrollWidth")

@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PASSWORD, Console, login, send, store_eval, wait_idle
+from tests.browser.conftest import PASSWORD, Console, answered, login, reached, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -228,8 +228,7 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
     # Thinking says how long it took (measured while it streamed, kept over a reload).
     send(page, "ponder this")
     final = page.locator(".stable-list .msg-assistant").last
-    expect(final).to_contain_text("Thought it through.")
-    wait_idle(page)
+    answered(page, "ponder this", "Thought it through.")
     expect(final.locator(".thinking > summary")).to_contain_text(re.compile(r"Thought for \d+\.\d s"))
     page.reload()
     page.wait_for_selector("html[data-conversation-ready]")
@@ -247,34 +246,32 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
         window.__tick = requestAnimationFrame(tick); }; tick(); }""")
     send(page, "answer fast please")
     expect(page.locator(".msg-streaming")).to_be_visible()
-    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Paragraph 30", timeout=30_000)
-    wait_idle(page)
+    answered(page, "answer fast please", "Paragraph 30")
     page.wait_for_function(f"() => ({DISTANCE})() <= 24")
     far = page.evaluate("() => window.__far")
     assert far < 300, f"fell {far}px behind the stream"
     expect(page.locator(".jump-latest")).to_have_count(0)
     # And through a tool run (the streamed card, then the stored entries, then the next answer).
     send(page, "look around please")
-    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Paragraph 10", timeout=30_000)
-    wait_idle(page)
+    answered(page, "look around please", "Paragraph 10")  # not the last answer, which says it too
     page.wait_for_function(f"() => ({DISTANCE})() <= 24")
     assert page.evaluate("() => window.__far") < 300
     # Scrolling up while it streams stops the following; "Jump to latest" brings it back.
     send(page, "again fast")
-    expect(page.locator(".msg-streaming")).to_contain_text("Paragraph 3")
+    reached(page, "again fast", "Paragraph 3")
     page.mouse.move(700, 400)
     page.mouse.wheel(0, -600)
     jump = page.get_by_role("button", name="Jump to latest")
     expect(jump).to_be_visible()
     # The answer goes on below (streaming, or already stored: a loaded machine delivers the
     # rest in one burst, between two looks), and the page stays where the reader put it.
-    expect(page.locator(".msg-assistant").last).to_contain_text("Paragraph 12", timeout=20_000)
+    reached(page, "again fast", "Paragraph 12")  # this answer's, not the last one's
     assert page.evaluate(DISTANCE) > 300  # left where the reader put it
     shot(page, artifacts, "jump-to-latest-1440")
     jump.click()
     page.wait_for_function(f"() => ({DISTANCE})() <= 24")
     expect(jump).to_have_count(0)
-    wait_idle(page)
+    answered(page, "again fast", "Paragraph 30")
     page.wait_for_function(f"() => ({DISTANCE})() <= 24")
 
     # 7 + 11. "Continue from here": the banner names a message, not a settings note; Escape drops the text.
@@ -309,8 +306,7 @@ def test_a_first_visit_signs_in_follows_streams_and_keeps_the_composer_honest(br
     expect(meter).to_contain_text("~")
     assert tokens_of(meter.inner_text()) < tokens_of(before) / 2, (before, meter.inner_text())
     send(page, "one more")
-    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Noted: one more")
-    wait_idle(page)
+    answered(page, "one more", "Noted: one more")
     send(page, "/compact keep the numbers")
     expect(page.locator(".stable-list .msg-compaction")).to_have_count(2)
     expect(page.locator(".stable-list .msg-user", has_text="/compact")).to_have_count(0)

@@ -128,3 +128,17 @@ def test_a_new_session_is_a_draft_that_stores_nothing_until_its_first_message(cl
     plain = next(m for m in page_data(client.get("/?new=1"))["models"] if m["name"] == "aaa-plain")
     assert plain["supportsThinking"] is False and {"supportsImages", "supportsTools", "displayName"} <= set(plain)
     assert client.get("/?agent=nobody&new=1").status_code == 404
+
+
+def test_a_fresh_session_is_a_new_session_and_an_archived_one_says_so(client, owner, agent):
+    client.force_login(owner)
+    response = client.get("/")
+    data = page_data(response)
+    # Nothing written in it yet: "New session", not "Untitled session".
+    assert b"<title>New session" in response.content and b"Untitled session" not in response.content
+    assert data["session"]["status"] == "active"
+    AgentSession.objects.filter(session_id=data["sessionId"]).update(message_count=2)
+    assert b"<title>Untitled session" in client.get(f"/sessions/{data['sessionId']}/").content
+    AgentSession.objects.filter(session_id=data["sessionId"]).update(status="archived")
+    archived = page_data(client.get(f"/sessions/{data['sessionId']}/"))
+    assert archived["session"]["status"] == "archived"  # the page offers Restore

@@ -107,3 +107,27 @@ test("meter: after a compaction the figure is the summary and the kept entries, 
   s2.snapshot.runtimeContext = { tokenEstimate: 162 };
   assert.deepEqual(meterTokens(s2.snapshot, s2.lookup, null), { tokens: 162, approximate: false });
 });
+
+import { shownTitle, untouched } from "../../static/chat/session_title.js";
+
+function fakeStore(entries, title = "") {
+  const byId = new Map(entries.map((e) => [e.id, e]));
+  return { snapshot: { session: { title }, entries, activePath: entries.map((e) => e.id), page: null }, entry: (id) => byId.get(id) };
+}
+
+test("a session's shown title: a fresh one is a New session, not an Untitled one", () => {
+  const notes = [
+    { id: "a", type: "model_change", parentId: null, modelId: "m" },
+    { id: "b", type: "thinking_level_change", parentId: "a", thinkingLevel: "low" },
+  ];
+  assert.equal(untouched(fakeStore(notes)), true);
+  assert.deepEqual(shownTitle(fakeStore(notes)), { text: "New session", named: false });
+  const talked = [...notes, { id: "c", type: "message", parentId: "b", message: { role: "user", content: [{ type: "text", text: "hello **there**" }] } }];
+  assert.deepEqual(shownTitle(fakeStore(talked)), { text: "hello there", named: false });
+  assert.deepEqual(shownTitle(fakeStore(talked, "Named")), { text: "Named", named: true });
+  assert.deepEqual(shownTitle(fakeStore(notes), "From the server"), { text: "From the server", named: true });
+  // Only an answer (no user message on the path): something was written, so it is untitled.
+  const answerOnly = [...notes, { id: "d", type: "message", parentId: "b", message: { role: "assistant", content: [] } }];
+  assert.deepEqual(shownTitle(fakeStore(answerOnly)), { text: "Untitled session", named: false });
+  assert.equal(untouched({ snapshot: null }), false);
+});

@@ -11,6 +11,7 @@ import { ClarifyPanel } from "./clarify_panel.js";
 import { StatusBar } from "./status.js";
 import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
+import { ArchivedBanner } from "./session_search.js";
 import { SummarizeDialog } from "./dialogs.js";
 import { InlineEditor } from "./inline_editor.js";
 import { sessionApi } from "../api.js";
@@ -24,7 +25,7 @@ import { Shortcuts } from "./shortcuts.js";
 import { ThemeToggle } from "./theme_toggle.js";
 import { compactSession } from "../compact.js";
 import { plainText } from "../plain_text.js";
-import { provisionalTitle } from "../session_title.js";
+import { shownTitle } from "../session_title.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -72,8 +73,12 @@ function clampWidth(value) {
 function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
   useStore(store, ["session", "leaf"]);
   const [renaming, setRenaming] = useState(false);
-  const named = store.snapshot?.session?.title || data.session?.title;
-  const title = named || provisionalTitle(store) || (data.sessionId ? "Untitled session" : "New session");
+  // A session with nothing in it yet (a draft, or `/?agent=X`'s fresh one) is a "New session".
+  const shown = store.snapshot
+    ? shownTitle(store, data.session?.title)
+    : { text: data.session?.title || (data.session?.messageCount ? "Untitled session" : "New session"), named: Boolean(data.session?.title) };
+  const named = shown.named;
+  const title = shown.text;
   useEffect(() => {
     document.title = `${title} · Neta`;
   }, [title]);
@@ -122,7 +127,9 @@ export function App({ data, store, connection }) {
     setChoiceState(next);
     remember(`choice.${data.sessionId}`, next);
   };
-  const [enterSends, setEnterSendsState] = useState(() => stored("enterSends", true)); // a phone user may turn it off (remembered)
+  // Enter sends, except on touch screens (a phone keyboard's Enter is its new line; Send sends):
+  // the default until the user picks (remembered).
+  const [enterSends, setEnterSendsState] = useState(() => stored("enterSends", !window.matchMedia("(pointer: coarse)").matches));
   const setEnterSends = (value) => {
     setEnterSendsState(value);
     remember("enterSends", value);
@@ -153,7 +160,12 @@ export function App({ data, store, connection }) {
     return () => window.removeEventListener("keydown", onKey);
   }, [isNarrow, treeOpen, sessionsOpen]);
 
-  const setDraft = (next) => setDraftState((d) => ({ ...d, ...next, version: next.focus ? d.version + 1 : d.version }));
+  // `next`: the fields to change, or a function of the draft (the composer's late updates).
+  const setDraft = (next) =>
+    setDraftState((d) => {
+      const fields = typeof next === "function" ? next(d) : next;
+      return fields === d ? d : { ...d, ...fields, version: fields.focus ? d.version + 1 : d.version };
+    });
   const say = (text, kind = "error") => {
     clearTimeout(noticeTimer.current);
     setNotice({ text, kind });
@@ -387,12 +399,14 @@ export function App({ data, store, connection }) {
     if (command) {
       await runCommand(command);
     } else if (banner?.fromEntryId) {
-      if ((await sendFrom(banner.fromEntryId, { text, images, mode })) === false) return;
+      if ((await sendFrom(banner.fromEntryId, { text, images, mode })) === false) return false;
     } else {
       await prompt({ text, images, mode });
     }
-    setDraft({ text: "" });
+    // The composer cleared its text when it sent (what was typed since stays).
+    bannerRef.current = null;
     setBanner(null);
+    return true;
   };
 
   const onAbort = async () => {
@@ -425,6 +439,7 @@ export function App({ data, store, connection }) {
         ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
           ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
+          <${ArchivedBanner} session=${data.session} readOnly=${data.readOnly} />
           <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} agent=${data.agent} onStarter=${(text) => setDraft({ text, focus: true })} /><//>
           <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
           <${Boundary} name="plan"><${PlanPanel} store=${store} /><//>

@@ -60,10 +60,20 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     if (!text.trim() || sending) return;
     setSending(true);
     setError(null);
+    const sent = images;
+    // Cleared at once, not when the server's ack arrives: what is typed while the ack is on
+    // its way is the next message and must stay. A send that fails (or is given up) puts its
+    // text back only into an empty composer.
+    setDraft({ text: "" });
+    setImages([]);
+    const restore = () => {
+      setDraft((d) => (d.text.trim() ? d : { text }));
+      setImages((now) => (now.length ? now : sent));
+    };
     try {
-      await onSend({ text, images: images.map(({ data, mimeType }) => ({ data, mimeType })), mode });
-      setImages([]);
+      if ((await onSend({ text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), mode })) === false) restore();
     } catch (e) {
+      restore();
       setError(e.message || String(e));
     } finally {
       setSending(false);
@@ -125,7 +135,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           id="composer-input"
           ref=${area}
           rows="3"
-          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
           aria-autocomplete="list"
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}

@@ -176,13 +176,17 @@ export function Conversation({ store, actions, agent = null, onStarter = () => {
       document.documentElement.dataset.conversationReady = String(count);
     });
   };
+  // The wrapper is the conversation's own box: "Jump to latest" sits at its bottom, above
+  // whatever is below it (status bar, plan, composer), whatever their height.
   return html`
-    <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
-      <div class="conversation-inner" ref=${inner}>
-        <${StableList} store=${store} actions=${actions} onItems=${onItems} agent=${agent} onStarter=${onStarter} follower=${follower} />
-        <div class="live-slot"><${HeldBatches} store=${store} /><${LiveMessage} store=${store} /></div>
+    <div class="conversation-frame">
+      <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
+        <div class="conversation-inner" ref=${inner}>
+          <${StableList} store=${store} actions=${actions} onItems=${onItems} agent=${agent} onStarter=${onStarter} follower=${follower} />
+          <div class="live-slot"><${HeldBatches} store=${store} /><${LiveMessage} store=${store} /></div>
+        </div>
       </div>
+      ${following ? null : html`<button type="button" class="jump-latest" onClick=${() => follower.current?.jump()}>↓ Jump to latest</button>`}
     </div>
-    ${following ? null : html`<button type="button" class="jump-latest" onClick=${() => follower.current?.jump()}>↓ Jump to latest</button>`}
   `;
 }

@@ -1,4 +1,4 @@
-// The session list's search, and a row's archive and delete (issue 16).
+// The session list's search, a row's archive and delete, and the archived sessions (issue 16).
 //
 // Search asks the API (`GET /api/sessions/search/?q=`: titles and message text, bounded)
 // once typing pauses; archive and delete ask for confirmation first, then go through
@@ -89,5 +89,85 @@ export function SessionRowActions({ session, title: shownTitle, current, onGone 
         </div>
       </dialog>
     </span>
+  `;
+}
+
+/**
+ * The agent's archived sessions, folded under the list: each opens (its address still
+ * works) or comes back with *Restore* (`PATCH {status: "active"}`, the same service as the
+ * API). `added`: a row archived from the list just now.
+ */
+export function ArchivedSessions({ agent, current, added, onRestored }) {
+  const [open, setOpen] = useState(false);
+  const [rows, setRows] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    if (!open) return;
+    setError(null);
+    sessionsApi
+      .archived(agent)
+      .then((page) => setRows(page.results.map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
+      .catch((e) => setError(e.message));
+  }, [open]);
+  useEffect(() => {
+    if (added && rows) setRows((list) => [added, ...list.filter((s) => s.sessionId !== added.sessionId)]);
+  }, [added]);
+  const restore = async (row) => {
+    setError(null);
+    try {
+      await sessionApi(row.sessionId).restore();
+      setRows((list) => list.filter((s) => s.sessionId !== row.sessionId));
+      onRestored({ ...row, status: "active" });
+      if (row.sessionId === current) window.location.reload(); // the page says it is archived: no more
+    } catch (e) {
+      setError(`Could not restore: ${e.message}`);
+    }
+  };
+  return html`
+    <div class="archived-sessions">
+      <button type="button" class="link-button archived-toggle" aria-expanded=${open} aria-controls="archived-list" onClick=${() => setOpen(!open)}>
+        ${open ? "▾" : "▸"} Archived
+      </button>
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+      ${open
+        ? rows === null
+          ? html`<p class="muted archived-empty">Loading…</p>`
+          : rows.length === 0
+            ? html`<p class="muted archived-empty" role="status">No archived session.</p>`
+            : html`<ul class="sessions archived" id="archived-list" aria-label="Archived sessions">
+                ${rows.map((s) => html`<li key=${s.sessionId}>
+                  <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
+                    <span class="session-name">${s.title || "Untitled session"}</span>
+                    <span class="muted session-meta">${s.entryCount} entries</span>
+                  </a>
+                  <button type="button" class="small restore-button" aria-label=${`Restore ${s.title || "Untitled session"}`} onClick=${() => restore(s)}>Restore</button>
+                </li>`)}
+              </ul>`
+        : null}
+    </div>
+  `;
+}
+
+/** Over the conversation of an archived session: it can be read and restored. */
+export function ArchivedBanner({ session, readOnly = false }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  if (session?.status !== "archived") return null;
+  const restore = async () => {
+    setBusy(true);
+    try {
+      await sessionApi(session.sessionId).restore();
+      window.location.reload();
+    } catch (e) {
+      setError(`Could not restore: ${e.message}`);
+      setBusy(false);
+    }
+  };
+  return html`
+    <div class="branch-banner archived-banner" role="status">
+      <span>This session is archived: it is not in the session list.</span>
+      ${readOnly ? null : html`<button type="button" class="small" disabled=${busy} onClick=${restore}>Restore</button>`}
+      ${error ? html`<span class="form-error" role="alert">${error}</span>` : null}
+    </div>
   `;
 }

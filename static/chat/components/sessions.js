@@ -5,8 +5,8 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
-import { SessionRowActions, SessionSearch } from "./session_search.js";
-import { liveEntryCount, provisionalTitle } from "../session_title.js";
+import { ArchivedSessions, SessionRowActions, SessionSearch } from "./session_search.js";
+import { liveEntryCount, shownTitle } from "../session_title.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -27,13 +27,16 @@ export function SessionList({ data, store, open, onClose, onNew }) {
   const [error, setError] = useState(null);
   const [hits, setHits] = useState(null); // search results (null: not searching)
   const current = data.sessionId;
-  const onGone = (sessionId) => {
+  const [archivedNow, setArchivedNow] = useState(null); // the last row archived here (the archived list adds it)
+  const onGone = (sessionId, what) => {
+    const row = sessions.find((s) => s.sessionId === sessionId) ?? hits?.find((h) => h.session.sessionId === sessionId)?.session;
+    if (what === "archive" && row) setArchivedNow({ ...row, status: "archived" });
     setSessions((list) => list.filter((s) => s.sessionId !== sessionId));
     setHits((list) => list && list.filter((h) => h.session.sessionId !== sessionId));
     if (sessionId === current) window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
   };
   const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet })) : sessions;
-  const liveTitle = store.snapshot?.session?.title || provisionalTitle(store);
+  const liveTitle = store.snapshot ? shownTitle(store).text : "";
   const liveCount = liveEntryCount(store);
 
   useEffect(() => {
@@ -72,6 +75,8 @@ export function SessionList({ data, store, open, onClose, onNew }) {
           </li>`,
         )}
       </ul>
+      <${ArchivedSessions} agent=${data.agent.name} current=${current} added=${archivedNow}
+        onRestored=${(row) => setSessions((list) => [row, ...list.filter((s) => s.sessionId !== row.sessionId)])} />
     </nav>
   `;
 }
