@@ -44,7 +44,7 @@ def test_saving_a_server_lists_its_tools_into_the_catalog(stdio_server):
     assert echo.parameters["properties"]["text"]["type"] == "string" and echo.parameters["required"] == ["text"]
     assert echo.manifest.to_dict() == {
         "kind": "mcp", "execution_mode": "subprocess", "supported_in_worker": False, "requires_shell": False,
-        "requires_write": False, "requires_skill_scope": False, "default_route": "main-process-proxy",
+        "requires_write": False, "requires_skill_scope": False, "requires_network": False, "default_route": "main-process-proxy",
     }
     assert "Echo the text back." in echo.description and "MCP server 'demo'" in echo.description
     # Governance rows like any builtin, and the catalog pages' read covers them.

@@ -335,8 +335,9 @@ class _Connection:
         delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.crashes_in_row - 1))
         self.next_attempt = time.monotonic() + delay
         self.state.status = "failed"
-        self._error(f"could not start: {why}")
-        raise McpUnavailable(f"MCP server {self.spec.name!r} could not start: {why}")
+        message = f"MCP server {self.spec.name!r} could not start: {why}"
+        self._error(message)  # the same words the caller records: whichever write lands last
+        raise McpUnavailable(message)
 
     async def _stop_task(self) -> None:
         task, self.task = self.task, None
