@@ -235,6 +235,26 @@ def sandbox_line() -> str:
     return f"sandbox: {effective_sandbox().describe}"
 
 
+class ModelNamesField(forms.CharField):
+    """An agent's fallback models as one line, "name, name" in order; stored as a list of
+    names (``Agent.clean`` says what is wrong with one: unknown, disabled, twice, the agent's own)."""
+
+    def prepare_value(self, value):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value
+        return ", ".join(value) if isinstance(value, list) else value or ""
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        return [name for name in (part.strip() for part in text.replace("\n", ",").split(",")) if name]
+
+    def has_changed(self, initial, data):
+        return self.to_python(self.prepare_value(initial)) != self.to_python(data)
+
+
 @admin.register(Agent)
 class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     """The agent list (model, store, usable, effective tool and skill counts, delegation) and
@@ -258,6 +278,20 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
 
     def _with_sandbox(self, extra_context):
         return {**(extra_context or {}), "subtitle": sandbox_line()}
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "fallback_models":
+            enabled = ", ".join(ModelConfig.objects.filter(enabled=True).values_list("name", flat=True)[:30]) or "none"
+            return ModelNamesField(
+                label="fallback models",
+                required=False,
+                widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. backup-model, cheap-model"}),
+                help_text=(
+                    "In order, separated by commas: asked when a call fails before any output (connection, timeout, 429, 5xx, "
+                    f"overloaded), or a larger-window one on a context overflow. Enabled models: {enabled}."
+                ),
+            )
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, self._with_sandbox(extra_context))
@@ -351,7 +385,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
 
     page_groups = (
-        (None, ("name", "enabled", "model", "warnings", "policy_editor", "access")),
+        (None, ("name", "enabled", "model", "fallback_models", "warnings", "policy_editor", "access")),
         ("Prompt", ("description", "system_prompt")),
         ("Sessions and workspace", (
             "session_provider", "restore_last_session", "summarize_on_switch", "cwd", "workspace_mode", "workspace_roots",
@@ -600,7 +634,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used"]
     inlines = [RunInputInline]
     page_groups = (
-        (None, ("run_id", "status", "error", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        (None, ("run_id", "status", "error", "notes", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
         ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (

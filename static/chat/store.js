@@ -31,6 +31,8 @@ export const STREAM_EVENT_FIELDS = {
   tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
   session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
   run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
+  // What the run did on its own (a model failover, a thinking level clamped): shown beside its state.
+  run_note: { required: ["type", "runId", "kind", "text"], ...ANY_STREAM },
   // Subagents (docs/subagents.md): sent by the subagent host; kept in `store.subagents` (subagents.js).
   subagent_run_started: { required: ["type", "runId", "subagentRunId", "batchId", "batchEntryId", "toolCallId", "taskIndex", "agent", "depth", "pid"], ...ANY_STREAM },
   subagent_event: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "firstSeq", "seq", "event"], ...ANY_STREAM },
@@ -41,6 +43,7 @@ export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 const ACTIVE_RUN_STATES = new Set(["queued", "running", "waiting"]);
 const MAX_TOOL_OUTPUTS = 200;
 const MAX_RUN_STATES = 50;
+const MAX_RUN_NOTES = 20;
 
 export class SessionStore {
   constructor({ sessionId = null } = {}) {
@@ -51,7 +54,7 @@ export class SessionStore {
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.subagents = new Map(); // subagentRunId -> a child's stream (subagents.js), live or replayed
-    this.run = { runId: null, state: "idle", error: null };
+    this.run = { runId: null, state: "idle", error: null, notes: [] };
     this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
     this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
@@ -321,12 +324,21 @@ export class SessionStore {
     if (type === "run_state") {
       // The server sends the run's state after every `subscribed` and again on a heartbeat
       // when this socket's last one is stale (docs/realtime.md): the latest frame wins.
-      this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null };
+      const notes = event.runId && event.runId === this.run.runId ? this.run.notes ?? [] : [];
+      this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null, notes };
       if (event.runId) {
         this._runStates.delete(event.runId);
         this._runStates.set(event.runId, event.state);
         if (this._runStates.size > MAX_RUN_STATES) this._runStates.delete(this._runStates.keys().next().value);
       }
+      changes.add("run");
+      return;
+    }
+    if (type === "run_note") {
+      // Notes belong to one run: a note of another run starts that run's list.
+      const same = this.run.runId === event.runId;
+      const notes = [...(same ? this.run.notes ?? [] : []), { kind: event.kind, text: event.text }].slice(-MAX_RUN_NOTES);
+      this.run = same ? { ...this.run, notes } : { runId: event.runId, state: this.run.state, error: this.run.error, notes };
       changes.add("run");
       return;
     }
@@ -454,7 +466,8 @@ export class SessionStore {
   setRun(run, changes = new Set()) {
     const told = run?.runId ? this._runStates.get(run.runId) : undefined;
     if (told !== undefined && runRank(run.state) <= runRank(told)) return;
-    this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
+    const notes = run?.notes ?? (run?.runId && run.runId === this.run.runId ? this.run.notes : []);
+    this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null, notes: (notes ?? []).slice(-MAX_RUN_NOTES) };
     changes.add("run");
     this._notify(changes);
   }
