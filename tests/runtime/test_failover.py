@@ -42,7 +42,7 @@ def models(monkeypatch, anthropic_server, openai_server):
         options = {**FAST, **fields.pop("options", {})}
         return ModelConfig.objects.create(
             name=name, provider_kind=kind, provider_name=fields.pop("provider_name", kind), model_id=model_id, base_url=base_url,
-            api_key_env=KEY, options=options, **fields,
+            api_key_env=fields.pop("api_key_env", KEY), options=options, **fields,
         )  # fmt: skip
 
     primary = make("primary", "anthropic", anthropic_server.base_url, "claude-primary")
