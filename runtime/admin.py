@@ -385,14 +385,14 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((w,) for w in found))) if found else "none"
 
     page_groups = (
-        (None, ("name", "enabled", "model", "fallback_models", "warnings", "policy_editor", "access")),
+        (None, ("name", "enabled", "model", "warnings", "policy_editor", "access")),
         ("Prompt", ("description", "system_prompt")),
         ("Sessions and workspace", (
             "session_provider", "restore_last_session", "summarize_on_switch", "cwd", "workspace_mode", "workspace_roots",
             "workspace_layout", "sandbox",
         )),
         ("Model calls and compaction", (
-            "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
+            "fallback_models", "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
             "branch_summary_reserve_tokens",
         )),
         ("What a run of it gets now", ("effective_tools", "subagents", "effective_skills", "system_prompt_preview")),
