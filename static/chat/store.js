@@ -54,7 +54,8 @@ export class SessionStore {
     this.live = null; // the streaming assistant message, see streaming.js
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.subagents = new Map(); // subagentRunId -> a child's stream (subagents.js), live or replayed
-    this.run = { runId: null, state: "idle", error: null, notes: [] };
+    this.run = { runId: null, state: "idle", error: null };
+    this.runNotes = { runId: null, notes: [] }; // the notes of one run (run_note events, or the REST runs list)
     this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
     this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
@@ -324,8 +325,7 @@ export class SessionStore {
     if (type === "run_state") {
       // The server sends the run's state after every `subscribed` and again on a heartbeat
       // when this socket's last one is stale (docs/realtime.md): the latest frame wins.
-      const notes = event.runId && event.runId === this.run.runId ? this.run.notes ?? [] : [];
-      this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null, notes };
+      this.run = { runId: event.runId ?? null, state: event.state, error: event.error ?? null };
       if (event.runId) {
         this._runStates.delete(event.runId);
         this._runStates.set(event.runId, event.state);
@@ -335,10 +335,9 @@ export class SessionStore {
       return;
     }
     if (type === "run_note") {
-      // Notes belong to one run: a note of another run starts that run's list.
-      const same = this.run.runId === event.runId;
-      const notes = [...(same ? this.run.notes ?? [] : []), { kind: event.kind, text: event.text }].slice(-MAX_RUN_NOTES);
-      this.run = same ? { ...this.run, notes } : { runId: event.runId, state: this.run.state, error: this.run.error, notes };
+      const same = this.runNotes.runId === event.runId;
+      const notes = [...(same ? this.runNotes.notes : []), { kind: event.kind, text: event.text }].slice(-MAX_RUN_NOTES);
+      this.runNotes = { runId: event.runId, notes };
       changes.add("run");
       return;
     }
@@ -464,10 +463,14 @@ export class SessionStore {
    * is behind what the socket said about the same run (a late ack) changes nothing.
    */
   setRun(run, changes = new Set()) {
+    if (run?.runId && Array.isArray(run.notes) && run.notes.length && this.runNotes.runId !== run.runId) {
+      // The REST runs list's notes after a reload (the socket's run_note events went by).
+      this.runNotes = { runId: run.runId, notes: run.notes.map((n) => ({ kind: n.kind, text: n.text })).slice(-MAX_RUN_NOTES) };
+      changes.add("run");
+    }
     const told = run?.runId ? this._runStates.get(run.runId) : undefined;
     if (told !== undefined && runRank(run.state) <= runRank(told)) return;
-    const notes = run?.notes ?? (run?.runId && run.runId === this.run.runId ? this.run.notes : []);
-    this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null, notes: (notes ?? []).slice(-MAX_RUN_NOTES) };
+    this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };
     changes.add("run");
     this._notify(changes);
   }

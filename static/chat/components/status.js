@@ -32,7 +32,7 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
   const percent = window ? Math.min(100, (tokens / window) * 100) : 0;
   const run = store.running && !["queued", "running", "waiting"].includes(store.run.state) ? "running" : store.run.state;
   const connection = store.connection;
-  const notes = store.run.notes ?? [];
+  const notes = store.runNotes.runId && store.runNotes.runId === store.run.runId ? store.runNotes.notes : [];
   // The run's latest note (a failover, a clamped thinking level); all of them on hover.
   const lastNote = notes.length ? notes[notes.length - 1] : null;
   return html`
@@ -55,7 +55,7 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
       </span>
       ${lastNote
         ? html`<span class=${`status-item run-note note-${lastNote.kind}`} data-kind=${lastNote.kind}
-            title=${(store.run.notes ?? []).map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 90)}</span>`
+            title=${notes.map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 90)}</span>`
         : null}
       <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
