@@ -631,10 +631,10 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used"]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes"]
     inlines = [RunInputInline]
     page_groups = (
-        (None, ("run_id", "status", "error", "notes", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        (None, ("run_id", "status", "error", "run_notes", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
         ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (
@@ -672,7 +672,17 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
 
     @admin.display(description="model")
     def model_used(self, obj):
-        return obj.model_name or obj.agent.model.name
+        name = obj.model_name or obj.agent.model.name
+        answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
+        return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
+
+    @admin.display(description="notes")
+    def run_notes(self, obj):
+        """What the run did on its own (runtime/runs/notes.py): failovers, clamped thinking levels."""
+        notes = obj.notes or []
+        if not notes:
+            return "none"
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
 
     @admin.display(description="duration")
     def duration(self, obj):

@@ -13,6 +13,7 @@ import socket
 import subprocess
 
 import pytest
+from django.urls import reverse
 
 from runtime.models import Agent, AgentRun, ModelConfig, RunStatus
 from sessions_tree.pi_view import session_view
@@ -107,6 +108,22 @@ def test_overloaded_primary_hands_the_call_to_the_fallback(agent_with, anthropic
     assert live == ["primary failed: 529 overloaded_error: Overloaded; trying backup", failover_notes[-1]["text"]]
     stats = driver.sink.of_type("session_context_stats")[-1]
     assert stats["model"] == "gpt-backup"
+
+
+def test_the_run_record_carries_the_failover_note(agent_with, anthropic_server, openai_server, client, staff):
+    """Browser-free: what the page and the console read — the REST runs list the chat page
+    asks after a reload, and the console's run page."""
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    openai_server.script(text_reply(ANSWER))
+    run = driver.prompt("hello")
+    client.force_login(staff)
+    listed = client.get(f"/api/runs/?session={driver.session_id}&limit=1").json()["results"][0]
+    expected = "answered by backup after primary failed: 529 overloaded_error: Overloaded"
+    assert listed["runId"] == str(run.run_id) and listed["status"] == "completed"
+    assert [(n["kind"], n["text"]) for n in listed["notes"]] == [("failover", expected)]
+    page = client.get(reverse("admin:runtime_agentrun_change", args=[run.pk])).content.decode()
+    assert f"failover: {expected}" in page and "primary (answered by backup after a failover)" in page
 
 
 def test_connection_refused_fails_over(agent_with, models, openai_server):
