@@ -141,7 +141,7 @@ def stream(turn, build_request: Callable[[Candidate], llm.LlmRequest], *, cancel
                         logger.warning("run %s: model %s failed (%s); trying %s", turn.run.run_id, candidate.name, reason, switch_to.name)
                         add_note(turn, "failover", f"{candidate.name} failed: {reason}; trying {switch_to.name}", keep=False)
                         break
-                    if plan.failures:
+                    if plan.failures or (event.retryable and plan.skipped):  # a failover was or would have been tried
                         plan.failures.append((candidate.name, reason))
             if event.type not in ("start", "done", "error"):
                 output = True

@@ -111,6 +111,19 @@ def test_the_console_edits_the_list_and_names_what_is_wrong(client, staff, agent
     assert 'value="second, backup"' in client.get(url).content.decode()
 
 
+def test_the_agent_page_warns_about_a_clamp_and_unusable_fallbacks(client, staff, agent, monkeypatch):
+    ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="NETA_FALLBACK_UNSET")
+    monkeypatch.delenv("NETA_FALLBACK_UNSET", raising=False)
+    Agent.objects.filter(pk=agent.pk).update(fallback_models=["backup", "remote"], thinking_level="high")
+    ModelConfig.objects.filter(name="backup").update(enabled=False)  # disabled after it was chosen
+    ModelConfig.objects.filter(name="own").update(supports_thinking=False)
+    client.force_login(staff)
+    html = client.get(reverse("admin:runtime_agent_change", args=[agent.pk])).content.decode().replace("&#x27;", "'")
+    assert "the thinking level is clamped for runs: thinking high → off: model own does not think" in html
+    assert "the model 'backup' is disabled: failover skips it (a fallback)" in html
+    assert "the model 'remote' needs NETA_FALLBACK_UNSET, which is not set in this process (a fallback)" in html
+
+
 # --------------------------------------------------------------------------- thinking levels per model
 
 
