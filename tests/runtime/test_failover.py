@@ -245,6 +245,16 @@ def test_unusable_fallbacks_are_skipped_and_named(agent_with, models, anthropic_
     assert "answered by backup after primary failed" in note and "keyless skipped: model 'keyless' needs an API key" in note
 
 
+def test_a_chain_with_nothing_left_to_ask_names_why(agent_with, models, anthropic_server, openai_server):
+    driver = Driver(agent_with("backup"))
+    ModelConfig.objects.filter(name="backup").update(enabled=False)  # disabled after it was chosen
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.FAILED and len(openai_server.requests) == 0
+    note = AgentRun.objects.get(pk=run.pk).notes[-1]["text"]
+    assert note == "no model answered: primary failed: 529 overloaded_error: Overloaded (backup skipped: model 'backup' is disabled)"
+
+
 @pytest.mark.oracle
 def test_pi_reads_a_session_answered_by_a_fallback(agent_with, anthropic_server, openai_server, oracle, tmp_path):
     driver = Driver(agent_with("backup"))
