@@ -159,8 +159,14 @@ def _summarize(turn, plan: CallPlan, candidate: Candidate, event: llm.StreamEven
     failed = "; ".join(f"{name} failed: {reason}" for name, reason in plan.failures)
     if plan.skipped:
         failed += "".join(f" ({name} skipped: {why})" for name, why in plan.skipped)
-    if event.type == "done" or (event.message or {}).get("stopReason") != "error":
+    names = [n for n, _ in plan.failures]
+    stop = (event.message or {}).get("stopReason")
+    if event.type == "done":
         turn.answering = candidate if candidate.name != turn.model.name else None
-        add_note(turn, "failover", f"answered by {candidate.name} after {failed}", model=candidate.name, failed=[n for n, _ in plan.failures])
+        add_note(turn, "failover", f"answered by {candidate.name} after {failed}", model=candidate.name, failed=names)
+    elif stop == "aborted":
+        add_note(turn, "failover", f"aborted while {candidate.name} answered after {failed}", model=candidate.name, failed=names)
+    elif candidate.name not in names:  # the fallback failed once its output had begun
+        add_note(turn, "failover", f"{candidate.name} took over after {failed}, then failed: {_short(event.message.get('errorMessage') or '')}", model=candidate.name, failed=names)
     else:
-        add_note(turn, "failover", f"no model answered: {failed}", failed=[n for n, _ in plan.failures])
+        add_note(turn, "failover", f"no model answered: {failed}", failed=names)

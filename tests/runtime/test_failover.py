@@ -189,6 +189,41 @@ def test_each_model_is_asked_once_per_call(agent_with, models, anthropic_server,
     assert note == "no model answered: primary failed: 529 overloaded_error: Overloaded; backup failed: 503 busy; backup-2 failed: 500 down"
 
 
+def test_a_fallback_failing_after_its_output_began_is_the_calls_error(agent_with, anthropic_server, openai_server):
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    openai_server.script(text_reply("Half an answer from the backup, then", chunk=3, error_after=4))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.FAILED
+    assert len(anthropic_server.requests) == 2 and len(openai_server.requests) == 1  # the primary is not asked again
+    (reply,) = assistant_messages(driver)
+    assert reply["model"] == "gpt-backup" and reply["content"][0]["text"] == streamed_text(driver)
+    note = AgentRun.objects.get(pk=run.pk).notes[-1]["text"]
+    assert note.startswith("backup took over after primary failed: 529 overloaded_error: Overloaded, then failed: ")
+
+
+def test_an_abort_while_the_fallback_streams(agent_with, anthropic_server, openai_server):
+    from runtime.runs.prompts import run_abort
+    from tests.runtime.test_turn import wait_for
+
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    held = text_reply("Streaming slowly from the backup", chunk=3, hold_after=4)
+    openai_server.script(held)
+    thread, holder, _ = driver.start("hello")
+    wait_for(lambda: streamed_text(driver) != "" or len(driver.sink.of_type("assistant_stream_delta")) > 0)
+    run_abort(actor=None, session_id=driver.session_id)
+    thread.join(timeout=20)
+    held.release.set()
+    (run,) = holder
+    assert run.status == RunStatus.ABORTED
+    (reply,) = assistant_messages(driver)
+    assert reply["stopReason"] == "aborted" and reply["model"] == "gpt-backup"
+    assert AgentRun.objects.get(pk=run.pk).notes[-1]["text"] == (
+        "aborted while backup answered after primary failed: 529 overloaded_error: Overloaded"
+    )
+
+
 def test_a_client_error_does_not_fail_over(agent_with, anthropic_server, openai_server):
     driver = Driver(agent_with("backup"))
     anthropic_server.script(Status(401, "invalid x-api-key", error_type="authentication_error"))
