@@ -266,6 +266,18 @@ def test_the_run_keeps_the_fallback_that_answered_for_its_next_calls(agent_with,
     assert not AgentRun.objects.get(pk=run.pk).notes
 
 
+def test_the_title_is_written_by_the_model_that_answered(agent_with, anthropic_server, openai_server, settings):
+    settings.NETA_TITLE_MODEL = ""  # titles by the agent's model (tests turn them off by default)
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    openai_server.script(text_reply(ANSWER), text_reply("Greeting the backup"))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(anthropic_server.requests) == 2  # the failing primary is not asked for the title
+    assert [r.body["model"] for r in openai_server.requests] == ["gpt-backup", "gpt-backup"]
+    assert get_provider("file").get_session(driver.session_id).title == "Greeting the backup"
+
+
 def test_unusable_fallbacks_are_skipped_and_named(agent_with, models, anthropic_server, openai_server, monkeypatch):
     _, _, make = models
     make("keyless", "openai", openai_server.base_url, "gpt-keyless", api_key_env="NETA_FAILOVER_UNSET_KEY")
