@@ -673,6 +673,8 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     @admin.display(description="model")
     def model_used(self, obj):
         name = obj.model_name or obj.agent.model.name
+        if "notes" in obj.get_deferred_fields():  # the list (no blobs loaded): the run page says more
+            return name
         answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
         return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
 

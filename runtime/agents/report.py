@@ -73,9 +73,14 @@ def thinking_and_fallback_warnings(agent: Agent) -> list[str]:
     from runtime.llm.thinking import clamp_thinking
 
     warnings = []
-    clamp = clamp_thinking(model_spec(agent.model, for_call=False), agent.thinking_level)
-    if clamp.changed:
-        warnings.append(f"the thinking level is clamped for runs: {clamp.describe(agent.model.name)}")
+    # A list page loads its rows without their JSON columns (sessions_tree/admin_lists.py) and
+    # shows no warnings: what a row did not load is not read here (no query per row).
+    if "options" not in agent.model.get_deferred_fields():
+        clamp = clamp_thinking(model_spec(agent.model, for_call=False), agent.thinking_level)
+        if clamp.changed:
+            warnings.append(f"the thinking level is clamped for runs: {clamp.describe(agent.model.name)}")
+    if "fallback_models" in agent.get_deferred_fields():
+        return warnings
     names = [n for n in agent.fallback_models or [] if isinstance(n, str)]
     if names:
         rows = {m.name: m for m in ModelConfig.objects.filter(name__in=names)}
