@@ -231,7 +231,14 @@ class Agent(models.Model):
                 errors["workspace_mode"] = problems
         if self.compaction_reserve_tokens and self.model_id and self.compaction_reserve_tokens >= self.model.context_window:
             errors["compaction_reserve_tokens"] = ["must be smaller than the model's context window"]
-        problems = fallback_model_errors(self.fallback_models, primary=self.model.name if self.model_id else None)
+        # A fallback disabled or deleted since it was chosen is not an error of this save (the
+        # agent page warns; failover skips it): other edits of the agent must not be blocked.
+        kept = None
+        if self.pk and self.fallback_models and isinstance(self.fallback_models, list):
+            kept = Agent.objects.filter(pk=self.pk).values_list("fallback_models", flat=True).first()
+        problems = fallback_model_errors(
+            self.fallback_models, primary=self.model.name if self.model_id else None, kept=kept if isinstance(kept, list) else ()
+        )
         if problems:
             errors["fallback_models"] = problems
         if errors:
@@ -242,11 +249,14 @@ class Agent(models.Model):
         return self.cwd or str(settings.NETA_WORKSPACE_DIR)
 
 
-def fallback_model_errors(value, *, primary: str | None) -> list[str]:
+def fallback_model_errors(value, *, primary: str | None, kept=()) -> list[str]:
     """What is wrong with an agent's ``fallback_models`` (empty: nothing): a list of names of
-    existing, enabled models, none twice, not the agent's own ``primary``."""
+    existing, enabled models, none twice, not the agent's own ``primary``. Names in ``kept``
+    (the saved list) may be disabled or gone since: only a newly named model must be usable."""
     if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
         return [f"must be a list of model names, got {value!r}"]
+    if not value:
+        return []
     problems = []
     found = {m.name: m for m in ModelConfig.objects.filter(name__in=value)}
     seen: set[str] = set()
@@ -256,6 +266,8 @@ def fallback_model_errors(value, *, primary: str | None) -> list[str]:
             continue
         seen.add(name)
         model = found.get(name)
+        if name in kept and name != primary:
+            continue
         if name == primary:
             problems.append(f"{name!r} is the agent's own model (a fallback must be another model)")
         elif model is None:

@@ -56,6 +56,19 @@ def test_a_good_list_keeps_its_order(agent):
     assert Agent.objects.get(pk=agent.pk).fallback_models == ["second", "backup"]
 
 
+def test_a_fallback_disabled_since_does_not_block_other_edits(agent, staff):
+    from runtime.agents.services import agent_update
+
+    agent_update(agent_id=agent.pk, actor=staff, changes={"fallback_models": ["backup", "second"]})
+    ModelConfig.objects.filter(name="backup").update(enabled=False)
+    ModelConfig.objects.filter(name="second").delete()
+    saved = agent_update(agent_id=agent.pk, actor=staff, changes={"description": "still editable"})
+    assert saved.description == "still editable" and saved.fallback_models == ["backup", "second"]
+    with pytest.raises(ValidationError) as caught:  # a newly named disabled model is refused
+        agent_update(agent_id=agent.pk, actor=staff, changes={"fallback_models": ["backup", "second", "off"]})
+    assert caught.value.message_dict["fallback_models"] == ["'off' is disabled"]
+
+
 def test_the_api_shows_and_changes_the_list(client, staff, agent, owner):
     client.force_login(staff)
     assert client.get("/api/agents/helper/").json()["fallbackModels"] == []
