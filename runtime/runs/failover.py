@@ -11,9 +11,9 @@ error (a second model would repeat what the page already shows).
 
 Within a run, a fallback that answered goes first for the run's next calls (a primary in a
 bad minute is not waited for on every tool round); the next run starts from the run's model
-again. Failover never changes the session's model: no ``model_change`` entry is written
-(Pi's ``model_change`` records the model the session is set to; the assistant message's
-``provider``/``model``/``api`` say which model answered). The run's notes say
+again. No ``model_change`` entry is written: in Pi it records a selection, and the
+context's model already follows the last assistant message, whose ``provider``/``model``/
+``api`` say which model answered. The run's notes say
 "answered by X after Y failed: reason" (``runtime/runs/notes.py``).
 """
 

@@ -308,6 +308,11 @@ def test_pi_reads_a_session_answered_by_a_fallback(agent_with, anthropic_server,
     anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
     openai_server.script(text_reply(ANSWER))
     assert driver.prompt("hello").status == RunStatus.COMPLETED
+    # Pi's rule (pi-session-format.md §8): the context's model follows the last assistant
+    # message, so the session shows the fallback as the model that answered last — without a
+    # model_change entry, which records a selection (the next run still starts from the primary).
+    assert get_provider("file").build_context(driver.session_id).model == {"provider": "openai", "modelId": "gpt-backup"}
+    assert entry_types(driver).count("model_change") == 1
     anthropic_server.script(text_reply("The primary is back."))
     assert driver.prompt("and now?").status == RunStatus.COMPLETED
     provider = get_provider("file")
@@ -323,8 +328,9 @@ def test_pi_reads_a_session_answered_by_a_fallback(agent_with, anthropic_server,
         ("openai", "gpt-backup", "openai-completions"),
         ("anthropic", "claude-primary", "anthropic-messages"),
     ]
-    # Pi's session model is the one the session was set to, not the one failover borrowed.
-    assert pi["model"]["modelId"] == "claude-primary"
+    # The next run went back to the primary: Pi's model follows it, with one model_change in the file.
+    assert pi["model"] == {"provider": "anthropic", "modelId": "claude-primary"}
+    assert entry_types(driver).count("model_change") == 1
 
 
 # --------------------------------------------------------------------------- thinking by capability
