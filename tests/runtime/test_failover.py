@@ -126,6 +126,20 @@ def test_the_run_record_carries_the_failover_note(agent_with, anthropic_server, 
     assert f"failover: {expected}" in page and "primary (answered by backup after a failover)" in page
 
 
+def test_a_429_asking_for_a_long_wait_fails_over_at_once(agent_with, anthropic_server, openai_server):
+    """The primary's retry policy does not wait 120 s (over retry_max_wait): the call fails
+    with the 429 at once, and the fallback takes it."""
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(Status(429, "Number of requests exceeded", headers={"retry-after": "120"}))
+    openai_server.script(text_reply(ANSWER))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(anthropic_server.requests) == 1 and len(openai_server.requests) == 1
+    assert AgentRun.objects.get(pk=run.pk).notes[-1]["text"] == (
+        "answered by backup after primary failed: 429 rate_limit_error: Number of requests exceeded"
+    )
+
+
 def test_connection_refused_fails_over(agent_with, models, openai_server):
     primary = models[0]
     primary.base_url = f"http://127.0.0.1:{closed_port()}"
