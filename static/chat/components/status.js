@@ -55,7 +55,7 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
       </span>
       ${lastNote
         ? html`<span class=${`status-item run-note note-${lastNote.kind}`} data-kind=${lastNote.kind}
-            title=${notes.map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 90)}</span>`
+            title=${notes.map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 160)}</span>`
         : null}
       <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
