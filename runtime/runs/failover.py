@@ -133,8 +133,9 @@ def stream(turn, build_request: Callable[[Candidate], llm.LlmRequest], *, cancel
         for event in llm.stream(candidate.spec, build_request(candidate), cancel=cancel):
             if event.type == "error" and not output and not (event.message or {}).get("content"):
                 stop = (event.message or {}).get("stopReason")
+                if stop == "error" and (event.retryable or llm.is_context_overflow(event.message, candidate.spec.context_window)):
+                    _extend(turn, plan)  # the fallbacks are read only when one may take the call
                 if stop == "error":
-                    _extend(turn, plan)
                     switch_to, reason = plan.next_after(candidate, event.message, retryable=event.retryable)
                     if switch_to is not None:
                         plan.failures.append((candidate.name, reason))
