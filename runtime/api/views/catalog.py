@@ -54,7 +54,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
 class AgentToolsApi(APIView):
     @extend_schema(
-        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child)",
+        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child, and `children`: what each child agent it may delegate to gets from it)",
         parameters=[OpenApiParameter("for", str, enum=["agent", "subagent"], required=False)],
         responses={200: S.ToolProjectionOut, **READ_ERRORS, 400: ERROR, 409: ERROR},
     )
@@ -77,7 +77,30 @@ class AgentToolsApi(APIView):
             projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
-        return Response({"agent": agent.name, **projection.to_dict()})
+        body = {"agent": agent.name, **projection.to_dict()}
+        if role == "subagent":
+            body["children"] = _children_of(agent)
+        return Response(body)
+
+
+def _children_of(agent: Agent) -> list[dict]:
+    """for=subagent: each child agent this agent may delegate to, as the host would project it."""
+    from runtime.subagents.host import child_projection
+
+    policy = SubagentPolicy.from_dict(agent.subagent_policy)
+    if not policy.enabled:
+        return []
+    out = []
+    for name in policy.agents:
+        child = Agent.objects.select_related("model").filter(name=name, enabled=True).first()
+        if child is None:
+            out.append({"agent": name, "error": "no enabled agent of that name"})
+            continue
+        try:
+            out.append(child_projection(agent, child, policy))
+        except (PolicyError, SubagentPolicyError) as exc:
+            out.append({"agent": name, "error": f"invalid policy: {exc}"})
+    return out
 
 
 # What PATCH /api/models/{name}/ takes: the API's names → the model's fields.
