@@ -912,3 +912,25 @@ def child_projection(parent: Agent, child: Agent, policy: SubagentPolicy, *, dep
         "denied": denied,
         "skills": skills,
     }
+
+
+def child_projections(agent: Agent) -> list[dict]:
+    """:func:`child_projection` of every child agent ``agent``'s subagent policy names (an
+    ``error`` for one that is missing, disabled or whose policy is invalid); ``[]`` when it
+    does not delegate. The API's ``?for=subagent`` and the console's agent page show it."""
+    from toolcatalog.policy import PolicyError
+
+    policy, problem = parse_policy_or_disabled(agent.subagent_policy)
+    if problem or not policy.enabled:
+        return []
+    out = []
+    for name in policy.agents:
+        child = Agent.objects.select_related("model").filter(name=name, enabled=True).first()
+        if child is None:
+            out.append({"agent": name, "error": "no enabled agent of that name"})
+            continue
+        try:
+            out.append(child_projection(agent, child, policy))
+        except (PolicyError, ValueError) as exc:
+            out.append({"agent": name, "error": f"cannot project it: {exc}"})
+    return out

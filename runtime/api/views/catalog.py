@@ -79,28 +79,10 @@ class AgentToolsApi(APIView):
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         body = {"agent": agent.name, **projection.to_dict()}
         if role == "subagent":
-            body["children"] = _children_of(agent)
+            from runtime.subagents.host import child_projections
+
+            body["children"] = child_projections(agent)
         return Response(body)
-
-
-def _children_of(agent: Agent) -> list[dict]:
-    """for=subagent: each child agent this agent may delegate to, as the host would project it."""
-    from runtime.subagents.host import child_projection
-
-    policy = SubagentPolicy.from_dict(agent.subagent_policy)
-    if not policy.enabled:
-        return []
-    out = []
-    for name in policy.agents:
-        child = Agent.objects.select_related("model").filter(name=name, enabled=True).first()
-        if child is None:
-            out.append({"agent": name, "error": "no enabled agent of that name"})
-            continue
-        try:
-            out.append(child_projection(agent, child, policy))
-        except (PolicyError, SubagentPolicyError) as exc:
-            out.append({"agent": name, "error": f"invalid policy: {exc}"})
-    return out
 
 
 # What PATCH /api/models/{name}/ takes: the API's names → the model's fields.
