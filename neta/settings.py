@@ -254,6 +254,20 @@ NETA_BASH_MAX_MEMORY_MB = env_int("NETA_BASH_MAX_MEMORY_MB", 4096, minimum=16)
 NETA_BASH_MAX_TIMEOUT = env_int("NETA_BASH_MAX_TIMEOUT", 3600, minimum=1)
 NETA_SANDBOX_RO_BINDS = env_list("NETA_SANDBOX_RO_BINDS", [])
 NETA_TOOL_OUTPUT_DIR = env_path("NETA_TOOL_OUTPUT_DIR", VAR_DIR / "tool-output", base=BASE_DIR)
+# --- Web tools (docs/tools.md "Web tools") ------------------------------------------
+# web_search's backend: "" (none: the tool is not offered), searxng, brave or tavily.
+NETA_WEB_SEARCH_BACKEND = env_choice("NETA_WEB_SEARCH_BACKEND", "", ("", "searxng", "brave", "tavily"))
+# The backend's base URL (required for searxng; overrides Brave's/Tavily's public API).
+NETA_WEB_SEARCH_URL = env_str("NETA_WEB_SEARCH_URL", "")
+# The *name* of the environment variable holding the backend's key ("" = BRAVE_API_KEY / TAVILY_API_KEY).
+NETA_WEB_SEARCH_KEY_ENV = env_str("NETA_WEB_SEARCH_KEY_ENV", "")
+# Hosts (or host:port) the web tools may reach although they resolve to private/loopback
+# addresses — the only way there — and hosts, *.domains or CIDR ranges they never reach.
+NETA_WEB_FETCH_ALLOW = env_list("NETA_WEB_FETCH_ALLOW", [])
+NETA_WEB_FETCH_DENY = env_list("NETA_WEB_FETCH_DENY", [])
+NETA_WEB_FETCH_MAX_BYTES = env_int("NETA_WEB_FETCH_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+NETA_WEB_FETCH_TIMEOUT = env_int("NETA_WEB_FETCH_TIMEOUT", 30, minimum=1)
+NETA_WEB_FETCH_MAX_REDIRECTS = env_int("NETA_WEB_FETCH_MAX_REDIRECTS", 5, minimum=0)
 NETA_SKILLS_DIRS = env_list("NETA_SKILLS_DIRS", [])
 NETA_SKILLS_VALIDATION = env_choice("NETA_SKILLS_VALIDATION", "strict", ("strict", "pi"))
 NETA_MANAGED_SKILLS_DIR = env_path("NETA_MANAGED_SKILLS_DIR", VAR_DIR / "skills", base=BASE_DIR)

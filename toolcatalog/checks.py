@@ -63,3 +63,32 @@ def check_sandbox_used(app_configs=None, **kwargs):
             id="toolcatalog.W001",
         )
     ]
+
+
+@checks.register()
+def check_web_tools(app_configs=None, **kwargs):
+    """A search backend selected but unusable, and allow/deny entries that cannot be read."""
+    from toolcatalog import web_guard
+    from toolcatalog.web_search_backends import search_config
+
+    found = []
+    config = search_config()
+    if config.configured and config.problem:
+        found.append(
+            checks.Warning(
+                f"NETA_WEB_SEARCH_BACKEND={config.backend}, but {config.problem}: web_search is not offered to any agent.",
+                hint="Fix the setting (docs/tools.md, \"Web tools\"), or unset NETA_WEB_SEARCH_BACKEND.",
+                id="toolcatalog.W003",
+            )
+        )
+    try:
+        web_guard.policy_from_settings()
+    except ValueError as exc:
+        found.append(
+            checks.Error(
+                f"{exc}: web_fetch and web_search refuse every request until it is fixed.",
+                hint="Entries are hosts or host:port (NETA_WEB_FETCH_ALLOW); the deny list also takes *.domain and CIDR ranges.",
+                id="toolcatalog.E002",
+            )
+        )
+    return found

@@ -38,6 +38,9 @@ class ToolManifest:
     requires_shell: bool = False
     requires_write: bool = False
     requires_skill_scope: bool = False
+    # Reaches the network (web_fetch, web_search): a subagent gets it only when its agent's
+    # tool policy allows network (``network: true``).
+    requires_network: bool = False
     default_route: str = "worker-local"
 
     def __post_init__(self) -> None:
@@ -49,7 +52,7 @@ class ToolManifest:
             )
         if self.default_route not in WORKER_ROUTES:
             raise ValueError(f"manifest.default_route must be one of {WORKER_ROUTES}, not {self.default_route!r}")
-        for flag in ("supported_in_worker", "requires_shell", "requires_write", "requires_skill_scope"):
+        for flag in ("supported_in_worker", "requires_shell", "requires_write", "requires_skill_scope", "requires_network"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"manifest.{flag} must be a bool")
         if not self.supported_in_worker and self.default_route == "worker-local":
@@ -71,5 +74,6 @@ class ToolManifest:
             "requires_shell": self.requires_shell,
             "requires_write": self.requires_write,
             "requires_skill_scope": self.requires_skill_scope,
+            "requires_network": self.requires_network,
             "default_route": self.default_route,
         }

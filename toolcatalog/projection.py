@@ -9,8 +9,10 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
-2. **model**, then **runtime policy** (this run's capabilities): a model without
-   tool support (``no_tools_reason``: every tool off, ``source`` ``model``); no shell,
+2. **model**, **configuration**, then **runtime policy**: a model without tool support
+   (``no_tools_reason``: every tool off, ``source`` ``model``); a setting the tool needs
+   is missing in this deployment (``Tool.unavailable_reason``: ``web_search`` without a
+   search backend, ``source`` ``configuration``); this run's capabilities: no shell,
    read-only, no skill scope, or an explicit denial.
 3. **agent policy**: ``per_tool.enabled=false`` or ``disabled`` turn a tool off;
    ``enabled`` or ``per_tool.enabled=true`` turn it on; otherwise the
@@ -19,7 +21,8 @@ reported as ``source``/``reason``):
 4. for a **subagent** only: governance or agent ``allow_in_subagent=false``,
    a worker route of ``disabled`` (governance's ``disabled`` cannot be
    overridden by the agent), or a ``worker-local`` route for a tool the
-   manifest says cannot run in a worker.
+   manifest says cannot run in a worker, or a network tool (``requires_network``) when the
+   agent's policy does not allow network.
 
 Staff governance is a ceiling: an agent can only narrow what it allows. The
 route is the agent's ``per_tool.worker_routing``, else governance's, else the
@@ -39,7 +42,7 @@ from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
 from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
 
-SOURCES = ("manifest", "governance", "agent_policy", "runtime_policy")
+SOURCES = ("manifest", "governance", "configuration", "model", "agent_policy", "runtime_policy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +255,12 @@ def _decide(
     # 1. governance ceiling
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
-    # 2. what this run can offer
+    # 2. what this deployment and this run can offer
     if runtime.no_tools_reason:
         return decision(False, "model", runtime.no_tools_reason)
+    unavailable = tool.unavailable_reason()
+    if unavailable:
+        return decision(False, "configuration", unavailable)
     if name in runtime.denied:
         return decision(False, "runtime_policy", runtime.denied[name] or "denied by the runtime policy")
     if manifest.requires_shell and not runtime.allow_shell:
@@ -290,6 +296,8 @@ def _decide(
             return decision(False, route_source, "worker routing is 'disabled'")
         if route == "worker-local" and not manifest.supported_in_worker:
             return decision(False, "manifest", "cannot run inside a worker process, and its route is 'worker-local'")
+        if manifest.requires_network and not policy.network:
+            return decision(False, "agent_policy", "reaches the network, and the agent's tool policy does not allow network (network: false)")
     return decision(True, on_source)
 
 

@@ -287,6 +287,12 @@ class Tool:
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         raise NotImplementedError
 
+    def unavailable_reason(self) -> str:
+        """Why this deployment cannot offer the tool at all ("" when it can): a setting it
+        needs is missing (``web_search`` without a search backend). The projection reports
+        it as the reason, with source ``configuration``, before any policy is consulted."""
+        return ""
+
     def definition(self) -> dict[str, Any]:
         """What an LLM provider is told about the tool."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

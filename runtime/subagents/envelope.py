@@ -43,6 +43,12 @@ TOOL_SETTING_NAMES = (
     "NETA_SANDBOX_RO_BINDS",
     "NETA_TOOL_OUTPUT_DIR",
     "NETA_TOOLS_NO_CGROUP",
+    # web_fetch runs in the child (worker-local): the same guard lists and limits.
+    "NETA_WEB_FETCH_ALLOW",
+    "NETA_WEB_FETCH_DENY",
+    "NETA_WEB_FETCH_MAX_BYTES",
+    "NETA_WEB_FETCH_TIMEOUT",
+    "NETA_WEB_FETCH_MAX_REDIRECTS",
 )
 
 

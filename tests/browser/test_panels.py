@@ -132,6 +132,18 @@ def close_drawers(page) -> None:
             button.click()
 
 
+def shot_both_widths(page, artifacts, panel, name: str) -> None:
+    """The panel at desktop width, then at phone width (drawers closed, no sideways scroll);
+    the page is left at phone width."""
+    panel.scroll_into_view_if_needed()
+    shot(page, artifacts, f"{name}-1440")
+    page.set_viewport_size(PHONE)
+    close_drawers(page)
+    panel.scroll_into_view_if_needed()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot(page, artifacts, f"{name}-390")
+
+
 def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(browser, server, panels_agent, artifacts):
     context, page = open_page(browser, server)
     plan = page.locator(".plan-panel")
@@ -328,13 +340,7 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
     expect(final).to_be_in_viewport()
     done_rows.nth(0).locator(".subagent-expand").click()
     expect(done_rows.nth(0).locator(".child-stream")).to_contain_text("notes.md")
-    final.scroll_into_view_if_needed()
-    shot(page, artifacts, "panels-subagents-done-1440")
-    page.set_viewport_size(PHONE)
-    close_drawers(page)
-    final.scroll_into_view_if_needed()
-    shot(page, artifacts, "panels-subagents-390")
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    shot_both_widths(page, artifacts, final, "panels-subagents-done")
     assert page.console.errors == [], page.console.errors
     context.close()
 
@@ -368,13 +374,7 @@ def test_every_way_a_child_ends_looks_distinct_and_says_why_and_cancel_all(brows
     # The partial child's text so far is kept in its stream.
     done.nth(0).locator(".subagent-expand").click()
     expect(done.nth(0).locator(".child-stream")).to_contain_text("Child here: I list the workspace first.")
-    final.scroll_into_view_if_needed()
-    shot(page, artifacts, "panels-subagents-outcomes-1440")
-    page.set_viewport_size(PHONE)
-    close_drawers(page)
-    final.scroll_into_view_if_needed()
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    shot(page, artifacts, "panels-subagents-outcomes-390")
+    shot_both_widths(page, artifacts, final, "panels-subagents-outcomes")
     page.set_viewport_size(DESKTOP)
 
     # Cancel all: every child still running is cancelled; the batch says so.

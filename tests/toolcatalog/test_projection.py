@@ -172,7 +172,7 @@ def test_json_shape():
         "promptHint": "",
         "renderer": "bash",
         "manifest": {"kind": "builtin", "execution_mode": "subprocess", "supported_in_worker": True,
-                     "requires_shell": True, "requires_write": True, "requires_skill_scope": False,
+                     "requires_shell": True, "requires_write": True, "requires_skill_scope": False, "requires_network": False,
                      "default_route": "worker-local"},
     }
 

@@ -10,6 +10,7 @@ import { highlightCode, languageForPath } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { useStore } from "./hooks.js";
 import { stateToken } from "../state_tokens.js";
+import { safeHttpUrl, searchResults } from "../web_results.js";
 
 const renderers = new Map();
 
@@ -113,6 +114,34 @@ for (const name of ["ls", "find", "grep"]) {
     Body: ({ result, output }) => (result || output ? html`<${Output} text=${result ? resultText(result) : output.text} />` : null),
   });
 }
+
+registerToolRenderer("web_search", {
+  summary: (args) => [args?.query, args?.site ? `site:${args.site}` : null, args?.recency ? `past ${args.recency}` : null].filter(Boolean).join(" · "),
+  Body: ({ result }) => {
+    if (!result) return null;
+    const results = result.message?.isError ? [] : searchResults(result.message?.details);
+    if (!results.length) return html`<div class="tool-note">${resultText(result)}</div>`;
+    return html`<ol class="web-results">${results.map((r, i) => html`
+      <li key=${i}>
+        ${r.url ? html`<a href=${r.url} target="_blank" rel="noopener noreferrer nofollow">${r.title}</a>` : html`<span>${r.title}</span>`}
+        <div class="web-result-url">${r.url ?? ""}</div>
+        ${r.snippet ? html`<div class="web-result-snippet">${r.snippet}</div>` : null}
+      </li>`)}</ol>`;
+  },
+});
+
+registerToolRenderer("web_fetch", {
+  summary: (args) => args?.url ?? "",
+  Body: ({ args, result }) => {
+    if (!result) return null;
+    // A link only to a page that was fetched: never to a refused (internal) address.
+    const url = result.message?.isError ? null : safeHttpUrl(result.message?.details?.finalUrl ?? args?.url);
+    return html`
+      ${url ? html`<div class="tool-note"><a href=${url} target="_blank" rel="noopener noreferrer nofollow">${url}</a></div>` : null}
+      <${Output} text=${resultText(result)} className="wrap" />
+    `;
+  },
+});
 
 /** Streamed output of a tool that is still running (the only part that re-renders). */
 function LiveOutput({ store, callId, children }) {
