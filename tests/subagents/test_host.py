@@ -222,12 +222,14 @@ def test_the_child_tools_are_the_intersection_and_deny_wins(workspace):
     from runtime.models import Agent
 
     Agent.objects.filter(name="helper").update(tool_policy={"disabled": ["write"]})
+    Agent.objects.filter(name="boss").update(tool_policy={"disabled": ["grep"]})  # what the parent was denied
     run = parent.prompt()
     row = SubprocessRun.objects.get(parent_run=run)
     granted = {t["name"] for t in row.envelope["toolPolicy"]["tools"]}
     denied = {d["name"]: d["reason"] for d in row.denied_tools}
-    assert "ls" in granted and "bash" not in granted and "write" not in granted
+    assert "ls" in granted and "bash" not in granted and "write" not in granted and "grep" not in granted
     assert "subagent_policy.tools.deny" in denied["bash"] and "write" in denied
+    assert "parent run does not have it" in denied["grep"]
     assert not granted & {"delegate_task", "delegate_parallel", "delegate_chain", "read_skill", "read_skill_file"}
 
 
