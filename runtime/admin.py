@@ -75,6 +75,7 @@ from runtime.sessions.services import (
     session_switch_leaf,
 )
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+from runtime.subagents.host import child_projections
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import (
@@ -552,6 +553,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
             "tool_pairs": list(zip(report.tools or (), report.subagent_tools or (), strict=True)),
             "skill_pairs": list(zip(report.skills, report.subagent_skills, strict=True)),
+            "children": child_projections(agent),
             "stored": {name: json.dumps(getattr(agent, name), indent=2, ensure_ascii=False) for name in POLICY_FORMS},
             "prompt": prompt_preview(agent), **forms_,
         }  # fmt: skip

@@ -317,11 +317,21 @@ class ToolDecisionOut(serializers.Serializer):
     manifest = serializers.DictField()
 
 
+class ChildProjectionOut(serializers.Serializer):
+    agent = serializers.CharField()
+    depth = serializers.IntegerField(required=False)
+    tools = serializers.ListField(child=serializers.DictField(), required=False, help_text="granted: name, route")
+    denied = serializers.ListField(child=serializers.DictField(), required=False, help_text="taken away: name, reason")
+    skills = serializers.ListField(child=serializers.CharField(), required=False)
+    error = serializers.CharField(required=False)
+
+
 class ToolProjectionOut(serializers.Serializer):
     agent = serializers.CharField()
     forSubagent = serializers.BooleanField()
     tools = ToolDecisionOut(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
+    children = ChildProjectionOut(many=True, required=False, help_text="for=subagent: each child agent's projection under this agent's policy")
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)

@@ -89,7 +89,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
 
 class AgentToolsApi(APIView):
     @extend_schema(
-        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child)",
+        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child, and `children`: what each child agent it may delegate to gets from it)",
         parameters=[OpenApiParameter("for", str, enum=["agent", "subagent"], required=False)],
         responses={200: S.ToolProjectionOut, **READ_ERRORS, 400: ERROR, 409: ERROR},
     )
@@ -112,7 +112,12 @@ class AgentToolsApi(APIView):
             projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
-        return Response({"agent": agent.name, **projection.to_dict()})
+        body = {"agent": agent.name, **projection.to_dict()}
+        if role == "subagent":
+            from runtime.subagents.host import child_projections
+
+            body["children"] = child_projections(agent)
+        return Response(body)
 
 
 # What PATCH /api/models/{name}/ takes: the API's names → the model's fields.
