@@ -75,6 +75,7 @@ from runtime.sessions.services import (
     session_switch_leaf,
 )
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+from runtime.subagents.host import child_projections
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import (
@@ -235,6 +236,26 @@ def sandbox_line() -> str:
     return f"sandbox: {effective_sandbox().describe}"
 
 
+class ModelNamesField(forms.CharField):
+    """An agent's fallback models as one line, "name, name" in order; stored as a list of
+    names (``Agent.clean`` says what is wrong with one: unknown, disabled, twice, the agent's own)."""
+
+    def prepare_value(self, value):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return value
+        return ", ".join(value) if isinstance(value, list) else value or ""
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        return [name for name in (part.strip() for part in text.replace("\n", ",").split(",")) if name]
+
+    def has_changed(self, initial, data):
+        return self.to_python(self.prepare_value(initial)) != self.to_python(data)
+
+
 @admin.register(Agent)
 class AgentAdmin(AuditedModelAdmin, LightListAdmin):
     """The agent list (model, store, usable, effective tool and skill counts, delegation) and
@@ -258,6 +279,20 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
 
     def _with_sandbox(self, extra_context):
         return {**(extra_context or {}), "subtitle": sandbox_line()}
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "fallback_models":
+            enabled = ", ".join(ModelConfig.objects.filter(enabled=True).values_list("name", flat=True)[:30]) or "none"
+            return ModelNamesField(
+                label="fallback models",
+                required=False,
+                widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. backup-model, cheap-model"}),
+                help_text=(
+                    "In order, separated by commas: asked when a call fails before any output (connection, timeout, 429, 5xx, "
+                    f"overloaded), or a larger-window one on a context overflow. Enabled models: {enabled}."
+                ),
+            )
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, self._with_sandbox(extra_context))
@@ -358,7 +393,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             "workspace_layout", "sandbox",
         )),
         ("Model calls and compaction", (
-            "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
+            "fallback_models", "thinking_level", "max_tool_rounds", "compaction_enabled", "compaction_reserve_tokens", "compaction_keep_recent_tokens",
             "branch_summary_reserve_tokens",
         )),
         ("What a run of it gets now", ("effective_tools", "subagents", "effective_skills", "system_prompt_preview")),
@@ -518,6 +553,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
             "tool_pairs": list(zip(report.tools or (), report.subagent_tools or (), strict=True)),
             "skill_pairs": list(zip(report.skills, report.subagent_skills, strict=True)),
+            "children": child_projections(agent),
             "stored": {name: json.dumps(getattr(agent, name), indent=2, ensure_ascii=False) for name in POLICY_FORMS},
             "prompt": prompt_preview(agent), **forms_,
         }  # fmt: skip
@@ -597,10 +633,10 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used"]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes"]
     inlines = [RunInputInline]
     page_groups = (
-        (None, ("run_id", "status", "error", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        (None, ("run_id", "status", "error", "run_notes", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
         ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (
@@ -638,7 +674,19 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
 
     @admin.display(description="model")
     def model_used(self, obj):
-        return obj.model_name or obj.agent.model.name
+        name = obj.model_name or obj.agent.model.name
+        if "notes" in obj.get_deferred_fields():  # the list (no blobs loaded): the run page says more
+            return name
+        answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
+        return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
+
+    @admin.display(description="notes")
+    def run_notes(self, obj):
+        """What the run did on its own (runtime/runs/notes.py): failovers, clamped thinking levels."""
+        notes = obj.notes or []
+        if not notes:
+            return "none"
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
 
     @admin.display(description="duration")
     def duration(self, obj):

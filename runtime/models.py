@@ -125,6 +125,16 @@ class Agent(models.Model):
     description = models.TextField(blank=True)
     system_prompt = models.TextField(blank=True)
     model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
+    # Tried in order when a call to the model fails before any output with an error that may
+    # pass (runtime/runs/failover.py, docs/llm.md "Failover"): model names, each at most once.
+    fallback_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "Models tried in this order when a call fails before any output (connection, timeout, 429, 5xx, "
+            "overloaded), or a larger-window one on a context overflow. Enabled models, each once, not the agent's own."
+        ),
+    )
     session_provider = models.CharField(
         "session store",
         max_length=16,
@@ -221,12 +231,51 @@ class Agent(models.Model):
                 errors["workspace_mode"] = problems
         if self.compaction_reserve_tokens and self.model_id and self.compaction_reserve_tokens >= self.model.context_window:
             errors["compaction_reserve_tokens"] = ["must be smaller than the model's context window"]
+        # A fallback disabled or deleted since it was chosen is not an error of this save (the
+        # agent page warns; failover skips it): other edits of the agent must not be blocked.
+        kept = None
+        if self.pk and self.fallback_models and isinstance(self.fallback_models, list):
+            kept = Agent.objects.filter(pk=self.pk).values_list("fallback_models", flat=True).first()
+        problems = fallback_model_errors(
+            self.fallback_models, primary=self.model.name if self.model_id else None, kept=kept if isinstance(kept, list) else ()
+        )
+        if problems:
+            errors["fallback_models"] = problems
         if errors:
             raise ValidationError(errors)
 
     @property
     def working_directory(self) -> str:
         return self.cwd or str(settings.NETA_WORKSPACE_DIR)
+
+
+def fallback_model_errors(value, *, primary: str | None, kept=()) -> list[str]:
+    """What is wrong with an agent's ``fallback_models`` (empty: nothing): a list of names of
+    existing, enabled models, none twice, not the agent's own ``primary``. Names in ``kept``
+    (the saved list) may be disabled or gone since: only a newly named model must be usable."""
+    if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+        return [f"must be a list of model names, got {value!r}"]
+    if not value:
+        return []
+    problems = []
+    found = {m.name: m for m in ModelConfig.objects.filter(name__in=value)}
+    seen: set[str] = set()
+    for name in value:
+        if name in seen:
+            problems.append(f"{name!r} is listed twice (each model is tried at most once)")
+            continue
+        seen.add(name)
+        model = found.get(name)
+        if name in kept and name != primary:
+            continue
+        if name == primary:
+            problems.append(f"{name!r} is the agent's own model (a fallback must be another model)")
+        elif model is None:
+            known = ", ".join(ModelConfig.objects.filter(enabled=True).exclude(name=primary or "").values_list("name", flat=True)[:20])
+            problems.append(f"{name!r} is not a model (enabled models: {known or 'none'})")
+        elif not model.enabled:
+            problems.append(f"{name!r} is disabled")
+    return problems
 
 
 class RunStatus(models.TextChoices):
@@ -289,6 +338,10 @@ class AgentRun(models.Model):
     cache_write_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     error = models.TextField(blank=True)
+    # What the run did on its own that its user should know (runtime/runs/notes.py): a model
+    # failover ("answered by X after Y failed: reason"), a thinking level clamped to the
+    # model's. Each ``{kind, text, at, …}``; also sent to the page as ``run_note`` events.
+    notes = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -11,7 +11,8 @@ The stored form is a JSON object with snake_case keys (like ``tool_policy``)::
       "max_concurrency_per_session": 8,         # … and per session (every run of it)
       "child_budget": {"max_turns": 20, "max_tool_calls": 50, "max_tokens": null,
                        "max_cost": null, "wall_clock_seconds": 600, "idle_seconds": 60},
-      "batch_budget": {"max_tokens": null, "max_cost": null, "wall_clock_seconds": null},
+      "batch_budget": {"max_turns": null, "max_tool_calls": null, "max_tokens": null,
+                       "max_cost": null, "wall_clock_seconds": null},  # the whole subtree
       "tools": {"allow": null, "deny": ["bash"]},  # allow: null = whatever the intersection gives
       "skills": ["pdf-tools"],                  # the skill allowlist (empty: no skills)
       "result_chars_per_child": 50000,          # caps of the delegate call's tool result
@@ -145,8 +146,11 @@ class ChildBudget:
 
 @dataclass(frozen=True, kw_only=True)
 class BatchBudget:
-    """What one delegate call (all its children together) may spend; null: no batch limit."""
+    """What one delegate call may spend over its whole subtree (its children, their
+    grandchildren and below, summed); null: no batch limit. The host enforces it."""
 
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
     wall_clock_seconds: float | None = None
@@ -157,6 +161,8 @@ class BatchBudget:
             return cls()
         data = check.object(key, data, {f for f in cls.__dataclass_fields__})
         return cls(
+            max_turns=check.integer(f"{key}.max_turns", data.get("max_turns"), None, 1, 100_000, nullable=True),
+            max_tool_calls=check.integer(f"{key}.max_tool_calls", data.get("max_tool_calls"), None, 1, 1_000_000, nullable=True),
             max_tokens=check.integer(f"{key}.max_tokens", data.get("max_tokens"), None, 1, 1_000_000_000, nullable=True),
             max_cost=check.number(f"{key}.max_cost", data.get("max_cost"), None, 0, 100_000, nullable=True),
             wall_clock_seconds=check.number(f"{key}.wall_clock_seconds", data.get("wall_clock_seconds"), None, 0, 86_400, nullable=True),

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runtime.agents.tools import agent_tool_projection
-from runtime.models import Agent, LlmProviderKind
+from runtime.models import Agent, LlmProviderKind, ModelConfig
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy, SkillPolicyError
@@ -66,6 +66,33 @@ def model_problems(model) -> list[str]:
     return problems
 
 
+def thinking_and_fallback_warnings(agent: Agent) -> list[str]:
+    """The agent's thinking level as its model takes it (clamped: docs/llm.md), and fallback
+    models a failover would skip now (gone, disabled, no key). No query without fallbacks."""
+    from runtime.agents.specs import model_spec
+    from runtime.llm.thinking import clamp_thinking
+
+    warnings = []
+    # A list page loads its rows without their JSON columns (sessions_tree/admin_lists.py) and
+    # shows no warnings: what a row did not load is not read here (no query per row).
+    if "options" not in agent.model.get_deferred_fields():
+        clamp = clamp_thinking(model_spec(agent.model, for_call=False), agent.thinking_level)
+        if clamp.changed:
+            warnings.append(f"the thinking level is clamped for runs: {clamp.describe(agent.model.name)}")
+    if "fallback_models" in agent.get_deferred_fields():
+        return warnings
+    names = [n for n in agent.fallback_models or [] if isinstance(n, str)]
+    if names:
+        rows = {m.name: m for m in ModelConfig.objects.filter(name__in=names)}
+        for name in names:
+            row = rows.get(name)
+            if row is None:
+                warnings.append(f"the fallback model {name!r} does not exist: failover skips it")
+            else:
+                warnings += [f"{p.replace('runs of this agent fail', 'failover skips it')} (a fallback)" for p in model_problems(row)]
+    return warnings
+
+
 def _skill_lines(agent_policy: SkillPolicy, rows, *, for_subagent: bool, loader: bool) -> list[SkillLine]:
     lines = []
     for row in rows:
@@ -92,6 +119,7 @@ def agent_report(agent: Agent, *, governance=None, skills=None, agents: dict[str
     warnings += problems
     if not agent.model.supports_tools:
         warnings.append(f"the model {agent.model.name!r} does not support tool calls: the agent runs without tools")
+    warnings += thinking_and_fallback_warnings(agent)
 
     tools = subagent_tools = None
     try:

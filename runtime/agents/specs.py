@@ -15,11 +15,13 @@ class ModelUnavailable(Exception):
     """The model cannot be used now (disabled, or its key variable is not set)."""
 
 
-def model_spec(model: ModelConfig) -> ModelSpec:
-    if not model.enabled:
+def model_spec(model: ModelConfig, *, for_call: bool = True) -> ModelSpec:
+    """The spec a call is made with. ``for_call=False``: only to read capabilities (the
+    console's warnings), so neither a disabled model nor a missing key is an error."""
+    if for_call and not model.enabled:
         raise ModelUnavailable(f"model {model.name!r} is disabled")
     api_key = None
-    if model.provider_kind != LlmProviderKind.SCRIPTED:
+    if for_call and model.provider_kind != LlmProviderKind.SCRIPTED:
         api_key = os.environ.get(model.api_key_env or "")
         if not api_key:
             raise ModelUnavailable(

@@ -210,13 +210,17 @@ class RunOut(serializers.ModelSerializer):
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
     question = serializers.JSONField(read_only=True, help_text="The ask_user question the run waits on (status waiting) or last waited on; {} when none.")
+    notes = serializers.JSONField(
+        read_only=True,
+        help_text="What the run did on its own: [{kind: failover|thinking, text, at, …}] (e.g. \"answered by X after Y failed: reason\").",
+    )
 
     class Meta:
         model = AgentRun
         fields = [
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
-            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question",
+            "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question", "notes",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -253,11 +257,15 @@ class AgentOut(serializers.ModelSerializer):
     restoreLastSession = serializers.BooleanField(source="restore_last_session")
     summarizeOnSwitch = serializers.CharField(source="summarize_on_switch")
     compactionEnabled = serializers.BooleanField(source="compaction_enabled")
+    fallbackModels = serializers.ListField(
+        source="fallback_models", child=serializers.CharField(),
+        help_text="Model names tried in this order when a call fails before any output (docs/llm.md, \"Failover\").",
+    )  # fmt: skip
 
     class Meta:
         model = Agent
         fields = [
-            "name", "description", "model", "sessionProvider", "thinkingLevel", "maxToolRounds",
+            "name", "description", "model", "fallbackModels", "sessionProvider", "thinkingLevel", "maxToolRounds",
             "restoreLastSession", "summarizeOnSwitch", "compactionEnabled", "enabled",
         ]  # fmt: skip
         read_only_fields = fields
@@ -309,11 +317,21 @@ class ToolDecisionOut(serializers.Serializer):
     manifest = serializers.DictField()
 
 
+class ChildProjectionOut(serializers.Serializer):
+    agent = serializers.CharField()
+    depth = serializers.IntegerField(required=False)
+    tools = serializers.ListField(child=serializers.DictField(), required=False, help_text="granted: name, route")
+    denied = serializers.ListField(child=serializers.DictField(), required=False, help_text="taken away: name, reason")
+    skills = serializers.ListField(child=serializers.CharField(), required=False)
+    error = serializers.CharField(required=False)
+
+
 class ToolProjectionOut(serializers.Serializer):
     agent = serializers.CharField()
     forSubagent = serializers.BooleanField()
     tools = ToolDecisionOut(many=True)
     warnings = serializers.ListField(child=serializers.CharField())
+    children = ChildProjectionOut(many=True, required=False, help_text="for=subagent: each child agent's projection under this agent's policy")
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)

@@ -7,7 +7,9 @@ Contract (what the turn loop relies on):
   `stopReason: "error"` and the provider's message in `errorMessage`;
 - `cancel.set()` ends it with `stopReason: "aborted"` (errorMessage "Request was
   aborted") keeping what was streamed, within ~50 ms even if the server is silent;
-- failures before any content block are retried (`retry.py`), never after.
+- failures before any content block are retried (`retry.py`), never after; when the
+  retries are spent (or not worth waiting for), the `error` event says `retryable`, so the
+  caller may ask another model (failover, runtime/runs/failover.py).
 """
 
 from __future__ import annotations
@@ -130,5 +132,7 @@ def _stream_wire(provider, model: ModelSpec, request: LlmRequest, cancel: thread
             # The failure is the abort itself (socket shut down under the read).
             yield b.abort()
             return
-        yield b.fail(failure.message)
+        event = b.fail(failure.message)
+        event.retryable = failure.retryable and not b.has_output
+        yield event
         return

@@ -56,6 +56,15 @@ def _by_level(check_value: Callable[[object], str | None]) -> Callable[[object],
     return check
 
 
+def _levels(value) -> str | None:
+    if not isinstance(value, list) or not value or not all(isinstance(level, str) for level in value):
+        return f"must be a non-empty list of thinking levels, got {value!r}"
+    unknown = [level for level in value if level not in THINKING_LEVELS]
+    if unknown:
+        return f"has unknown thinking level {unknown[0]!r} (levels: {', '.join(THINKING_LEVELS)})"
+    return None
+
+
 # option → (the kinds that read it, its check)
 SCHEMA: dict[str, tuple[tuple[str, ...], Callable[[object], str | None]]] = {
     "max_retries": (WIRE_KINDS, _number(0, integer=True)),
@@ -64,6 +73,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], Callable[[object], str | None]]] = {
     "retry_max_wait": (WIRE_KINDS, _number(0)),
     "timeout": (WIRE_KINDS, _number(0, strict=True)),
     "connect_timeout": (WIRE_KINDS, _number(0, strict=True)),
+    "thinking_levels": (WIRE_KINDS, _levels),
     "cache": (("anthropic",), _choice("none", "short", "long")),
     "thinking_budgets": (("anthropic",), _by_level(_number(1, integer=True))),
     "adaptive_thinking": (("anthropic",), _flag),

@@ -91,6 +91,10 @@ class StreamEvent:
     delta: str = ""
     partial: dict | None = None
     message: dict | None = None
+    # On an `error` event: the failure may pass (connection, timeout, 408/409/429, 5xx,
+    # overloaded) and nothing was streamed, so another model may be asked instead
+    # (the turn loop's failover, runtime/runs/failover.py). Never set once output began.
+    retryable: bool = False
 
 
 class WireProvider:

@@ -121,6 +121,17 @@ class RunState(_StreamEvent):
     error: str | None
 
 
+class RunNote(_StreamEvent):
+    """Something the run did on its own that its user should know, also kept in the run's
+    ``notes`` (runtime/runs/notes.py): ``kind`` ``failover`` ("answered by X after Y failed:
+    reason") or ``thinking`` (the level clamped to what the model accepts)."""
+
+    type: Literal["run_note"]
+    runId: str
+    kind: str
+    text: str
+
+
 # --- subagents (DESIGN §7): sent by the subagent host (runtime/subagents/), never by the turn loop --
 # ``runId`` is the parent run, ``subagentRunId`` the child (``GET /api/subagent-runs/{id}/``).
 
@@ -183,6 +194,7 @@ STREAM_EVENT_SHAPES: dict[str, type] = {
     "tool_result_streamed": ToolResultStreamed,
     "session_context_stats": SessionContextStats,
     "run_state": RunState,
+    "run_note": RunNote,
     "subagent_run_started": SubagentRunStarted,
     "subagent_event": SubagentEvent,
     "subagent_run_completed": SubagentRunCompleted,
@@ -276,6 +288,10 @@ def session_context_stats(*, tokens: int, context_window: int, model: str) -> Se
 def run_state(*, run_id, state: str, error: str | None) -> RunState:
     """``error`` empty or None travels as null."""
     return {"type": "run_state", "runId": str(run_id), "state": state, "error": error or None}
+
+
+def run_note(*, run_id, kind: str, text: str) -> RunNote:
+    return {"type": "run_note", "runId": str(run_id), "kind": kind, "text": text}
 
 
 def subagent_run_started(

@@ -186,7 +186,12 @@ def finalize_abandoned_entry(session_id: str) -> dict | None:
     tool call of the active path an aborted result (also when the worker died mid-tool)."""
     provider = provider_for_session(session_id)
     entry = provider.get_in_flight(session_id)
-    final = provider.finalize_in_flight(session_id, entry["id"], status="aborted") if entry is not None else None
+    fields = None
+    if entry is not None and entry.get("type") == "subagent_batch":
+        # The parent's host died with its turn: the batch says so (its children are cancelled
+        # by the subagent reaper; their runs hold their ends).
+        fields = {"metadata": {**(entry.get("metadata") or {}), "state": "lost", "cancelledBy": "the worker running the parent turn was lost"}}
+    final = provider.finalize_in_flight(session_id, entry["id"], status="aborted", fields=fields) if entry is not None else None
     close_open_tool_calls(provider, session_id, text=LOST_TOOL_TEXT)
     return final
 

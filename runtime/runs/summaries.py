@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from runtime import llm
 from runtime.agents.specs import model_spec
 from runtime.crash_points import crash_point
+from runtime.llm.thinking import clamp_thinking
 from runtime.models import Agent, ModelConfig
 from sessions_tree.branch_summary import (
     branch_summary_budget,
@@ -63,7 +64,8 @@ def summarize(spec: llm.ModelSpec, request, *, cancel: threading.Event | None = 
             system_prompt=request.system_prompt,
             messages=request.llm_messages(now_ms()),
             tools=[],
-            thinking_level=request.reasoning or "off",
+            # Clamped to the levels the model accepts (runtime/llm/thinking.py).
+            thinking_level=clamp_thinking(spec, request.reasoning).level if request.reasoning else "off",
             max_tokens=request.max_tokens,
             reasoning=request.reasoning is not None,
         ),

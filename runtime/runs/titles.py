@@ -119,6 +119,9 @@ def maybe_auto_title(turn) -> dict | None:
         model = title_model(turn.agent)
         if model is None:
             return None
+        answering = getattr(turn, "answering", None)
+        if answering is not None and model.pk == turn.model.pk:
+            model = answering.config  # the run failed over (runs/failover.py): the model that answers now
         if turn.meta is not None and turn.meta.title:
             return None  # the turn's copy of the row has one: no read
         meta = turn.provider.get_session(turn.session_id)  # a rename may have come meanwhile

@@ -41,8 +41,10 @@ from runtime.models import (
 )
 from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
-from runtime.runs import lifecycle
+from runtime.llm.thinking import clamp_thinking
+from runtime.runs import failover, lifecycle
 from runtime.runs.backends import HOST, this_process
+from runtime.runs.notes import add_note
 from runtime.runs.summaries import (
     SummaryCancelled,
     SummaryFailed,
@@ -173,10 +175,15 @@ class Turn:
     pending_results: list[tuple[dict, str, ToolResult]] = field(default_factory=list)
     book: RunBook | None = None
     spec: llm.ModelSpec = field(init=False)
+    # The model of the last call (the run's, or the fallback that answered it) and the
+    # fallback that answered the run's last call, asked first by the next (failover.py).
+    call_spec: llm.ModelSpec = field(init=False)
+    answering: object | None = None
     overflow_retried: bool = False
 
     def __post_init__(self):
         self.spec = model_spec(self.model)
+        self.call_spec = self.spec
 
     @property
     def session_id(self) -> str:
@@ -306,7 +313,7 @@ def _run(turn: Turn) -> None:
         checked = False
         final = _stream_assistant(turn)
         stop = final.get("stopReason")
-        if not turn.overflow_retried and llm.is_context_overflow(final, turn.spec.context_window):
+        if not turn.overflow_retried and llm.is_context_overflow(final, turn.call_spec.context_window):
 
             turn.overflow_retried = True
             compact_session(turn.session_id, agent=turn.agent, model=turn.model, cancel=turn.control.cancel)
@@ -457,20 +464,34 @@ def _stream_assistant(turn: Turn) -> dict:
     entry_id = entry["id"]
     # The context the reply answers: the path up to the entry just opened (no read of the row).
     ctx = provider.build_context(session_id, entry["parentId"] or ROOT, meta=turn.meta)
-    request = llm.LlmRequest(
-        system_prompt=turn.system_prompt,
-        messages=llm_messages(ctx.messages),
-        tools=turn.tools.projection.tool_definitions() if turn.model.supports_tools else [],
-        thinking_level=ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level,
-        max_tokens=turn.model.max_output_tokens,
-    )
+    requested_level = ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level
+    messages = llm_messages(ctx.messages)
+    tool_definitions = turn.tools.projection.tool_definitions() if turn.model.supports_tools else []
+
+    def request_for(candidate: failover.Candidate) -> llm.LlmRequest:
+        # Thinking by capability: the level the model accepts, the clamp in the run's notes.
+        clamp = clamp_thinking(candidate.spec, requested_level)
+        if clamp.changed:
+            add_note(turn, "thinking", clamp.describe(candidate.name), model=candidate.name, requested=clamp.requested, level=clamp.level)
+        return llm.LlmRequest(
+            system_prompt=turn.system_prompt,
+            messages=messages,
+            tools=tool_definitions if candidate.config.supports_tools else [],
+            thinking_level=clamp.level,
+            max_tokens=candidate.config.max_output_tokens,
+        )
+
     crash_point("stream_start")
     turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
     final: dict | None = None
     last_checkpoint = time.monotonic()
     partial: dict | None = None
+    streaming = None
     try:
-        for event in llm.stream(turn.spec, request, cancel=turn.control.cancel):
+        for candidate, event in failover.stream(turn, request_for, cancel=turn.control.cancel):
+            if candidate is not streaming:
+                streaming, partial = candidate, None  # a fallback took the call: nothing of the failed one is kept
+                turn.call_spec = candidate.spec
             partial = event.partial or partial
             _forward(turn, entry_id, event)
             if event.type in ("done", "error"):
@@ -699,4 +720,5 @@ def _reply_context_stats(turn: Turn, final: dict) -> se.SessionContextStats:
     (its usage), not the kernel's estimate of the path (``provider.context_stats``)."""
     usage = final.get("usage") or {}
     tokens = int(usage.get("totalTokens") or 0) or sum(int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite"))
-    return se.session_context_stats(tokens=tokens, context_window=turn.spec.context_window, model=turn.spec.model_id)
+    spec = turn.call_spec  # the model that answered (a fallback, runtime/runs/failover.py)
+    return se.session_context_stats(tokens=tokens, context_window=spec.context_window, model=spec.model_id)

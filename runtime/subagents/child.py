@@ -277,6 +277,8 @@ class Child:
         return Stop("run_end", status="partial", stopReason=reason, finalText=self.partial_text())
 
     def _loop(self) -> None:
+        from runtime.llm.thinking import clamp_thinking  # as ``llm`` itself: loaded once the child runs
+
         llm = self.llm
         definitions = [d for _, _, d in self.tools.values()] if self.spec.supports_tools else []
         self.messages.append({"role": "user", "content": [{"type": "text", "text": self.envelope.task}], "timestamp": int(time.time() * 1000)})
@@ -290,7 +292,8 @@ class Child:
                 system_prompt=system_prompt,
                 messages=list(self.messages),
                 tools=definitions,
-                thinking_level=self.envelope.runtime_config.thinking_level,
+                # Clamped to the levels the child's model accepts (runtime/llm/thinking.py).
+                thinking_level=clamp_thinking(self.spec, self.envelope.runtime_config.thinking_level).level,
                 max_tokens=self.spec.max_output_tokens,
             )
             self.phase = "model"

@@ -215,6 +215,8 @@ class Batch:
         self.nested = isinstance(turn, ChildParent)  # grandchildren: no tree entries of their own
         self.batch_id = uuid.uuid4().hex
         self.cancelled_by: str | None = None
+        self.budget_stop: dict | None = None  # which batch budget stopped the call
+        self.rows: list[SubprocessRun] = []
         self.threads: list[threading.Thread] = []
         self.started_at = time.time()
         wall = policy.batch_budget.wall_clock_seconds
@@ -245,6 +247,7 @@ class Batch:
             self._wait([r for r in rows if r.is_active], replay=True)
             return self._tool_result([SubprocessRun.objects.get(pk=r.pk) for r in rows], replayed=True)
         self.batch_id = rows[0].batch_id
+        self.rows = rows  # the batch budget counts every task's subtree (a chain's later steps too)
         if self.nested:  # the grandchildren belong to the top-level call's one batch entry
             self.entry_id = self.turn.row.batch_entry_id
         else:
@@ -270,6 +273,7 @@ class Batch:
                 services.subprocess_run_cancel(row, by=f"host error: {type(exc).__name__}")
             self._wait(rows)
         rows = [SubprocessRun.objects.get(pk=r.pk) for r in rows]
+        self._note_deadline_stop(rows)
         if not self.nested:
             self._write_entries(rows)
         return self._tool_result(rows)
@@ -305,7 +309,7 @@ class Batch:
             running = self._still_active(running)
             if running:
                 self._pause(running)
-                self._check_batch_budget(rows)
+                self._check_batch_budget(self.rows or rows)
             self._checkpoint(rows)
         self._join()
 
@@ -391,25 +395,52 @@ class Batch:
                 break
 
     def _check_batch_budget(self, rows: list[SubprocessRun]) -> None:
-        """``batch_budget.max_tokens`` / ``max_cost``: the children's usage so far (heartbeats,
-        then their ends) summed; over it, every child still out is stopped with the budget
-        code (a running one ends ``partial`` with its text, a queued one never starts)."""
+        """``batch_budget``: turns, tool calls, tokens and cost summed over the call's whole
+        subtree (its children and every grandchild below them: what they reported so far —
+        events and heartbeats, then their ends), and the call's wall clock. Over one, every
+        child still out is stopped with that budget's code (a running one ends ``partial``
+        with its text, its descendants too; a queued one never starts) and the batch says
+        ``state: budget_stopped`` with the budget in ``budgetStop``."""
         budget = self.policy.batch_budget
-        if self.cancelled_by is not None or (budget.max_tokens is None and budget.max_cost is None):
+        if self.cancelled_by is not None:
             return
-        usages = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in rows]).values_list("usage", flat=True))
-        tokens = sum(int((u or {}).get("totalTokens") or 0) for u in usages)
-        cost = sum(float(((u or {}).get("cost") or {}).get("total") or 0) for u in usages)
-        code = None
-        if budget.max_tokens is not None and tokens >= budget.max_tokens:
-            code, what = "budget_tokens", f"{tokens} tokens of {budget.max_tokens}"
-        elif budget.max_cost is not None and cost >= budget.max_cost:
-            code, what = "budget_cost", f"${cost:.4f} of ${budget.max_cost:g}"
-        if code is None:
+        stop = None
+        if self.deadline_ms is not None and not self.nested and time.time() * 1000 >= self.deadline_ms:
+            stop = ("budget_wall_clock", budget.wall_clock_seconds, round(time.time() - self.started_at, 1), "s")
+        limits = {"turns": budget.max_turns, "toolCalls": budget.max_tool_calls, "tokens": budget.max_tokens, "cost": budget.max_cost}
+        if stop is None and any(v is not None for v in limits.values()):
+            used = subtree_spent(rows)
+            for key, code, unit in (("turns", "budget_turns", "turns"), ("toolCalls", "budget_tool_calls", "tool calls"),
+                                    ("tokens", "budget_tokens", "tokens"), ("cost", "budget_cost", "USD")):  # fmt: skip
+                if limits[key] is not None and used[key] >= limits[key]:
+                    stop = (code, limits[key], used[key], unit)
+                    break
+        if stop is None:
             return
-        self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}{code} ({what})"
+        code, limit, spent, unit = stop
+        self.budget_stop = {"code": code, "limit": limit, "used": spent, "unit": unit}
+        what = f"${spent:.4f} of ${limit:g}" if code == "budget_cost" else f"{spent:g} {unit} of {limit:g}"
+        self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}{code} ({what}, whole subtree)"[:200]
         for row in rows:
             services.subprocess_run_cancel(row, by=self.cancelled_by)
+
+    def _note_deadline_stop(self, rows: list[SubprocessRun]) -> None:
+        """The batch wall clock usually stops the children from inside (it is their envelope's
+        ``deadline``) before the host's own check fires: a child that ended ``budget_wall_clock``
+        because the batch deadline came before its own wall clock still makes the batch
+        ``budget_stopped``."""
+        if self.budget_stop is not None or self.deadline_ms is None or self.nested:
+            return
+        for row in rows:
+            if row.error_code != "budget_wall_clock" or row.started_at is None:
+                continue
+            own_end_ms = (row.started_at.timestamp() + float((row.limits or {}).get("wallClockSeconds") or 600)) * 1000
+            if self.deadline_ms <= own_end_ms:
+                spent = round(time.time() - self.started_at, 1)
+                self.budget_stop = {"code": "budget_wall_clock", "limit": self.policy.batch_budget.wall_clock_seconds, "used": spent, "unit": "s"}
+                if self.cancelled_by is None:
+                    self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}budget_wall_clock (the call's {self.policy.batch_budget.wall_clock_seconds:g} s deadline)"
+                return
 
     def _check_parent(self, rows: list[SubprocessRun]) -> None:
         if self.cancelled_by is None and self.ctx.cancel.is_set():
@@ -471,6 +502,7 @@ class Batch:
                     "parentRunId": str(self.turn.run.run_id),
                     "state": "cancelled" if aborted else "budget_stopped" if budget_stop else "finished",
                     "cancelledBy": self.cancelled_by,
+                    **({"budgetStop": self.budget_stop} if self.budget_stop else {}),
                     "runs": [run_record(r, with_subagents=True) for r in rows],
                     "events": events_summary(rows),
                     "finalResults": [final_result(r, caps[r.pk]) for r in rows],
@@ -560,6 +592,25 @@ def final_result(row: SubprocessRun, cap: int) -> dict:
         "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
         "truncated": len(text) > cap,
     }
+
+
+def subtree_spent(rows) -> dict:
+    """Turns, tool calls, tokens and cost of ``rows`` and every run below them, summed from
+    what each reported so far (its heartbeats and events, then its end)."""
+    pks = [r.pk for r in rows]
+    seen: set[int] = set()
+    used = {"turns": 0, "toolCalls": 0, "tokens": 0, "cost": 0.0}
+    while pks:
+        fresh = [pk for pk in pks if pk not in seen]
+        seen.update(fresh)
+        for usage, counts in SubprocessRun.objects.filter(pk__in=fresh).values_list("usage", "counts"):
+            usage, counts = usage or {}, counts or {}
+            used["turns"] += int(counts.get("turns") or 0)
+            used["toolCalls"] += int(counts.get("toolCalls") or 0)
+            used["tokens"] += int(usage.get("totalTokens") or 0)
+            used["cost"] += float((usage.get("cost") or {}).get("total") or 0)
+        pks = list(SubprocessRun.objects.filter(parent_subprocess__in=fresh).values_list("pk", flat=True)) if fresh else []
+    return used
 
 
 def _child_end_ms(row: SubprocessRun, envelope: TaskEnvelope) -> int:
@@ -699,11 +750,32 @@ def child_tools(parent_projection, child: Agent, policy: SubagentPolicy, *, allo
     return grants, denied
 
 
-def allowed_skills_for(child: Agent, policy: SubagentPolicy) -> list[str]:
+def parent_skills(parent) -> set[str] | None:
+    """The skills the delegating parent itself may use (a child never gets one its parent was
+    denied): a child process's parent has its envelope's allowlist; a top-level run its agent's
+    skill policy (None: an invalid policy, nothing passes)."""
+    if isinstance(parent, ChildParent):
+        return set(parent.envelope.allowed_skills)
+    try:
+        own = SkillPolicy.from_dict(parent.agent.skill_policy or {})
+    except SkillPolicyError:
+        return None
+    return {s.name for s in skills_visible(policy=own, for_subagent=False)}
+
+
+def allowed_skills_for(child: Agent, policy: SubagentPolicy, *, parent_has: set[str] | None = None) -> list[str]:
     """The allowlist, narrowed to what the child may see as a subagent (privileged skills,
-    ``disable-model-invocation`` ones and those staff closed to subagents never pass)."""
+    ``disable-model-invocation`` ones and those staff closed to subagents never pass), by the
+    child agent's own skill policy, and to what the parent has (``parent_has``)."""
     if not policy.skills:
         return []
+    if parent_has is not None:
+        policy_skills = [s for s in policy.skills if s in parent_has]
+        if not policy_skills:
+            return []
+        from dataclasses import replace
+
+        policy = replace(policy, skills=tuple(policy_skills))
 
     try:
         narrowed = SkillPolicy.from_dict({**(child.skill_policy or {}), "subagent_allowed": list(policy.skills)})
@@ -759,7 +831,7 @@ def model_ref(model) -> dict:
 def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: SubprocessRun, task_text: str, context: str, batch_id: str, deadline_ms, depth: int) -> tuple[TaskEnvelope, list[dict]]:
 
 
-    skills = allowed_skills_for(child, policy)
+    skills = allowed_skills_for(child, policy, parent_has=parent_skills(parent) or set())
     grants, denied = child_tools(parent.tools.projection, child, policy, allowed_skills=skills, depth=depth)
     if isinstance(parent, ChildParent):  # what bash may see: never more than the child had
         passthrough, network = parent.env_passthrough, parent.network
@@ -816,3 +888,49 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
         "delegation": {"rootAgent": root_agent, "policy": policy.to_dict()} if delegates else {},
     }
     return parse_envelope(data), denied
+
+
+class _TopParent:
+    """A parent agent as ``build_envelope``'s pieces read it, for a projection without a run."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+
+
+def child_projection(parent: Agent, child: Agent, policy: SubagentPolicy, *, depth: int = 1) -> dict:
+    """What ``child`` gets when ``parent`` delegates to it at ``depth`` (the API's and the
+    console's view of one child): the tools granted with their routes, those taken away with
+    the reason, and the skills — computed as the host computes a child's envelope (the
+    parent's effective tools ∩ the child agent's own as a subagent ∩ the policy; the skill
+    allowlist ∩ the child's skill policy ∩ the parent's skills)."""
+    skills = allowed_skills_for(child, policy, parent_has=parent_skills(_TopParent(parent)) or set())
+    grants, denied = child_tools(agent_tool_projection(parent), child, policy, allowed_skills=skills, depth=depth)
+    return {
+        "agent": child.name,
+        "depth": depth,
+        "tools": [{"name": g["name"], "route": g["route"]} for g in grants],
+        "denied": denied,
+        "skills": skills,
+    }
+
+
+def child_projections(agent: Agent) -> list[dict]:
+    """:func:`child_projection` of every child agent ``agent``'s subagent policy names (an
+    ``error`` for one that is missing, disabled or whose policy is invalid); ``[]`` when it
+    does not delegate. The API's ``?for=subagent`` and the console's agent page show it."""
+    from toolcatalog.policy import PolicyError
+
+    policy, problem = parse_policy_or_disabled(agent.subagent_policy)
+    if problem or not policy.enabled:
+        return []
+    out = []
+    for name in policy.agents:
+        child = Agent.objects.select_related("model").filter(name=name, enabled=True).first()
+        if child is None:
+            out.append({"agent": name, "error": "no enabled agent of that name"})
+            continue
+        try:
+            out.append(child_projection(agent, child, policy))
+        except (PolicyError, ValueError) as exc:
+            out.append({"agent": name, "error": f"cannot project it: {exc}"})
+    return out

@@ -65,11 +65,24 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
     latest: dict = {}  # the usage the child reported last (heartbeats carry it)
     arrived = threading.Event()
 
+    seen = {"turns": 0, "toolCalls": 0}  # counted from the events themselves (no heartbeat lag)
+
     def on_event(event: dict) -> None:
         with lock:
             pending.append(event)
+            kind = event.get("type")
+            if kind == "assistant_message":
+                seen["turns"] += 1
+            elif kind == "tool_call" and event.get("route") != "refused":
+                seen["toolCalls"] += 1
             if isinstance(event.get("usage"), dict):
                 latest["usage"] = event["usage"]
+            reported = event.get("counts") if isinstance(event.get("counts"), dict) else {}
+            latest["counts"] = {
+                **reported,
+                "turns": max(seen["turns"], int(reported.get("turns") or 0)),
+                "toolCalls": max(seen["toolCalls"], int(reported.get("toolCalls") or 0)),
+            }
             if event.get("type") in TERMINAL_TYPES:
                 latest["terminal"] = True
         arrived.set()
@@ -117,7 +130,7 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
             break
         if now - last_beat >= BEAT_SECONDS:
             last_beat = now
-            if services.subprocess_run_beat(run, usage=latest.get("usage")) and not cancelled:
+            if services.subprocess_run_beat(run, usage=latest.get("usage"), counts=latest.get("counts")) and not cancelled:
                 cancelled = True
                 run.refresh_from_db(fields=["cancelled_by"])
                 by = run.cancelled_by or "parent"

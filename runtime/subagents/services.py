@@ -97,10 +97,7 @@ def subprocess_run_claim(run_id, *, max_per_session: int) -> SubprocessRun | Non
         if run is None or run.status != SubprocessStatus.QUEUED:
             return None
         AgentSession.objects.select_for_update().filter(session_id=run.session_id).first()
-        busy = SubprocessRun.objects.filter(
-            session_id=run.session_id, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING, SubprocessStatus.CANCELLING)
-        ).count()
-        if busy >= max_per_session:
+        if session_slots_busy(run) >= max_per_session:
             return False
         me = this_process()
         now = timezone.now()
@@ -117,6 +114,38 @@ def subprocess_run_claim(run_id, *, max_per_session: int) -> SubprocessRun | Non
     return SubprocessRun.objects.get(pk=run.pk)
 
 
+RUNNING_STATUSES = (SubprocessStatus.STARTING, SubprocessStatus.RUNNING, SubprocessStatus.CANCELLING)
+
+
+def ancestors_of(run: SubprocessRun) -> list[int]:
+    """The pks of the children that delegated ``run`` (its parent child, that one's, …)."""
+    out: list[int] = []
+    pk = run.parent_subprocess_id
+    while pk is not None and pk not in out and len(out) < 16:
+        out.append(pk)
+        pk = SubprocessRun.objects.filter(pk=pk).values_list("parent_subprocess_id", flat=True).first()
+    return out
+
+
+def session_slots_busy(run: SubprocessRun) -> int:
+    """The session's slots taken, as ``run``'s claim sees them: every child of the session
+    whose process is out (starting, running, cancelling), except ``run``'s own ancestors that
+    are waiting on their delegate call (they have an active child of their own): such a
+    child is blocked in a ``proxy_request`` until its descendants end, so it *lends* its slot
+    to them — a tree deeper than the session limit never deadlocks on itself. The slot is
+    lent to its descendants only: a sibling or another batch still sees it taken."""
+    taken = SubprocessRun.objects.filter(session_id=run.session_id, status__in=RUNNING_STATUSES)
+    ancestors = ancestors_of(run)
+    if not ancestors:
+        return taken.count()
+    lending = set(
+        SubprocessRun.objects.filter(pk__in=ancestors, status__in=RUNNING_STATUSES, children__status__in=ACTIVE_SUBPROCESS_STATUSES)
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    return taken.exclude(pk__in=lending).count()
+
+
 def subprocess_run_take_unclaimed(run: SubprocessRun) -> bool:
     """``queued → starting`` for a run nobody will claim (its submission failed), so the
     caller can record its end; False when someone claimed it meanwhile."""
@@ -131,12 +160,14 @@ def subprocess_run_started(run: SubprocessRun, *, pid: int | None) -> None:
 BUDGET_CANCEL_PREFIX = "batch budget: "
 
 
-def subprocess_run_beat(run: SubprocessRun, *, usage: dict | None = None) -> bool:
-    """Heartbeat (with the usage the child reported so far: the batch budget reads it);
-    returns whether a cancel was requested."""
+def subprocess_run_beat(run: SubprocessRun, *, usage: dict | None = None, counts: dict | None = None) -> bool:
+    """Heartbeat (with the usage and counts the child reached so far: the batch budget reads
+    them); returns whether a cancel was requested."""
     fields = {"heartbeat_at": timezone.now()}
     if usage:
         fields["usage"] = usage
+    if counts:
+        fields["counts"] = counts
     SubprocessRun.objects.filter(pk=run.pk, status__in=ACTIVE_SUBPROCESS_STATUSES).update(**fields)
     return SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).exists()
 
@@ -161,7 +192,11 @@ def subprocess_events_record(run: SubprocessRun, events: list[dict]) -> None:
 def status_for_terminal(terminal: dict) -> tuple[str, str]:
     """(run status, error code) for a terminal event."""
     if terminal["type"] == "run_end":
-        return (SubprocessStatus.COMPLETED if terminal.get("status") == "completed" else SubprocessStatus.PARTIAL), ""
+        if terminal.get("status") == "completed":
+            return SubprocessStatus.COMPLETED, ""
+        # partial: the error code says which budget stopped it
+        reason = str(terminal.get("stopReason") or "")
+        return SubprocessStatus.PARTIAL, reason if reason.startswith("budget_") else ""
     code = terminal.get("code") or "child_crash"
     if code == "cancelled":
         return SubprocessStatus.CANCELLED, code
@@ -209,9 +244,11 @@ def subprocess_run_cancel(run: SubprocessRun, *, by: str, actor=None) -> Subproc
     now = timezone.now()
     with transaction.atomic():
         was = run.status
+        budget = by.startswith(BUDGET_CANCEL_PREFIX)
         queued = SubprocessRun.objects.filter(pk=run.pk, status=SubprocessStatus.QUEUED).update(
             status=SubprocessStatus.CANCELLED, cancel_requested=True, cancelled_by=by, ended_at=now,
-            error_code="cancelled", error="cancelled before it started",
+            error_code=cancel_reason(by) if budget else "cancelled",
+            error=f"stopped before it started: {by}" if budget else "cancelled before it started",
         )  # fmt: skip
         asked = queued or SubprocessRun.objects.filter(
             pk=run.pk, status__in=(SubprocessStatus.STARTING, SubprocessStatus.RUNNING)

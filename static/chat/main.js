@@ -18,7 +18,7 @@ async function refreshRunState() {
     const page = await api.lastRun();
     const run = page.results?.[0];
     // Only a run still going is news after a reload; an old failure stays with its message.
-    if (run && ["queued", "running"].includes(run.status)) store.setRun({ runId: run.runId, state: run.status, error: run.error || null });
+    if (run && ["queued", "running"].includes(run.status)) store.setRun({ runId: run.runId, state: run.status, error: run.error || null, notes: run.notes || [] });
   } catch {
     /* the status bar keeps what the socket said */
   }

@@ -31,6 +31,8 @@ export const STREAM_EVENT_FIELDS = {
   tool_result_streamed: { required: ["type", "toolCallId", "text"], optional: ["omitted", "truncated", "final", "isError"] },
   session_context_stats: { required: ["type", "tokens", "contextWindow", "model"], ...ANY_STREAM },
   run_state: { required: ["type", "runId", "state", "error"], ...ANY_STREAM },
+  // What the run did on its own (a model failover, a thinking level clamped): shown beside its state.
+  run_note: { required: ["type", "runId", "kind", "text"], ...ANY_STREAM },
   // Subagents (docs/subagents.md): sent by the subagent host; kept in `store.subagents` (subagents.js).
   subagent_run_started: { required: ["type", "runId", "subagentRunId", "batchId", "batchEntryId", "toolCallId", "taskIndex", "agent", "depth", "pid"], ...ANY_STREAM },
   subagent_event: { required: ["type", "runId", "subagentRunId", "batchId", "taskIndex", "firstSeq", "seq", "event"], ...ANY_STREAM },
@@ -41,6 +43,7 @@ export const STREAM_EVENT_TYPES = new Set(Object.keys(STREAM_EVENT_FIELDS));
 const ACTIVE_RUN_STATES = new Set(["queued", "running", "waiting"]);
 const MAX_TOOL_OUTPUTS = 200;
 const MAX_RUN_STATES = 50;
+const MAX_RUN_NOTES = 20;
 
 export class SessionStore {
   constructor({ sessionId = null } = {}) {
@@ -52,6 +55,7 @@ export class SessionStore {
     this.toolOutputs = new Map(); // toolCallId -> {text, final, isError, truncated}
     this.subagents = new Map(); // subagentRunId -> a child's stream (subagents.js), live or replayed
     this.run = { runId: null, state: "idle", error: null };
+    this.runNotes = { runId: null, notes: [] }; // the notes of one run (run_note events, or the REST runs list)
     this._runStates = new Map(); // runId -> the last state the socket told (newer than any other source)
     this.stats = null; // last session_context_stats
     this.connection = { state: "connecting", attempt: 0, lastError: null, since: Date.now() };
@@ -330,6 +334,13 @@ export class SessionStore {
       changes.add("run");
       return;
     }
+    if (type === "run_note") {
+      const same = this.runNotes.runId === event.runId;
+      const notes = [...(same ? this.runNotes.notes : []), { kind: event.kind, text: event.text }].slice(-MAX_RUN_NOTES);
+      this.runNotes = { runId: event.runId, notes };
+      changes.add("run");
+      return;
+    }
     if (type === "session_context_stats") {
       this.stats = { ...event };
       changes.add("context");
@@ -452,6 +463,11 @@ export class SessionStore {
    * is behind what the socket said about the same run (a late ack) changes nothing.
    */
   setRun(run, changes = new Set()) {
+    if (run?.runId && Array.isArray(run.notes) && run.notes.length && this.runNotes.runId !== run.runId) {
+      // The REST runs list's notes after a reload (the socket's run_note events went by).
+      this.runNotes = { runId: run.runId, notes: run.notes.map((n) => ({ kind: n.kind, text: n.text })).slice(-MAX_RUN_NOTES) };
+      changes.add("run");
+    }
     const told = run?.runId ? this._runStates.get(run.runId) : undefined;
     if (told !== undefined && runRank(run.state) <= runRank(told)) return;
     this.run = { runId: run?.runId ?? null, state: run?.state ?? "idle", error: run?.error ?? null };

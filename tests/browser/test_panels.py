@@ -52,7 +52,7 @@ RULES = {
         ]},
         {"match": {"contains": "child task"}, "replies": [
             [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-            [{"pause_ms": 25000}, {"text": "The workspace holds **notes.md** and `src/`."}],
+            [{"pause_ms": 45000}, {"text": "The workspace holds **notes.md** and `src/`."}],
         ]},
         {"match": {"contains": "delegate"}, "replies": [
             [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [

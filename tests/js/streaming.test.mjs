@@ -168,3 +168,23 @@ test("the REST answer after a reconnect brings the end of a run the socket only 
   store.setRun({ runId: "r1", state: "running" });
   assert.equal(store.run.state, "completed");
 });
+
+test("run notes (a failover, a clamped thinking level) belong to their run", () => {
+  const store = new SessionStore();
+  store.receive({ type: "run_state", runId: "r1", state: "running", error: null });
+  store.receive({ type: "run_note", runId: "r1", kind: "failover", text: "primary failed: 529 overloaded_error: Overloaded; trying backup" });
+  store.receive({ type: "run_note", runId: "r1", kind: "failover", text: "answered by backup after primary failed: 529 overloaded_error: Overloaded" });
+  assert.deepEqual(store.runNotes.notes.map((n) => n.text), [
+    "primary failed: 529 overloaded_error: Overloaded; trying backup",
+    "answered by backup after primary failed: 529 overloaded_error: Overloaded",
+  ]);
+  store.receive({ type: "run_state", runId: "r1", state: "completed", error: null });
+  assert.equal(store.runNotes.runId, "r1"); // the run's end keeps its notes on show
+  store.receive({ type: "run_note", runId: "r2", kind: "thinking", text: "thinking high → off: model m does not think" });
+  assert.deepEqual(store.runNotes, { runId: "r2", notes: [{ kind: "thinking", text: "thinking high → off: model m does not think" }] });
+  // After a reload: the REST runs list's notes of the run still going.
+  const reloaded = new SessionStore();
+  reloaded.setRun({ runId: "r3", state: "running", error: null, notes: [{ kind: "failover", text: "answered by b after a failed: x", at: 1 }] });
+  assert.deepEqual(reloaded.runNotes, { runId: "r3", notes: [{ kind: "failover", text: "answered by b after a failed: x" }] });
+  assert.deepEqual(reloaded.run, { runId: "r3", state: "running", error: null });
+});

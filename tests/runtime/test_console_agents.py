@@ -155,3 +155,22 @@ def test_the_agent_page_leads_with_its_state_and_loses_no_field(console, agent):
     assert set(page.context["adminform"].form.fields) <= shown  # every editable field is on the page
     # A field no group names (one a later change adds) still shows, at the end.
     assert grouped(["a", "b", "c", "id"], ((None, ("a",)),)) == [(None, {"fields": ["a"], "classes": ()}), ("Other settings", {"fields": ["b", "c"]})]
+
+
+def test_the_agent_page_shows_what_each_child_agent_gets_with_reasons(console, agent):
+    # helper (bash off in its own policy) is the child; boss may not use grep and denies write to children.
+    boss = Agent.objects.create(
+        name="boss", model=agent.model, tool_policy={"disabled": ["grep"]},
+        subagent_policy={"enabled": True, "agents": ["helper"], "tools": {"deny": ["write"]}},
+    )  # fmt: skip
+    html = console.get(reverse("admin:runtime_agent_policies", args=[boss.pk])).content.decode()
+    assert "What each child agent gets from boss" in html
+    section = html.split("What each child agent gets from boss")[1].split("</section>")[0]
+    row = section.split("<code>helper</code>")[1].split("</tr>")[0]
+    granted, taken = row.split("</td>")[1], row.split("</td>")[2]
+    assert "<code>ls</code>" in granted and "<code>grep</code>" not in granted and "<code>write</code>" not in granted
+    assert "<code>grep</code>" in taken and "parent run does not have it" in taken
+    assert "<code>write</code>" in taken and "subagent_policy.tools.deny" in taken and "<code>bash</code>" in taken
+    # An agent that does not delegate has no such section.
+    plain = console.get(reverse("admin:runtime_agent_policies", args=[agent.pk])).content.decode()
+    assert "What each child agent gets" not in plain

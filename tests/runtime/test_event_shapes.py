@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.utils import timezone
 
-from runtime.models import AgentRun, RunStatus
+from runtime.models import AgentRun, ModelConfig, RunStatus
 from runtime.realtime import stream_events
 from runtime.realtime.sinks import InMemorySink, set_default_sink
 from runtime.runs.prompts import session_prompt
@@ -45,7 +45,9 @@ def misfits(events) -> list[str]:
 
 
 def test_a_turn_sends_only_declared_shapes(driver_for):
-    driver = driver_for(SCRIPT)
+    driver = driver_for(SCRIPT, thinking_level="high")
+    # A model that does not think: the level is clamped to off, which the run notes (run_note).
+    ModelConfig.objects.filter(pk=driver.agent.model_id).update(supports_thinking=False)
     run = driver.prompt("work please")
     assert run.status == RunStatus.COMPLETED, run.error
     events = [e for _, e in driver.sink.events]

@@ -1,12 +1,14 @@
-"""A Redis "restart" during a Celery-hosted batch: while the children run, every Redis
-connection of this deployment's workers (broker, result and channel-layer clients) is
-killed with ``CLIENT KILL`` — the shared server itself is never restarted. Every child run
-still ends in a recorded terminal state and the parent turn finishes."""
+"""Redis going away during a Celery-hosted batch, two ways: every Redis connection of this
+deployment's workers (broker, result and channel-layer clients) killed with ``CLIENT KILL``
+on the shared server; and a real restart — a redis-server of the test's own (free port,
+append-only file) SIGKILLed while the children run and started again. Either way every
+child run ends in a recorded terminal state and the parent turn finishes."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -121,3 +123,102 @@ def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the
     kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
     # ..., then the title the session gives itself after its first answer (runs/titles.py).
     assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]
+
+
+class OwnRedis:
+    """A redis-server of this test alone (a free port, its own directory, append-only file
+    fsynced always): it can really be killed and started again without touching anyone's."""
+
+    def __init__(self, tmp):
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = tmp / "redis"
+        self.dir.mkdir()
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        import redis
+
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--logfile", str(self.dir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if redis.Redis(port=self.port, socket_connect_timeout=0.5).ping():
+                    return
+            except redis.RedisError:
+                pass
+            assert time.monotonic() < deadline and self.process.poll() is None, (self.dir / "redis.log").read_text()[-2000:]
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(deployment):  # noqa: F811
+    """The deployment's Redis (broker, results, channel layer) is a server of its own, SIGKILLed
+    while two children run and started again on the same port a second later."""
+    own = OwnRedis(deployment.tmp)
+    own.start()
+    shared = {k: deployment.env[k] for k in ("NETA_REDIS_URL", "NETA_CELERY_BROKER_URL")}
+    try:
+        deployment.env.update({"NETA_REDIS_URL": own.url, "NETA_CELERY_BROKER_URL": own.url})
+        slow_children = {**RULES, "default": {"replies": [
+            [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
+            [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
+        ]}}  # fmt: skip
+        rules_file = deployment.tmp / "slow-children.json"
+        rules_file.write_text(json.dumps(slow_children))
+        deployment.python(
+            "from runtime.models import ModelConfig;"
+            f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+        )
+        deployment.start(deployment.queue, ["-P", "solo"], "runs")
+        deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+        session_id, run_id = deployment.prompt("please delegate")
+        deadline = time.monotonic() + 90
+        running = []
+        while time.monotonic() < deadline:
+            running = deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
+            if len(running) == 2:
+                break
+            time.sleep(0.2)
+        assert len(running) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+        own.kill()  # the restart: the server dies (SIGKILL) …
+        time.sleep(1)
+        own.start()  # … and comes back on the same port with its append-only file
+
+        row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
+        logs = "\n".join((deployment.tmp / f"{n}.log").read_text()[-3000:] for n in ("runs", "subagents"))
+        assert row["status"] == "completed", (row, logs)
+        children = deployment.rows("SELECT status, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
+        assert [c[0] for c in children] == ["completed", "completed"], (children, logs)
+        assert [c[1] for c in children] == ["Child done: first look", "Child done: second look"]
+        ends = deployment.rows(
+            "SELECT e.run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent e WHERE e.type IN ('run_end', 'run_error') GROUP BY e.run_id"
+        )
+        assert sorted(n for _, n in ends) == [1, 1], ends
+        assert not [pid for (pid,) in running if group_pids(pid)]  # 0 orphans
+        lines = deployment.export(session_id)
+        kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
+        kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
+        assert kinds[:7] == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant"]
+        # The workers reconnected: a second prompt after the restart runs end to end.
+        _, again = deployment.prompt("please delegate")
+        assert deployment.wait_run(again, lambda r: r["status"] not in ("queued", "running"), timeout=150)["status"] == "completed"
+    finally:
+        deployment.stop()
+        deployment.env.update(shared)  # the fixture's cleanup talks to the shared server
+        own.kill()

@@ -184,3 +184,94 @@ def test_a_parent_abort_with_8_running_children_ends_all_recorded_and_leaves_no_
     batch = next(line for line in lines if line["type"] == "subagent_batch")
     assert batch["metadata"]["state"] == "cancelled" and len(batch["metadata"]["runs"]) == 8
     assert sum(1 for line in lines if line["type"] == "subagent_result") == 8
+
+
+def test_a_one_slot_subagent_pool_runs_a_depth_2_tree_with_a_session_limit_of_1(deployment):
+    """One prefork process for the whole subagent queue and one session slot: the child's
+    grandchildren are supervised by threads of the pool process that supervises the child
+    (never a second task waiting for a slot it holds), and the waiting child lends its
+    session slot to them. Everything completes; nothing waits on itself."""
+    rules = {
+        "version": 1,
+        "rules": [
+            {"match": "please delegate", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "default", "task": "middle one"}, {"agent": "default", "task": "middle two"}]}}}], [{"text": "Summarized."}]]},
+            {"match": "middle", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "default", "task": "leaf a"}, {"agent": "default", "task": "leaf b"}]}}}], [{"text": "Middle done: {{user}}"}]]},
+        ],
+        "default": {"replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": "Leaf done: {{user}}"}]]},
+    }  # fmt: skip
+    rules_file = deployment.tmp / "tree-rules.json"
+    rules_file.write_text(json.dumps(rules))
+    deployment.python(
+        "from runtime.models import Agent, ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}});"
+        "Agent.objects.filter(name='default').update(subagent_policy={'enabled': True, 'agents': ['default'], 'max_depth': 2,"
+        " 'max_concurrency_per_session': 1, 'child_budget': {'wall_clock_seconds': 150}})"
+    )
+    deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "1", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=240)
+    log = (deployment.tmp / "subagents.log").read_text()[-3000:]
+    assert row["status"] == "completed", (row, log)
+    children = deployment.rows(
+        "SELECT id, depth, status, error_code, worker_pid, parent_subprocess_id, final_text, backend FROM `{db}`.runtime_subprocessrun"
+    )
+    assert len(children) == 6 and {c[2] for c in children} == {"completed"}, (children, log)
+    middles = [c for c in children if c[1] == 1]
+    leaves = [c for c in children if c[1] == 2]
+    assert len(middles) == 2 and len(leaves) == 4
+    pool = set(_group_members(subs.pid)) - {subs.pid}
+    assert len(pool) == 1 and {c[4] for c in children} == pool  # one pool process supervised all six
+    assert {c[7] for c in middles} == {"celery"} and {c[7] for c in leaves} == {"inline"}  # grandchildren: threads, not tasks
+    for middle in middles:
+        mine = sorted(c[6] for c in leaves if c[5] == middle[0])
+        assert mine == ["Leaf done: leaf a", "Leaf done: leaf b"]
+    assert sorted(c[6] for c in middles) == ["Middle done: middle one", "Middle done: middle two"]
+
+
+def test_a_killed_runs_worker_mid_batch_ends_the_run_recorded_and_its_children_too(deployment):
+    """The worker running the parent turn is SIGKILLed while its children run: the reaper
+    records the run ``lost`` (never left running), its batch entry is closed as aborted, the
+    children are cancelled by their supervisors (one terminal event each) and no process of
+    any child's group is left."""
+    hold = {**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}}
+    rules_file = deployment.tmp / "hold-rules.json"
+    rules_file.write_text(json.dumps(hold))
+    deployment.python(
+        "from runtime.models import ModelConfig;"
+        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+    )
+    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
+    deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    session_id, run_id = deployment.prompt("please delegate")
+    deadline = time.monotonic() + 90
+    pids = []
+    while time.monotonic() < deadline and len(pids) < 2:
+        pids = [p for (p,) in deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")]
+        time.sleep(0.2)
+    assert len(pids) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    os.killpg(runs.pid, signal.SIGKILL)  # the parent's worker: its turn (and its host loop) die mid-batch
+    runs.wait(timeout=10)
+    assert deployment.run_row(run_id)["status"] == "running"  # until a reaper round finds it
+    deadline = time.monotonic() + 120
+    children = []
+    while time.monotonic() < deadline:
+        deployment.manage("runtime_reap")  # what the periodic reaper does (stale after NETA_RUN_STALE_SECONDS=3)
+        children = deployment.rows("SELECT status, cancelled_by, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
+        if deployment.run_row(run_id)["status"] != "running" and all(c[2] is not None for c in children):
+            break
+        time.sleep(1)
+    row = deployment.run_row(run_id)
+    assert row["status"] == "lost" and row["in_flight"] == "", row
+    assert [c[0] for c in children] == ["cancelled", "cancelled"], children
+    assert all("ended (lost)" in c[1] for c in children)
+    ends = deployment.rows("SELECT run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent WHERE type IN ('run_end', 'run_error') GROUP BY run_id")
+    assert sorted(n for _, n in ends) == [1, 1]
+    assert not [pid for pid in pids if _group_members(pid)]  # 0 orphans
+    lines = deployment.export(session_id)
+    batch = next(line for line in lines if line["type"] == "subagent_batch")
+    assert batch["metadata"]["state"] == "lost" and "parent turn was lost" in batch["metadata"]["cancelledBy"]
+    result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
+    assert result["isError"] is True  # the open delegate call got its aborted result: the tree stays valid for Pi

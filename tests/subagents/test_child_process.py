@@ -230,7 +230,10 @@ def test_cancel_during_a_bash_command_ends_cancelled_with_partial_output_and_no_
     )
     rec = Recorder()
     rec.hooks["tool_call"] = lambda event: sup.cancel(by="test-user")
-    sup, _ = supervise(make_envelope(workspace, rules=rules), rec)
+    # The child's own answer is what is tested, so the host waits long before it would signal:
+    # FAST's 0.5 s is shorter than a loaded machine takes to schedule the child's cancel path.
+    patient = Timings(term_after=20.0, kill_after=30.0, exit_grace=10.0, wall_clock_grace=0.5)
+    sup, _ = supervise(make_envelope(workspace, rules=rules), rec, timings=patient)
     outcome = sup.run()
     assert_one_terminal(rec, outcome)
     terminal = outcome.terminal

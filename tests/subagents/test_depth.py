@@ -150,3 +150,111 @@ def test_parent_abort_reaches_running_grandchildren(workspace):
     batch = parent.path()[2]
     assert batch["metadata"]["state"] == "cancelled"
     assert {g["status"] for g in batch["metadata"]["runs"][0]["subagents"]} == {"cancelled"}
+
+
+@pytest.mark.parametrize("per_session", [1, 2])
+def test_a_child_waiting_on_its_grandchildren_lends_its_session_slot(workspace, per_session):
+    # Two middles at once, each delegating two leaves in parallel: depth 2 with a session limit
+    # of 1 or 2. Without lending, the middles hold every slot while they wait for leaves that can
+    # never claim one (a deadlock until the middles' wall clock).
+    two = {"tasks": [{"agent": "leaf", "task": "first"}, {"agent": "leaf", "task": "second"}]}
+    make_agent("leaf", ls_then(LEAF_ANSWER), workspace=workspace)
+    make_agent("middle", middle("delegate_parallel", two), workspace=workspace)
+    both = {"tasks": [{"agent": "middle", "task": "one"}, {"agent": "middle", "task": "two"}]}
+    boss = make_agent(
+        "boss", delegating("delegate_parallel", both), workspace=workspace,
+        subagent_policy=policy("middle", "leaf", max_depth=2, max_concurrency_per_session=per_session,
+                               child_budget={"wall_clock_seconds": 120}),
+    )  # fmt: skip
+    parent = Parent(boss)
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    rows = list(SubprocessRun.objects.filter(parent_run=run))
+    assert len(rows) == 6 and {r.status for r in rows} == {"completed"}, [(r.depth, r.status, r.error_code) for r in rows]
+    leaves = [r for r in rows if r.depth == 2]
+    middles = [r for r in rows if r.depth == 1]
+    assert all(r.final_text == LEAF_ANSWER for r in leaves) and all(r.final_text == "Middle done." for r in middles)
+    # What held a slot at each moment: the leaves, and a middle only while it had no leaf out
+    # (before its delegate call and after its leaves ended) — never more than the limit.
+    spans = [(r.started_at, r.ended_at) for r in leaves]
+    for m in middles:
+        mine = [r for r in leaves if r.parent_subprocess_id == m.pk]
+        spans += [(m.started_at, min(r.created_at for r in mine)), (max(r.ended_at for r in mine), m.ended_at)]
+    for t, _ in spans:
+        assert sum(1 for a, b in spans if a <= t < b) <= per_session
+
+
+def test_the_lent_slot_goes_to_the_descendants_only(workspace):
+    from runtime.subagents import services
+
+    parent = tree_of(workspace, ls_then(LEAF_ANSWER), max_depth=2)
+    run = parent.prompt()
+    top = services.subprocess_runs_create(
+        parent_run=run, batch_id="b1", tool_call_id="call-a", mode="parallel", parent_entry_id="", depth=1,
+        tasks=[{"agent": "middle", "task": "m"}, {"agent": "middle", "task": "sibling"}],
+    )  # fmt: skip
+    assert services.subprocess_run_claim(top[0].run_id, max_per_session=1)
+    below = services.subprocess_runs_create(
+        parent_run=run, batch_id="b2", tool_call_id=f"{top[0].run_id.hex}/c1", mode="single", parent_entry_id="", depth=2,
+        tasks=[{"agent": "leaf", "task": "l"}], parent_subprocess=top[0],
+    )  # fmt: skip
+    assert services.subprocess_run_claim(top[1].run_id, max_per_session=1) is False  # a sibling still sees the slot taken
+    leaf = services.subprocess_run_claim(below[0].run_id, max_per_session=1)  # the waiting middle lends it to its leaf
+    assert leaf and leaf.status == "starting"
+    assert services.subprocess_run_claim(top[1].run_id, max_per_session=1) is False  # middle + leaf: still full for others
+    SubprocessRun.objects.filter(pk=below[0].pk).update(status="completed")
+    # The leaf is done: the middle works again and holds its slot.
+    assert services.subprocess_run_claim(top[1].run_id, max_per_session=1) is False
+
+
+LOOPING_LEAF = script(default={"reply": [{"pause_ms": 400}, {"text": "Working."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}]})
+
+
+@pytest.mark.parametrize(
+    "budget, code, key",
+    [
+        ({"max_turns": 6}, "budget_turns", "turns"),
+        ({"max_tool_calls": 6}, "budget_tool_calls", "toolCalls"),
+        ({"max_tokens": 9000}, "budget_tokens", "tokens"),
+        ({"max_cost": 0.009}, "budget_cost", "cost"),
+        ({"wall_clock_seconds": 6}, "budget_wall_clock", None),
+    ],
+)
+def test_a_batch_budget_counts_the_whole_subtree_and_says_which_budget_stopped_it(workspace, budget, code, key):
+    # A middle delegates to two leaves that would call ls forever (their own budgets are the
+    # defaults, far away): only the batch budget, summed over the middle and its leaves, stops them.
+    two = {"tasks": [{"agent": "leaf", "task": "a"}, {"agent": "leaf", "task": "b"}]}
+    make_agent("leaf", LOOPING_LEAF, workspace=workspace)
+    make_agent("middle", middle("delegate_parallel", two), workspace=workspace)
+    boss = make_agent(
+        "boss", delegating("delegate_task", {"agent": "middle", "task": "delegate deeper"}), workspace=workspace,
+        subagent_policy=policy("middle", "leaf", max_depth=2, batch_budget=budget),
+    )  # fmt: skip
+    parent = Parent(boss)
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    rows = list(SubprocessRun.objects.filter(parent_run=run))
+    assert len(rows) == 3
+    # Never "completed": each one ends partial, with the budget as its error code and stop reason.
+    assert {(r.status, r.error_code) for r in rows} == {("partial", code)}, [(r.depth, r.status, r.error_code, r.cancelled_by) for r in rows]
+    # Stopped by the host (or, for the wall clock, often by the child itself: the call's deadline is in its envelope).
+    assert all(r.cancelled_by.startswith(f"batch budget: {code}") or (code == "budget_wall_clock" and not r.cancelled_by) for r in rows)
+    for row in rows:
+        end = SubprocessEvent.objects.filter(run=row).order_by("-seq").first()
+        assert (end.type, end.payload["status"], end.payload["stopReason"]) == ("run_end", "partial", code)
+        assert not alive(row.pid)
+    leaves = [r for r in rows if r.depth == 2]
+    assert all(r.final_text.startswith("Working.") for r in leaves)  # the partial text is kept
+    batch = parent.path()[2]
+    assert batch["metadata"]["state"] == "budget_stopped" and batch["metadata"]["budgetStop"]["code"] == code
+    text = next(e for e in parent.path() if e["type"] == "message" and e["message"]["role"] == "toolResult")["message"]["content"][0]["text"]
+    assert f"batch budget: {code}" in text and ": partial (" + code in text
+    if key is not None:  # the middle alone never reached it: the leaves' spending counted
+        from runtime.subagents.host import subtree_spent
+
+        mid = next(r for r in rows if r.depth == 1)
+        limit = next(iter(budget.values()))
+        assert subtree_spent([mid])[key] >= limit
+        alone = {"turns": mid.counts.get("turns", 0), "toolCalls": mid.counts.get("toolCalls", 0),
+                 "tokens": mid.usage.get("totalTokens", 0), "cost": (mid.usage.get("cost") or {}).get("total", 0)}  # fmt: skip
+        assert alone[key] < limit

@@ -222,12 +222,14 @@ def test_the_child_tools_are_the_intersection_and_deny_wins(workspace):
     from runtime.models import Agent
 
     Agent.objects.filter(name="helper").update(tool_policy={"disabled": ["write"]})
+    Agent.objects.filter(name="boss").update(tool_policy={"disabled": ["grep"]})  # what the parent was denied
     run = parent.prompt()
     row = SubprocessRun.objects.get(parent_run=run)
     granted = {t["name"] for t in row.envelope["toolPolicy"]["tools"]}
     denied = {d["name"]: d["reason"] for d in row.denied_tools}
-    assert "ls" in granted and "bash" not in granted and "write" not in granted
+    assert "ls" in granted and "bash" not in granted and "write" not in granted and "grep" not in granted
     assert "subagent_policy.tools.deny" in denied["bash"] and "write" in denied
+    assert "parent run does not have it" in denied["grep"]
     assert not granted & {"delegate_task", "delegate_parallel", "delegate_chain", "read_skill", "read_skill_file"}
 
 
@@ -438,3 +440,46 @@ def test_skills_reach_a_child_only_through_the_allowlist_and_the_host(workspace,
     assert outcome["secret"][0] is True and outcome["unlisted"][0] is True
     assert "Privileged" not in outcome["secret"][1]
     assert SubprocessEvent.objects.filter(run=row, type="proxy_request").count() == 3  # all three went to the host
+    # A skill the parent agent itself may not use never reaches its child, whatever the allowlist says.
+    from runtime.models import Agent
+
+    Agent.objects.filter(name="boss").update(skill_policy={"allowed": ["secret", "manual"]})
+    again = parent.prompt("delegate again")
+    row = SubprocessRun.objects.get(parent_run=again)
+    assert row.envelope["allowedSkills"] == []
+    assert "read_skill" not in {t["name"] for t in row.envelope["toolPolicy"]["tools"]}
+
+
+def long_text(i: int, chars: int) -> str:
+    """A distinct text for task ``i``: numbered lines, so a cut or a mix-up shows in its hash."""
+    lines, n = [], 0
+    while sum(map(len, lines)) < chars:
+        lines.append(f"task {i} line {n}: {hashlib.sha256(f'{i}/{n}'.encode()).hexdigest()} ✓\n")
+        n += 1
+    return "".join(lines)[:chars]
+
+
+def test_eight_parallel_children_deliver_their_full_distinct_texts_to_the_parent(workspace):
+    texts = {i: long_text(i, 20_000 + 601 * i) for i in range(8)}  # 20–24.2 k each: under the cap of 200 000 / 8
+    rules = [{"match": {"contains": f"job-{i}."}, "replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": texts[i]}]]} for i in range(8)]
+    eight = {"tasks": [{"agent": "helper", "task": f"job-{i}. Write your report."} for i in range(8)]}
+    parent = parent_with(workspace, delegating("delegate_parallel", eight), script(*rules), max_concurrency=8)
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    rows = list(SubprocessRun.objects.filter(parent_run=run).order_by("task_index"))
+    assert [r.status for r in rows] == ["completed"] * 8
+    assert [r.final_text for r in rows] == [texts[i] for i in range(8)]
+    # What the parent model reads next: its context's tool result, each text whole, in task order.
+    ctx = parent.provider.build_context(parent.session_id)
+    result = next(m for m in ctx.messages if m["role"] == "toolResult")
+    body = result["content"][0]["text"]
+    sections = body.split("## Task ")[1:]
+    assert len(sections) == 8
+    for i, section in enumerate(sections):
+        title, _, got = section.partition("\n\n")
+        assert title == f"{i + 1} — helper: completed"
+        got = got[:-2] if i < 7 else got  # the blank line between sections
+        assert hashlib.sha256(got.encode()).hexdigest() == hashlib.sha256(texts[i].encode()).hexdigest(), (len(got), len(texts[i]), got[:80], got[-80:], texts[i][-80:])
+    assert "characters omitted" not in body and result["isError"] is False
+    assert [d["sha256"] for d in result["details"]["results"]] == [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(8)]
+    assert not any(d["truncated"] for d in result["details"]["results"])

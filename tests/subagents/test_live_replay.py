@@ -6,7 +6,9 @@ a client that reloads mid-batch (a fresh snapshot plus the replay) ends with the
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import uuid
 
 import pytest
 
@@ -31,13 +33,30 @@ RULES = {
 POLICY = {"enabled": True, "agents": ["default"], "max_concurrency": 8}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@pytest.fixture(scope="module", params=["embedded", pytest.param("celery", marks=pytest.mark.slow)])
+def server(request, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("subagents-live")
-    cluster = Cluster(workdir, servers=1, workers=0, database="sqlite", redis=False, backend="inline", rules=RULES, extra_env={"NETA_SANDBOX": "none"})
+    if request.param == "embedded":
+        cluster = Cluster(workdir, servers=1, workers=0, database="sqlite", redis=False, backend="inline", rules=RULES, extra_env={"NETA_SANDBOX": "none"})
+    else:
+        # Distributed: MariaDB, Redis (channel layer and broker), a runs worker, and a prefork
+        # worker of its own for the subagent queue (unique per test process).
+        from tests.gateway.cluster import VENV_BIN, mariadb_available, redis_available
+
+        if not (mariadb_available() and redis_available()):
+            pytest.fail("the celery case needs MariaDB and Redis (NETA_TEST_MYSQL_URL, NETA_TEST_REDIS_URL)")
+        queue = f"neta-sub-live-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        cluster = Cluster(workdir, servers=1, workers=1, database="mysql", redis=True, backend="celery", rules=RULES,
+                          extra_env={"NETA_SANDBOX": "none", "NETA_SUBAGENT_QUEUE": queue})  # fmt: skip
     cluster.__enter__()
     try:
+        if request.param == "celery":
+            cluster._spawn("subagents", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", queue, "-P", "prefork", "-c", "2",
+                                         "--prefetch-multiplier", "1", "-n", f"{cluster.name}-sub@%h", "--without-gossip", "--without-mingle",
+                                         "--without-heartbeat"])  # fmt: skip
+            cluster._wait_log("subagents", "ready.")
         cluster._run([sys.executable, "-c", f"import django; django.setup(); from runtime.models import Agent; Agent.objects.filter(name='default').update(subagent_policy={POLICY!r})"])
+        cluster.backend_name = request.param
         yield cluster
     finally:
         cluster.__exit__(None, None, None)
@@ -132,6 +151,8 @@ def test_live_events_equal_the_replay_and_a_reload_mid_batch_ends_in_the_same_st
         # Both clients agree with REST on the final state of the batch.
         status, listed = await asyncio.to_thread(server.http, 0, "get", f"/api/sessions/{sid}/subagent-runs/")
         assert {r["runId"]: r["status"] for r in listed} == dict.fromkeys(child_ids, "completed")
+        if server.backend_name == "celery":  # the children really ran under the subagent worker
+            assert "runtime.supervise_subagent" in server.log("subagents")
         await first.close()
         await second.close()
 

@@ -90,3 +90,28 @@ def test_the_api_shows_the_parent_and_the_child_projection(client, tmp_path, dja
     response = client.get("/api/agents/boss/tools/")
     assert response.status_code == 409 and "subagent_policy.enabled" in response.json()["error"]["message"]
     assert client.get("/api/agents/boss/").json()["subagentPolicy"] == {"enabled": 3}
+
+
+@pytest.mark.django_db
+def test_the_api_shows_each_child_agents_projection_under_the_parents_policy(client, tmp_path, django_user_model, settings):
+    settings.NETA_WORKSPACE_DIR = tmp_path
+    staff = django_user_model.objects.create_user("s", password="p", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    make_agent("helper", script(), workspace=tmp_path, tool_policy={"disabled": ["write"]})
+    make_agent("reader", script(), workspace=tmp_path)
+    make_agent(
+        "boss", script(), workspace=tmp_path, tool_policy={"disabled": ["grep"]},
+        subagent_policy={"enabled": True, "agents": ["helper", "reader"], "tools": {"deny": ["bash"]}},
+    )  # fmt: skip
+    body = client.get("/api/agents/boss/tools/?for=subagent").json()
+    children = {c["agent"]: c for c in body["children"]}
+    assert set(children) == {"helper", "reader"}
+    helper = {t["name"]: t["route"] for t in children["helper"]["tools"]}
+    denied = {d["name"]: d["reason"] for d in children["helper"]["denied"]}
+    assert helper["ls"] == "worker-local" and "read" in helper
+    # the parent was denied grep: no child gets it; the policy's deny and the child's own policy win too
+    assert not {"grep", "bash", "write", "ask_user"} & set(helper)
+    assert "parent run does not have it" in denied["grep"] and "subagent_policy.tools.deny" in denied["bash"]
+    assert "write" in denied and "write" in {t["name"] for t in children["reader"]["tools"]}
+    assert "grep" not in {t["name"] for t in children["reader"]["tools"]}
+    assert client.get("/api/agents/boss/tools/").json().get("children") is None

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runtime.agents.access import usable_agents
-from runtime.agents.services import model_config_update
+from runtime.agents.services import agent_update, model_config_update
 from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
@@ -35,9 +35,22 @@ class ApiValidation(exceptions.ValidationError):
         super().__init__({k: [str(m) for m in v] for k, v in fields.items()})
 
 
+# What PATCH /api/agents/{name}/ takes: the API's names → the agent's fields.
+AGENT_WRITABLE = {
+    "description": "description", "systemPrompt": "system_prompt", "fallbackModels": "fallback_models",
+    "thinkingLevel": "thinking_level", "maxToolRounds": "max_tool_rounds", "compactionEnabled": "compaction_enabled",
+    "enabled": "enabled",
+}  # fmt: skip
+
+
 @extend_schema_view(
     list=extend_schema(summary="Agents", responses={200: S.AgentOut(many=True), **READ_ERRORS}),
     retrieve=extend_schema(summary="One agent", responses={200: S.AgentDetailOut, **READ_ERRORS}),
+    partial_update=extend_schema(
+        summary="Change an agent (staff with change permission): validated as the console validates it",
+        request={"application/json": {"type": "object", "properties": {k: {} for k in AGENT_WRITABLE}}},
+        responses={200: S.AgentDetailOut, **READ_ERRORS, 400: ERROR, 403: ERROR},
+    ),
 )
 class AgentViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_field = "name"
@@ -49,12 +62,34 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
         return qs if self.request.user.is_staff else usable_agents(self.request.user, qs)  # the agents they may use
 
     def get_serializer_class(self):
-        return S.AgentDetailOut if self.action == "retrieve" else S.AgentOut
+        return S.AgentDetailOut if self.action in ("retrieve", "partial_update") else S.AgentOut
+
+    def partial_update(self, request, name=None):
+        """Through ``agent_update`` (audited), the console's validation (``Agent.full_clean``):
+        e.g. a fallback model that is unknown, disabled, listed twice or the agent's own is 400
+        ``invalid`` with the reason under ``fields.fallbackModels``; nothing is saved."""
+        if not (request.user.is_staff and request.user.has_perm("runtime.change_agent")):
+            raise ApiError("forbidden", "changing an agent needs staff with the change agent permission", status_code=403)
+        agent = self.get_object()
+        body = request.data
+        if not isinstance(body, dict) or not body:
+            raise ApiError("invalid", "give an object of the fields to change", status_code=400)
+        unknown = sorted(set(body) - set(AGENT_WRITABLE))
+        if unknown:
+            raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(AGENT_WRITABLE)})", status_code=400, field=unknown[0])
+        changes = {AGENT_WRITABLE[key]: value for key, value in body.items()}
+        try:
+            agent = agent_update(agent_id=agent.pk, actor=request.user, changes=changes)
+        except ValidationError as exc:
+            api_names = {field: key for key, field in AGENT_WRITABLE.items()}
+            fields = {api_names.get(field, field): messages for field, messages in exc.message_dict.items()}
+            raise ApiValidation(fields) from None
+        return Response(S.AgentDetailOut(agent).data)
 
 
 class AgentToolsApi(APIView):
     @extend_schema(
-        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child)",
+        summary="The agent's effective tool projection, with the reason for each decision (?for=subagent: as a subagent child, and `children`: what each child agent it may delegate to gets from it)",
         parameters=[OpenApiParameter("for", str, enum=["agent", "subagent"], required=False)],
         responses={200: S.ToolProjectionOut, **READ_ERRORS, 400: ERROR, 409: ERROR},
     )
@@ -77,7 +112,12 @@ class AgentToolsApi(APIView):
             projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
-        return Response({"agent": agent.name, **projection.to_dict()})
+        body = {"agent": agent.name, **projection.to_dict()}
+        if role == "subagent":
+            from runtime.subagents.host import child_projections
+
+            body["children"] = child_projections(agent)
+        return Response(body)
 
 
 # What PATCH /api/models/{name}/ takes: the API's names → the model's fields.

@@ -32,6 +32,9 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
   const percent = window ? Math.min(100, (tokens / window) * 100) : 0;
   const run = store.running && !["queued", "running", "waiting"].includes(store.run.state) ? "running" : store.run.state;
   const connection = store.connection;
+  const notes = store.runNotes.runId && store.runNotes.runId === store.run.runId ? store.runNotes.notes : [];
+  // The run's latest note (a failover, a clamped thinking level); all of them on hover.
+  const lastNote = notes.length ? notes[notes.length - 1] : null;
   return html`
     <div class="status-bar" role="status" aria-label="Status">
       <span class="status-item context-usage" title="Context used by the active path">
@@ -50,6 +53,10 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
         ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
         ${store.run.error && run !== "running" ? html`<span class="muted run-error" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
       </span>
+      ${lastNote
+        ? html`<span class=${`status-item run-note note-${lastNote.kind}`} data-kind=${lastNote.kind}
+            title=${notes.map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 160)}</span>`
+        : null}
       <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
         ${connection.state === "reconnecting" && connection.retryAt ? html`<${Countdown} at=${connection.retryAt} />` : null}
