@@ -27,4 +27,9 @@ def _start_reaper(**_):
     from toolcatalog.sandbox import effective_sandbox
 
     effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up
+    from toolcatalog.services import mcp_servers_discover_in_background
+
+    # MCP servers list their tools (docs/tools.md, "MCP tools"); this parent process runs no
+    # tool, so the servers stop again (each forked child connects on its first call).
+    mcp_servers_discover_in_background(keep_connections=False)
     start_reaper_timer()

@@ -63,6 +63,10 @@ class RuntimeConfig(AppConfig):
             from toolcatalog.sandbox import effective_sandbox
 
             effective_sandbox()
+            # MCP servers list their tools at start-up, on a background thread (docs/tools.md).
+            from toolcatalog.services import mcp_servers_discover_in_background
+
+            mcp_servers_discover_in_background()
         if settings.NETA_TASK_BACKEND == "inline" and serves_asgi():
             from runtime.runs.reaper import start_reaper_timer
 

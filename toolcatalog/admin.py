@@ -12,7 +12,7 @@ from django.utils.html import format_html
 
 from sessions_tree.admin_lists import LightListAdmin
 from toolcatalog import services
-from toolcatalog.models import ToolConfig
+from toolcatalog.models import McpServer, ToolConfig
 from toolcatalog.protocol import UnknownTool, all_tools, get_tool
 
 
@@ -108,3 +108,46 @@ class ToolConfigAdmin(LightListAdmin):
         created = services.tool_config_sync(actor=request.user)
         self.message_user(request, f"Created rows for {len(created)} tool(s).", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:toolcatalog_toolconfig_changelist"))
+
+
+@admin.register(McpServer)
+class McpServerAdmin(LightListAdmin):
+    """The raw rows; the console's MCP pages (``console/mcp/``) are the everyday editor.
+    Saves and deletes go through the services (audit, catalog version, connections)."""
+
+    list_display = ("name", "transport", "enabled", "agents", "tool_count", "restarts", "last_error_short", "updated_at")
+    list_filter = ("transport", "enabled")
+    search_fields = ("name", "command", "url")
+    readonly_fields = ("tools_view", "tools_listed_at", "last_error", "last_error_at", "restarts", "updated_by", "updated_at")
+    fields = (
+        "name", "transport", "command", "args", "url", "env_names", "enabled", "connect_timeout", "call_timeout",
+        "agents", "network", "read_only_paths",
+    ) + readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields + ["name"] if obj is not None else fields
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: McpServer) -> int:
+        return len(obj.tools or [])
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj: McpServer) -> str:
+        return obj.last_error[:120]
+
+    @admin.display(description="tools listed")
+    def tools_view(self, obj: McpServer) -> str:
+        return format_html("<details><summary>{} tool(s)</summary><pre>{}</pre></details>", len(obj.tools or []), json.dumps(obj.tools, indent=2))
+
+    def save_model(self, request, obj, form, change):
+        changes = {k: form.cleaned_data[k] for k in services.MCP_SERVER_FIELDS if k in form.cleaned_data}
+        saved = services.mcp_server_save(actor=request.user, name=obj.name, discover=False, **changes)
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        services.mcp_server_delete(actor=request.user, name=obj.name)
+
+    def delete_queryset(self, request, queryset):
+        for row in queryset:
+            services.mcp_server_delete(actor=request.user, name=row.name)

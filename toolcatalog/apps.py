@@ -9,11 +9,20 @@ class ToolcatalogConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from toolcatalog import builtins, checks  # noqa: F401 - registers the builtins and the checks
-        from toolcatalog.models import ToolConfig
+        from toolcatalog.mcp import catalog as mcp_catalog
+        from toolcatalog.mcp import connections as mcp_connections
+        from toolcatalog.models import McpServer, ToolConfig
+        from toolcatalog.protocol import add_registry_refresher
+        from toolcatalog.services import mcp_event_record
 
-        # Every change of a governance row is a new catalog version (toolcatalog/catalog_version.py).
+        # Every change of a governance row or an MCP server is a new catalog version
+        # (toolcatalog/catalog_version.py).
         for signal in (post_save, post_delete):
             signal.connect(_bump, sender=ToolConfig, dispatch_uid=f"toolcatalog-version-{signal is post_save}")
+            signal.connect(_bump, sender=McpServer, dispatch_uid=f"toolcatalog-mcp-version-{signal is post_save}")
+        # The MCP servers' tools join this process's registry from the rows (docs/tools.md, "MCP tools").
+        add_registry_refresher(mcp_catalog.sync_registry)
+        mcp_connections.set_event_handler(mcp_event_record)
 
 
 def _bump(sender, **kwargs) -> None:

@@ -19,8 +19,10 @@ WORKER_ROUTES: tuple[str, ...] = ("worker-local", "main-process-proxy", "disable
 
 #: ``builtin``: the core tools (read, write, edit, bash, ls, find, grep), inherited
 #: by default. ``skill``: tools that serve skills (read_skill…), offered when the
-#: run has a skill scope. ``extension``: anything else, off unless enabled.
-TOOL_KINDS: tuple[str, ...] = ("builtin", "skill", "extension")
+#: run has a skill scope. ``extension``: anything else, off unless enabled. ``mcp``: a
+#: tool of an MCP server staff configured (``McpServer``), on for the agents the server
+#: is open to (docs/tools.md, "MCP tools").
+TOOL_KINDS: tuple[str, ...] = ("builtin", "skill", "extension", "mcp")
 
 #: ``in-process``: Python code in whichever process runs the tool.
 #: ``subprocess``: starts OS processes (bash); confined by process group,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 
 from toolcatalog.manifest import WORKER_ROUTES
@@ -36,8 +37,9 @@ class ToolConfig(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from toolcatalog.protocol import UnknownTool, get_tool
+        from toolcatalog.protocol import UnknownTool, get_tool, refresh_registry
 
+        refresh_registry()
         try:
             tool = get_tool(self.name)
         except UnknownTool:
@@ -63,3 +65,94 @@ class CatalogVersion(models.Model):
 
     class Meta:
         verbose_name = "catalog version"
+
+
+MCP_SERVER_NAME = r"^[a-z0-9](?:[a-z0-9-]|_(?!_))*$"  # a slug without "__" (the tool names' separator)
+
+
+class McpServer(models.Model):
+    """An MCP server staff configured (docs/tools.md, "MCP tools"). Its tools join the
+    catalog as ``mcp__<name>__<tool>``. Environment variables are stored by *name*; their
+    values are read from the server process's environment when the MCP server starts, so
+    no secret is ever in a row. ``tools`` is what the server listed last (name, title,
+    description, input schema), written by discovery; every process builds its registry
+    entries from it at the catalog's version."""
+
+    STDIO = "stdio"
+    HTTP = "http"
+    TRANSPORTS = [(STDIO, "stdio (a command this server starts)"), (HTTP, "streamable HTTP (a URL)")]
+
+    name = models.CharField(
+        max_length=32,
+        unique=True,
+        validators=[RegexValidator(MCP_SERVER_NAME, "lowercase letters, digits, '-' and single '_' (no '__'), starting with a letter or digit")],
+        help_text="Its tools are named mcp__<name>__<tool>.",
+    )
+    transport = models.CharField(max_length=8, choices=TRANSPORTS, default=STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program (absolute path or a name on PATH).")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a JSON list of strings.")
+    url = models.URLField(max_length=500, blank=True, help_text="streamable HTTP: the endpoint, e.g. http://127.0.0.1:9000/mcp")
+    env_names = models.JSONField(
+        default=list, blank=True, help_text="Names of environment variables handed to the server (values come from Neta's own environment at start; never stored)."
+    )
+    enabled = models.BooleanField(default=True, help_text="Off: not started, its tools leave the catalog.")
+    connect_timeout = models.FloatField(default=10.0, help_text="Seconds to start (or reach) the server and list its tools.")
+    call_timeout = models.FloatField(default=60.0, help_text="Seconds one tool call may take.")
+    agents = models.JSONField(default=list, blank=True, help_text="Agent names that may use its tools; empty: every agent.")
+    network = models.BooleanField(default=False, help_text="stdio under NETA_SANDBOX=bwrap: allow network access.")
+    read_only_paths = models.JSONField(
+        default=list, blank=True, help_text="stdio under NETA_SANDBOX=bwrap: extra paths visible read-only (the server's install directory)."
+    )
+    tools = models.JSONField(default=list, blank=True, editable=False, help_text="What the server listed last (written by discovery).")
+    tools_listed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    restarts = models.PositiveIntegerField(default=0, editable=False, help_text="Connections that ended without being asked to (crashes), in any process.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from toolcatalog.environment import is_valid_env_name
+
+        errors: dict[str, str] = {}
+        if self.transport == self.STDIO:
+            if not self.command.strip():
+                errors["command"] = "a stdio server needs a command"
+            if self.url:
+                errors["url"] = "a stdio server has no URL"
+        elif self.transport == self.HTTP:
+            if not self.url:
+                errors["url"] = "a streamable HTTP server needs a URL"
+            if self.command or self.args:
+                errors["command"] = "an HTTP server has no command or arguments"
+        for field in ("args", "read_only_paths"):
+            value = getattr(self, field)
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                errors[field] = "must be a JSON list of strings"
+        if not isinstance(self.read_only_paths, list) or any(isinstance(p, str) and not p.startswith("/") for p in self.read_only_paths or []):
+            errors.setdefault("read_only_paths", "must be absolute paths")
+        names = self.env_names
+        if not isinstance(names, list) or not all(isinstance(n, str) and is_valid_env_name(n) for n in names):
+            errors["env_names"] = "must be a JSON list of environment variable names (A-Z, 0-9, _), never values"
+        agents = self.agents
+        if not isinstance(agents, list) or not all(isinstance(a, str) and a for a in agents):
+            errors["agents"] = "must be a JSON list of agent names"
+        for field in ("connect_timeout", "call_timeout"):
+            value = getattr(self, field)
+            if value is None or not (0 < value <= 3600):
+                errors[field] = "must be between 0 and 3600 seconds"
+        if errors:
+            raise ValidationError(errors)
+
+    def allows_agent(self, agent_name: str | None) -> bool:
+        return not self.agents or (agent_name is not None and agent_name in self.agents)

@@ -107,6 +107,17 @@ def _known(known_tools: Iterable[str] | None) -> dict[str, Any]:
     return {name: tools.get(name) for name in known_tools}
 
 
+def _names_missing(data: Mapping[str, Any], tools: Mapping[str, Any]) -> bool:
+    names: list[Any] = []
+    for key in ("enabled", "disabled"):
+        value = data.get(key)
+        if isinstance(value, (list, tuple)):
+            names += list(value)
+    if isinstance(data.get("per_tool"), Mapping):
+        names += list(data["per_tool"])
+    return any(isinstance(name, str) and name not in tools for name in names)
+
+
 def parse_policy(
     data: Mapping[str, Any] | None,
     *,
@@ -123,6 +134,13 @@ def parse_policy(
     if not isinstance(data, Mapping):
         raise PolicyError([("policy", f"must be an object, got {type(data).__name__}")])
     tools = _known(known_tools)
+    if known_tools is None and _names_missing(data, tools):
+        # A name this process has not registered yet (an MCP server's tool listed in
+        # another process): bring the registry up to date once, then decide.
+        from toolcatalog.protocol import refresh_registry
+
+        refresh_registry()
+        tools = _known(known_tools)
 
     for key in data:
         if key not in _POLICY_KEYS:

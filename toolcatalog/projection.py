@@ -9,6 +9,8 @@ reported as ``source``/``reason``):
 
 1. **governance** (``ToolConfig`` rows, staff): ``enabled=False`` blocks the
    tool for every agent.
+   A tool with an ``audience`` (an MCP server's tools, open to some agents) is
+   blocked the same way for every other agent, with the tool's ``audience_reason``.
 2. **model**, **configuration**, then **runtime policy**: a model without tool support
    (``no_tools_reason``: every tool off, ``source`` ``model``); a setting the tool needs
    is missing in this deployment (``Tool.unavailable_reason``: ``web_search`` without a
@@ -40,7 +42,7 @@ from typing import Any
 from toolcatalog import catalog_version
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError, ToolPolicy, parse_policy
-from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool
+from toolcatalog.protocol import Tool, UnknownTool, all_tools, get_tool, refresh_registry
 
 SOURCES = ("manifest", "governance", "configuration", "model", "agent_policy", "runtime_policy")
 
@@ -87,7 +89,11 @@ class GovernanceRule:
 
 def governance_rules() -> dict[str, GovernanceRule]:
     """Every ``ToolConfig`` row as a plain rule, by tool name (one query; none when the
-    catalog's version is known and this process read the rows at it: ``catalog_version``)."""
+    catalog's version is known and this process read the rows at it: ``catalog_version``).
+    The catalog read also brings the registry up to date (``refresh_registry``: the MCP
+    servers' tools, one more query under the same rule), so a caller that reads the rules
+    once for many projections (a list page) refreshes once."""
+    refresh_registry()
     rules = catalog_version.cached("governance_rules", lambda: {row.name: GovernanceRule.from_config(row) for row in ToolConfig.objects.all()})
     return dict(rules)
 
@@ -223,6 +229,7 @@ def _decide(
     rule: GovernanceRule | None,
     runtime: RuntimePolicy,
     for_subagent: bool,
+    agent: str | None = None,
 ) -> ToolDecision:
     manifest = tool.manifest
     name = tool.name
@@ -255,6 +262,8 @@ def _decide(
     # 1. governance ceiling
     if not gov.enabled:
         return decision(False, "governance", "disabled by staff governance (ToolConfig)")
+    if tool.audience is not None and agent not in tool.audience:
+        return decision(False, "governance", tool.audience_reason)
     # 2. what this deployment and this run can offer
     if runtime.no_tools_reason:
         return decision(False, "model", runtime.no_tools_reason)
@@ -280,7 +289,7 @@ def _decide(
         if not policy.inherit_core_tools:
             return decision(False, "agent_policy", "core tools are not inherited (inherit_core_tools is false)")
         on_source = "manifest"
-    elif manifest.kind == "skill":
+    elif manifest.kind in ("skill", "mcp"):
         on_source = "manifest"
     else:
         return decision(False, "manifest", "extension tools are off unless the agent enables them")
@@ -307,12 +316,16 @@ def resolve_tools(
     for_subagent: bool = False,
     runtime_policy: RuntimePolicy | Mapping[str, Any] | None = None,
     governance: Mapping[str, GovernanceRule] | None = None,
+    agent: str | None = None,
 ) -> ToolProjection:
     """The effective tool projection for ``policy``.
 
     ``policy`` may be a :class:`ToolPolicy` or its dict (validated; names of
     tools that no longer exist are ignored and reported in ``warnings``).
-    ``governance`` defaults to the ``ToolConfig`` rows in the database.
+    ``governance`` defaults to the ``ToolConfig`` rows in the database (read with
+    :func:`governance_rules`, which also brings the MCP servers' tools up to date in this
+    process's registry). ``agent``: the agent's name, for tools open only to some agents
+    (None: only tools open to all).
     """
     warnings: list[str] = []
     if not isinstance(policy, ToolPolicy):
@@ -327,5 +340,5 @@ def resolve_tools(
         warnings.append(f"governance row for unknown tool {name!r} (ignored)")
     for name in sorted(set(runtime.denied) - known):
         warnings.append(f"runtime policy denies unknown tool {name!r} (ignored)")
-    decisions = tuple(_decide(t, policy, governance.get(t.name), runtime, for_subagent) for t in tools)
+    decisions = tuple(_decide(t, policy, governance.get(t.name), runtime, for_subagent, agent) for t in tools)
     return ToolProjection(decisions=decisions, for_subagent=for_subagent, warnings=tuple(warnings))

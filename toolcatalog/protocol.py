@@ -279,6 +279,11 @@ class Tool:
     description: ClassVar[str] = ""
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
     manifest: ClassVar[ToolManifest] = ToolManifest()
+    #: Which agents (by name) may have the tool at all; None: every agent. A staff ceiling
+    #: like governance (an MCP server open to some agents sets it on its tools); the
+    #: projection blocks the others with ``audience_reason``.
+    audience: ClassVar[tuple[str, ...] | None] = None
+    audience_reason: ClassVar[str] = "not open to this agent"
 
     def prepare_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """Accept legacy argument shapes before validation (Pi's ``prepareArguments``)."""
@@ -414,6 +419,24 @@ def register_tool(tool: Tool, *, replace: bool = False) -> Tool:
     return tool
 
 
+_refreshers: list[Callable[[], None]] = []
+
+
+def add_registry_refresher(refresh: Callable[[], None]) -> None:
+    """Register a function that brings tools defined outside the code up to date (the MCP
+    servers' tools, ``toolcatalog.mcp.catalog``); :func:`refresh_registry` runs them. The
+    app's ``ready()`` adds it, so a process without Django (the subagent child) has none."""
+    if refresh not in _refreshers:
+        _refreshers.append(refresh)
+
+
+def refresh_registry() -> None:
+    """Run the refreshers: the projection, policy validation and the console pages call it
+    before they read the registry."""
+    for refresh in list(_refreshers):
+        refresh()
+
+
 def unregister_tool(name: str) -> None:
     with _registry_lock:
         _registry.pop(name, None)
@@ -453,9 +476,11 @@ __all__ = [
     "UnknownTool",
     "WORKER_ROUTES",
     "WorkerRoute",
+    "add_registry_refresher",
     "all_tools",
     "clean_text",
     "get_tool",
+    "refresh_registry",
     "register_tool",
     "run_tool",
     "tool_names",

@@ -488,8 +488,16 @@ def _masks(roots: Sequence[Path], protected: Sequence[Path]) -> list[str]:
 
 
 def bwrap_argv(
-    *, roots: Sequence[Path], cwd: Path, network: bool, command: Sequence[str], protected: Sequence[Path] = ()
+    *,
+    roots: Sequence[Path],
+    cwd: Path,
+    network: bool,
+    command: Sequence[str],
+    protected: Sequence[Path] = (),
+    ro_binds: Sequence[str] = (),
 ) -> list[str]:
+    """bubblewrap's argv for ``command``. ``ro_binds``: more paths visible read-only (an MCP
+    server's install directory, docs/tools.md "MCP tools")."""
     status = bwrap_status()
     if not status.available:
         raise SandboxUnavailable(f"NETA_SANDBOX=bwrap but {status.reason}")
@@ -513,6 +521,8 @@ def bwrap_argv(
     for root in roots:
         args += ["--bind", os.fspath(root), os.fspath(root)]
     args += _masks(roots, protected)
+    for p in ro_binds:
+        args += ["--ro-bind-try", os.fspath(p), os.fspath(p)]
     args += ["--chdir", os.fspath(cwd), "--"]
     args += list(command)
     return args

@@ -27,3 +27,37 @@ def tool_catalog() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def mcp_server_states() -> list[dict[str, Any]]:
+    """Every ``McpServer`` with what the rows say (tools listed, last error, restarts in any
+    process) and what *this* process's connection manager knows (connected or not)."""
+    from toolcatalog.mcp.connections import manager
+    from toolcatalog.models import McpServer
+
+    live = manager().states()
+    out = []
+    for row in McpServer.objects.order_by("name"):
+        recovered = bool(row.last_error) and row.tools_listed_at is not None and row.last_error_at is not None and row.tools_listed_at >= row.last_error_at
+        problem = bool(row.enabled and row.last_error and not recovered)
+        state = live.get(row.name) or {}
+        out.append(
+            {
+                "name": row.name,
+                "server": row,
+                "enabled": row.enabled,
+                "transport": row.transport,
+                "target": row.url if row.transport == McpServer.HTTP else " ".join([row.command, *row.args]),
+                "tools": len(row.tools or []),
+                "toolNames": [t.get("name") for t in row.tools or []],
+                "toolsListedAt": row.tools_listed_at.isoformat() if row.tools_listed_at else None,
+                "lastError": row.last_error,
+                "lastErrorAt": row.last_error_at.isoformat() if row.last_error_at else None,
+                "restarts": row.restarts,
+                "ok": not problem,
+                "recovered": recovered,
+                "connection": state.get("status", "not connected in this process"),
+                "serverInfo": state.get("serverInfo", ""),
+            }
+        )
+    return out

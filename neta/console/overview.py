@@ -28,6 +28,7 @@ def overview_context() -> dict:
         ("Celery workers", health["celery"]),
         ("Sandbox", health["sandbox"]),
         ("Reaper", health["reaper"]),
+        ("MCP servers", health["mcp"]),
     ]
     return {
         "health": health,

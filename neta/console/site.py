@@ -19,11 +19,15 @@ class ConsoleSite(admin.AdminSite):
         return super().index(request, {**overview_context(), **(extra_context or {})})
 
     def get_urls(self):
-        from neta.console import access, skills, tools  # the pages load with the URLconf, after the apps
+        from neta.console import access, mcp, skills, tools  # the pages load with the URLconf, after the apps
 
         console = [
             path("console/access/", self.admin_view(access.access_page), name="console_access"),
             path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
+            path("console/mcp/", self.admin_view(mcp.mcp_list), name="console_mcp"),
+            path("console/mcp/add/", self.admin_view(mcp.mcp_detail), name="console_mcp_add"),
+            path("console/mcp/<slug:name>/", self.admin_view(mcp.mcp_detail), name="console_mcp_server"),
+            path("console/mcp/<slug:name>/refresh/", self.admin_view(mcp.mcp_refresh), name="console_mcp_refresh"),
             path("console/tools/<str:name>/", self.admin_view(tools.tool_detail), name="console_tool"),
             path("console/skills/<int:pk>/", self.admin_view(skills.skill_detail), name="console_skill"),
         ]

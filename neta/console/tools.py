@@ -20,7 +20,7 @@ from runtime.models import Agent
 from toolcatalog.models import ToolConfig
 from toolcatalog.policy import PolicyError
 from toolcatalog.projection import governance_rules
-from toolcatalog.protocol import UnknownTool, all_tools, get_tool
+from toolcatalog.protocol import UnknownTool, all_tools, get_tool, refresh_registry
 from toolcatalog.renderers import renderer_keys
 from toolcatalog.services import tool_config_update
 
@@ -57,7 +57,7 @@ def who_gets(agents, governance) -> dict[str, dict]:
 
 
 def tool_list(request):
-    governance = governance_rules()
+    governance = governance_rules()  # also brings the MCP servers' tools into the registry
     rows_by_name = {row.name: row for row in ToolConfig.objects.only("name", "enabled", "allow_in_subagent", "worker_routing", "renderer_key")}
     usage = who_gets(_agents(), governance)
     tools = [
@@ -84,6 +84,7 @@ class GovernanceForm(forms.ModelForm):
 
 
 def tool_detail(request, name: str):
+    refresh_registry()  # an MCP server's tool this process has not registered yet
     try:
         tool = get_tool(name)
     except UnknownTool:

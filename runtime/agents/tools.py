@@ -89,7 +89,7 @@ def agent_tool_projection(agent, *, for_subagent: bool = False, model=None, gove
     no_tools = model_without_tools(model if model is not None else agent.model)
     if no_tools:
         runtime_policy = {**runtime_policy, "no_tools_reason": no_tools}
-    return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy, governance=governance)
+    return resolve_tools(tool_policy, for_subagent=for_subagent, runtime_policy=runtime_policy, governance=governance, agent=agent.name)
 
 
 def agent_tools(agent, *, for_subagent: bool = False, model=None) -> AgentTools:

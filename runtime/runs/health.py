@@ -1,5 +1,5 @@
 """Is the platform working: the database, the channel layer, the Celery workers per queue,
-the sandbox in force and the reaper's last pass (``GET /api/health/``, the console's overview).
+the sandbox in force, the reaper's last pass and the MCP servers (``GET /api/health/``, the console's overview).
 
 Each check is bounded by a short timeout and reports, never raises: a health page that
 fails when Redis is down would hide the one thing it should show.
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from runtime.models import ProcessBeat
 from toolcatalog.sandbox import effective_sandbox
+from toolcatalog.selectors import mcp_server_states
 
 CELERY_TIMEOUT = 0.5  # seconds a worker has to answer the broadcast
 
@@ -110,6 +111,22 @@ def reaper_status() -> dict:
     return {"ok": ok, "lastPass": last["at"], "intervalSeconds": interval, "detail": detail, "processes": beats}
 
 
+def mcp_status() -> dict:
+    """The MCP servers: a problem when an enabled server's last error is newer than its last
+    successful listing (a server that crashed and came back is ok, its restarts counted)."""
+    servers = [{k: v for k, v in s.items() if k != "server"} for s in mcp_server_states()]
+    enabled = [s for s in servers if s["enabled"]]
+    problems = [s for s in enabled if not s["ok"]]
+    if not servers:
+        detail = "no MCP server configured"
+    elif problems:
+        detail = "; ".join(f"{s['name']}: {s['lastError'][:200]}" for s in problems)
+    else:
+        restarts = sum(s["restarts"] for s in enabled)
+        detail = f"{len(enabled)} enabled, {sum(s['tools'] for s in enabled)} tools" + (f", {restarts} restart(s) after crashes" if restarts else "")
+    return {"ok": not problems, "detail": detail, "servers": servers}
+
+
 def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
     """Every check; ``status`` is ``ok`` when all pass, else ``degraded`` (``down``: no database)."""
     db_ok, db_detail, db_ms = database_ok()
@@ -122,6 +139,7 @@ def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
     broken = sandbox.mode == "bwrap" and sandbox.reason not in ("configured", "bubblewrap works here")
     report["sandbox"] = {**sandbox.to_dict(), "ok": not (broken or sandbox.fell_back), "detail": sandbox.describe}
     report["reaper"] = reaper_status() if db_ok else {"ok": False, "detail": "database down"}
+    report["mcp"] = mcp_status() if db_ok else {"ok": False, "detail": "database down"}
     if not db_ok:
         status = "down"
     else:

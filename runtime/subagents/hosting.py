@@ -27,7 +27,7 @@ from runtime.subagents.envelope import EnvelopeError, parse_envelope
 from runtime.subagents.protocol import PROTOCOL_VERSION, TERMINAL_TYPES, now_ms
 from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
 from skills_registry.policy import SkillPolicy
-from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, run_tool
+from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, refresh_registry, run_tool
 
 logger = logging.getLogger(__name__)
 
@@ -252,8 +252,14 @@ def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, del
             return {"content": [{"type": "text", "text": f"skill {arguments.get('name')!r} is not available to this subagent"}], "isError": True}
         try:
             tool = get_tool(name)
-        except UnknownTool as exc:
-            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except UnknownTool:
+            # A tool this process has not registered yet (an MCP server's, listed elsewhere):
+            # bring the registry up to date from the rows, once.
+            refresh_registry()
+            try:
+                tool = get_tool(name)
+            except UnknownTool as exc:
+                return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
         ctx = ToolContext(
             roots=tuple(cfg.workspace_roots),
             cwd=cfg.cwd,
