@@ -48,6 +48,11 @@ def parse_stored(raw: bytes | str):
         return clean_value(jsonl.loads(raw))
 
 
+# A load that leaves at least this many new objects the collector tracks is frozen out of
+# its generations afterwards (a session of some thousands of entries); smaller ones are not.
+FREEZE_AFTER_OBJECTS = 50_000
+
+
 @contextlib.contextmanager
 def gc_paused():
     """Pause the cyclic garbage collector while loading many objects at once.
@@ -56,17 +61,29 @@ def gc_paused():
     acyclic objects; every few hundred allocations the collector would walk
     them all again (it made cold opens 2-3x slower). Reference counting still
     frees everything; the collector runs again afterwards.
+
+    A *large* load (``FREEZE_AFTER_OBJECTS`` new tracked objects or more) then
+    freezes the collector's generations (``gc.freeze``) instead of letting the
+    next collections walk what it loaded once more (a third of a cold open of a
+    linear 10k session). A freeze also makes the garbage cycles other requests
+    and threads have left, not yet collected, permanent; so small loads — a new
+    session, the entries appended since the last read — never freeze (once they
+    did, on every load: ~280 objects and ~85 KB per session created over REST,
+    never returned, issue 13), and before a large one the young generation is
+    collected first (cheap: it holds at most a few hundred objects then). What a
+    large load can still freeze is the older garbage pending at that moment: a
+    bounded amount per large cold open, not per request.
     """
     if not gc.isenabled():
         yield
         return
+    gc.collect(0)
     gc.disable()
     try:
         yield
     finally:
-        # What was just loaded lives as long as the index: move it (and everything
-        # older) out of the collector's generations instead of walking it again.
-        gc.freeze()
+        if gc.get_count()[0] >= FREEZE_AFTER_OBJECTS:
+            gc.freeze()
         gc.enable()
 
 

@@ -12,6 +12,9 @@ the import report lists.
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -165,9 +168,39 @@ def export_lines(session_id: str, *, using: str = "default") -> Iterable[str]:
     return provider_for_session(session_id, using=using).export_lines(session_id)
 
 
-def export_session(session_id: str, destination: Path, *, using: str = "default") -> Path:
-    from sessions_tree.providers.file import atomic_write
+EXPORT_WRITE_BYTES = 1 << 20
 
-    data = "".join(export_lines(session_id, using=using)).encode("utf-8")
-    atomic_write(Path(destination), data)
-    return Path(destination)
+
+def export_session(session_id: str, destination: Path, *, using: str = "default") -> Path:
+    """Write the session's Pi file to ``destination``, streamed (memory stays constant in the
+    session's size): lines go to a temp file beside it a megabyte at a time, then fsync and
+    rename, so a reader sees the old file or the whole new one, never half."""
+    from sessions_tree.providers.file import fsync_dir, write_all
+
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = destination.with_name(f".{destination.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    lines = iter(export_lines(session_id, using=using))
+    first = next(lines, None)  # an unknown session fails before a file is made
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            buffer: list[bytes] = []
+            size = 0
+            for line in itertools.chain([first] if first is not None else [], lines):
+                data = line.encode("utf-8")
+                buffer.append(data)
+                size += len(data)
+                if size >= EXPORT_WRITE_BYTES:
+                    write_all(fd, b"".join(buffer))
+                    buffer, size = [], 0
+            write_all(fd, b"".join(buffer))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, destination)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(destination.parent)
+    return destination

@@ -410,7 +410,7 @@ def abort(*, session_id: str | None = None, run: AgentRun | None = None, actor=N
         lock_session_id(sid)
         target = run
         if target is None:
-            target = AgentRun.objects.filter(session_id=sid, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+            target = AgentRun.objects.filter(session_id=sid, status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first()
         if target is None:
             return AbortOutcome(None, False)
         actor_pk = actor.pk if actor is not None else None
@@ -498,7 +498,7 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str, sink:
     RunInput.objects.filter(pk__in=[i.pk for i in inputs], consumed=False).update(consumed=True)
     if meta is None:
         return None, f"{len(prompts)} accepted prompt(s) not run: {gone}"
-    current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+    current = AgentRun.objects.filter(session_id=run.session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first()
     if current is not None:
         for text, images, user_id in prompts:
             queue_input(current, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id, sink=sink)

@@ -34,7 +34,7 @@ class QuestionNotFound(RuntimeInputError):
 
 
 def waiting_run(session_id: str) -> AgentRun | None:
-    return AgentRun.objects.filter(session_id=session_id, status=RunStatus.WAITING).order_by("created_at").first()
+    return AgentRun.objects.filter(session_id=session_id, status=RunStatus.WAITING).order_by("created_at", "pk").first()
 
 
 def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=None, start: bool = True) -> AgentRun:

@@ -64,7 +64,11 @@ def reap_stale_runs(
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
     found = None
     if session_id is not None:  # one session (a prompt, a delete): its active runs in one read
-        found = list(AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED)).select_related("agent"))
+        found = list(
+            AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED))
+            .select_related("agent")
+            .order_by("created_at", "pk")  # oldest first: its prompts were accepted first
+        )
     changed = _reap_running(stale, session_id, start, deleting, found)
     changed += _reap_queued(session_id, start, found)
     changed += expire_questions(session_id=session_id, start=start)  # ask_user timeouts
@@ -134,7 +138,8 @@ def _reap_running(stale: int, session_id: str | None, start: bool, deleting: boo
         candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
         if session_id is not None:
             candidates = candidates.filter(session_id=session_id)
-        candidates = candidates.select_related("agent")
+        # Oldest first, as every round takes them: the same lock order in every process.
+        candidates = candidates.select_related("agent").order_by("created_at", "pk")
     reaped = []
     for run in candidates:
         if process_gone(run.host, run.pid, run.process_started):
@@ -207,6 +212,7 @@ def _reap_queued(session_id: str | None, start: bool, found: list[AgentRun] | No
         queued = AgentRun.objects.filter(status=RunStatus.QUEUED)
         if session_id is not None:
             queued = queued.filter(session_id=session_id)
+        queued = queued.order_by("created_at", "pk")  # submitted again in the order they were accepted
     changed = []
     busy = None  # are the Celery workers busy? Asked once per round, when needed
     for run in queued:

@@ -15,7 +15,7 @@ def active_run(session_id: str) -> AgentRun | None:
     Never a locking read (it would lock other sessions' runs through the status index):
     a decision that must hold takes the session's row lock first (``runs/locks.py``),
     under which the answer stays true until the transaction ends."""
-    return AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+    return AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first()
 
 
 def run_state(session_id: str) -> dict:
@@ -47,7 +47,7 @@ def _run_rows(queryset):
 
 def active_runs(limit: int = 20) -> list[AgentRun]:
     """Queued and running runs, oldest first, without their blobs."""
-    return list(_run_rows(AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)).order_by("created_at")[:limit])
+    return list(_run_rows(AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES)).order_by("created_at", "pk")[:limit])
 
 
 def failing_runs(*, since, limit: int = 10) -> list[AgentRun]:

@@ -89,11 +89,11 @@ def session_for_agent(*, agent: Agent, user=None, new: bool = False) -> AgentSes
     pressing "New session" never leaves a trail of empty sessions behind."""
     mine = AgentSession.objects.filter(agent=agent.name, user=user, status="active")
     if agent.restore_last_session and not new:
-        last = mine.order_by("-updated_at").first()
+        last = mine.order_by("-updated_at", "-pk").first()
         if last is not None:
             return last
     if user is not None:
-        empty = mine.filter(message_count=0, title="").order_by("-updated_at").first()
+        empty = mine.filter(message_count=0, title="").order_by("-updated_at", "-pk").first()
         if empty is not None:
             return empty
     return session_start(agent=agent, user=user)

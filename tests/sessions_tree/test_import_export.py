@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,47 @@ def test_streamed_export_is_the_lines_reads_show(provider, monkeypatch):
     assert streamed == indexed()
     assert len(streamed) == 1 + provider.get_session(sid).entry_count
     assert not any('"streaming"' in line for line in streamed)
+
+
+
+def _imported(provider, path: Path, entries: int) -> str:
+    """A linear session of ``entries`` messages of ~4 KB, imported into ``provider``."""
+    header = {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
+    lines = [json.dumps(header)]
+    parent = None
+    for i in range(entries):
+        entry = {"type": "message", "id": f"{i:08x}", "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z", "message": user_message(f"{i} " + "y" * 4000)}
+        lines.append(json.dumps(entry))
+        parent = entry["id"]
+    path.write_text("\n".join(lines) + "\n")
+    return import_session_file(path, provider_kind=provider.kind, using=provider.using).session_id
+
+
+def test_export_to_a_file_is_streamed(provider, tmp_path):
+    """``session_export -o`` (``export_session``) writes the Pi file without holding it:
+    Python's peak allocation while exporting a 12 MB session is no more than while
+    exporting a 4 MB one (lines go out a megabyte at a time, rows are read a page at a
+    time), and the file is the streamed lines with no temp file left beside it. The
+    session's index is read first, as any read of it does (it is the process's cache,
+    bounded by ``NETA_INDEX_CACHE_ENTRIES``, not the export's)."""
+    import tracemalloc
+
+    from sessions_tree.pi_files import export_session
+
+    peaks = {}
+    for entries in (1000, 3000):
+        sid = _imported(provider, tmp_path / f"in-{entries}.jsonl", entries)
+        provider.build_context(sid)
+        target = tmp_path / f"out-{entries}" / "exported.jsonl"
+        tracemalloc.start()
+        try:
+            export_session(sid, target, using=provider.using)
+            _, peaks[entries] = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert target.read_text() == "".join(provider.export_lines(sid))
+        assert target.read_text().count("\n") == entries + 1
+        assert [p.name for p in target.parent.iterdir()] == ["exported.jsonl"]
+    assert (tmp_path / "out-3000" / "exported.jsonl").stat().st_size > 12_000_000
+    # Whole in memory, the 3000-entry export would peak at ~3x the 1000-entry one.
+    assert peaks[3000] < peaks[1000] * 1.3 + 500_000, peaks
