@@ -29,7 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STATE = tempfile.mkdtemp(prefix="neta-bench-failover-")
-os.environ.update({"NETA_VAR_DIR": STATE, "NETA_TASK_BACKEND": "inline", "NETA_LOG_LEVEL": "ERROR", "NETA_BENCH_FAILOVER_KEY": "sk-bench",
+os.environ.update({"NETA_VAR_DIR": STATE, "NETA_TASK_BACKEND": "inline", "NETA_LOG_LEVEL": "ERROR", "BENCH_FAILOVER_API_KEY": "sk-bench",
                    "NETA_TITLE_MODEL": "off"})  # one model call per run: the answer
 os.environ.pop("NETA_DATABASE_URL", None)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
@@ -47,7 +47,7 @@ from runtime.runs.turn import execute_run  # noqa: E402
 from runtime.sessions.services import session_start  # noqa: E402
 from tests.runtime.wire_servers import Reply, Status, WireServer  # noqa: E402
 
-KEY = "NETA_BENCH_FAILOVER_KEY"
+KEY = "BENCH_FAILOVER_API_KEY"
 
 
 def closed_port() -> int:
