@@ -43,6 +43,28 @@ AGENT_WRITABLE = {
 }  # fmt: skip
 
 
+def require_staff_perm(request, perm: str, message: str) -> None:
+    if not (request.user.is_staff and request.user.has_perm(perm)):
+        raise ApiError("forbidden", message, status_code=403)
+
+
+def staff_patch(request, writable: dict[str, str], update):
+    """A PATCH body of API field names (``writable``: API name → model field) handed to the
+    service ``update(changes)``; the service's ``ValidationError`` comes back as 400 ``invalid``
+    under the API's names, and nothing is saved."""
+    body = request.data
+    if not isinstance(body, dict) or not body:
+        raise ApiError("invalid", "give an object of the fields to change", status_code=400)
+    unknown = sorted(set(body) - set(writable))
+    if unknown:
+        raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(writable)})", status_code=400, field=unknown[0])
+    try:
+        return update({writable[key]: value for key, value in body.items()})
+    except ValidationError as exc:
+        api_names = {field: key for key, field in writable.items()}
+        raise ApiValidation({api_names.get(field, field): messages for field, messages in exc.message_dict.items()}) from None
+
+
 @extend_schema_view(
     list=extend_schema(summary="Agents", responses={200: S.AgentOut(many=True), **READ_ERRORS}),
     retrieve=extend_schema(summary="One agent", responses={200: S.AgentDetailOut, **READ_ERRORS}),
@@ -68,22 +90,9 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
         """Through ``agent_update`` (audited), the console's validation (``Agent.full_clean``):
         e.g. a fallback model that is unknown, disabled, listed twice or the agent's own is 400
         ``invalid`` with the reason under ``fields.fallbackModels``; nothing is saved."""
-        if not (request.user.is_staff and request.user.has_perm("runtime.change_agent")):
-            raise ApiError("forbidden", "changing an agent needs staff with the change agent permission", status_code=403)
+        require_staff_perm(request, "runtime.change_agent", "changing an agent needs staff with the change agent permission")
         agent = self.get_object()
-        body = request.data
-        if not isinstance(body, dict) or not body:
-            raise ApiError("invalid", "give an object of the fields to change", status_code=400)
-        unknown = sorted(set(body) - set(AGENT_WRITABLE))
-        if unknown:
-            raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(AGENT_WRITABLE)})", status_code=400, field=unknown[0])
-        changes = {AGENT_WRITABLE[key]: value for key, value in body.items()}
-        try:
-            agent = agent_update(agent_id=agent.pk, actor=request.user, changes=changes)
-        except ValidationError as exc:
-            api_names = {field: key for key, field in AGENT_WRITABLE.items()}
-            fields = {api_names.get(field, field): messages for field, messages in exc.message_dict.items()}
-            raise ApiValidation(fields) from None
+        agent = staff_patch(request, AGENT_WRITABLE, lambda changes: agent_update(agent_id=agent.pk, actor=request.user, changes=changes))
         return Response(S.AgentDetailOut(agent).data)
 
 
@@ -152,22 +161,9 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
     def partial_update(self, request, name=None):
         """Through ``model_config_update`` (audited), the console's validation: a wrong option is
         400 ``invalid`` with the option's message under ``fields.options``; nothing is saved."""
-        if not (request.user.is_staff and request.user.has_perm("runtime.change_modelconfig")):
-            raise ApiError("forbidden", "changing a model needs staff with the change model permission", status_code=403)
+        require_staff_perm(request, "runtime.change_modelconfig", "changing a model needs staff with the change model permission")
         model = self.get_object()
-        body = request.data
-        if not isinstance(body, dict) or not body:
-            raise ApiError("invalid", "give an object of the fields to change", status_code=400)
-        unknown = sorted(set(body) - set(MODEL_WRITABLE))
-        if unknown:
-            raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(MODEL_WRITABLE)})", status_code=400, field=unknown[0])
-        changes = {MODEL_WRITABLE[key]: value for key, value in body.items()}
-        try:
-            model = model_config_update(model_id=model.pk, actor=request.user, changes=changes)
-        except ValidationError as exc:
-            api_names = {field: key for key, field in MODEL_WRITABLE.items()}
-            fields = {api_names.get(field, field): messages for field, messages in exc.message_dict.items()}
-            raise ApiValidation(fields) from None
+        model = staff_patch(request, MODEL_WRITABLE, lambda changes: model_config_update(model_id=model.pk, actor=request.user, changes=changes))
         return Response(S.ModelOut(model).data)
 
 
