@@ -46,21 +46,27 @@ _CONFIG_FIELDS = (
 @transaction.atomic
 def tool_config_update(*, actor, name: str, **changes: Any) -> ToolConfig:
     """Create or change the governance row of ``name``; validates like the admin does."""
-    unknown = set(changes) - set(_CONFIG_FIELDS)
+    return _upsert_by_name(ToolConfig, _CONFIG_FIELDS, name, changes, actor=actor, action="tool.change")
+
+
+def _upsert_by_name(model, allowed, name: str, changes: dict, *, actor, action: str):
+    """Create or change the row of ``model`` named ``name`` (locked), validated like the admin
+    (``full_clean``), with an audit record of what changed; call inside a transaction."""
+    unknown = set(changes) - set(allowed)
     if unknown:
-        raise TypeError(f"unknown ToolConfig fields: {', '.join(sorted(unknown))}")
-    config = ToolConfig.objects.select_for_update().filter(name=name).first() or ToolConfig(name=name)
-    created = config.pk is None
-    before = {key: getattr(config, key) for key in _CONFIG_FIELDS}
+        raise TypeError(f"unknown {model.__name__} fields: {', '.join(sorted(unknown))}")
+    row = model.objects.select_for_update().filter(name=name).first() or model(name=name)
+    created = row.pk is None
+    before = {key: getattr(row, key) for key in allowed}
     for key, value in changes.items():
-        setattr(config, key, value)
-    config.updated_by = actor if getattr(actor, "pk", None) else None
-    config.full_clean()
-    config.save()
-    old, new = changed_fields(before, {key: getattr(config, key) for key in _CONFIG_FIELDS})
+        setattr(row, key, value)
+    row.updated_by = actor if getattr(actor, "pk", None) else None
+    row.full_clean()
+    row.save()
+    old, new = changed_fields(before, {key: getattr(row, key) for key in allowed})
     if new or created:
-        record(actor=actor, action="tool.change", target=(ToolConfig._meta.label_lower, name, name), before=old, after=new)
-    return config
+        record(actor=actor, action=action, target=(model._meta.label_lower, name, name), before=old, after=new)
+    return row
 
 
 @transaction.atomic
@@ -180,21 +186,8 @@ def mcp_server_save(*, actor, name: str, discover: bool = True, **fields: Any) -
     """Create or change the ``McpServer`` ``name`` (validated like the admin: ``ValidationError``),
     then, with ``discover``, list its tools (:func:`mcp_server_refresh`; the row is saved
     whether or not the server answers). Returns the refresh, or the row without ``discover``."""
-    unknown = set(fields) - set(MCP_SERVER_FIELDS)
-    if unknown:
-        raise TypeError(f"unknown McpServer fields: {', '.join(sorted(unknown))}")
     with transaction.atomic():
-        server = McpServer.objects.select_for_update().filter(name=name).first() or McpServer(name=name)
-        created = server.pk is None
-        before = {key: getattr(server, key) for key in MCP_SERVER_FIELDS}
-        for key, value in fields.items():
-            setattr(server, key, value)
-        server.updated_by = actor if getattr(actor, "pk", None) else None
-        server.full_clean()
-        server.save()
-        old, new = changed_fields(before, {key: getattr(server, key) for key in MCP_SERVER_FIELDS})
-        if new or created:
-            record(actor=actor, action="mcp_server.change", target=(McpServer._meta.label_lower, name, name), before=old, after=new)
+        server = _upsert_by_name(McpServer, MCP_SERVER_FIELDS, name, fields, actor=actor, action="mcp_server.change")
     if not server.enabled:
         mcp_connections.manager().stop(name)
     if not discover:
