@@ -50,12 +50,18 @@ def remove_publisher(publisher: Publisher) -> None:
         _publishers.remove(publisher)
 
 
-def publish(session_id: str, events: list[dict]) -> None:
-    """Hand ``events`` to every publisher (called after commit)."""
+def publish(session_id: str, events: list[dict], *, session_pk: int | None = None) -> None:
+    """Hand ``events`` to every publisher (called after commit). ``session_pk``: the key of
+    the row the events were committed to, when the caller knows it; a publisher that sets
+    ``takes_session_pk = True`` on itself is called with it as a keyword (so it need not
+    look the row up once per event)."""
     for event in events:
         for publisher in list(_publishers):
             try:
-                publisher(session_id, event)
+                if getattr(publisher, "takes_session_pk", False):
+                    publisher(session_id, event, session_pk=session_pk)
+                else:
+                    publisher(session_id, event)
             except Exception:  # a broken doorbell never breaks a write
                 logger.exception("event publisher %r failed for %s", publisher, session_id)
 

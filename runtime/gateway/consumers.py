@@ -154,6 +154,12 @@ def _bound_read(binding: Binding, read):
     and row keys are never reused, so what was read belongs to this row.
     """
     _check(binding)
+    return _read_bound(binding, read)
+
+
+def _read_bound(binding: Binding, read):
+    """``read(session_id)``, the row checked after it (``_bound_read`` without the check before:
+    for a caller that has just made it)."""
     try:
         result = read(binding.session_id)
     except SessionNotFound:
@@ -173,10 +179,19 @@ def _snapshot(binding: Binding) -> dict:
     return _bound_read(binding, session_snapshot)
 
 
-def _heartbeat_check(binding: Binding) -> tuple[int, dict | None]:
-    """The session's revision and its run state (``_run_state``), after checking the caller's rights."""
+def _heartbeat_check(binding: Binding, since: int | None = None) -> tuple[int, dict | None, list[dict] | Exception | None]:
+    """The session's revision and its run state (``_run_state``), after checking the caller's
+    rights; when the revision is past ``since`` (the socket's), also the events after it
+    (as ``_events_since``, without checking the rights a second time), or the
+    ``ResyncNeeded``/``SessionNotFound`` that reading them raised. None: not read."""
     _, meta = _check(binding)
-    return meta.revision, _run_state(binding)
+    gap: list[dict] | Exception | None = None
+    if since is not None and meta.revision > since:
+        try:
+            gap = _read_bound(binding, lambda sid: provider_for_session(sid).events_since(sid, since))
+        except (ResyncNeeded, SessionNotFound) as exc:
+            gap = exc
+    return meta.revision, _run_state(binding), gap
 
 
 def _run_state(binding: Binding) -> dict | None:
@@ -606,7 +621,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """Check rights, say the socket is alive, refresh group membership, and make good
         what the layer lost: tree events (from the log) and the run's state."""
         try:
-            current, run = await database_sync_to_async(_heartbeat_check)(self.binding)
+            current, run, gap = await database_sync_to_async(_heartbeat_check)(self.binding, self.revision)
         except Withdrawn as exc:
             await self._withdraw(exc)
             return
@@ -617,15 +632,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
         except Exception as exc:  # the layer is down: the log and the next beat make good what it loses
             logger.warning("heartbeat of %s could not refresh its groups: %s", self.channel_name, exc)
         if self.revision is not None and current > self.revision:
-            await self._fill_gap()  # a doorbell message was lost: catch up from the log
+            await self._fill_gap(gap)  # a doorbell message was lost: catch up from the log
         if self.revision is not None and run is not None and self.run_sent != (run["runId"], run["state"]):
             # A run_state was lost (or the socket never saw this run): say where the run is now.
             self.run_sent = (run["runId"], run["state"])
             await self._send(run)
 
-    async def _fill_gap(self) -> None:
+    async def _fill_gap(self, read: list[dict] | Exception | None = None) -> None:
+        """Send the logged events after ``self.revision``; ``read``: what the heartbeat's
+        check already read of them (``_heartbeat_check``), else they are read here."""
         try:
-            events = await database_sync_to_async(_events_since)(self.binding, self.revision)
+            if isinstance(read, Exception):
+                raise read
+            events = read if read is not None else await database_sync_to_async(_events_since)(self.binding, self.revision)
         except Withdrawn as exc:
             await self._withdraw(exc)
             return

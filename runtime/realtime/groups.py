@@ -7,6 +7,7 @@ import hashlib
 import re
 import time
 
+from runtime.realtime.sinks import bound_row
 from sessions_tree.models import AgentSession
 
 GROUP_PREFIX = "neta.session."
@@ -54,8 +55,10 @@ def session_key(session_id: str) -> int | None:
     return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
 
 
-# Streaming events are published up to NETA_STREAM_RATE times a second per run: they take
-# the row's key from a cache a second old at most, not a query each (tree events ask).
+# Streaming events are published up to NETA_STREAM_RATE times a second per run: a run's
+# turn names its row (``sinks.streaming_row``); other senders (a prompt's run_state) take
+# the row's key from a cache a second old at most, not a query each (tree events carry
+# the committing row's key).
 STREAM_KEY_SECONDS = 1.0
 
 
@@ -66,6 +69,11 @@ _stream_keys: dict[str, tuple[float, int | None]] = {}
 
 
 def stream_session_key(session_id: str) -> int | None:
+    """The row key for a streaming event: the run's own row when it is a run's turn that
+    streams (``sinks.streaming_row``), else the cached lookup."""
+    bound = bound_row(session_id)
+    if bound is not None:
+        return bound
     now = time.monotonic()
     cached = _stream_keys.get(session_id)
     if cached is not None and now - cached[0] < STREAM_KEY_SECONDS:

@@ -12,9 +12,11 @@ Event types and their shapes: ``runtime/realtime/stream_events.py`` (the one lis
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from runtime.realtime.stream_events import COALESCED_TYPES, STREAM_EVENT_TYPES  # noqa: F401 - re-exported
@@ -60,6 +62,27 @@ def set_default_sink(sink: StreamSink) -> StreamSink:
 
 def default_sink() -> StreamSink:
     return _sink
+
+
+_run_row: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("stream_run_row", default=None)
+
+
+@contextlib.contextmanager
+def streaming_row(session_id: str, session_pk: int) -> Iterator[None]:
+    """Within (a run's turn, in its thread): the streaming events of ``session_id`` belong
+    to the session row ``session_pk``, the one the run writes to; the publisher tags them
+    with it instead of looking the row up (``runtime.realtime.groups.stream_session_key``)."""
+    token = _run_row.set((session_id, session_pk))
+    try:
+        yield
+    finally:
+        _run_row.reset(token)
+
+
+def bound_row(session_id: str) -> int | None:
+    """The row key ``streaming_row`` bound for ``session_id`` here, else None."""
+    bound = _run_row.get()
+    return bound[1] if bound is not None and bound[0] == session_id else None
 
 
 class Coalescer:

@@ -40,7 +40,7 @@ from runtime.models import (
     RunStatus,
 )
 from runtime.realtime import stream_events as se
-from runtime.realtime.sinks import Coalescer, StreamSink, default_sink
+from runtime.realtime.sinks import Coalescer, StreamSink, default_sink, streaming_row
 from runtime.llm.thinking import clamp_thinking
 from runtime.runs import failover, lifecycle
 from runtime.runs.backends import HOST, this_process
@@ -228,7 +228,9 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
             # from what this process keeps at it (toolcatalog/catalog_version.py).
             with catalog_version.at_version(getattr(run, "catalog_version", None)):
                 turn = _prepare(run, coalescer, control, book)
-            _run(turn)
+            # Its streaming events belong to the row it writes to: no lookup per publish.
+            with streaming_row(run.session_id, turn.meta.pk):
+                _run(turn)
     except SummaryCancelled:  # an abort while a compaction was being written
         coalescer.flush()
         lifecycle.finish(run, RunStatus.ABORTED, abort_when=" during compaction", sink=sink, fields=book.pending())

@@ -1130,8 +1130,8 @@ class SessionTreeProvider:
         for event in events:
             event["context"] = context
         self._record_events(meta, events)
-        session_id = meta.session_id
-        transaction.on_commit(lambda: ev.publish(session_id, events), using=self.using)
+        session_id, session_pk = meta.session_id, meta.pk
+        transaction.on_commit(lambda: ev.publish(session_id, events, session_pk=session_pk), using=self.using)
 
     def _save_on_copy(self, meta: AgentSession, before: dict, events: list[dict]) -> None:
         """The row's UPDATE of a change made on a copy: only the fields that changed, only

@@ -258,3 +258,24 @@ async def test_a_snapshot_over_the_frame_limit_is_refused_with_a_pointer_to_rest
         assert reply["type"] == "subscribed" and reply["revision"] == snapshot["revision"]
     finally:
         await socket.close()
+
+
+async def test_the_heartbeats_check_reads_a_gap_in_the_same_call(tree, owner):
+    """What the heartbeat runs in one database call: the rights, the revision, the run's
+    state and, when the socket is behind, the events it missed (or the resync it needs)."""
+    from runtime.gateway.consumers import Binding, _heartbeat_check
+    from sessions_tree.errors import ResyncNeeded
+
+    def check():
+        meta = AgentSession.objects.get(session_id=tree.session_id)
+        binding = Binding(session_id=tree.session_id, session_pk=meta.pk, user_pk=owner.pk, token_pk=None)
+        current, _, gap = _heartbeat_check(binding, meta.revision - 2)
+        assert current == meta.revision
+        assert [e["revision"] for e in gap] == [meta.revision - 1, meta.revision]
+        assert gap == provider().events_since(tree.session_id, meta.revision - 2)
+        assert _heartbeat_check(binding, meta.revision)[2] is None  # not behind: nothing read
+        assert _heartbeat_check(binding, None)[2] is None  # not subscribed: nothing read
+        SessionEvent.objects.filter(session=meta, revision__lte=4).delete()
+        assert isinstance(_heartbeat_check(binding, 1)[2], ResyncNeeded)
+
+    await sync_to_async(check)()

@@ -78,3 +78,34 @@ def test_a_two_call_turn_stays_within_its_query_budget(driver_for, provider):
     if transactions >= 0:
         assert transactions <= 5  # 9 before issue 13, 8 before the lean turn (the claim is one UPDATE in autocommit)
     assert len(queries) <= TARGET
+
+
+def test_a_turns_streaming_events_take_the_runs_row_key_without_a_lookup(driver_for):
+    """The publisher tags each streaming event with the key of the session row it belongs
+    to (``runtime.realtime.groups.stream_session_key``). A run's turn names its own row, so
+    its events need no lookup, even with the key cache expired before every event; only
+    the claim's ``running`` announcement (sent before the turn opens its row) looks it up."""
+    from runtime.realtime import groups
+    from sessions_tree.models import AgentSession
+
+    driver = driver_for(TWO_CALLS, provider="file")
+    driver.prompt("warm up")
+    row = AgentSession.objects.get(session_id=driver.session_id).pk
+    seen: list[tuple[str, int | None]] = []
+
+    class KeyedSink:
+        def emit(self, session_id, event):
+            groups.forget_stream_key(session_id)  # as if the cache had just expired
+            seen.append((event["type"], groups.stream_session_key(session_id)))
+
+    from runtime.runs.prompts import session_prompt
+    from runtime.runs.turn import execute_run
+
+    outcome = session_prompt(actor=None, session_id=driver.session_id, text="go", dispatch=False)
+    with CaptureQueriesContext(connection) as captured:
+        run = execute_run(outcome.run.run_id, sink=KeyedSink())
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(seen) > 5 and {key for _, key in seen} == {row}
+    key_lookup = 'SELECT "sessions_tree_agentsession"."id" AS "pk" FROM'  # groups.session_key
+    lookups = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(key_lookup)]
+    assert len(lookups) == 1, lookups  # the claim's run_state; before: one per event

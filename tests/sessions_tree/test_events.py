@@ -162,3 +162,36 @@ def test_the_tree_event_constructors_keep_the_stored_key_order():
         (ev.SESSION_UPDATED, ["type", "sessionId", "revision", "session"]),
         (ev.SESSION_DELETED, ["type", "sessionId", "sessionPk"]),
     ]
+
+
+def test_a_commit_hands_its_rows_key_to_publishers_that_take_it(provider, django_capture_on_commit_callbacks):
+    """The realtime publisher tags each tree event with the committing row's key; the commit
+    passes it (no lookup per event), publishers that do not ask for it get the two arguments."""
+    from sessions_tree.models import AgentSession
+
+    keyed: list[tuple[str, int, int | None]] = []
+    plain: list[tuple[str, int]] = []
+
+    def keyed_publisher(session_id, event, session_pk=None):
+        keyed.append((session_id, event["revision"], session_pk))
+
+    keyed_publisher.takes_session_pk = True
+
+    def plain_publisher(session_id, event):
+        plain.append((session_id, event["revision"]))
+
+    ev.add_publisher(keyed_publisher)
+    ev.add_publisher(plain_publisher)
+    try:
+        sid = provider.create_session(cwd="/w").session_id
+        row = AgentSession.objects.using(provider.using).get(session_id=sid)
+        keyed.clear(), plain.clear()
+        with django_capture_on_commit_callbacks(using=provider.using, execute=True):
+            provider.append_message(sid, user_message("hi"))
+        assert keyed and [k[:2] for k in keyed] == plain
+        assert {k[2] for k in keyed} == {row.pk}
+        ev.publish(sid, [{"type": ev.LEAF_CHANGED, "revision": 99, "leafId": None}])  # a caller without the key
+        assert keyed[-1] == (sid, 99, None) and plain[-1] == (sid, 99)
+    finally:
+        ev.remove_publisher(keyed_publisher)
+        ev.remove_publisher(plain_publisher)
