@@ -59,7 +59,9 @@ def test_a_waiting_run_holds_no_celery_slot_and_the_answer_resumes_it(deployment
         f"run = answer_question(session_id={asked_session!r}, tool_call_id='call_celery', answer='blue');"
         "print(run.status, run.backend)"
     )
-    assert out.split()[-2:] == ["queued", "celery"]
+    status, backend = out.split()[-2:]
+    # Queued for the worker again; a fast worker may already have claimed it when the row is read back.
+    assert (status in ("queued", "running"), backend) == (True, "celery"), out
     row = deployment.wait_run(asked, lambda r: r["status"] not in ("queued", "running", "waiting"))
     assert row["status"] == "completed", row
     messages = [line["message"] for line in deployment.export(asked_session) if line["type"] == "message"]
