@@ -93,6 +93,19 @@ def test_the_api_shows_and_changes_the_list(client, staff, agent, owner):
     assert Agent.objects.get(pk=agent.pk).fallback_models == ["second", "backup"]
 
 
+
+def test_a_null_for_a_field_that_cannot_hold_one_is_400_not_a_crash(client, staff, agent):
+    """full_clean lets None through a blank text field; the save would fail with a 500."""
+    client.force_login(staff)
+    before = Agent.objects.get(pk=agent.pk).system_prompt
+    for path, body in (("/api/agents/helper/", {"systemPrompt": None, "description": "x"}), ("/api/models/backup/", {"baseUrl": None})):
+        answer = client.patch(path, body, content_type="application/json")
+        assert answer.status_code == 400, answer.content
+        error = answer.json()["error"]
+        assert error["code"] == "invalid" and list(error["fields"].values()) == [["may not be null"]]
+    agent.refresh_from_db()
+    assert agent.system_prompt == before and agent.description != "x"  # nothing saved
+
 def form_data(page) -> dict:
     """What the browser posts back: every field of the agent form as rendered."""
     form = page.context["adminform"].form

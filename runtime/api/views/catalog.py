@@ -48,7 +48,7 @@ def require_staff_perm(request, perm: str, message: str) -> None:
         raise ApiError("forbidden", message, status_code=403)
 
 
-def staff_patch(request, writable: dict[str, str], update):
+def staff_patch(request, model, writable: dict[str, str], update):
     """A PATCH body of API field names (``writable``: API name → model field) handed to the
     service ``update(changes)``; the service's ``ValidationError`` comes back as 400 ``invalid``
     under the API's names, and nothing is saved."""
@@ -58,6 +58,10 @@ def staff_patch(request, writable: dict[str, str], update):
     unknown = sorted(set(body) - set(writable))
     if unknown:
         raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(writable)})", status_code=400, field=unknown[0])
+    # full_clean lets None through a blank=True field that is not nullable; the save would fail.
+    nulled = sorted(key for key, value in body.items() if value is None and not model._meta.get_field(writable[key]).null)
+    if nulled:
+        raise ApiValidation({key: ["may not be null"] for key in nulled})
     try:
         return update({writable[key]: value for key, value in body.items()})
     except ValidationError as exc:
@@ -92,7 +96,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):
         ``invalid`` with the reason under ``fields.fallbackModels``; nothing is saved."""
         require_staff_perm(request, "runtime.change_agent", "changing an agent needs staff with the change agent permission")
         agent = self.get_object()
-        agent = staff_patch(request, AGENT_WRITABLE, lambda changes: agent_update(agent_id=agent.pk, actor=request.user, changes=changes))
+        agent = staff_patch(request, Agent, AGENT_WRITABLE, lambda changes: agent_update(agent_id=agent.pk, actor=request.user, changes=changes))
         return Response(S.AgentDetailOut(agent).data)
 
 
@@ -163,7 +167,7 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         400 ``invalid`` with the option's message under ``fields.options``; nothing is saved."""
         require_staff_perm(request, "runtime.change_modelconfig", "changing a model needs staff with the change model permission")
         model = self.get_object()
-        model = staff_patch(request, MODEL_WRITABLE, lambda changes: model_config_update(model_id=model.pk, actor=request.user, changes=changes))
+        model = staff_patch(request, ModelConfig, MODEL_WRITABLE, lambda changes: model_config_update(model_id=model.pk, actor=request.user, changes=changes))
         return Response(S.ModelOut(model).data)
 
 
