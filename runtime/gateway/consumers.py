@@ -361,8 +361,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Channels closes stale DB connections (a thread hop) before every message;
         # the gateway's own messages reach the DB only through database_sync_to_async,
         # which does that in its thread. Skipping it here halves the cost per frame.
-        if message["type"] in GATEWAY_MESSAGES:
-            if not self.closing:
+        # Then whatever the in-process layer already holds for this socket is handled
+        # here too, in order, instead of one wake-up (and task) per message.
+        take = getattr(self.channel_layer, "receive_nowait", None)
+        while message is not None:
+            if message["type"] not in GATEWAY_MESSAGES:
+                await super().dispatch(message)
+            elif not self.closing:
                 async with self.delivery:
                     try:
                         await getattr(self, GATEWAY_MESSAGES[message["type"]])(message)
@@ -370,8 +375,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                         # A failed read (the database slow or away) must not end the socket:
                         # the heartbeat refills tree events from the log and re-checks rights.
                         logger.exception("socket %s could not handle %s", self.session_id, message["type"])
-        else:
-            await super().dispatch(message)
+            message = take(self.channel_name) if take is not None and not self.gone else None
 
     async def disconnect(self, code):
         self.gone = True

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import logging
 import os
 import threading
@@ -63,13 +64,22 @@ _LOG_SECONDS = 10.0
 
 
 class _Sender:
-    """A FIFO of (group, message) drained by one task on one event loop."""
+    """A FIFO of (group, message) delivered on one event loop.
+
+    Producers (any thread) append to a deque and wake the loop only when no wake-up is
+    pending: a burst of events costs one wake-up, not one each. On the loop, the
+    in-process layer takes each message at once (``group_send_now``: a plain call); a
+    cross-process layer (Redis) gets them one after another from a draining task.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, layer):
         self.loop = loop
         self.layer = layer
         self.pid = os.getpid()
+        self.direct = hasattr(type(layer), "group_send_now")  # the in-process layer (a Redis layer proxies attributes to its loop)
         self.queue: asyncio.Queue | None = None
+        self.pending: collections.deque[tuple[str, dict]] = collections.deque()
+        self.scheduled = False
         self.dropped = 0
         self.sent = 0
         self.logged_at = 0.0
@@ -78,23 +88,44 @@ class _Sender:
 
     def _start(self) -> None:
         self.queue = asyncio.Queue(maxsize=_QUEUE_LIMIT)
-        self.task = self.loop.create_task(self._drain())
+        if not self.direct:
+            self.task = self.loop.create_task(self._drain())
 
     def submit(self, items: list[tuple[str, dict]]) -> bool:
         if self.loop.is_closed():
             return False
-        try:
-            self.loop.call_soon_threadsafe(self._put, items)
-        except RuntimeError:  # the loop closed meanwhile
-            return False
+        if len(self.pending) >= _QUEUE_LIMIT:
+            for _ in items:
+                self._lost("queue full", None)  # the doorbell is lossy; the event log is not
+            return True
+        self.pending.extend(items)
+        if not self.scheduled:
+            # Cleared by _pump before it takes anything: an item appended after that
+            # point is either taken by this pump or schedules the next one.
+            self.scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._pump)
+            except RuntimeError:  # the loop closed meanwhile
+                self.scheduled = False
+                return False
         return True
 
-    def _put(self, items: list[tuple[str, dict]]) -> None:
-        for item in items:
+    def _pump(self) -> None:
+        self.scheduled = False
+        pending = self.pending
+        while pending:
+            group, message = pending.popleft()
+            if self.direct:
+                try:
+                    self.layer.group_send_now(group, message)
+                    self.sent += 1
+                except Exception as exc:
+                    self._lost(f"group_send to {group}", exc)
+                continue
             try:
-                self.queue.put_nowait(item)
+                self.queue.put_nowait((group, message))
             except asyncio.QueueFull:
-                self._lost("queue full", None)  # the doorbell is lossy; the event log is not
+                self._lost("queue full", None)
 
     def _lost(self, reason: str, exc: BaseException | None) -> None:
         """Count a message that did not leave; log at most every 10 s (an outage is not a log flood)."""
@@ -120,6 +151,7 @@ class _Sender:
                 self.queue.task_done()
 
     async def _drained(self) -> None:
+        self._pump()  # whatever is pending (a wake-up may still be on its way)
         await self.queue.join()
 
     def flush(self, timeout: float) -> bool:
@@ -185,8 +217,8 @@ class EventPublisher:
                 self._sender = _Sender(_background_loop(), layer)
             return self._sender
 
-    def send(self, items: list[tuple[str, dict]]) -> None:
-        sender = self._current_sender()
+    def send(self, items: list[tuple[str, dict]], sender: _Sender | None = None) -> None:
+        sender = sender or self._current_sender()
         if sender is not None:
             sender.submit(items)
 
@@ -202,22 +234,24 @@ class EventPublisher:
     def publish_tree_event(self, session_id: str, event: dict, session_pk: int | None = None) -> None:
         """``session_pk``: the key of the row the event was committed to (the provider's
         commit passes it); without it, the row that holds ``session_id`` now (a query)."""
-        if not self.listening():
+        sender = self._current_sender()
+        if sender is None:
             return
         if event.get("type") == SESSION_DELETED:
             forget_stream_key(session_id)
             message = {"type": DELETED_MESSAGE, "sessionId": session_id, "sessionKey": event.get("sessionPk")}
-            self.send([(group_name(session_id), message)])
+            self.send([(group_name(session_id), message)], sender)
             return
         key = session_pk if session_pk is not None else session_key(session_id)
-        self.send([(group_name(session_id), tree_message(session_id, event, key=key))])
+        self.send([(group_name(session_id), tree_message(session_id, event, key=key))], sender)
 
     def publish_stream_event(self, session_id: str, event: dict) -> None:
-        if not self.listening():
+        sender = self._current_sender()
+        if sender is None:
             return
         group = group_name(session_id)
         key = stream_session_key(session_id)
-        self.send([(group, m) for m in stream_messages(session_id, event, key=key)])
+        self.send([(group, m) for m in stream_messages(session_id, event, key=key)], sender)
 
     def withdraw(self, groups: list[str], *, code: str, message: str) -> None:
         """Close every socket in ``groups`` with 4401, after the current transaction commits."""

@@ -35,7 +35,7 @@ def test_the_in_process_layer_delivers_to_every_member_and_drops_only_for_a_full
     from runtime.realtime.layer import InProcessChannelLayer
 
     async def scenario():
-        layer = InProcessChannelLayer(capacity=2, expiry=60)
+        layer = InProcessChannelLayer(capacity=2, expiry=60, clean_interval=0)  # every call sweeps
         members = [await layer.new_channel() for _ in range(3)]
         for channel in members:
             await layer.group_add("g", channel)
@@ -49,6 +49,67 @@ def test_the_in_process_layer_delivers_to_every_member_and_drops_only_for_a_full
         await layer.group_discard("g", members[1])
         await layer.group_send("g", {"type": "tree.event", "event": {"revision": 2}})
         assert (await layer.receive(members[2]))["event"]["revision"] == 2
-        assert members[1] not in layer.channels
+        assert members[1] not in layer.channels  # nobody listens on it: its empty queue went
+        waiting = asyncio.ensure_future(layer.receive(members[2]))
+        await asyncio.sleep(0)
+        await layer.group_send("g", {"type": "tree.event", "event": {"revision": 3}})  # sweeps, and sends
+        assert (await waiting)["event"]["revision"] == 3  # a listening member's queue stays
 
     asyncio.run(scenario())
+
+
+def test_a_burst_from_a_thread_arrives_whole_and_in_order_with_few_wake_ups():
+    """The publisher's sender wakes the server's loop once per burst, not once per message,
+    and the in-process layer takes each message at once, in the order it was produced."""
+    import asyncio
+    import threading
+
+    from runtime.realtime.layer import InProcessChannelLayer
+    from runtime.realtime.publisher import _Sender
+
+    loop = asyncio.new_event_loop()
+    wake_ups = []
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counted(callback, *args):
+        wake_ups.append(callback)
+        return call_soon_threadsafe(callback, *args)
+
+    loop.call_soon_threadsafe = counted
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        layer = InProcessChannelLayer(capacity=10_000, expiry=60)
+        channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), loop).result(5)
+        asyncio.run_coroutine_threadsafe(layer.group_add("g", channel), loop).result(5)
+        sender = _Sender(loop, layer)
+        blocked, release = threading.Event(), threading.Event()
+        loop.call_soon_threadsafe(lambda: (blocked.set(), release.wait(5)))  # the loop is busy meanwhile
+        assert blocked.wait(5)
+        producers = [
+            threading.Thread(target=lambda p=p: [sender.submit([("g", {"type": "m", "p": p, "n": n})]) for n in range(300)])
+            for p in range(3)
+        ]  # fmt: skip
+        for producer in producers:
+            producer.start()
+        for producer in producers:
+            producer.join()
+        release.set()
+        assert sender.flush(timeout=5)
+
+        async def take_all():
+            got = []
+            while (message := layer.receive_nowait(channel)) is not None:
+                got.append(message)
+            return got
+
+        got = asyncio.run_coroutine_threadsafe(take_all(), loop).result(5)
+        assert len(got) == 900 and sender.sent == 900 and sender.dropped == 0
+        for p in range(3):
+            assert [m["n"] for m in got if m["p"] == p] == list(range(300))  # each producer's order kept
+        pumps = [w for w in wake_ups if getattr(w, "__name__", "") == "_pump"]
+        assert 1 <= len(pumps) <= 3  # 900 messages while the loop was busy: a wake-up per burst, not 900
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

@@ -145,13 +145,13 @@ async def test_large_events_travel_by_reference_and_arrive_whole(tree, tokens, f
     settings.NETA_REALTIME_INLINE_BYTES = 2048
     layer = get_channel_layer()
     sent: list[dict] = []
-    original = layer.group_send
+    original = layer.group_send_now  # how the publisher delivers on the in-process layer
 
-    async def spy(group, message):
+    def spy(group, message):
         sent.append(message)
-        return await original(group, message)
+        return original(group, message)
 
-    layer.group_send = spy
+    layer.group_send_now = spy
     socket = await opened(tree, tokens)
     try:
         start = await revision_of(tree.session_id)
@@ -163,7 +163,7 @@ async def test_large_events_travel_by_reference_and_arrive_whole(tree, tokens, f
         assert sent and all(len(str(m)) < 4096 for m in sent), "a large event went through the layer inline"
         assert sent[-1]["event"] is None and sent[-1]["revision"] == start + 1
     finally:
-        layer.group_send = original
+        layer.group_send_now = original
         await socket.close()
 
 
