@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, require
+from tests.support.databases import sqlite_migrated
 
 CHROMIUM = os.environ.get("NETA_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -161,8 +162,7 @@ def prepare(var_dir: Path, env: dict) -> Server:
     (var_dir / "workspace" / "src").mkdir(parents=True, exist_ok=True)
     (var_dir / "workspace" / "notes.md").write_text("# notes\n", encoding="utf-8")
     server = Server(base_url="", env=env, var_dir=var_dir)
-    server.manage("migrate", "--noinput", "-v0")
-    server.manage("neta_bootstrap")
+    sqlite_migrated(var_dir / "neta.sqlite3", bootstrapped=True)  # what `migrate` and `neta_bootstrap` leave
     server.python(SETUP.format(rules=json.dumps(RULES), password=PASSWORD))
     return server
 
