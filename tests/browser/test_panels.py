@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import conftest
 from tests.browser.conftest import Console, login, send, store_eval, wait_idle
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-SHOTS = REPO / "docs" / "screenshots"
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -118,11 +117,7 @@ def panels_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    """Into test-artifacts/browser/; with NETA_WRITE_DOC_SCREENSHOTS=1 into docs/screenshots/ too."""
-    page.screenshot(path=str(artifacts / f"{name}.png"))
-    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}.png"))
+    conftest.shot(page, artifacts, name, name)
 
 
 def open_page(browser, server, viewport=DESKTOP, agent="panels"):
