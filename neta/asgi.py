@@ -4,20 +4,29 @@ Websockets: the Origin must be the handshake's own scheme, host and port (or one
 of CSRF_TRUSTED_ORIGINS), exactly as Django's CSRF check wants it
 (``neta.websocket_origin``); the user comes from the session cookie, or from an
 ``Authorization: Token …`` header (integrations).
+
+Requests and sockets run their synchronous code on fixed sets of threads that
+keep their database connections (``neta.http_threads``).
 """
 
 import os
 
+from django.conf import settings
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
 # Initialize Django (apps, settings) before anything imports models.
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+
+from neta.http_threads import PooledASGIHandler, keep_socket_connections  # noqa: E402
+
+django_asgi_app = PooledASGIHandler(settings.NETA_HTTP_THREADS)
+keep_socket_connections()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 from neta.body_limit import BodyLimitMiddleware  # noqa: E402
 from neta.websocket_origin import OriginValidator  # noqa: E402

@@ -113,12 +113,10 @@ _test_mysql_url = env_str("NETA_TEST_MYSQL_URL")
 if _test_mysql_url:
     DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
 # Persistent connections: a thread keeps its connection between its jobs (closed when
-# older than this many seconds; 0: after each one) and checks it before reusing it. Off by
-# default: under ASGI each request's sync code runs on a short-lived thread, so kept
-# connections pile up (Django's advice; the suite saw MariaDB's 1040 "Too many
-# connections" with 300). Worth setting for Celery workers (NETA_DB_CONN_MAX_AGE=300). The inline
-# pool's threads keep theirs whatever this says (runtime/runs/backends.py: at most
-# NETA_INLINE_WORKERS of them, and they stay).
+# older than this many seconds; 0: after each one) and checks it before reusing it. The
+# threads a process runs its work on keep theirs whatever this says (runtime/db_threads.py):
+# the inline pool, the HTTP request threads and the sockets' database thread — they are
+# few and stay. This is for the rest (a Celery worker's task thread: 300 suits it).
 NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
@@ -191,6 +189,9 @@ NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=
 # not for cores: 64 threads never queue 50 sessions of a 2 s model (4 threads cap that
 # at 2 turns/s); `python -m bench runtime_turn concurrent` measures it.
 NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
+# The web process runs requests' synchronous code (sync middleware, views) on this many
+# threads, reused (neta/http_threads.py); a request waits for a free one when all are busy.
+NETA_HTTP_THREADS = env_int("NETA_HTTP_THREADS", 32, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 # The reaper runs this often: a timer thread in the inline backend's web process and

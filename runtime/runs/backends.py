@@ -20,8 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import close_old_connections, transaction
 
+from runtime import db_threads
 from runtime.crash_points import crash_point
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.lifecycle import record_submission
@@ -88,9 +89,7 @@ def _pool() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
         if _executor is None:
-            _executor = ThreadPoolExecutor(
-                max_workers=settings.NETA_INLINE_WORKERS, thread_name_prefix="neta-run"
-            )
+            _executor = db_threads.executor("neta-run", settings.NETA_INLINE_WORKERS)
         return _executor
 
 
@@ -141,13 +140,8 @@ def _inline_job(run_id: str, event: threading.Event) -> None:
 
 def _reuse_connections() -> None:
     """A pool thread keeps its database connection from one run to the next, whatever
-    ``NETA_DB_CONN_MAX_AGE`` says (that is for request threads, which come and go under
-    ASGI; the pool has at most ``NETA_INLINE_WORKERS`` threads, and they stay): one that
-    is broken, or left in a transaction, is closed, and the next use health-checks the
-    rest (``CONN_HEALTH_CHECKS``). A new connection per run cost ~2 ms of CPU with SQLite
-    (Django registers its functions on each) and a round trip plus a login on MariaDB."""
-    for conn in connections.all(initialized_only=True):
-        conn.close_at = None  # no age limit for this thread's connection
+    ``NETA_DB_CONN_MAX_AGE`` says (``runtime.db_threads``): one that is broken, or left in
+    a transaction, is closed, and the next use health-checks the rest."""
     close_old_connections()
 
 

@@ -1,0 +1,95 @@
+"""Django's ASGI handler on a fixed set of request threads; the sockets' database thread.
+
+Django runs a request's synchronous code (middleware that is sync only, the
+view) in a thread of the request's own: its ASGI handler opens a
+``ThreadSensitiveContext`` per request, and asgiref starts a new thread for
+each. Every request therefore paid for a thread start and a new database
+connection (Django's connections are per thread), ~2–3 ms of CPU on SQLite, and
+connections could not be kept (``NETA_DB_CONN_MAX_AGE`` would pile them up in
+threads that are gone).
+
+``PooledASGIHandler`` gives each request one of ``NETA_HTTP_THREADS`` executors
+of one thread each instead (``ThreadSensitiveContext(executor=…)``, asgiref's way
+to name the thread): the threads stay, keep their connections
+(``runtime.db_threads``), and a request waits for a free one when all are busy.
+Requests still never share a thread at the same time, so what Django keeps per
+thread (the connection, an open transaction) is the request's alone while it runs.
+
+Websockets' database calls run on asgiref's one process-wide thread (channels'
+``database_sync_to_async``); ``keep_socket_connections`` makes it keep its
+connection too (channels closed and reopened it around every call: each heartbeat
+and rights check paid for a new connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+from django.core.handlers.asgi import ASGIHandler
+
+from runtime import db_threads
+
+
+class _ExecutorPool:
+    """Executors handed out one per request, on the server's event loop (no locks: one
+    loop uses it; a waiter cancelled after it was handed one gives it back)."""
+
+    def __init__(self, size: int, name: str):
+        self.size = size
+        self._name = name
+        self._free: list[ThreadPoolExecutor] = []
+        self._made = 0
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+
+    async def acquire(self) -> ThreadPoolExecutor:
+        if self._free and not self._waiters:
+            return self._free.pop()
+        if self._made < self.size and not self._waiters:
+            self._made += 1  # threads start on first use: a quiet process has few
+            return db_threads.executor(f"{self._name}-{self._made}")
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())
+            raise
+
+    def release(self, executor: ThreadPoolExecutor) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(executor)
+                return
+        self._free.append(executor)
+
+    def busy(self) -> int:
+        return self._made - len(self._free)
+
+
+class PooledASGIHandler(ASGIHandler):
+    """``ASGIHandler`` whose requests run their sync code on ``threads`` reused threads."""
+
+    def __init__(self, threads: int):
+        super().__init__()
+        self.threads = _ExecutorPool(threads, "neta-http")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = await self.threads.acquire()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self.threads.release(executor)
+
+
+def keep_socket_connections() -> None:
+    """Websockets' database calls (``database_sync_to_async``: rights checks, heartbeats,
+    commands) run on asgiref's one process-wide thread: it keeps its connections too."""
+    SyncToAsync.single_thread_executor.submit(db_threads.keep_connections)

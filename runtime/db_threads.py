@@ -1,0 +1,52 @@
+"""Threads that keep their database connection from one job to the next.
+
+Django gives every thread its own connection and, with ``CONN_MAX_AGE = 0``
+(``NETA_DB_CONN_MAX_AGE``' default), closes it after each request or job. That is
+right for threads that come and go, and wasteful for the fixed sets of threads a
+Neta process runs its work on: the inline pool (turns), the HTTP request threads
+(``neta.http_threads``) and the sockets' database thread. A new connection costs
+~2 ms of CPU with SQLite (Django registers its functions and pragmas on each) and a
+round trip plus a login on MariaDB.
+
+A thread started with ``keep_connections`` as its initializer (``executor()`` does
+that) keeps its connections without an age limit: Django's ``close_old_connections``
+(at each request's start and end, around each ``database_sync_to_async`` call)
+still closes one that is broken or was left inside a transaction, and
+``CONN_HEALTH_CHECKS`` checks the rest before their first use in a request. The
+threads are few and stay, so the connections are bounded by their number.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import connections
+from django.db.backends.signals import connection_created
+
+_local = threading.local()
+
+
+def keep_connections() -> None:
+    """Mark this thread as one that keeps its connections (a thread initializer)."""
+    _local.keep = True
+    for conn in connections.all(initialized_only=True):
+        conn.close_at = None
+
+
+def keeps_connections() -> bool:
+    return getattr(_local, "keep", False)
+
+
+def executor(name: str, workers: int = 1) -> ThreadPoolExecutor:
+    """A thread pool whose threads keep their connections."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name, initializer=keep_connections)
+
+
+def _no_age_limit(sender, connection, **kwargs) -> None:
+    # Django set ``close_at`` from CONN_MAX_AGE just before it sent this signal.
+    if keeps_connections():
+        connection.close_at = None
+
+
+connection_created.connect(_no_age_limit, dispatch_uid="runtime.db_threads.no_age_limit")

@@ -1,0 +1,109 @@
+"""Requests run their sync code on a fixed set of threads that keep their database connections
+(``neta.http_threads``, ``runtime.db_threads``), and the audit middleware runs on the event loop.
+
+Driven through ``neta.asgi.application`` (the app Daphne serves), in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import HttpCommunicator
+from django.db.backends.signals import connection_created
+
+from audit.models import AuditEntry
+from neta.http_threads import PooledASGIHandler, _ExecutorPool
+from runtime.api.tokens import api_token_create
+from runtime.sessions.services import session_start
+from tests.api.builders import default_agent
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+class ConnectionsOpened:
+    """Names of the threads that opened a database connection while it listens."""
+
+    def __init__(self):
+        self.threads: list[str] = []
+
+    def __call__(self, sender, connection, **kwargs):
+        self.threads.append(threading.current_thread().name)
+
+    def __enter__(self):
+        connection_created.connect(self, weak=False)
+        return self
+
+    def __exit__(self, *exc):
+        connection_created.disconnect(self)
+
+
+async def _get(app, path: str, headers=()) -> tuple[int, dict]:
+    response = await HttpCommunicator(app, "GET", path, headers=[(b"host", b"127.0.0.1"), *headers]).get_response(timeout=10)
+    return response["status"], dict(response["headers"])
+
+
+async def test_requests_reuse_their_threads_and_database_connections():
+    handler = PooledASGIHandler(threads=2)
+    with ConnectionsOpened() as opened:
+        for _ in range(20):
+            status, _ = await _get(handler, "/api/health/")
+            assert status == 200
+    # One connection for the one thread sequential requests use; before, one per request.
+    assert opened.threads == ["neta-http-1_0"]
+
+
+async def test_concurrent_requests_use_at_most_the_configured_threads():
+    handler = PooledASGIHandler(threads=3)
+    with ConnectionsOpened() as opened:
+        statuses = await asyncio.gather(*[_get(handler, "/api/health/") for _ in range(24)])
+    assert {status for status, _ in statuses} == {200}
+    assert len(opened.threads) == len(set(opened.threads)) <= 3
+    assert set(opened.threads) <= {"neta-http-1_0", "neta-http-2_0", "neta-http-3_0"}
+    assert handler.threads.busy() == 0
+
+
+async def test_a_request_waits_for_a_free_thread_and_a_cancelled_wait_gives_it_back():
+    pool = _ExecutorPool(1, "test-pool")
+    first = await pool.acquire()
+    waiting = asyncio.ensure_future(pool.acquire())
+    cancelled = asyncio.ensure_future(pool.acquire())
+    await asyncio.sleep(0)
+    assert not waiting.done() and not cancelled.done()
+    cancelled.cancel()
+    pool.release(first)
+    assert await waiting is first  # in order, the cancelled waiter skipped
+    assert cancelled.cancelled()
+    pool.release(first)
+    assert await pool.acquire() is first  # nothing was lost: still the one executor
+    first.shutdown()
+
+
+@pytest.fixture
+def agent(sessions_dir, tmp_path, settings):
+    settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
+    return default_agent()
+
+
+async def test_the_audit_middleware_on_the_event_loop_names_the_api_door_and_the_request_id(staff, owner, agent):
+    from neta.asgi import application
+
+    def setup():
+        meta = session_start(agent=agent, user=owner)
+        return meta.session_id, api_token_create(user=staff).secret
+
+    session_id, secret = await sync_to_async(setup)()
+    body = json.dumps({"title": "By staff"}).encode()
+    communicator = HttpCommunicator(
+        application, "PATCH", f"/api/sessions/{session_id}/", body=body,
+        headers=[(b"host", b"127.0.0.1"), (b"authorization", f"Token {secret}".encode()), (b"x-request-id", b"req-async-1"),
+                 (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    )  # fmt: skip
+    response = await communicator.get_response(timeout=10)
+    assert response["status"] == 200, response["body"]
+    assert (b"X-Request-ID", b"req-async-1") in response["headers"]
+    row = await sync_to_async(AuditEntry.objects.get)(action="session.rename")
+    assert (row.action, row.via, row.request_id, row.actor_id) == ("session.rename", "api", "req-async-1", staff.pk)
