@@ -52,6 +52,7 @@ class Step:
     call_id: str | None = None
     chunk_size: int = DEFAULT_CHUNK_SIZE
     delay: float = 0.0  # seconds before each delta (pause: the pause)
+    until_file: str = ""  # pause: ends early once this file exists
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ _STEP_KEYS = {
     "text": {"text", "delay_ms", "chunk_size"},
     "thinking": {"thinking", "signature", "redacted", "delay_ms", "chunk_size"},
     "tool_call": {"tool_call", "delay_ms", "chunk_size"},
-    "pause_ms": {"pause_ms"},
+    "pause_ms": {"pause_ms", "until_file"},
 }
 _REPLY_KEYS = {"steps", "stop_reason", "error", "usage", "delay_ms", "chunk_size"}
 _RULE_KEYS = {"match", "replies", "reply"}
@@ -151,7 +152,8 @@ def _step(where: str, data, timing: tuple[int, float]) -> Step:
         value = data["pause_ms"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             _fail(where, f"pause_ms must be a number >= 0, got {value!r}")
-        return Step("pause", delay=value / 1000)
+        until_file = _string(where, data["until_file"], "until_file") if "until_file" in data else ""
+        return Step("pause", delay=value / 1000, until_file=until_file)
     chunk, delay = _timing(where, data, timing)
     if kind == "text":
         return Step("text", text=_string(where, data["text"], "text"), chunk_size=chunk, delay=delay)
@@ -460,7 +462,7 @@ class ScriptedProvider:
         for step in reply.steps:
             kind = step.kind
             if kind == "pause":
-                if step.delay and self._wait(cancel, step.delay):
+                if step.delay and self._wait(cancel, step.delay, step.until_file):
                     yield b.abort()
                     return
                 continue
@@ -515,8 +517,18 @@ class ScriptedProvider:
         yield b.done(reply.stop_reason or ("toolUse" if has_tool_call else "stop"))
 
     @staticmethod
-    def _wait(cancel: threading.Event | None, seconds: float) -> bool:
-        """Sleep; True when cancelled meanwhile."""
+    def _wait(cancel: threading.Event | None, seconds: float, until_file: str = "") -> bool:
+        """Sleep (at most until ``until_file`` exists, looked for every 50 ms); True when
+        cancelled meanwhile."""
+        if until_file:
+            deadline = time.monotonic() + seconds
+            while not os.path.exists(until_file):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if ScriptedProvider._wait(cancel, min(left, 0.05)):
+                    return True
+            return False
         if cancel is None:
             time.sleep(seconds)
             return False

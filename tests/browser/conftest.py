@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, require
+from tests.support.databases import sqlite_migrated
 
 CHROMIUM = os.environ.get("NETA_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -34,6 +35,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
+DOC_SHOTS = REPO / "docs" / "screenshots"
 PASSWORD = "pw-browser-alice"
 
 # The slow answer streams in about six seconds (4 characters every 30 ms).
@@ -161,8 +163,7 @@ def prepare(var_dir: Path, env: dict) -> Server:
     (var_dir / "workspace" / "src").mkdir(parents=True, exist_ok=True)
     (var_dir / "workspace" / "notes.md").write_text("# notes\n", encoding="utf-8")
     server = Server(base_url="", env=env, var_dir=var_dir)
-    server.manage("migrate", "--noinput", "-v0")
-    server.manage("neta_bootstrap")
+    sqlite_migrated(var_dir / "neta.sqlite3", bootstrapped=True)  # what `migrate` and `neta_bootstrap` leave
     server.python(SETUP.format(rules=json.dumps(RULES), password=PASSWORD))
     return server
 
@@ -239,6 +240,28 @@ def chat(browser, server, artifacts, request):
 def send(page, text: str) -> None:
     page.fill("#composer-input", text)
     page.press("#composer-input", "Enter")
+
+
+def api(page, method: str, path: str, body=None) -> dict:
+    """A call of ``/api/<path>`` from the page, as its logged-in user (cookie and CSRF token)."""
+    return page.evaluate(
+        """async ([method, path, body]) => {
+          const csrf = decodeURIComponent(document.cookie.match(/csrftoken=([^;]+)/)?.[1] ?? '');
+          const r = await fetch('/api/' + path, {method, credentials: 'same-origin',
+            headers: {'Content-Type': 'application/json', 'X-CSRFToken': csrf}, body: body ? JSON.stringify(body) : undefined});
+          return {status: r.status, body: r.status === 204 ? null : await r.json()};
+        }""",
+        [method, path, body],
+    )
+
+
+def shot(page, artifacts: Path, name: str, doc: str) -> None:
+    """A screenshot into test-artifacts/browser/<name>.png; with NETA_WRITE_DOC_SCREENSHOTS=1
+    also into docs/screenshots/<doc>.png (the shots the docs show)."""
+    page.screenshot(path=str(artifacts / f"{name}.png"))
+    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
+        DOC_SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(DOC_SHOTS / f"{doc}.png"))
 
 
 def wait_idle(page, timeout: float = 30_000) -> None:

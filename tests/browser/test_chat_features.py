@@ -10,18 +10,16 @@ shots docs/chat.md shows (docs/screenshots/chat-*.png).
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, login, store_eval, wait_idle
-from tests.conftest import REPO
+from tests.browser import conftest
+from tests.browser.conftest import Console, api, login, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
-DOCS = REPO / "docs" / "screenshots"
 
 # An agent of its own: compacts with little context (keep 1 token), and a second model
 # that neither thinks nor takes images (the pickers respect that).
@@ -43,15 +41,7 @@ def features_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    page.screenshot(path=str(artifacts / f"features-{name}.png"))
-    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
-        DOCS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(DOCS / f"chat-{name}.png"))
-
-
-def send(page, text: str) -> None:
-    page.fill("#composer-input", text)
-    page.press("#composer-input", "Enter")
+    conftest.shot(page, artifacts, f"features-{name}", f"chat-{name}")
 
 
 def answers(page):
@@ -66,18 +56,6 @@ def no_summary(page) -> None:
     dialog = page.get_by_role("dialog", name="Summarize the branch you are leaving?")
     expect(dialog).to_be_visible()
     dialog.get_by_role("button", name="Switch without summary").click()
-
-
-def api(page, method: str, path: str, body=None):
-    return page.evaluate(
-        """async ([method, path, body]) => {
-          const csrf = decodeURIComponent(document.cookie.match(/csrftoken=([^;]+)/)?.[1] ?? '');
-          const r = await fetch('/api/' + path, {method, credentials: 'same-origin',
-            headers: {'Content-Type': 'application/json', 'X-CSRFToken': csrf}, body: body ? JSON.stringify(body) : undefined});
-          return {status: r.status, body: r.status === 204 ? null : await r.json()};
-        }""",
-        [method, path, body],
-    )
 
 
 DROP_IMAGE = """() => {

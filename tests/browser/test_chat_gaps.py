@@ -11,19 +11,17 @@ writes the shots docs/chat.md shows (docs/screenshots/chat-*.png).
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, answered, login, store_eval
+from tests.browser import conftest
+from tests.browser.conftest import Console, answered, api, login, send, store_eval
 from tests.browser.test_chat_polish import CONTRAST
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-DOCS = REPO / "docs" / "screenshots"
 
 FAST_TEXT = "\n\n".join(f"Paragraph {i}: a quick answer that runs well past the bottom of a phone's screen." for i in range(1, 41))
 RULES = {
@@ -108,27 +106,7 @@ def gaps_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    page.screenshot(path=str(artifacts / f"gaps-{name}.png"))
-    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
-        DOCS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(DOCS / f"chat-{name}.png"))
-
-
-def send(page, text: str) -> None:
-    page.fill("#composer-input", text)
-    page.press("#composer-input", "Enter")
-
-
-def api(page, method: str, path: str, body=None):
-    return page.evaluate(
-        """async ([method, path, body]) => {
-          const csrf = decodeURIComponent(document.cookie.match(/csrftoken=([^;]+)/)?.[1] ?? '');
-          const r = await fetch('/api/' + path, {method, credentials: 'same-origin',
-            headers: {'Content-Type': 'application/json', 'X-CSRFToken': csrf}, body: body ? JSON.stringify(body) : undefined});
-          return {status: r.status, body: r.status === 204 ? null : await r.json()};
-        }""",
-        [method, path, body],
-    )
+    conftest.shot(page, artifacts, f"gaps-{name}", f"chat-{name}")
 
 
 def sessions_of(page, agent: str, status: str = "active") -> list[dict]:

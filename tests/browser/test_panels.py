@@ -9,18 +9,25 @@ import json
 import os
 import re
 import signal
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser import conftest
 from tests.browser.conftest import Console, login, send, store_eval, wait_idle
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
-SHOTS = REPO / "docs" / "screenshots"
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
+
+RELEASE = "@release"  # in the rules: the file (in the server's var dir) that ends the children's pause
+
+
+def release_file(server) -> Path:
+    return server.var_dir / "panels-children-may-finish"
+
 
 TODO_A1 = [{"content": "Look at the workspace", "status": "in_progress"}, {"content": "Write the answer", "status": "pending"}]
 TODO_A2 = [{"content": "Look at the workspace", "status": "completed"}, {"content": "Write the answer", "status": "in_progress"}]
@@ -52,7 +59,8 @@ RULES = {
         ]},
         {"match": {"contains": "child task"}, "replies": [
             [{"text": "Child here: I list the workspace first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-            [{"pause_ms": 45000}, {"text": "The workspace holds **notes.md** and `src/`."}],
+            # Held while the page is looked at; the test lets them go (RELEASE) once it cancelled one.
+            [{"pause_ms": 45000, "until_file": RELEASE}, {"text": "The workspace holds **notes.md** and `src/`."}],
         ]},
         {"match": {"contains": "delegate"}, "replies": [
             [{"text": "Two subagents will look in parallel."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
@@ -103,16 +111,13 @@ Agent.objects.update_or_create(name="panels", defaults=dict(
 
 @pytest.fixture(scope="module")
 def panels_agent(server):
-    server.python(SETUP.format(rules=json.dumps(RULES)))
+    rules = json.dumps(RULES).replace(json.dumps(RELEASE), json.dumps(str(release_file(server))))
+    server.python(SETUP.format(rules=rules))
     return "panels"
 
 
 def shot(page, artifacts, name: str) -> None:
-    """Into test-artifacts/browser/; with NETA_WRITE_DOC_SCREENSHOTS=1 into docs/screenshots/ too."""
-    page.screenshot(path=str(artifacts / f"{name}.png"))
-    if os.environ.get("NETA_WRITE_DOC_SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}.png"))
+    conftest.shot(page, artifacts, name, name)
 
 
 def open_page(browser, server, viewport=DESKTOP, agent="panels"):
@@ -249,6 +254,7 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
 
 
 def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, server, panels_agent, artifacts):
+    release_file(server).unlink(missing_ok=True)
     context, page = open_page(browser, server)
     send(page, "please delegate this")
     panel = page.locator(".live-slot .subagent-panel")
@@ -310,6 +316,8 @@ def test_a_delegate_turn_shows_its_children_live_and_after_a_reload(browser, ser
 
     # Cancel the second child: it ends cancelled, the first completes, the batch says so.
     rows.nth(1).get_by_role("button", name="Cancel subagent 2").click()
+    expect(rows.nth(1)).to_have_attribute("data-status", "cancelled")
+    release_file(server).touch()  # the first child goes on and completes
     wait_idle(page, timeout=60_000)
     final = page.locator(".stable-list .subagent-panel")
     done_rows = final.locator(".subagent-row")

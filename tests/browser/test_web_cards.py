@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PASSWORD, SETUP, Console, Server, login, send, server_env, start_daphne, stop_daphne, wait_idle
+from tests.support.databases import sqlite_migrated
 from tests.toolcatalog.web_servers import SearchServer, SiteServer
 
 pytestmark = pytest.mark.slow
@@ -47,8 +48,7 @@ def web_server(tmp_path_factory):
             NETA_WEB_FETCH_ALLOW=f"127.0.0.1:{site.port}",
         )
         server = Server(base_url="", env=env, var_dir=var_dir)
-        server.manage("migrate", "--noinput", "-v0")
-        server.manage("neta_bootstrap")
+        sqlite_migrated(var_dir / "neta.sqlite3", bootstrapped=True)
         server.python(SETUP.format(rules=json.dumps(rules), password=PASSWORD))
         proc, server.base_url = start_daphne(env, var_dir / "daphne.log")
         try:

@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.databases import mariadb_migrated, sqlite_migrated
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
@@ -139,15 +141,12 @@ class Cluster:
         self.stop()
 
     def start(self) -> None:
-        if self.database == "mysql":
-            import MySQLdb
-
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # A copy of a database this process migrated once (tests/support/databases.py).
         if self.database == "mysql":
-            conn = MySQLdb.connect(**MARIADB)
-            conn.cursor().execute(f"CREATE DATABASE `{self.name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-            conn.close()
-        self._run([sys.executable, "manage.py", "migrate", "--noinput"])
+            mariadb_migrated(MARIADB, self.name)
+        else:
+            sqlite_migrated(self.workdir / "var" / "neta.sqlite3")
         out = self._run(
             [sys.executable, "-c", BOOTSTRAP], env={"CLUSTER_RULES": json.dumps(self.rules), "CLUSTER_USER": "alice"}
         )

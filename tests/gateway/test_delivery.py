@@ -226,8 +226,12 @@ async def _small_capacity_and_hiccup(cluster: Cluster) -> None:
         await _check_everything_arrived(cluster, result)
     # Heartbeats went on on every socket, after the drops too.
     marks = {id(w): w.count("heartbeat") for r in results for w in r["watchers"]}
-    await asyncio.sleep(HEARTBEAT_SECONDS * 3)
-    assert all(w.count("heartbeat") > marks[id(w)] for r in results for w in r["watchers"])
+    try:
+        async with asyncio.timeout(HEARTBEAT_SECONDS * 3):  # a new heartbeat on every socket within 3 periods
+            while not all(w.count("heartbeat") > marks[id(w)] for r in results for w in r["watchers"]):
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError("a socket got no heartbeat for 3 heartbeat periods after the drops") from None
 
     # A Redis hiccup in the middle of a turn: every connection of the layer is killed.
     first = results[0]

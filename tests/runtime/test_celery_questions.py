@@ -9,8 +9,6 @@ the answer as the tool's result.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.runtime.test_celery_worker import Deployment
@@ -33,12 +31,7 @@ RULES = {
 @pytest.fixture
 def deployment(tmp_path):
     d = Deployment(tmp_path)
-    rules_file = tmp_path / "ask_rules.json"
-    rules_file.write_text(json.dumps(RULES))
-    d.python(
-        "from runtime.models import ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-    )
+    d.set_rules(RULES)
     yield d
     d.close()
 

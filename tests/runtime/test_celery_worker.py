@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, require
+from tests.support.databases import mariadb_migrated
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +32,14 @@ SLOW_RULES = {
 }
 
 
+MARIADB = {"host": "127.0.0.1", "user": "root", "port": 3306}
+
+
 def _mysql():
     try:
         import MySQLdb
 
-        return MySQLdb.connect(host="127.0.0.1", user="root", passwd="", port=3306, charset="utf8mb4", autocommit=True)
+        return MySQLdb.connect(**MARIADB, charset="utf8mb4", autocommit=True)
     except Exception as exc:  # noqa: BLE001
         require(False, f"MariaDB not reachable: {exc}")
 
@@ -54,7 +58,8 @@ class Deployment:
         require(_redis_ok(), "Redis not reachable on 127.0.0.1:6379")
         self.db = f"neta_celery_{os.getpid()}_{uuid.uuid4().hex[:6]}"
         self.conn = _mysql()
-        self.conn.cursor().execute(f"CREATE DATABASE `{self.db}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        # What `migrate` and `neta_bootstrap` leave, copied from this process's template.
+        mariadb_migrated(MARIADB, self.db, bootstrapped=True)
         redis_db = 13
         # A queue of its own: runs on one machine (CI and a developer's) never take each other's tasks.
         self.queue = f"neta-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -73,14 +78,22 @@ class Deployment:
         self.env.pop("NETA_TEST_MYSQL_URL", None)
         self.tmp = tmp
         self.worker: subprocess.Popen | None = None
-        self.manage("migrate", "--noinput", "-v0")
-        self.manage("neta_bootstrap")
-        rules_file = tmp / "rules.json"
-        rules_file.write_text(json.dumps(SLOW_RULES))
-        self.python(
-            "from runtime.models import ModelConfig;"
-            f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
+        self.set_rules(SLOW_RULES)
+
+    def set_rules(self, rules: dict, *, subagent_policy: dict | None = None) -> None:
+        """The scripted model answers by ``rules`` (a file its options name), as an admin's
+        edit of the model (and of the default agent's subagent policy) would set them."""
+        rules_file = self.tmp / f"rules-{uuid.uuid4().hex[:6]}.json"
+        rules_file.write_text(json.dumps(rules))
+        cursor = self.conn.cursor()
+        cursor.execute(
+            f"UPDATE `{self.db}`.runtime_modelconfig SET options = %s WHERE name = 'scripted-demo'",
+            (json.dumps({"rules": str(rules_file)}),),
         )
+        assert cursor.rowcount == 1
+        if subagent_policy is not None:
+            cursor.execute(f"UPDATE `{self.db}`.runtime_agent SET subagent_policy = %s WHERE name = 'default'", (json.dumps(subagent_policy),))
+            assert cursor.rowcount == 1
 
     def manage(self, *args: str) -> str:
         result = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=self.env, capture_output=True, text=True, timeout=180)

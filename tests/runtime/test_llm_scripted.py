@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -208,6 +209,26 @@ def test_cancel_set_before_the_call():
     assert events[0].message["stopReason"] == "aborted"
 
 
+def test_a_pause_until_a_file_ends_when_the_file_appears_or_at_its_length(tmp_path):
+    release = tmp_path / "release"
+    rules = {"default": {"reply": [{"text": "waiting"}, {"pause_ms": 60000, "until_file": str(release)}, {"text": " done"}]}}
+    timer = threading.Timer(0.3, release.touch)
+    timer.start()
+    started = time.monotonic()
+    assert complete(model(rules), request(user("x")))["content"] == [{"type": "text", "text": "waiting"}, {"type": "text", "text": " done"}]
+    assert 0.3 <= time.monotonic() - started < 5  # ended by the file, not by the 60 s
+    timer.join()
+    release.unlink()
+    short = {"default": {"reply": [{"pause_ms": 200, "until_file": str(release)}, {"text": "on time"}]}}
+    started = time.monotonic()
+    assert complete(model(short), request(user("x")))["content"][0]["text"] == "on time"  # no file: the pause's length
+    assert time.monotonic() - started >= 0.2
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    events = list(stream(model(rules), request(user("x")), cancel=cancel))
+    assert events[-1].message["stopReason"] == "aborted"  # cancel works while it waits
+
+
 def test_options_override_delay_and_chunk_size():
     rules = {"delay_ms": 5000, "default": {"reply": "hello world"}}
     events = list(stream(model(rules, delay_ms=0, chunk_size=0), request(user("x"))))
@@ -242,6 +263,7 @@ def test_yaml_and_json_files(tmp_path):
         ({"rules": [{"match": "a", "reply": [{"text": "x", "delay_ms": -1}]}]}, "delay_ms must be a number >= 0"),
         ({"rules": [{"match": "a", "replies": []}]}, "replies must be a non-empty list"),
         ({"default": {"reply": "x"}, "colour": 1}, "unknown key(s) 'colour'"),
+        ({"default": {"reply": [{"pause_ms": 5, "until_file": 3}]}}, "until_file must be a string"),
     ],
 )
 def test_invalid_rules_are_reported_with_their_place(rules, problem):

@@ -103,13 +103,14 @@ def test_old_and_imported_sessions_keep_their_store(tmp_path):
 @pytest.mark.mariadb
 def test_old_and_imported_sessions_keep_their_store_on_mariadb(tmp_path):
     from tests.gateway.cluster import MARIADB, mariadb_available
+    from tests.support.databases import mariadb_migrated
 
     require(mariadb_available(), "MariaDB not reachable")
     import MySQLdb
 
     name = f"neta_h5_rule_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     conn = MySQLdb.connect(**MARIADB)
-    conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    mariadb_migrated(MARIADB, name)  # what `migrate` leaves (a copy of this process's template)
     auth = MARIADB["user"] + (":" + MARIADB["password"] if "password" in MARIADB else "")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NETA_")},
@@ -118,7 +119,6 @@ def test_old_and_imported_sessions_keep_their_store_on_mariadb(tmp_path):
         "NETA_VAR_DIR": str(tmp_path / "var"),
     }
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env, check=True, timeout=300)
         code = (
             "import django, pathlib; django.setup();"
             "from tests.runtime.test_provider_rule import scenario;"

@@ -6,7 +6,6 @@ child run ends in a recorded terminal state and the parent turn finishes."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,11 @@ from tests.subagents.test_celery_subagents import RULES, deployment  # noqa: F40
 
 pytestmark = pytest.mark.slow
 
+# Children that take a while: Redis goes away while both run.
+SLOW_CHILDREN = {**RULES, "default": {"replies": [
+    [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
+    [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
+]}}  # fmt: skip
 TERMINAL = {"completed", "partial", "failed", "cancelled", "timed_out", "lost"}
 REDIS_PORT = 6379
 
@@ -79,27 +83,10 @@ def kill_worker_connections(*workers) -> int:
 
 
 def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(deployment):  # noqa: F811
-    slow_children = {**RULES, "default": {"replies": [
-        [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-        [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
-    ]}}  # fmt: skip
-    rules_file = deployment.tmp / "slow-children.json"
-    rules_file.write_text(json.dumps(slow_children))
-    deployment.python(
-        "from runtime.models import ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-    )
-    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    deployment.set_rules(SLOW_CHILDREN)
+    runs, subs = deployment.start_runs_and_subagents(["-c", "2"])
     session_id, run_id = deployment.prompt("please delegate")
-    deadline = time.monotonic() + 90
-    running = []
-    while time.monotonic() < deadline:
-        running = deployment.rows("SELECT id FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
-        if len(running) == 2:
-            break
-        time.sleep(0.2)
-    assert len(running) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    deployment.wait_running_children(2, timeout=90)
     # The "restart": every connection of both workers to Redis is dropped, twice, a second apart.
     killed = kill_worker_connections(runs, subs)
     assert killed > 0  # the provocation happened
@@ -107,7 +94,7 @@ def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the
     kill_worker_connections(runs, subs)
 
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
-    logs = "\n".join((deployment.tmp / f"{n}.log").read_text()[-3000:] for n in ("runs", "subagents"))
+    logs = deployment.logs("runs", "subagents")
     assert row["status"] == "completed", (row, logs)
     children = deployment.rows("SELECT status, error_code, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
     assert len(children) == 2 and all(c[0] in TERMINAL and c[3] is not None for c in children), (children, logs)
@@ -175,33 +162,16 @@ def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_an
     shared = {k: deployment.env[k] for k in ("NETA_REDIS_URL", "NETA_CELERY_BROKER_URL")}
     try:
         deployment.env.update({"NETA_REDIS_URL": own.url, "NETA_CELERY_BROKER_URL": own.url})
-        slow_children = {**RULES, "default": {"replies": [
-            [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
-            [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
-        ]}}  # fmt: skip
-        rules_file = deployment.tmp / "slow-children.json"
-        rules_file.write_text(json.dumps(slow_children))
-        deployment.python(
-            "from runtime.models import ModelConfig;"
-            f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-        )
-        deployment.start(deployment.queue, ["-P", "solo"], "runs")
-        deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+        deployment.set_rules(SLOW_CHILDREN)
+        deployment.start_runs_and_subagents(["-c", "2"])
         session_id, run_id = deployment.prompt("please delegate")
-        deadline = time.monotonic() + 90
-        running = []
-        while time.monotonic() < deadline:
-            running = deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
-            if len(running) == 2:
-                break
-            time.sleep(0.2)
-        assert len(running) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+        running = deployment.wait_running_children(2, timeout=90)
         own.kill()  # the restart: the server dies (SIGKILL) …
         time.sleep(1)
         own.start()  # … and comes back on the same port with its append-only file
 
         row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
-        logs = "\n".join((deployment.tmp / f"{n}.log").read_text()[-3000:] for n in ("runs", "subagents"))
+        logs = deployment.logs("runs", "subagents")
         assert row["status"] == "completed", (row, logs)
         children = deployment.rows("SELECT status, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
         assert [c[0] for c in children] == ["completed", "completed"], (children, logs)
@@ -210,7 +180,7 @@ def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_an
             "SELECT e.run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent e WHERE e.type IN ('run_end', 'run_error') GROUP BY e.run_id"
         )
         assert sorted(n for _, n in ends) == [1, 1], ends
-        assert not [pid for (pid,) in running if group_pids(pid)]  # 0 orphans
+        assert not [pid for pid in running if group_pids(pid)]  # 0 orphans
         lines = deployment.export(session_id)
         kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
         kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]

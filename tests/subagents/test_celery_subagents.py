@@ -3,7 +3,6 @@ for ``NETA_SUBAGENT_QUEUE`` (prefork, prefetch 1), Redis, MariaDB — separate p
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -39,32 +38,57 @@ class SubagentDeployment(Deployment):
         super().__init__(tmp)
         self.subagent_queue = f"neta-sub-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.env["NETA_SUBAGENT_QUEUE"] = self.subagent_queue
-        rules_file = tmp / "subagent-rules.json"
-        rules_file.write_text(json.dumps(RULES))
-        self.python(
-            "from runtime.models import ModelConfig;"
-            f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-        )
+        self.set_rules(RULES)
         self.workers: list[subprocess.Popen] = []
 
     def start(self, queue: str, pool: list[str], name: str) -> subprocess.Popen:
-        log_path = self.tmp / f"{name}.log"
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "neta", "worker", "-l", "info", "-Q", queue, "-n", f"{name}@%h",
-             *pool, "--without-gossip", "--without-mingle"],
-            cwd=REPO, env=self.env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        self.workers.append(worker)
+        return self.start_workers((queue, pool, name))[0]
+
+    def start_workers(self, *specs: tuple[str, list[str], str]) -> list[subprocess.Popen]:
+        """Start a worker per (queue, pool options, name) at once; return them once all are ready."""
+        started = []
+        for queue, pool, name in specs:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "neta", "worker", "-l", "info", "-Q", queue, "-n", f"{name}@%h",
+                 *pool, "--without-gossip", "--without-mingle"],
+                cwd=REPO, env=self.env, stdout=open(self.tmp / f"{name}.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            self.workers.append(worker)
+            started.append((worker, self.tmp / f"{name}.log"))
         deadline = time.monotonic() + 60
-        while "ready." not in log_path.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
-        return worker
+        for worker, log_path in started:
+            while "ready." not in log_path.read_text():
+                assert worker.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+                time.sleep(0.1)
+        return [worker for worker, _ in started]
+
+    def start_runs_and_subagents(self, subagent_pool: list[str]) -> tuple[subprocess.Popen, subprocess.Popen]:
+        """The runs worker (solo) and the subagent queue's worker (prefork, prefetch 1)."""
+        runs, subs = self.start_workers(
+            (self.queue, ["-P", "solo"], "runs"),
+            (self.subagent_queue, ["-P", "prefork", *subagent_pool, "--prefetch-multiplier", "1"], "subagents"),
+        )
+        return runs, subs
 
     def rows(self, sql: str, *args):
         cursor = self.conn.cursor()
         cursor.execute(sql.replace("{db}", self.db), args)
         return cursor.fetchall()
+
+    def wait_running_children(self, count: int, timeout: float) -> list[int]:
+        """Pids of the running child runs, once ``count`` of them run (a process each)."""
+        deadline = time.monotonic() + timeout
+        pids: list[int] = []
+        while time.monotonic() < deadline:
+            pids = [p for (p,) in self.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")]
+            if len(pids) >= count:
+                break
+            time.sleep(0.1)
+        assert len(pids) == count, (pids, self.logs())
+        return pids
+
+    def logs(self, *names: str) -> str:
+        return "\n".join((self.tmp / f"{n}.log").read_text()[-3000:] for n in (names or ("subagents",)))
 
     def stop(self):
         for worker in self.workers:
@@ -82,11 +106,10 @@ def deployment(tmp_path):
 
 
 def test_children_run_on_their_own_queue_and_worker(deployment):
-    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    runs, subs = deployment.start_runs_and_subagents(["-c", "2"])
     session_id, run_id = deployment.prompt("please delegate")
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=120)
-    assert row["status"] == "completed", (row, (deployment.tmp / "subagents.log").read_text()[-3000:])
+    assert row["status"] == "completed", (row, deployment.logs())
     children = deployment.rows(
         "SELECT status, backend, worker_pid, pid, final_text, event_count FROM `{db}`.runtime_subprocessrun ORDER BY task_index"
     )
@@ -107,30 +130,17 @@ def test_children_run_on_their_own_queue_and_worker(deployment):
 
 
 def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(deployment):
-    slow = {**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}}
-    rules_file = deployment.tmp / "slow-rules.json"
-    rules_file.write_text(json.dumps(slow))
-    deployment.python(
-        "from runtime.models import ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-    )
-    deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    deployment.set_rules({**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}})
+    _, subs = deployment.start_runs_and_subagents(["-c", "2"])
     session_id, run_id = deployment.prompt("please delegate")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pids = deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")
-        if len(pids) == 2:
-            break
-        time.sleep(0.2)
-    assert len(pids) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    pids = deployment.wait_running_children(2, timeout=60)
     os.killpg(subs.pid, signal.SIGKILL)  # the worker and its pool; the children die with their supervisor
     subs.wait(timeout=10)
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=90)
     assert row["status"] == "completed", row  # the parent turn finished, with the failures in its result
     children = deployment.rows("SELECT status, error_code FROM `{db}`.runtime_subprocessrun")
     assert [c[0] for c in children] == ["lost", "lost"]
-    for (pid,) in pids:
+    for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     result = next(
         line["message"] for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "toolResult"
@@ -153,22 +163,10 @@ def test_a_parent_abort_with_8_running_children_ends_all_recorded_and_leaves_no_
         "rules": [{"match": "delegate", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": eight}}], [{"text": "never"}]]}],
         "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]},
     }
-    rules_file = deployment.tmp / "hold-rules.json"
-    rules_file.write_text(json.dumps(rules))
-    deployment.python(
-        "from runtime.models import Agent, ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}});"
-        "Agent.objects.filter(name='default').update(subagent_policy={'enabled': True, 'agents': ['default'], 'max_concurrency': 8})"
-    )
-    deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "8", "--prefetch-multiplier", "1"], "subagents")
+    deployment.set_rules(rules, subagent_policy={"enabled": True, "agents": ["default"], "max_concurrency": 8})
+    deployment.start_runs_and_subagents(["-c", "8"])
     session_id, run_id = deployment.prompt("please delegate")
-    deadline = time.monotonic() + 120
-    pids = []
-    while time.monotonic() < deadline and len(pids) < 8:
-        pids = [p for (p,) in deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")]
-        time.sleep(0.2)
-    assert len(pids) == 8, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    pids = deployment.wait_running_children(8, timeout=120)
     assert all(_group_members(pid) for pid in pids)  # each child leads its own process group
     deployment.python(f"from runtime.runs.prompts import run_abort; run_abort(session_id={session_id!r})")
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=90)
@@ -201,19 +199,12 @@ def test_a_one_slot_subagent_pool_runs_a_depth_2_tree_with_a_session_limit_of_1(
         ],
         "default": {"replies": [[{"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": "Leaf done: {{user}}"}]]},
     }  # fmt: skip
-    rules_file = deployment.tmp / "tree-rules.json"
-    rules_file.write_text(json.dumps(rules))
-    deployment.python(
-        "from runtime.models import Agent, ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}});"
-        "Agent.objects.filter(name='default').update(subagent_policy={'enabled': True, 'agents': ['default'], 'max_depth': 2,"
-        " 'max_concurrency_per_session': 1, 'child_budget': {'wall_clock_seconds': 150}})"
-    )
-    deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    subs = deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "1", "--prefetch-multiplier", "1"], "subagents")
+    deployment.set_rules(rules, subagent_policy={"enabled": True, "agents": ["default"], "max_depth": 2,
+                                                 "max_concurrency_per_session": 1, "child_budget": {"wall_clock_seconds": 150}})
+    _, subs = deployment.start_runs_and_subagents(["-c", "1"])
     session_id, run_id = deployment.prompt("please delegate")
     row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=240)
-    log = (deployment.tmp / "subagents.log").read_text()[-3000:]
+    log = deployment.logs()
     assert row["status"] == "completed", (row, log)
     children = deployment.rows(
         "SELECT id, depth, status, error_code, worker_pid, parent_subprocess_id, final_text, backend FROM `{db}`.runtime_subprocessrun"
@@ -236,22 +227,10 @@ def test_a_killed_runs_worker_mid_batch_ends_the_run_recorded_and_its_children_t
     records the run ``lost`` (never left running), its batch entry is closed as aborted, the
     children are cancelled by their supervisors (one terminal event each) and no process of
     any child's group is left."""
-    hold = {**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}}
-    rules_file = deployment.tmp / "hold-rules.json"
-    rules_file.write_text(json.dumps(hold))
-    deployment.python(
-        "from runtime.models import ModelConfig;"
-        f"ModelConfig.objects.filter(name='scripted-demo').update(options={{'rules': {str(rules_file)!r}}})"
-    )
-    runs = deployment.start(deployment.queue, ["-P", "solo"], "runs")
-    deployment.start(deployment.subagent_queue, ["-P", "prefork", "-c", "2", "--prefetch-multiplier", "1"], "subagents")
+    deployment.set_rules({**RULES, "default": {"reply": [{"pause_ms": 120000}, {"text": "never"}]}})
+    runs, _ = deployment.start_runs_and_subagents(["-c", "2"])
     session_id, run_id = deployment.prompt("please delegate")
-    deadline = time.monotonic() + 90
-    pids = []
-    while time.monotonic() < deadline and len(pids) < 2:
-        pids = [p for (p,) in deployment.rows("SELECT pid FROM `{db}`.runtime_subprocessrun WHERE status = 'running' AND pid IS NOT NULL")]
-        time.sleep(0.2)
-    assert len(pids) == 2, (deployment.tmp / "subagents.log").read_text()[-3000:]
+    pids = deployment.wait_running_children(2, timeout=90)
     os.killpg(runs.pid, signal.SIGKILL)  # the parent's worker: its turn (and its host loop) die mid-batch
     runs.wait(timeout=10)
     assert deployment.run_row(run_id)["status"] == "running"  # until a reaper round finds it
