@@ -217,6 +217,26 @@ def test_neta_serve_raises_daphnes_websocket_limits_and_the_command_line_wins(se
     assert args.websocket_max_message_size == 2048
 
 
+def test_the_content_type_cache_answers_as_twisted_does_and_stays_bounded():
+    from twisted.web import http
+
+    from neta.serve import install_content_type_cache
+
+    original = http._parseContentType
+    try:
+        values = [b"application/json", b"Application/JSON; charset=utf-8", b"multipart/form-data; boundary=x", b"text/plain", b"bogus"]
+        expected = [original(v) for v in values]
+        install_content_type_cache()
+        install_content_type_cache()  # twice: still one cache
+        assert [http._parseContentType(v) for v in values * 3] == expected * 3
+        assert http._parseContentType.cache_info().hits == 10
+        for n in range(1000):  # a client sending a new value each time churns the cache, never grows it
+            http._parseContentType(f"application/x-{n}".encode())
+        assert http._parseContentType.cache_info().currsize == 256
+    finally:
+        http._parseContentType = original
+
+
 def _partial_upload(cluster: Cluster, path: str, declared: int, *, chunked: bool = False) -> tuple[int | None, bytes]:
     """Send headers declaring ``declared`` bytes (or chunked), then 1 MiB of body, and
     read: the answer must come without the rest of the body (None: it never came)."""
