@@ -132,6 +132,7 @@ def session_prompt(
     model_name: str | None = None,
     thinking_level: str | None = None,
     dispatch: bool = True,
+    meta: AgentSession | None = None,
 ) -> PromptOutcome:
     """Send ``text`` to the session's agent.
 
@@ -147,13 +148,17 @@ def session_prompt(
     ``model_name`` is the model of this run only (default: the agent's); ``thinking_level``
     is written to the path (a ``thinking_level_change`` entry, Pi's way) before the prompt,
     when it differs. Both are checked against the model's capabilities.
+
+    ``meta``: the session's row as the caller has just read it (the API's access check),
+    else it is read here; either way it is locked and read again before anything is written.
     """
 
     text = _clean_text(text)
     images = _clean_images(images, text=text)
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
-    meta = session_or_not_found(session_id)
+    if meta is None or meta.session_id != session_id:
+        meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
     check_agent_use(agent, actor)  # 403 for a user the agent is not open to (a command may)
     run_user = actor if getattr(actor, "pk", None) else None

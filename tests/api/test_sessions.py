@@ -274,3 +274,20 @@ def test_hot_endpoints_do_not_grow_queries_with_the_data(client_for, agent, owne
         assert len(client.get("/api/runs/").json()["results"]) == 12
     with django_assert_max_num_queries(8):
         assert client.get(f"/api/sessions/{meta.session_id}/snapshot/").status_code == 200
+
+
+def test_a_prompt_reads_the_session_row_once_before_it_locks_it(client_for, agent, owner, settings):
+    """The API's access check reads the row; the prompt takes that copy (``meta=``) and
+    only reads it again under its lock: two reads of the row, not three."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runtime.sessions.services import session_start
+
+    settings.NETA_TASK_BACKEND = "celery"  # the run stays queued: only the request's queries count
+    meta = session_start(agent=agent, user=owner)
+    with CaptureQueriesContext(connection) as captured:
+        response = client_for("owner").post(f"/api/sessions/{meta.session_id}/prompt/", {"text": "hi"}, format="json")
+    assert response.status_code == 202, response.content
+    session_reads = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("SELECT") and 'FROM "sessions_tree_agentsession"' in q["sql"]]
+    assert len(session_reads) == 2, session_reads

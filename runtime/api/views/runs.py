@@ -45,6 +45,7 @@ class SessionPromptApi(SessionApi):
                 mode=data["mode"],
                 model_name=data.get("model") or None,
                 thinking_level=data.get("thinkingLevel") or None,
+                meta=meta,
             )
         # The run as committed: re-reading it could find it gone (finished, then deleted with its session).
         run = outcome.run
