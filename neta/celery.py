@@ -9,7 +9,7 @@ on a timer thread; the beat schedule runs the same round (``celery -A neta beat`
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
@@ -19,6 +19,18 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # The beat schedule (the reaper every NETA_REAPER_INTERVAL_SECONDS) is CELERY_BEAT_SCHEDULE in settings.
 # runtime.runs.tasks: the turn and the reaper round; runtime.subagents.tasks: a child's supervisor
 app.autodiscover_tasks(["runtime.runs", "runtime.subagents"])
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _keep_connections(**_):
+    """A worker runs its tasks one at a time on one thread for as long as it lives (the main
+    thread with ``-P solo``, each prefork child's): that thread keeps its database
+    connection from task to task (``runtime.db_threads``; Celery's Django fixup still
+    closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says."""
+    from runtime.db_threads import keep_connections
+
+    keep_connections()
 
 
 @worker_ready.connect

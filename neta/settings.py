@@ -115,8 +115,8 @@ if _test_mysql_url:
 # Persistent connections: a thread keeps its connection between its jobs (closed when
 # older than this many seconds; 0: after each one) and checks it before reusing it. The
 # threads a process runs its work on keep theirs whatever this says (runtime/db_threads.py):
-# the inline pool, the HTTP request threads and the sockets' database thread — they are
-# few and stay. This is for the rest (a Celery worker's task thread: 300 suits it).
+# the inline pool, the HTTP request threads, the sockets' database thread and a Celery
+# worker's task thread — they are few and stay. This is for the rest.
 NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE

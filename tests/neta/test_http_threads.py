@@ -107,3 +107,32 @@ async def test_the_audit_middleware_on_the_event_loop_names_the_api_door_and_the
     assert (b"X-Request-ID", b"req-async-1") in response["headers"]
     row = await sync_to_async(AuditEntry.objects.get)(action="session.rename")
     assert (row.action, row.via, row.request_id, row.actor_id) == ("session.rename", "api", "req-async-1", staff.pk)
+
+
+@pytest.mark.parametrize("signal", ["worker_init", "worker_process_init"])
+async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(signal):
+    """Celery's Django fixup closes connections after each task unless they may be kept; the
+    worker's task thread is marked to keep them (neta.celery), a plain thread is not."""
+    import celery.signals
+    from django.db import close_old_connections, connection
+
+    import neta.celery  # noqa: F401 - connects the handlers
+
+    def after_a_task(mark: bool) -> bool:
+        if mark:
+            getattr(celery.signals, signal).send(sender=None)
+        connection.ensure_connection()
+        close_old_connections()  # what the fixup does after a task
+        kept = connection.connection is not None
+        connection.close()
+        return kept
+
+    def in_thread(mark: bool) -> bool:
+        result = []
+        thread = threading.Thread(target=lambda: result.append(after_a_task(mark)))
+        thread.start()
+        thread.join(10)
+        return result[0]
+
+    assert await asyncio.to_thread(in_thread, True) is True
+    assert await asyncio.to_thread(in_thread, False) is False
