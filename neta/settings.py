@@ -222,6 +222,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes every connection before and after each task unless connections
+# may be reused for this many tasks; a worker's task thread keeps its connection instead
+# (neta/celery.py, runtime/db_threads.py), checked at each task's start (runtime/runs/tasks.py).
+CELERY_DB_REUSE_MAX = 1000
 # A round no worker picked up within one interval is dropped (the next one comes anyway), so a
 # beat left running while the workers are down does not pile up rounds in the broker.
 CELERY_BEAT_SCHEDULE = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import close_old_connections
 
 from runtime.crash_points import crash_point
 from runtime.runs.backends import record_receiver
@@ -13,6 +14,7 @@ from runtime.runs.turn import execute_run
 @shared_task(name="runtime.run_agent_turn", acks_late=True, ignore_result=True)
 def run_agent_turn(run_id: str) -> None:
 
+    close_old_connections()  # the task thread keeps its connection (neta/celery.py): drop a broken one
     record_receiver(run_id)  # the run's owner until it is claimed: a kill in between is seen at once
     crash_point("claim")  # test-only: a worker killed between taking the task and claiming the run
     execute_run(run_id)

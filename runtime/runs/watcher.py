@@ -8,8 +8,10 @@ writes the heartbeat of every watched run that is still ``running``. A thread pe
 the same with a query each (50 sessions: 200 flag reads and 50 heartbeat writes a second,
 each write taking SQLite's writer lock, and one database connection per run).
 
-The thread keeps one database connection while there are runs to watch and closes it
-when there are none, so an idle process holds none. A failed poll is logged and tried
+The thread keeps its database connection from one busy spell to the next
+(``runtime.db_threads``; checked when it wakes): closing it whenever no run was left cost
+a new connection per turn in a Celery pool process, which runs one turn at a time. A
+process that has never run a turn has no watcher and no connection. A failed poll is logged and tried
 again at the next one: the watcher never ends a run. After a fork (Celery's prefork
 pool) the child starts a watcher of its own on its first run.
 """
@@ -21,9 +23,10 @@ import os
 import threading
 import time
 
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from runtime.db_threads import keep_connections
 from runtime.models import AgentRun, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -88,12 +91,13 @@ class RunWatcher:
         self.polls += 1
 
     def _loop(self) -> None:
+        keep_connections()
         last_beat = 0.0
         while True:
             with self._lock:
                 if not self._runs:
-                    connection.close()  # idle: hold no connection
                     self._lock.wait()
+                    close_old_connections()  # a connection that broke while idle is replaced
                     last_beat = 0.0
                     continue
             time.sleep(self.poll_seconds)

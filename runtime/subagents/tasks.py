@@ -9,6 +9,7 @@ reaper records the child of a dead worker as ``lost``. Run a worker for it with
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import close_old_connections
 
 from runtime.subagents.hosting import supervise_subprocess_run
 
@@ -16,4 +17,5 @@ from runtime.subagents.hosting import supervise_subprocess_run
 @shared_task(name="runtime.supervise_subagent", acks_late=True, ignore_result=True)
 def supervise_subagent(run_id: str, max_per_session: int = 8) -> None:
 
+    close_old_connections()  # the task thread keeps its connection (neta/celery.py): drop a broken one
     supervise_subprocess_run(run_id, max_per_session=max_per_session)

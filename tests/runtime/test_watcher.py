@@ -71,3 +71,32 @@ def test_one_poll_is_one_query_for_every_run_and_the_heartbeat_one_update(driver
     beats = dict(AgentRun.objects.filter(pk__in=[r.pk for r in runs]).values_list("pk", "heartbeat_at"))
     assert beats[runs[0].pk] is None and beats[runs[1].pk] is not None  # a released run is no longer beaten
     assert watcher.watching() == [runs[1].pk, runs[2].pk]
+
+
+def test_the_watcher_keeps_its_connection_from_one_busy_spell_to_the_next(driver_for):
+    """A Celery pool process runs one turn at a time: a watcher that closed its connection
+    whenever no run was left opened a new one for every turn."""
+    from django.db.backends.signals import connection_created
+
+    watcher = RunWatcher(poll_seconds=0.02, heartbeat_seconds=0.05)
+    opened = []
+
+    def note(sender, connection, **kwargs):
+        if threading.current_thread() is watcher._thread:
+            opened.append(connection)
+
+    connection_created.connect(note, weak=False)
+    try:
+        driver = driver_for(rules(), name="spells")
+        for _ in range(3):
+            queued = session_prompt(session_id=driver.session_id, text="hi", actor=None, dispatch=False).run
+            run = lifecycle.claim(queued.run_id, worker="test", owner=this_process())
+            watcher.watch(run.pk, threading.Event())
+            polls = watcher.polls
+            wait_for(lambda: watcher.polls >= polls + 3)  # it polled the run, so it is connected
+            watcher.unwatch(run.pk)
+            AgentRun.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+            time.sleep(0.1)  # idle between the spells
+        assert len(opened) == 1
+    finally:
+        connection_created.disconnect(note)
