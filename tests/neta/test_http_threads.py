@@ -109,18 +109,18 @@ async def test_the_audit_middleware_on_the_event_loop_names_the_api_door_and_the
     assert (row.action, row.via, row.request_id, row.actor_id) == ("session.rename", "api", "req-async-1", staff.pk)
 
 
-@pytest.mark.parametrize("signal", ["worker_init", "worker_process_init"])
-async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(signal):
+async def test_a_celery_worker_thread_keeps_its_connection_between_tasks():
     """Celery's Django fixup closes connections after each task unless they may be kept; the
-    worker's task thread is marked to keep them (neta.celery), a plain thread is not."""
+    worker's task thread is marked to keep them (neta.celery: on worker_init for -P solo, on
+    worker_process_init in each prefork child), a plain thread is not."""
     import celery.signals
     from django.db import close_old_connections, connection
 
-    import neta.celery  # noqa: F401 - connects the handlers
+    from neta.celery import _keep_connections
 
     def after_a_task(mark: bool) -> bool:
         if mark:
-            getattr(celery.signals, signal).send(sender=None)
+            celery.signals.worker_process_init.send(sender=None)  # what a prefork child gets
         connection.ensure_connection()
         close_old_connections()  # what the fixup does after a task
         kept = connection.connection is not None
@@ -136,3 +136,6 @@ async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(signal)
 
     assert await asyncio.to_thread(in_thread, True) is True
     assert await asyncio.to_thread(in_thread, False) is False
+    # -P solo: the worker's main process runs the tasks; worker_init (sent with the worker, which
+    # Celery's own fixup needs) reaches the same handler.
+    assert any(receiver() is _keep_connections for _, receiver in celery.signals.worker_init.receivers)
