@@ -273,6 +273,8 @@ class Batch:
                 services.subprocess_run_cancel(row, by=f"host error: {type(exc).__name__}")
             self._wait(rows)
         rows = [SubprocessRun.objects.get(pk=r.pk) for r in rows]
+        if not self.nested and self.cancelled_by is None and any((r.cancelled_by or "").startswith(services.BUDGET_CANCEL_PREFIX) for r in rows):
+            self._check_batch_budget(rows)  # a call below stopped the subtree for this call's budget first
         self._note_deadline_stop(rows)
         if not self.nested:
             self._write_entries(rows)
@@ -421,6 +423,13 @@ class Batch:
         self.budget_stop = {"code": code, "limit": limit, "used": spent, "unit": unit}
         what = f"${spent:.4f} of ${limit:g}" if code == "budget_cost" else f"{spent:g} {unit} of {limit:g}"
         self.cancelled_by = f"{services.BUDGET_CANCEL_PREFIX}{code} ({what}, whole subtree)"[:200]
+        if self.nested:
+            # The budget is the top call's: the children waiting on this call (and above) are
+            # stopped with it too, first, so none of them answers "done" with what came back.
+            ancestor = self.turn.row
+            while ancestor is not None:
+                services.subprocess_run_cancel(ancestor, by=self.cancelled_by)
+                ancestor = ancestor.parent_subprocess
         for row in rows:
             services.subprocess_run_cancel(row, by=self.cancelled_by)
 
