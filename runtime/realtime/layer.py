@@ -43,7 +43,8 @@ class InProcessChannelLayer(_in_memory_base()):
     seconds, a group send is a plain loop, members get a shallow copy (nested
     values are shared and must be treated as read-only: the gateway's consumers
     never modify what they receive), a channel keeps its queue while its consumer
-    listens (idle empty ones go with the expiry sweep), and names are checked once, when a queue or group is made.
+    listens (idle empty ones go with the expiry sweep), and names are checked once,
+    when a queue or group is made.
 
     Everything here runs on the server's event loop: the publisher delivers with
     ``group_send_now`` (no task hop per message) and the socket takes what is

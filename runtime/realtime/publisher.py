@@ -227,10 +227,6 @@ class EventPublisher:
         sender = self._sender
         return {"sent": sender.sent if sender else 0, "dropped": sender.dropped if sender else 0}
 
-    def listening(self) -> bool:
-        """Whether anyone could receive what this process sends (else skip the work)."""
-        return self._current_sender() is not None
-
     def publish_tree_event(self, session_id: str, event: dict, session_pk: int | None = None) -> None:
         """``session_pk``: the key of the row the event was committed to (the provider's
         commit passes it); without it, the row that holds ``session_id`` now (a query)."""

@@ -11,9 +11,9 @@ each write taking SQLite's writer lock, and one database connection per run).
 The thread keeps its database connection from one busy spell to the next
 (``runtime.db_threads``; checked when it wakes): closing it whenever no run was left cost
 a new connection per turn in a Celery pool process, which runs one turn at a time. A
-process that has never run a turn has no watcher and no connection. A failed poll is logged and tried
-again at the next one: the watcher never ends a run. After a fork (Celery's prefork
-pool) the child starts a watcher of its own on its first run.
+process that has never run a turn has no watcher and no connection. A failed poll is
+logged and tried again at the next one: the watcher never ends a run. After a fork
+(Celery's prefork pool) the child starts a watcher of its own on its first run.
 """
 
 from __future__ import annotations
