@@ -217,24 +217,31 @@ def test_neta_serve_raises_daphnes_websocket_limits_and_the_command_line_wins(se
     assert args.websocket_max_message_size == 2048
 
 
-def test_the_content_type_cache_answers_as_twisted_does_and_stays_bounded():
-    from twisted.web import http
+def test_post_bodies_reach_the_api_unparsed_by_twisted(server):
+    """Twisted no longer reads form fields Daphne never uses (neta.serve): a malformed
+    multipart body is the API's JSON 4xx, not Twisted's empty 400, and JSON prompts work."""
+    import urllib.error
+    import urllib.request
 
-    from neta.serve import install_content_type_cache
+    token = new_token(server, "formless")
+    session_id = new_session(server, token)
 
-    original = http._parseContentType
-    try:
-        values = [b"application/json", b"Application/JSON; charset=utf-8", b"multipart/form-data; boundary=x", b"text/plain", b"bogus"]
-        expected = [original(v) for v in values]
-        install_content_type_cache()
-        install_content_type_cache()  # twice: still one cache
-        assert [http._parseContentType(v) for v in values * 3] == expected * 3
-        assert http._parseContentType.cache_info().hits == 10
-        for n in range(1000):  # a client sending a new value each time churns the cache, never grows it
-            http._parseContentType(f"application/x-{n}".encode())
-        assert http._parseContentType.cache_info().currsize == 256
-    finally:
-        http._parseContentType = original
+    def post(content_type: str, body: bytes) -> tuple[int, bytes]:
+        request = urllib.request.Request(
+            server.url(0, f"/api/sessions/{session_id}/prompt/"), data=body, method="POST",
+            headers={"Authorization": f"Token {token}", "Content-Type": content_type},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    status, body = post("multipart/form-data; boundary=x", b"not a multipart body")
+    assert 400 <= status < 500 and json.loads(body)["error"]["code"], (status, body)
+    status, body = post("application/json; charset=utf-8", b'{"text": "hi"}')
+    assert status == 202, body
+    assert json.loads(body)["run"]["sessionId"] == session_id
 
 
 def _partial_upload(cluster: Cluster, path: str, declared: int, *, chunked: bool = False) -> tuple[int | None, bytes]:
