@@ -362,8 +362,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # the gateway's own messages reach the DB only through database_sync_to_async,
         # which does that in its thread. Skipping it here halves the cost per frame.
         # Then whatever the in-process layer already holds for this socket is handled
-        # here too, in order, instead of one wake-up (and task) per message.
-        take = getattr(self.channel_layer, "receive_nowait", None)
+        # here too, in order, instead of one wake-up (and task) per message. Only after a
+        # layer message: its receive has finished and the next is not started, so nothing
+        # taken here can overtake a message a receive already holds (after a client frame
+        # one may: handled in turn by Channels).
+        take = getattr(self.channel_layer, "receive_nowait", None) if message["type"] in GATEWAY_MESSAGES else None
         while message is not None:
             if message["type"] not in GATEWAY_MESSAGES:
                 await super().dispatch(message)
