@@ -3,8 +3,9 @@
 The turn loop emits them through one ``StreamSink``; the realtime gateway plugs
 in a sink that publishes to the session's Channels group, tests plug in an
 ``InMemorySink``. Deltas are coalesced (``NETA_STREAM_RATE`` messages per second
-per stream at most): a client that misses some recovers the text from the
-in-flight entry in the next snapshot or tree event.
+per stream at most, fewer when the process streams more than ``NETA_STREAM_BUDGET``
+messages a second in all: ``StreamBudget``): a client that misses some recovers the
+text from the in-flight entry in the next snapshot or tree event.
 
 Event types and their shapes: ``runtime/realtime/stream_events.py`` (the one list,
 ``STREAM_EVENT_TYPES``, re-exported here).
@@ -85,21 +86,90 @@ def bound_row(session_id: str) -> int | None:
     return bound[1] if bound is not None and bound[0] == session_id else None
 
 
+class StreamBudget:
+    """The delta messages one process may stream a second, shared by its busy streams.
+
+    Every delta message costs the same on its way to the sockets (the layer, the
+    consumer, a websocket frame) whatever it holds, and a process has one event loop
+    to send them: with many streams at once a fixed rate per stream would spend it on
+    frames instead of turns. Each stream's interval between messages is at least
+    ``streams / per_second``, where ``streams`` is how many streamed a delta in the last
+    second (counted at most every ``RECOUNT`` seconds). The text is the same, in fewer,
+    larger deltas. ``per_second`` 0: no budget (each stream keeps its own rate).
+    """
+
+    WINDOW = 1.0
+    RECOUNT = 0.25
+
+    def __init__(self, per_second: int, clock: Callable[[], float] = time.monotonic):
+        self.per_second = per_second
+        self.clock = clock
+        self._seen: dict[int, float] = {}  # stream (its coalescer's id) -> its last delta message
+        self._interval = 0.0
+        self._counted = float("-inf")
+        self._lock = threading.Lock()
+
+    def interval(self, stream: int, now: float) -> float:
+        """Note that ``stream`` sent a delta message at ``now``; the least interval between
+        one stream's messages at the moment."""
+        if not self.per_second:
+            return 0.0
+        self._seen[stream] = now
+        if now - self._counted >= self.RECOUNT and self._lock.acquire(blocking=False):
+            try:
+                cutoff = now - self.WINDOW
+                for key, at in list(self._seen.items()):
+                    if at < cutoff:
+                        self._seen.pop(key, None)
+                self._interval = len(self._seen) / self.per_second
+                self._counted = now
+            finally:
+                self._lock.release()
+        return self._interval
+
+    def streams(self) -> int:
+        return len(self._seen)
+
+
+_budget: StreamBudget | None = None
+
+
+def process_budget() -> StreamBudget:
+    """The process's ``StreamBudget`` (``NETA_STREAM_BUDGET``), made on first use."""
+    global _budget
+    if _budget is None:
+        from django.conf import settings
+
+        _budget = StreamBudget(settings.NETA_STREAM_BUDGET)
+    return _budget
+
+
 class Coalescer:
-    """Merges consecutive deltas of one stream; flushes at most ``rate`` times per second.
+    """Merges consecutive deltas of one stream; flushes at most ``rate`` times per second,
+    and less often while the process's ``budget`` is shared by many streams.
 
     A non-delta event flushes what is pending first, so order is preserved.
     """
 
     DELTA_TYPES = COALESCED_TYPES
 
-    def __init__(self, sink: StreamSink, session_id: str, *, rate: int = 20, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        sink: StreamSink,
+        session_id: str,
+        *,
+        rate: int = 20,
+        budget: StreamBudget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.sink = sink
         self.session_id = session_id
         self.interval = 1.0 / max(1, rate)
+        self.budget = budget
         self.clock = clock
         self._pending: dict | None = None
         self._last_flush = 0.0
+        self._wait = self.interval  # the interval now: the rate's, or the budget's share if longer
         self.emitted = 0
 
     def _key(self, event: dict) -> tuple:
@@ -119,14 +189,16 @@ class Coalescer:
         else:
             self.flush()
             self._pending = dict(event)
-        if self.clock() - self._last_flush >= self.interval:
+        if self.clock() - self._last_flush >= self._wait:
             self.flush()
 
     def flush(self) -> None:
         if self._pending is not None:
             event, self._pending = self._pending, None
             self._send(event)
-            self._last_flush = self.clock()
+            now = self._last_flush = self.clock()
+            if self.budget is not None:
+                self._wait = max(self.interval, self.budget.interval(id(self), now))
 
     def _send(self, event: dict) -> None:
         self.emitted += 1

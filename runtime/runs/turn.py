@@ -40,7 +40,7 @@ from runtime.models import (
     RunStatus,
 )
 from runtime.realtime import stream_events as se
-from runtime.realtime.sinks import Coalescer, StreamSink, default_sink, streaming_row
+from runtime.realtime.sinks import Coalescer, StreamSink, default_sink, process_budget, streaming_row
 from runtime.llm.thinking import clamp_thinking
 from runtime.runs import failover, lifecycle
 from runtime.runs.backends import HOST, this_process
@@ -218,7 +218,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         return AgentRun.objects.filter(run_id=run_id).first()
     if run is None:
         return None
-    coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE)
+    coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE, budget=process_budget())
     book = RunBook(run)
     turn: Turn | None = None
     try:

@@ -51,3 +51,72 @@ def test_a_different_stream_or_event_flushes_first():
         ("assistant_stream_delta", "c"),
         ("tool_call_started", None),
     ]
+
+
+def _stream(coalescer, clock, seconds: float, per_second: int, entry: str = "e1") -> str:
+    text = ""
+    for i in range(int(seconds * per_second)):
+        clock.now = i / per_second
+        piece = f"{entry}:{i},"
+        text += piece
+        coalescer.emit({"type": "assistant_stream_delta", "entryId": entry, "contentIndex": 0, "kind": "text", "delta": piece})
+    coalescer.flush()
+    return text
+
+
+def test_a_shared_budget_spreads_fewer_messages_over_many_streams_with_the_same_text():
+    from runtime.realtime.sinks import StreamBudget
+
+    clock = FakeClock()
+    budget = StreamBudget(100, clock=clock)
+    # 30 other streams sent a delta within the last second: 31 share 100 messages a second
+    for other in range(30):
+        budget.interval(10_000 + other, 0.0)
+    sink = InMemorySink()
+    coalescer = Coalescer(sink, "s1", rate=20, budget=budget, clock=clock)
+    for other in range(30):  # they keep streaming (each notes itself once per flush)
+        budget.interval(10_000 + other, 0.5)
+    text = _stream(coalescer, clock, 1.0, 1000)
+    deltas = sink.of_type("assistant_stream_delta")
+    assert "".join(d["delta"] for d in deltas) == text
+    # at most one per 0.31 s after the first: 1 + 3 + the final flush, not 20
+    assert 3 <= len(deltas) <= 5
+    assert budget.streams() == 31
+
+
+def test_a_lone_stream_keeps_its_rate_and_the_budget_forgets_idle_streams():
+    from runtime.realtime.sinks import StreamBudget
+
+    clock = FakeClock()
+    budget = StreamBudget(100, clock=clock)
+    for other in range(30):
+        budget.interval(10_000 + other, 0.0)
+    clock.now = 5.0  # a while later: the others stopped streaming
+    sink = InMemorySink()
+    coalescer = Coalescer(sink, "s1", rate=20, budget=budget, clock=clock)
+    start = 5.0
+
+    text = ""
+    for i in range(1000):
+        clock.now = start + i / 1000
+        text += f"{i},"
+        coalescer.emit({"type": "assistant_stream_delta", "entryId": "e1", "contentIndex": 0, "kind": "text", "delta": f"{i},"})
+    coalescer.flush()
+    deltas = sink.of_type("assistant_stream_delta")
+    assert "".join(d["delta"] for d in deltas) == text
+    assert 18 <= len(deltas) <= 22  # its own 20 a second
+    assert budget.streams() == 1
+
+
+def test_no_budget_means_each_stream_keeps_its_rate():
+    from runtime.realtime.sinks import StreamBudget
+
+    clock = FakeClock()
+    budget = StreamBudget(0, clock=clock)
+    for other in range(500):
+        budget.interval(other, 0.0)
+    sink = InMemorySink()
+    coalescer = Coalescer(sink, "s1", rate=20, budget=budget, clock=clock)
+    text = _stream(coalescer, clock, 1.0, 1000)
+    deltas = sink.of_type("assistant_stream_delta")
+    assert "".join(d["delta"] for d in deltas) == text and 18 <= len(deltas) <= 22

@@ -384,3 +384,47 @@ def test_pi_reads_back_every_turn_scenario(driver_for, oracle, tmp_path):
         assert "error" not in pi, pi
         assert pi["leafId"] == leaf
         assert session_view(header, entries, leaf, file_version=3) == pi, path.name
+
+
+def test_a_turn_streams_fewer_larger_deltas_while_the_process_budget_is_shared(driver_for, settings):
+    """Many busy streams in the process: a run's deltas come less often, the text whole."""
+    from runtime.realtime import sinks
+
+    text = "abcdefghij" * 12
+    reply = rules(default={"reply": [{"text": text, "chunk_size": 2, "delay_ms": 10}]})
+    driver = driver_for(reply)
+    driver.prompt("x")
+    alone_deltas = driver.sink.of_type("assistant_stream_delta")
+
+    budget = sinks.StreamBudget(20)  # 20 messages a second for the process
+    previous, sinks._budget = sinks._budget, budget
+    try:
+        def others_stream():  # 39 other streams keep sending: each run's share is 0.5 a second
+            import threading
+
+            stop = threading.Event()
+
+            def loop():
+                while not stop.is_set():
+                    now = time.monotonic()
+                    for other in range(39):
+                        budget.interval(-1 - other, now)
+                    time.sleep(0.05)
+
+            thread = threading.Thread(target=loop, daemon=True)
+            thread.start()
+            return stop, thread
+
+        stop, thread = others_stream()
+        time.sleep(0.3)
+        try:
+            driver.prompt("y")
+        finally:
+            stop.set()
+            thread.join()
+    finally:
+        sinks._budget = previous
+    crowded_deltas = driver.sink.of_type("assistant_stream_delta")[len(alone_deltas) :]
+    assert "".join(d["delta"] for d in alone_deltas) == text == "".join(d["delta"] for d in crowded_deltas)
+    assert len(alone_deltas) >= 10  # ~0.6 s of 10 ms deltas at 20 a second
+    assert len(crowded_deltas) <= 3, [d["delta"] for d in crowded_deltas]
