@@ -23,14 +23,17 @@ app.autodiscover_tasks(["runtime.runs", "runtime.subagents"])
 
 @worker_init.connect
 @worker_process_init.connect
-def _keep_connections(**_):
+def _worker_process_setup(**_):
     """A worker runs its tasks one at a time on one thread for as long as it lives (the main
     thread with ``-P solo``, each prefork child's): that thread keeps its database
     connection from task to task (``runtime.db_threads``; Celery's Django fixup still
-    closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says."""
+    closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says. The
+    collector is set for a long-lived process (``neta.gc_tuning``)."""
+    from neta.gc_tuning import tune
     from runtime.db_threads import keep_connections
 
     keep_connections()
+    tune()
 
 
 @worker_ready.connect

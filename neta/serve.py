@@ -17,7 +17,8 @@ is answered right after the headers, and a chunked body as soon as it is over;
 the connection is then closed.
 
 Third: Twisted does not parse POST form fields Daphne never reads
-(``install_no_form_parsing``).
+(``install_no_form_parsing``). Fourth: the garbage collector is set for a server
+once the application is built (``neta.gc_tuning``).
 """
 
 from __future__ import annotations
@@ -112,12 +113,22 @@ def install_no_form_parsing() -> None:
     WebRequest._neta_no_form_parsing = True
 
 
+def serve_tuned_gc() -> None:
+    """Build the application now (Daphne then finds it imported) and tune the collector
+    around what it left alive (``neta.gc_tuning``)."""
+    import neta.asgi  # noqa: F401 - Django set up, the application built
+    from neta.gc_tuning import tune
+
+    tune()
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
     from daphne.cli import CommandLineInterface
 
     install_body_limits()
     install_no_form_parsing()
+    serve_tuned_gc()
     CommandLineInterface().run(daphne_argv(list(sys.argv[1:] if argv is None else argv)))
 
 

@@ -213,6 +213,9 @@ NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 # ... and at most this many a second per process in all: with more busy streams than
 # budget / rate each gets its share (runtime/realtime/sinks.py StreamBudget); 0: no budget.
 NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
+# The server's and workers' garbage collector: the young generation's threshold (Python's
+# is 700) and a frozen startup heap (neta/gc_tuning.py); 0: Python's defaults.
+NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
 # The queue runs are sent to and workers consume (one per deployment sharing a broker).

@@ -53,8 +53,13 @@ def parse_stored(raw: bytes | str):
 FREEZE_AFTER_OBJECTS = 50_000
 
 
+# Loads smaller than these are left to the collector as it runs (``gc_paused(large=False)``).
+PAUSE_FROM_BYTES = 256 * 1024
+PAUSE_FROM_ENTRIES = 500
+
+
 @contextlib.contextmanager
-def gc_paused():
+def gc_paused(large: bool = True):
     """Pause the cyclic garbage collector while loading many objects at once.
 
     Reading a large session creates hundreds of thousands of long-lived,
@@ -73,8 +78,13 @@ def gc_paused():
     collected first (cheap: it holds at most a few hundred objects then). What a
     large load can still freeze is the older garbage pending at that moment: a
     bounded amount per large cold open, not per request.
+
+    ``large=False`` (the caller knows the load is small: the lines a turn appended, a
+    short path) does nothing: the pause's young-generation collection would cost more
+    than the collector's own passes over a few hundred objects (it ran several times a
+    turn, ~0.3 ms each, issue 13).
     """
-    if not gc.isenabled():
+    if not large or not gc.isenabled():
         yield
         return
     gc.collect(0)
@@ -293,7 +303,7 @@ class SessionIndex:
 
     def path_entries(self, leaf_id: str) -> list[dict]:
         records = self.path_records(leaf_id)
-        with gc_paused():
+        with gc_paused(large=sum(1 for r in records if r._entry is None) >= PAUSE_FROM_ENTRIES):
             return [r._entry if r._entry is not None else r.entry for r in records]
 
     def entry_map(self) -> EntryMap:

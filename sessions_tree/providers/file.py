@@ -45,6 +45,7 @@ from sessions_tree import tree_events as te
 from sessions_tree.errors import InvalidSessionFile
 from sessions_tree.index import (
     INDEXES,
+    PAUSE_FROM_BYTES,
     Record,
     SessionIndex,
     gc_paused,
@@ -415,7 +416,7 @@ def _read_new_lines(fd: int, index: SessionIndex, size: int, meta: AgentSession)
     # A first read keeps the parsed entries on the path to the persisted leaf (the
     # context needs them next); lines appended since the last read are kept whole.
     want = meta.leaf_entry_id if start == 0 else _KEEP_ALL
-    with gc_paused():
+    with gc_paused(large=len(data) >= PAUSE_FROM_BYTES):
         _index_lines(index, data, offset, want)
     index.position = position
 

@@ -19,6 +19,7 @@ from django.db.models import BinaryField, F, Func
 
 from sessions_tree.index import (
     INDEXES,
+    PAUSE_FROM_ENTRIES,
     Record,
     SessionIndex,
     gc_paused,
@@ -162,7 +163,7 @@ class MysqlProvider(SessionTreeProvider):
         with index.lock:
             if index.position >= newest:
                 return index  # ``last_seq`` is the newest committed row of ``meta``'s revision: nothing to read
-            with gc_paused():
+            with gc_paused(large=index.position == 0 or newest - index.position >= PAUSE_FROM_ENTRIES):
                 if index.position == 0:
                     self._load_newest_first(meta, index)
                 else:

@@ -109,14 +109,16 @@ async def test_the_audit_middleware_on_the_event_loop_names_the_api_door_and_the
     assert (row.action, row.via, row.request_id, row.actor_id) == ("session.rename", "api", "req-async-1", staff.pk)
 
 
-async def test_a_celery_worker_thread_keeps_its_connection_between_tasks():
+async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(settings):
     """Celery's Django fixup closes connections after each task unless they may be kept; the
     worker's task thread is marked to keep them (neta.celery: on worker_init for -P solo, on
     worker_process_init in each prefork child), a plain thread is not."""
     import celery.signals
     from django.db import close_old_connections, connection
 
-    from neta.celery import _keep_connections
+    from neta.celery import _worker_process_setup
+
+    settings.NETA_GC_YOUNG = 0  # the handler also tunes the collector: not this test process's (tests/neta/test_gc_tuning.py)
 
     def after_a_task(mark: bool) -> bool:
         if mark:
@@ -138,4 +140,4 @@ async def test_a_celery_worker_thread_keeps_its_connection_between_tasks():
     assert await asyncio.to_thread(in_thread, False) is False
     # -P solo: the worker's main process runs the tasks; worker_init (sent with the worker, which
     # Celery's own fixup needs) reaches the same handler.
-    assert any(receiver() is _keep_connections for _, receiver in celery.signals.worker_init.receivers)
+    assert any(receiver() is _worker_process_setup for _, receiver in celery.signals.worker_init.receivers)

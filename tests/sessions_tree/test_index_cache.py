@@ -93,3 +93,29 @@ def test_small_indexes_are_bounded_by_count_too():
         load(cache, key, 0)
     assert len(cache) == 3 and "a" not in cache and "b" not in cache and "e" in cache
     assert cache.stats()["evictions"] == 2
+
+
+def test_the_collector_is_paused_for_large_loads_only():
+    """A large load pauses the collector (and collects the young generation first); a small
+    one — what a turn appended — leaves it alone: no collection of its own."""
+    import gc
+
+    from sessions_tree.index import gc_paused
+
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect(0)  # the young generation empty: the few objects below cannot start a collection
+    gc.callbacks.append(count)
+    try:
+        with gc_paused(large=False):
+            assert gc.isenabled()
+        assert collections == []
+        with gc_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() and collections and collections[0] == 0
+    finally:
+        gc.callbacks.remove(count)
