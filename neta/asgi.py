@@ -25,12 +25,11 @@ from neta.http_threads import PooledASGIHandler, keep_socket_connections  # noqa
 django_asgi_app = PooledASGIHandler(settings.NETA_HTTP_THREADS)
 keep_socket_connections()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from neta.body_limit import BodyLimitMiddleware  # noqa: E402
 from neta.websocket_origin import OriginValidator  # noqa: E402
-from runtime.api.authentication import TokenAuthMiddleware  # noqa: E402
+from runtime.api.authentication import SocketAuthMiddleware  # noqa: E402
 from runtime.gateway.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
@@ -42,6 +41,6 @@ if settings.NETA_SERVE_STATIC:
 application = ProtocolTypeRouter(
     {
         "http": BodyLimitMiddleware(http_app),  # API bodies over their limit: 413 as they arrive
-        "websocket": OriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+        "websocket": OriginValidator(SocketAuthMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

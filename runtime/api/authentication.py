@@ -2,15 +2,20 @@
 
 REST: ``ApiTokenAuthentication`` reads ``Authorization: Token <token>`` (or
 ``Bearer``); browsers use Django's session with CSRF (DRF's
-``SessionAuthentication``). Websockets: ``TokenAuthMiddleware`` sits inside
-``AuthMiddlewareStack`` and, when the handshake carries a token, replaces the
-cookie user with the token's user.
+``SessionAuthentication``). Websockets: ``SocketAuthMiddleware`` resolves the
+caller once at the handshake: the token the handshake carries, else the session
+cookie's user.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+
+from channels.auth import get_user
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.http.cookie import parse_cookie
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
@@ -53,11 +58,15 @@ def _token_user(raw: str):
     return token.user, token
 
 
-class TokenAuthMiddleware:
-    """ASGI middleware for websockets: a token in the handshake wins over the session cookie.
+class SocketAuthMiddleware:
+    """ASGI middleware for websockets: who opens the socket, resolved once at the handshake.
 
-    Sets ``scope["api_token"]`` to the token; a bad token leaves an anonymous
-    user and ``scope["auth_error"]`` saying why (the consumer closes with 4401).
+    A token in ``Authorization`` wins: ``scope["api_token"]`` is the token, a bad one
+    leaves an anonymous user and ``scope["auth_error"]`` saying why (the consumer closes
+    with 4401). Without one, the browser's session cookie names the user. Channels'
+    ``AuthMiddlewareStack`` did the latter lazily and wrapped the socket's ``send`` for
+    good: its session wrapper saves sessions on HTTP responses only, and cost every frame
+    a lazy-object lookup.
     """
 
     def __init__(self, app):
@@ -65,13 +74,18 @@ class TokenAuthMiddleware:
 
     async def __call__(self, scope, receive, send):
         if scope.get("type") == "websocket":
-            header = dict(scope.get("headers") or []).get(b"authorization")
+            headers = dict(scope.get("headers") or [])
             scope = dict(scope)
             scope["api_token"] = None
             try:
-                raw = token_from_header(header)
+                raw = token_from_header(headers.get(b"authorization"))
                 if raw is not None:
                     scope["user"], scope["api_token"] = await _token_user(raw)
+                else:
+                    key = parse_cookie(headers.get(b"cookie", b"").decode("latin-1")).get(settings.SESSION_COOKIE_NAME)
+                    # Channels' rule: the session's user, its auth hash checked (the store reads lazily)
+                    session = import_module(settings.SESSION_ENGINE).SessionStore(key) if key else None
+                    scope["user"] = await get_user({"session": session}) if session is not None else AnonymousUser()
             except TokenInvalid as exc:
                 scope["user"] = AnonymousUser()
                 scope["auth_error"] = str(exc)

@@ -11,12 +11,15 @@ asks the model — never stalls event delivery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
 import orjson
 from channels.db import DatabaseSyncToAsync, database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 from rest_framework import serializers
 
@@ -28,6 +31,7 @@ from runtime.api.parsers import JsonTooDeep, check_json
 from runtime.api.parsers import loads as strict_loads
 from runtime.api.permissions import is_read_only_token
 from runtime.api.tokens import token_problem
+from runtime.gateway.dispatch import serve
 from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, ApiToken
 from runtime.realtime.groups import group_name, token_group, user_group
 from runtime.realtime.messages import (
@@ -356,6 +360,18 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 "commands": [c for c in COMMANDS if not (self.read_only and c in WRITE_COMMANDS)],
             }
         )
+
+    async def __call__(self, scope, receive, send):
+        """Channels' consumer entry, with a lighter receive loop (``runtime.gateway.dispatch``)."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+        self.base_send = send
+        try:
+            await serve((receive, self.channel_receive), self.dispatch)
+        except StopConsumer:
+            pass
 
     async def dispatch(self, message):
         # Channels closes stale DB connections (a thread hop) before every message;

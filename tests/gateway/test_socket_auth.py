@@ -152,3 +152,37 @@ async def test_trusted_origins_and_a_proxys_https_follow_djangos_csrf_settings(t
                 assert not connected, origin
         finally:
             await communicator.disconnect()
+
+
+async def test_a_session_cookie_counts_only_while_it_is_valid(owner, tree, cookie_for, fresh_layer):
+    """The cookie's user is checked once at the handshake, as Django checks a request: an
+    unknown or garbled session key, or a session whose password hash went stale (the user
+    changed their password elsewhere), is nobody (4401)."""
+    cookie = await sync_to_async(cookie_for)("owner")
+    socket = await Socket.connect(tree.session_id, cookie=cookie)
+    assert (await socket.recv())["type"] == "hello"
+    await socket.close()
+    for garbage in (b"sessionid=nosuchsession", b"sessionid=", b"sessionid=%ff%00;;==", b"other=1"):
+        socket = await Socket.connect(tree.session_id, cookie=garbage)
+        assert await socket.recv() == {"type": "__closed__", "code": 4401}, garbage
+        await socket.close()
+
+    def change_password():
+        owner.set_password("a new password 1234")
+        owner.save()
+
+    await sync_to_async(change_password)()
+    socket = await Socket.connect(tree.session_id, cookie=cookie)
+    assert await socket.recv() == {"type": "__closed__", "code": 4401}
+    await socket.close()
+
+
+async def test_a_token_wins_over_a_session_cookie(tree, tokens, cookie_for, fresh_layer):
+    """An outsider's browser cookie with the owner's token: the token's user (and its rights)."""
+    socket = await Socket.connect(tree.session_id, token=tokens.read_only, cookie=await sync_to_async(cookie_for)("outsider"))
+    hello = await socket.recv()
+    assert hello["type"] == "hello" and hello["readOnly"] is True
+    await socket.close()
+    socket = await Socket.connect(tree.session_id, token="neta_not_a_token", cookie=await sync_to_async(cookie_for)("owner"))
+    assert await socket.recv() == {"type": "__closed__", "code": 4401}
+    await socket.close()
