@@ -21,6 +21,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.utils import timezone
 
 from runtime import db_threads
 from runtime.crash_points import crash_point
@@ -93,23 +94,33 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def submit_run(run, *, backend: str | None = None, start: bool = True) -> bool:
+def _owner(backend: str) -> dict:
+    """Who owns a run handed to ``backend``: this process for the inline backend, nobody yet
+    for Celery (the worker that claims it)."""
+    return this_process() if backend == "inline" else {"host": "", "pid": None, "process_started": None}
+
+
+def first_submission(backend: str | None = None) -> dict:
+    """The columns of a run's first submission to ``backend`` (default: the configured one),
+    for ``lifecycle.create_run`` to write with the run itself; then ``submit_run(run,
+    recorded=True)`` hands it over without an UPDATE of its own."""
+    backend = backend or settings.NETA_TASK_BACKEND
+    return {"backend": backend, "submitted_at": timezone.now(), "submissions": 1, **_owner(backend)}
+
+
+def submit_run(run, *, backend: str | None = None, start: bool = True, recorded: bool = False) -> bool:
     """Hand queued ``run`` to ``backend`` (default: its own) once the transaction commits.
 
     Records the submission (time, count; for the inline backend this process as the
     run's owner) with a conditional UPDATE: of two reapers re-submitting one run, one
     wins. ``start=False`` records an inline submission without starting it here (a
     short-lived process such as ``runtime_reap``): the server's reaper takes it over
-    once this process has exited. Returns False when the run was no longer queued.
+    once this process has exited. ``recorded``: the run was created with its first
+    submission (``first_submission``). Returns False when the run was no longer queued.
     """
 
     backend = backend or run.backend
-    owner = (
-        this_process()
-        if backend == "inline"
-        else {"host": "", "pid": None, "process_started": None}
-    )
-    if not record_submission(run, backend=backend, owner=owner):
+    if not recorded and not record_submission(run, backend=backend, owner=_owner(backend)):
         return False
     run_id = str(run.run_id)
     if backend == "celery":

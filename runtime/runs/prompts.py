@@ -18,8 +18,9 @@ from runtime.models import (
     RunInputKind,
     RunStatus,
 )
+from runtime.realtime.sinks import streaming_row
 from runtime.runs import lifecycle
-from runtime.runs.backends import cancel_local, submit_run
+from runtime.runs.backends import cancel_local, first_submission, submit_run
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
@@ -169,7 +170,9 @@ def session_prompt(
     # Setting the thinking level writes an entry too.
     writes_tree = from_entry_id or thinking_level is not None
     store_lock = get_provider(meta.provider).write_lock(session_id) if writes_tree else contextlib.nullcontext()
-    with store_lock, transaction.atomic():
+    # The run_state events sent when it commits belong to this row (the lock below checks
+    # it is still the session's): no lookup to tag them.
+    with streaming_row(session_id, meta.pk), store_lock, transaction.atomic():
         # Serialized with session_delete on the row: if the session went meanwhile this is a
         # 404, and once the run below is committed a delete sees it and refuses.
         # The one lock of the decision (runs/locks.py): the session row. Under it the active
@@ -194,10 +197,10 @@ def session_prompt(
             images=images,
             from_entry_id=from_entry_id or "",
             model_name=model_name or "",
+            submission=first_submission() if dispatch else None,
         )
         if dispatch:
-
-            submit_run(run)
+            submit_run(run, recorded=True)
     return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
 
 
@@ -247,9 +250,10 @@ def session_regenerate(
             from_entry_id=entry_id,
             model_name=model_name or "",
             prompt_entry_id=entry_id,
+            submission=first_submission() if dispatch else None,
         )
         if dispatch:
-            submit_run(run)
+            submit_run(run, recorded=True)
     return run
 
 

@@ -67,12 +67,16 @@ def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=No
     return run
 
 
-def expire_questions(*, session_id: str | None = None, start: bool = True) -> list[AgentRun]:
-    """Resume every run whose question is older than its timeout, with an "expired" result."""
+def expire_questions(*, session_id: str | None = None, start: bool = True, found: list[AgentRun] | None = None) -> list[AgentRun]:
+    """Resume every run whose question is older than its timeout, with an "expired" result.
+    ``found``: the session's active runs as the caller just read them (no read here)."""
     now = now_ms()
-    runs = AgentRun.objects.filter(status=RunStatus.WAITING)
-    if session_id is not None:
-        runs = runs.filter(session_id=session_id)
+    if found is not None:
+        runs = [r for r in found if r.status == RunStatus.WAITING]
+    else:
+        runs = AgentRun.objects.filter(status=RunStatus.WAITING)
+        if session_id is not None:
+            runs = runs.filter(session_id=session_id)
     expired = []
     for run in runs:
         question = run.question or {}

@@ -65,13 +65,13 @@ def reap_stale_runs(
     found = None
     if session_id is not None:  # one session (a prompt, a delete): its active runs in one read
         found = list(
-            AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED))
+            AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.WAITING))
             .select_related("agent")
             .order_by("created_at", "pk")  # oldest first: its prompts were accepted first
         )
     changed = _reap_running(stale, session_id, start, deleting, found)
     changed += _reap_queued(session_id, start, found)
-    changed += expire_questions(session_id=session_id, start=start)  # ask_user timeouts
+    changed += expire_questions(session_id=session_id, start=start, found=found)  # ask_user timeouts
     if session_id is not None and not changed:
         # A prompt's (or a delete's) round that found nothing to reap in its session made
         # no orphans: the rooms' own rounds are the periodic reaper's (every

@@ -109,3 +109,45 @@ def test_a_turns_streaming_events_take_the_runs_row_key_without_a_lookup(driver_
     key_lookup = 'SELECT "sessions_tree_agentsession"."id" AS "pk" FROM'  # groups.session_key
     lookups = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(key_lookup)]
     assert len(lookups) == 1, lookups  # the claim's run_state; before: one per event
+
+
+def test_a_prompt_writes_its_run_once_and_tags_its_run_state_without_a_lookup(driver_for):
+    """The prompt's side of a turn (the API view's service call, the session row already
+    read by its access check): the run is inserted with its first submission (no UPDATE
+    after it), the session's stale-run check reads its active runs once (ask_user
+    questions included), and the ``queued`` run_state names the locked row without a
+    lookup."""
+    import time
+
+    from runtime.realtime import groups
+    from runtime.runs.backends import this_process
+    from runtime.runs.prompts import session_prompt
+    from sessions_tree.models import AgentSession
+
+    driver = driver_for(TWO_CALLS, provider="file")
+    driver.prompt("warm up")
+    meta = AgentSession.objects.get(session_id=driver.session_id)
+    groups.forget_stream_key(driver.session_id)
+    with CaptureQueriesContext(connection) as captured:
+        outcome = session_prompt(actor=None, session_id=driver.session_id, text="go", meta=meta)
+    queries = [q["sql"] for q in captured.captured_queries if not q["sql"].upper().startswith(_CONTROL)]
+    print("\nprompt:", len(queries), "queries")
+    for text in queries:
+        print("   ", text[:150])
+    assert len([q for q in queries if q.startswith('INSERT INTO "runtime_agentrun"')]) == 1
+    assert not [q for q in queries if q.startswith('UPDATE "runtime_agentrun"')]  # was: the submission's
+    assert not [q for q in queries if q.startswith('SELECT "sessions_tree_agentsession"."id" AS "pk" FROM')]
+    run_reads = [q for q in queries if q.startswith("SELECT") and 'FROM "runtime_agentrun"' in q]
+    assert len(run_reads) == 2  # the stale-run check, the active run under the session's lock
+    assert len(queries) <= 5  # the agent, the stale-run check, the lock, the active run, the run
+    run = outcome.run
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.status == RunStatus.COMPLETED:
+            break
+        time.sleep(0.05)
+    assert run.status == RunStatus.COMPLETED, run.error
+    owner = this_process()
+    assert (run.backend, run.submissions, run.host, run.pid) == ("inline", 1, owner["host"], owner["pid"])
+    assert run.submitted_at is not None and run.submitted_at <= run.started_at
