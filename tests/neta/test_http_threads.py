@@ -141,3 +141,30 @@ async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(setting
     # -P solo: the worker's main process runs the tasks; worker_init (sent with the worker, which
     # Celery's own fixup needs) reaches the same handler.
     assert any(receiver() is _worker_process_setup for _, receiver in celery.signals.worker_init.receivers)
+
+
+async def test_a_request_crosses_to_its_thread_a_few_times_not_once_per_middleware_half(monkeypatch):
+    """The middleware chain runs synchronously with the view in one call on the request's
+    thread; the rest are the request_started/finished signals' receivers. Django's async
+    chain made ~14 crossings (each sync-only middleware's request and response halves)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from runtime import db_threads
+
+    submits = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            submits.append(getattr(fn, "__qualname__", repr(fn)))
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db_threads, "executor", lambda name: Counting(max_workers=1, thread_name_prefix=name))
+    handler = PooledASGIHandler(threads=1)
+    status, headers = await _get(handler, "/api/health/", headers=[(b"x-request-id", b"hops-1")])
+    assert status == 200
+    assert headers.get(b"X-Frame-Options") == b"DENY"  # the outermost response half ran
+    first = len(submits)
+    status, _ = await _get(handler, "/api/nothing-here/")
+    assert status == 404  # a 404 through the same chain (and logged by Django's handler)
+    assert 1 <= first <= 4, submits
+    assert len(submits) - first <= 4, submits[first:]
