@@ -20,6 +20,7 @@ from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
 from runtime.runs import lifecycle
 from runtime.runs.backends import submit_run
+from runtime.runs.selectors import runs_with_status
 from sessions_tree.ids import now_ms
 from toolcatalog.builtins.ask_user import check_answer
 
@@ -71,14 +72,8 @@ def expire_questions(*, session_id: str | None = None, start: bool = True, found
     """Resume every run whose question is older than its timeout, with an "expired" result.
     ``found``: the session's active runs as the caller just read them (no read here)."""
     now = now_ms()
-    if found is not None:
-        runs = [r for r in found if r.status == RunStatus.WAITING]
-    else:
-        runs = AgentRun.objects.filter(status=RunStatus.WAITING)
-        if session_id is not None:
-            runs = runs.filter(session_id=session_id)
     expired = []
-    for run in runs:
+    for run in runs_with_status(RunStatus.WAITING, session_id=session_id, found=found):
         question = run.question or {}
         if int(question.get("expiresAt") or 0) > now:
             continue

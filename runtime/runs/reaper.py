@@ -42,6 +42,7 @@ from runtime.models import (
 from runtime.runs import lifecycle
 from runtime.runs.backends import HOST, process_gone, submit_run, this_process
 from runtime.runs.questions import expire_questions
+from runtime.runs.selectors import runs_with_status
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.providers import provider_for_session
@@ -206,13 +207,8 @@ def finalize_abandoned_entry(session_id: str) -> dict | None:
 
 def _reap_queued(session_id: str | None, start: bool, found: list[AgentRun] | None = None) -> list[AgentRun]:
     bound = timezone.now() - dt.timedelta(seconds=settings.NETA_RUN_CLAIM_SECONDS)
-    if found is not None:
-        queued = [r for r in found if r.status == RunStatus.QUEUED]
-    else:
-        queued = AgentRun.objects.filter(status=RunStatus.QUEUED)
-        if session_id is not None:
-            queued = queued.filter(session_id=session_id)
-        queued = queued.order_by("created_at", "pk")  # submitted again in the order they were accepted
+    # submitted again in the order they were accepted
+    queued = runs_with_status(RunStatus.QUEUED, session_id=session_id, found=found)
     changed = []
     busy = None  # are the Celery workers busy? Asked once per round, when needed
     for run in queued:

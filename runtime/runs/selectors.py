@@ -18,6 +18,17 @@ def active_run(session_id: str) -> AgentRun | None:
     return AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first()
 
 
+def runs_with_status(status: str, *, session_id: str | None = None, found: list[AgentRun] | None = None):
+    """The runs in ``status`` (of ``session_id``, if given), oldest first: picked from
+    ``found`` when the caller has just read the session's active runs, else queried."""
+    if found is not None:
+        return [r for r in found if r.status == status]
+    runs = AgentRun.objects.filter(status=status)
+    if session_id is not None:
+        runs = runs.filter(session_id=session_id)
+    return runs.order_by("created_at", "pk")
+
+
 def run_state(session_id: str) -> dict:
     """``{state: idle|queued|running, runId}`` of the session's active run."""
     run = active_run(session_id)
