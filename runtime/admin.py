@@ -24,6 +24,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from audit.admin import AuditedModelAdmin
@@ -982,7 +983,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     @admin.display(description="diagnostics")
     def diagnostics_flag(self, obj):
         # Said when there are some; nothing (not a red ✗) when there are none.
-        return format_html('<span class="pill pill-warn">yes</span>') if self.has_diagnostics(obj) else "—"
+        return mark_safe('<span class="pill pill-warn">yes</span>') if self.has_diagnostics(obj) else "—"
 
     @admin.display(description="leaf")
     def leaf(self, obj):
