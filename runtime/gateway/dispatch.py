@@ -23,11 +23,10 @@ async def serve(sources: Sequence[Callable[[], Awaitable]], dispatch: Callable[[
     loop = asyncio.get_running_loop()
     ready: deque[asyncio.Task] = deque()
     pending: dict[asyncio.Task, int] = {}
-    waiter: list[asyncio.Future | None] = [None]
+    wake: asyncio.Future | None = None  # set while the loop waits for a receive to complete
 
     def completed(task: asyncio.Task) -> None:
         ready.append(task)
-        wake = waiter[0]
         if wake is not None and not wake.done():
             wake.set_result(None)
 
@@ -41,11 +40,11 @@ async def serve(sources: Sequence[Callable[[], Awaitable]], dispatch: Callable[[
     try:
         while True:
             if not ready:
-                waiter[0] = loop.create_future()
+                wake = loop.create_future()
                 try:
-                    await waiter[0]
+                    await wake
                 finally:
-                    waiter[0] = None
+                    wake = None
             task = ready.popleft()
             index = pending.pop(task)
             await dispatch(task.result())

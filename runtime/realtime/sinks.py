@@ -101,9 +101,8 @@ class StreamBudget:
     WINDOW = 1.0
     RECOUNT = 0.25
 
-    def __init__(self, per_second: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, per_second: int):
         self.per_second = per_second
-        self.clock = clock
         self._seen: dict[int, float] = {}  # stream (its coalescer's id) -> its last delta message
         self._interval = 0.0
         self._counted = float("-inf")

@@ -124,10 +124,9 @@ def create_run(
     """created → ``queued``, for ``user`` (or the user ``user_id``: who prompted). The caller
     holds ``meta``'s row lock (``lock_session``): no other run of the session is active.
     ``prompt_entry_id``: the prompt is already in the tree (a regenerated answer).
-    ``submission``: its first submission's columns, written with it
-    (``backends.first_submission``)."""
+    ``submission``: its first submission's columns (its backend among them), written with
+    it (``backends.first_submission``)."""
     run = AgentRun.objects.create(
-        **(submission or {}),
         session_id=meta.session_id,
         agent=agent,
         user_id=getattr(user, "pk", None) or user_id,
@@ -136,8 +135,8 @@ def create_run(
         from_entry_id=from_entry_id or "",
         model_name=model_name or "",
         prompt_entry_id=prompt_entry_id or "",
-        **({} if submission else {"backend": backend or settings.NETA_TASK_BACKEND}),
         status=RunStatus.QUEUED,
+        **{"backend": backend or settings.NETA_TASK_BACKEND, **(submission or {})},
     )
     _announce(run.session_id, run.run_id, RunStatus.QUEUED, sink=sink)
     return run

@@ -68,7 +68,7 @@ def test_a_shared_budget_spreads_fewer_messages_over_many_streams_with_the_same_
     from runtime.realtime.sinks import StreamBudget
 
     clock = FakeClock()
-    budget = StreamBudget(100, clock=clock)
+    budget = StreamBudget(100)
     # 30 other streams sent a delta within the last second: 31 share 100 messages a second
     for other in range(30):
         budget.interval(10_000 + other, 0.0)
@@ -88,7 +88,7 @@ def test_a_lone_stream_keeps_its_rate_and_the_budget_forgets_idle_streams():
     from runtime.realtime.sinks import StreamBudget
 
     clock = FakeClock()
-    budget = StreamBudget(100, clock=clock)
+    budget = StreamBudget(100)
     for other in range(30):
         budget.interval(10_000 + other, 0.0)
     clock.now = 5.0  # a while later: the others stopped streaming
@@ -112,7 +112,7 @@ def test_no_budget_means_each_stream_keeps_its_rate():
     from runtime.realtime.sinks import StreamBudget
 
     clock = FakeClock()
-    budget = StreamBudget(0, clock=clock)
+    budget = StreamBudget(0)
     for other in range(500):
         budget.interval(other, 0.0)
     sink = InMemorySink()
