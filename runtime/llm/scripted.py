@@ -35,6 +35,9 @@ DEFAULT_CHUNK_SIZE = 8
 USER_PLACEHOLDER = "{{user}}"
 RESULT_PLACEHOLDER = "{{result}}"  # the text of the last tool result (e.g. the user's answer to ask_user)
 NO_MATCH_MESSAGE = "scripted: no rule matches the last user message and there is no default"
+#: The stream keeps its schedule by the clock and wakes at most this often, sending every
+#: delta that is due (as a network read hands over the events that arrived meanwhile).
+PACE_SECONDS = 0.05
 
 
 class ScriptedRulesError(ValueError):
@@ -459,10 +462,11 @@ class ScriptedProvider:
         yield b.start()
 
         has_tool_call = False
+        clock = _Schedule(cancel)
         for step in reply.steps:
             kind = step.kind
             if kind == "pause":
-                if step.delay and self._wait(cancel, step.delay, step.until_file):
+                if step.delay and clock.pause(step.delay, step.until_file):
                     yield b.abort()
                     return
                 continue
@@ -485,11 +489,9 @@ class ScriptedProvider:
             wait = step.delay if delay_override is None else delay_override
             size = step.chunk_size if chunk_override is None else chunk_override
             for chunk in _chunks(text, size):
-                if cancel is not None and (cancel.is_set() or (wait and cancel.wait(wait))):
+                if clock.wait(wait):
                     yield b.abort()
                     return
-                if wait and cancel is None:
-                    time.sleep(wait)
                 yield delta(index, chunk)
             if kind == "tool_call":
                 yield b.end_tool_call(index)
@@ -516,20 +518,49 @@ class ScriptedProvider:
             return
         yield b.done(reply.stop_reason or ("toolUse" if has_tool_call else "stop"))
 
-    @staticmethod
-    def _wait(cancel: threading.Event | None, seconds: float, until_file: str = "") -> bool:
-        """Sleep (at most until ``until_file`` exists, looked for every 50 ms); True when
-        cancelled meanwhile."""
-        if until_file:
-            deadline = time.monotonic() + seconds
+
+class _Schedule:
+    """When a scripted stream's deltas are due: each ``delay`` after the one before, on
+    the clock from the call's start, so time spent waiting for the interpreter (fifty
+    streams share it) does not add up into a slower stream. It sleeps until the next
+    delta is due, but at least ``PACE_SECONDS``; the deltas due by then go out together.
+    A pause moves the schedule; cancel ends any wait at once."""
+
+    def __init__(self, cancel: threading.Event | None, clock=time.monotonic):
+        self.cancel = cancel
+        self.clock = clock
+        self.due = clock()
+
+    def wait(self, seconds: float) -> bool:
+        """Until the next delta, ``seconds`` after the last one was due; True when cancelled."""
+        cancel = self.cancel
+        if not seconds:
+            return cancel is not None and cancel.is_set()
+        self.due += seconds
+        left = self.due - self.clock()
+        if left <= 0:
+            return cancel is not None and cancel.is_set()
+        return self._sleep(max(left, PACE_SECONDS))
+
+    def pause(self, seconds: float, until_file: str = "") -> bool:
+        """A pause step: ``seconds``, or less once ``until_file`` exists (looked for every
+        50 ms). The schedule goes on from its end. True when cancelled."""
+        try:
+            if not until_file:
+                return self._sleep(seconds)
+            deadline = self.clock() + seconds
             while not os.path.exists(until_file):
-                left = deadline - time.monotonic()
+                left = deadline - self.clock()
                 if left <= 0:
                     return False
-                if ScriptedProvider._wait(cancel, min(left, 0.05)):
+                if self._sleep(min(left, 0.05)):
                     return True
             return False
-        if cancel is None:
+        finally:
+            self.due = self.clock()
+
+    def _sleep(self, seconds: float) -> bool:
+        if self.cancel is None:
             time.sleep(seconds)
             return False
-        return cancel.wait(seconds)
+        return self.cancel.wait(seconds)

@@ -330,3 +330,61 @@ def test_demo_shows_thinking_a_tool_call_and_markdown():
     assert "```python" in text and text.count("```") == 2  # a code block
     # The default ModelSpec options (no rules) use the same demo file.
     assert load_script(None) is load_script(DEMO_RULES)
+
+
+class _FakeTime:
+    """A clock the schedule reads and a sleep that moves it (plus a given lateness: the
+    interpreter busy with other threads when the stream's thread should wake)."""
+
+    def __init__(self, late: float = 0.0):
+        self.now, self.late, self.sleeps = 100.0, late, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> bool:
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds + self.late
+        return False
+
+
+def test_the_schedule_keeps_the_stream_s_pace_however_late_its_thread_wakes():
+    from runtime.llm.scripted import PACE_SECONDS, _Schedule
+
+    for late in (0.0, 0.004, 0.02):
+        fake = _FakeTime(late)
+        schedule = _Schedule(None, clock=fake)
+        schedule._sleep = fake.sleep
+        for _ in range(100):  # a 1.2 s stream: 100 deltas, 12 ms apart
+            assert schedule.wait(0.012) is False
+        # Waking late does not add up: the stream ends on time (within one wake-up's lateness).
+        assert 100 + 1.2 <= fake.now <= 100 + 1.2 + PACE_SECONDS + late + 1e-9
+        # It woke at most every PACE_SECONDS, sending the deltas due by then together.
+        assert all(s >= PACE_SECONDS - 1e-9 for s in fake.sleeps)
+        assert len(fake.sleeps) <= round(1.2 / PACE_SECONDS) + 1  # 100 wake-ups before
+
+
+def test_the_schedule_sleeps_out_long_delays_and_pauses_move_it():
+    from runtime.llm.scripted import _Schedule
+
+    fake = _FakeTime()
+    schedule = _Schedule(None, clock=fake)
+    schedule._sleep = fake.sleep
+    schedule.wait(0.2)  # a delay longer than the pace is slept as it is
+    assert fake.sleeps == [0.2]
+    schedule.pause(0.5)
+    fake.now += 1.0  # the thread does something else for a second
+    schedule.wait(0.0)  # no delay: no sleep
+    schedule.wait(0.2)  # behind its schedule: the delta goes at once
+    assert fake.sleeps == [0.2, 0.5]
+    schedule.wait(0.2)
+    assert fake.sleeps[-1] >= 0.2 - 1e-9  # caught up: on the clock again
+
+
+def test_a_paced_stream_sends_every_delta_in_order():
+    """At the pace of the demo file (12 ms a delta) several deltas may leave together:
+    every one is still there, in order, and makes the same message."""
+    events = list(stream(model(TOOL_RULES, delay_ms=12), request(user("weather")), cancel=threading.Event()))
+    thinking = [e.delta for e in events if e.type == "thinking_delta"]
+    assert thinking == ["Nee", "d t", "he ", "for", "eca", "st."]
+    assert [e.type for e in events][-1] == "done"
