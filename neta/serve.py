@@ -18,7 +18,8 @@ the connection is then closed.
 
 Third: Twisted does not parse POST form fields Daphne never reads
 (``install_no_form_parsing``). Fourth: the garbage collector is set for a server
-once the application is built (``neta.gc_tuning``).
+once the application is built (``neta.gc_tuning``). Fifth: the embedded server's
+threads share one CPU (``neta.cpu_pin``, ``NETA_WEB_CPU``).
 """
 
 from __future__ import annotations
@@ -122,6 +123,17 @@ def serve_tuned_gc() -> None:
     tune()
 
 
+def serve_pinned() -> None:
+    """Pin the process's threads to one CPU (``neta.cpu_pin``); a bad ``NETA_WEB_CPU`` ends
+    the start with its message."""
+    from neta.cpu_pin import pin
+
+    try:
+        pin()
+    except ValueError as exc:
+        sys.exit(f"neta.serve: {exc}")
+
+
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
     from daphne.cli import CommandLineInterface
@@ -129,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     install_body_limits()
     install_no_form_parsing()
     serve_tuned_gc()
+    serve_pinned()
     CommandLineInterface().run(daphne_argv(list(sys.argv[1:] if argv is None else argv)))
 
 

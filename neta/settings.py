@@ -217,6 +217,9 @@ NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
 # is 700) and a frozen startup heap (neta/gc_tuning.py); 0: Python's defaults.
 NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
+# The CPU of the web process's threads (neta/cpu_pin.py): auto (the embedded server, inline
+# backend, on the CPU it starts on, when it may use several), off, or a CPU number.
+NETA_WEB_CPU = env_str("NETA_WEB_CPU", "auto")
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
 # The queue runs are sent to and workers consume (one per deployment sharing a broker).
 CELERY_TASK_DEFAULT_QUEUE = env_str("NETA_CELERY_QUEUE", "celery")

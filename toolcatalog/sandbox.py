@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolcatalog.cpu_affinity import spawning
 from toolcatalog.protocol import CancelSignal
 
 logger = logging.getLogger(__name__)
@@ -665,17 +666,18 @@ def run_command(
     clock = _Clock()
     outcome = CommandOutcome(exit_code=None, containment=cage.describe)
     try:
-        proc = subprocess.Popen(
-            launcher_argv(argv, limits=limits, cage=cage),
-            cwd=os.fspath(cwd),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=None if _pdeathsig_prefix() else _set_pdeathsig,
-        )
+        with spawning():  # the command gets every CPU, not the web process's one (toolcatalog/cpu_affinity.py)
+            proc = subprocess.Popen(
+                launcher_argv(argv, limits=limits, cage=cage),
+                cwd=os.fspath(cwd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=None if _pdeathsig_prefix() else _set_pdeathsig,
+            )
     except BaseException:
         cage.close()
         raise
