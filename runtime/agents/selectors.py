@@ -8,14 +8,17 @@ from runtime.models import (
     Agent,
 )
 from sessions_tree.models import AgentSession
+from sessions_tree.prepared import P, Prepared
 
 
 def agent_for_session(meta: AgentSession) -> Agent:
-    agent = Agent.objects.select_related("model").filter(name=meta.agent).first() if meta.agent else None
+    agent = _AGENT_BY_NAME.first(name=meta.agent) if meta.agent else None
     if agent is None:
         agent = default_agent()
     return agent
 
+
+_AGENT_BY_NAME = Prepared(lambda: Agent.objects.select_related("model").filter(name=P("name")).order_by("pk")[:1])
 
 ANYONE = object()  # no access check (a command, the runtime itself)
 

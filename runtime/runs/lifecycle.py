@@ -49,6 +49,7 @@ from runtime.realtime import stream_events
 from runtime.realtime.sinks import StreamSink, default_sink
 from runtime.runs.locks import lock_session_id, lock_session_key, retry_on_deadlock
 from sessions_tree.models import AgentSession
+from sessions_tree.prepared import P, Prepared, insert, update_rows
 from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def _announce(session_id: str, run_id, state: str, error: str = "", sink: Stream
 def _transition(run_pk: int, allowed_from, *, where: dict | None = None, **fields) -> bool:
     """The one conditional UPDATE of a run's state (``where``: further conditions on the
     row, e.g. its owner): True when it happened."""
-    return bool(AgentRun.objects.filter(pk=run_pk, status__in=tuple(allowed_from), **(where or {})).update(**fields))
+    return bool(update_rows(AgentRun, {"pk": run_pk, "status__in": tuple(allowed_from), **(where or {})}, fields))
 
 
 def _undelivered_note(run_pk: int, status: str) -> str:
@@ -126,7 +127,7 @@ def create_run(
     ``prompt_entry_id``: the prompt is already in the tree (a regenerated answer).
     ``submission``: its first submission's columns (its backend among them), written with
     it (``backends.first_submission``)."""
-    run = AgentRun.objects.create(
+    run = AgentRun(
         session_id=meta.session_id,
         agent=agent,
         user_id=getattr(user, "pk", None) or user_id,
@@ -138,6 +139,7 @@ def create_run(
         status=RunStatus.QUEUED,
         **{"backend": backend or settings.NETA_TASK_BACKEND, **(submission or {})},
     )
+    insert([run])
     _announce(run.session_id, run.run_id, RunStatus.QUEUED, sink=sink)
     return run
 
@@ -188,12 +190,7 @@ def claim(run_id, *, worker: str, owner: dict, sink: StreamSink | None = None) -
     change while the run is queued except through a transition the UPDATE's condition
     refuses (an abort) or fields the UPDATE sets itself (the owner)."""
     fault_point("claim")
-    run = (
-        AgentRun.objects.select_related("agent", "agent__model")
-        .annotate(catalog_version=catalog_version.current_version())
-        .filter(run_id=run_id)
-        .first()
-    )
+    run = _RUN_TO_CLAIM.first(run_id=run_id)
     if run is None:
         return None
     now = timezone.now()
@@ -205,6 +202,13 @@ def claim(run_id, *, worker: str, owner: dict, sink: StreamSink | None = None) -
         setattr(run, name, value)
     _announce(run.session_id, run.run_id, RunStatus.RUNNING, sink=sink)
     return run
+
+
+_RUN_TO_CLAIM = Prepared(
+    lambda: AgentRun.objects.select_related("agent", "agent__model")
+    .annotate(catalog_version=catalog_version.current_version())
+    .filter(run_id=P("run_id", AgentRun._meta.get_field("run_id")))[:1]
+)
 
 
 def fail_unclaimed(run_id, *, worker: str, error: str, sink: StreamSink | None = None) -> bool:
@@ -265,11 +269,11 @@ def next_input(
     session row (its key: the lock is one query); ``fields``: the run's bookkeeping the
     caller still owes it (usage, rounds), written by the completing UPDATE."""
     if not or_complete:
-        return RunInput.objects.filter(run_id=run.pk, consumed=False).order_by("id").first()
+        return _NEXT_INPUT.first(run=run.pk)
 
     def work() -> RunInput | None:
         key = _lock(run.session_id, meta)
-        item = RunInput.objects.filter(run_id=run.pk, consumed=False).order_by("id").first()
+        item = _NEXT_INPUT.first(run=run.pk)
         if item is None:
             _finish_locked(run, RunStatus.COMPLETED, "", sink, key, fields)
         return item
@@ -277,17 +281,19 @@ def next_input(
     return retry_on_deadlock(work, what=f"the next input of run {run.run_id}")
 
 
+_NEXT_INPUT = Prepared(lambda: RunInput.objects.filter(run_id=P("run"), consumed=False).order_by("id")[:1])
+_STEERED_OR_CANCELLED = Prepared(
+    lambda: AgentRun.objects.filter(pk=P("run"))
+    .annotate(steered=Exists(RunInput.objects.filter(run_id=OuterRef("pk"), consumed=False, kind=RunInputKind.STEER)))
+    .values_list("steered", "cancel_requested")[:1]
+)
+
+
 def steer_or_cancel(run: AgentRun) -> tuple[list[RunInput], bool]:
     """After a round of tool calls, in one read: the steering inputs queued on ``run``
     (oldest first) and whether an abort was asked for. The steers themselves are read
     only when there are some."""
-    steered, cancel = (
-        AgentRun.objects.filter(pk=run.pk)
-        .annotate(steered=Exists(RunInput.objects.filter(run_id=OuterRef("pk"), consumed=False, kind=RunInputKind.STEER)))
-        .values_list("steered", "cancel_requested")
-        .first()
-        or (False, False)
-    )
+    steered, cancel = _STEERED_OR_CANCELLED.first(run=run.pk) or (False, False)
     return (pending_inputs(run, RunInputKind.STEER) if steered else []), bool(cancel)
 
 

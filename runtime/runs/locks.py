@@ -52,6 +52,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transacti
 
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
+from sessions_tree.prepared import P, Prepared
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ DEADLOCK_ATTEMPTS = 5
 
 
 def session_or_not_found(session_id: str) -> AgentSession:
-    meta = AgentSession.objects.filter(session_id=session_id).first()
+    meta = _SESSION.first(session=session_id)
     if meta is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return meta
@@ -77,7 +78,7 @@ def lock_session(meta: AgentSession) -> AgentSession:
     the order above). A session deleted meanwhile (or deleted and imported again under the
     same id, a new row) raises ``SessionNotFound``.
     """
-    locked = AgentSession.objects.select_for_update().filter(pk=meta.pk, session_id=meta.session_id).first()
+    locked = _SESSION_LOCKED.first(pk=meta.pk, session=meta.session_id)
     if locked is None:
         raise SessionNotFound(f"no session {meta.session_id!r}")
     return locked
@@ -89,7 +90,14 @@ def lock_session_id(session_id: str) -> AgentSession | None:
     pk = AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
     if pk is None:
         return None
-    return AgentSession.objects.select_for_update().filter(pk=pk, session_id=session_id).first()
+    return _SESSION_LOCKED.first(pk=pk, session=session_id)
+
+
+_SESSION = Prepared(lambda: AgentSession.objects.filter(session_id=P("session")).order_by("pk")[:1])
+_SESSION_KEY_LOCKED = Prepared(
+    lambda: AgentSession.objects.select_for_update().filter(pk=P("pk"), session_id=P("session")).values_list("pk", flat=True)[:1]
+)
+_SESSION_LOCKED = Prepared(lambda: AgentSession.objects.select_for_update().filter(pk=P("pk"), session_id=P("session"))[:1])
 
 
 def lock_session_key(session_pk: int, session_id: str) -> int | None:
@@ -104,7 +112,7 @@ def lock_session_key(session_pk: int, session_id: str) -> int | None:
         if not connection.in_atomic_block:
             raise RuntimeError("lock_session_key outside a transaction locks nothing")
         return session_pk
-    return AgentSession.objects.select_for_update().filter(pk=session_pk, session_id=session_id).values_list("pk", flat=True).first()
+    return _SESSION_KEY_LOCKED.first(pk=session_pk, session=session_id)
 
 
 def is_lock_conflict(exc: BaseException) -> bool:

@@ -45,6 +45,7 @@ from runtime.runs.questions import expire_questions
 from runtime.runs.selectors import runs_with_status
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
+from sessions_tree.prepared import P, Prepared
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)
@@ -65,11 +66,7 @@ def reap_stale_runs(
     stale = stale_seconds if stale_seconds is not None else settings.NETA_RUN_STALE_SECONDS
     found = None
     if session_id is not None:  # one session (a prompt, a delete): its active runs in one read
-        found = list(
-            AgentRun.objects.filter(session_id=session_id, status__in=(RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.WAITING))
-            .select_related("agent")
-            .order_by("created_at", "pk")  # oldest first: its prompts were accepted first
-        )
+        found = _ACTIVE_RUNS_OF_SESSION.all(session=session_id)
     changed = _reap_running(stale, session_id, start, deleting, found)
     changed += _reap_queued(session_id, start, found)
     changed += expire_questions(session_id=session_id, start=start, found=found)  # ask_user timeouts
@@ -86,6 +83,13 @@ def reap_stale_runs(
     if session_id is None:  # a whole round (not one session's, before a prompt): the console shows its last
         record_pass(changed=len(changed))
     return changed
+
+
+_ACTIVE_RUNS_OF_SESSION = Prepared(
+    lambda: AgentRun.objects.filter(session_id=P("session"), status__in=(RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.WAITING))
+    .select_related("agent")
+    .order_by("created_at", "pk")  # oldest first: its prompts were accepted first
+)
 
 
 def process_role() -> str:

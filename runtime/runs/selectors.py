@@ -7,6 +7,7 @@ from django.db.models import Count, Prefetch, Sum
 from django.db.models.functions import Substr, TruncDate
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, RunStatus
+from sessions_tree.prepared import P, Prepared
 
 
 def active_run(session_id: str) -> AgentRun | None:
@@ -15,7 +16,12 @@ def active_run(session_id: str) -> AgentRun | None:
     Never a locking read (it would lock other sessions' runs through the status index):
     a decision that must hold takes the session's row lock first (``runs/locks.py``),
     under which the answer stays true until the transaction ends."""
-    return AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first()
+    return _ACTIVE_RUN.first(session=session_id)
+
+
+_ACTIVE_RUN = Prepared(
+    lambda: AgentRun.objects.filter(session_id=P("session"), status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk")[:1]
+)
 
 
 def runs_with_status(status: str, *, session_id: str | None = None, found: list[AgentRun] | None = None):

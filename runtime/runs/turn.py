@@ -58,6 +58,7 @@ from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.models import AgentSession
+from sessions_tree.prepared import Increment, update_rows
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog import catalog_version
@@ -129,14 +130,13 @@ class RunBook:
         self.fields.update(fields)
 
     def pending(self) -> dict:
-        from django.db.models import F
-
+        """The columns to write, the sums as ``Increment``s (for ``update_rows``)."""
         out = dict(self.fields)
         for column, value in self.tokens.items():
             if value:
-                out[column] = F(column) + value
+                out[column] = Increment(value)
         if self.cost:
-            out["cost"] = F("cost") + self.cost
+            out["cost"] = Increment(self.cost)
         return out
 
     def written(self) -> None:
@@ -454,7 +454,7 @@ def _stream_assistant(turn: Turn) -> dict:
         marks["in_flight_entry_id"] = entries[-1]["id"]
         if prompt is not None:
             marks["prompt_entry_id"] = entries[0]["id"]
-        AgentRun.objects.filter(pk=run_pk).update(**{**book.pending(), **marks})
+        update_rows(AgentRun, {"pk": run_pk}, {**book.pending(), **marks})
 
     entry = provider.begin_in_flight(session_id, placeholder, before=before, meta=turn.meta, also=opened)
     book.written()  # committed: the in-memory run shows it
@@ -630,7 +630,7 @@ def _park(turn: Turn, question: dict) -> bool:
     _store_results(turn)  # the round's held result: no reply follows it before the answer
     book = turn.book.pending()
     if book:  # the run's bookkeeping (RunBook) before it stops owning the row
-        AgentRun.objects.filter(pk=turn.run.pk).update(**book)
+        update_rows(AgentRun, {"pk": turn.run.pk}, book)
         turn.book.written()
     turn.sink.flush()
     return lifecycle.wait(turn.run, question, sink=turn.sink.sink)

@@ -54,6 +54,7 @@ from sessions_tree.limits import (
     check_header,
 )
 from sessions_tree.models import AgentSession, SessionEvent
+from sessions_tree.prepared import insert, update_rows
 from sessions_tree.path import PathError
 from sessions_tree.snapshot import build_snapshot, session_summary
 from sessions_tree.tree import label_state
@@ -1143,13 +1144,8 @@ class SessionTreeProvider:
         as after a writer that died before its commit)."""
         changed = {name: getattr(meta, name) for name in _META_FIELDS if getattr(meta, name) != before[name]}
         meta.updated_at = changed["updated_at"] = timezone.now()
-        rows = AgentSession.objects.using(self.using).filter(
-            pk=meta.pk,
-            revision=before["revision"],
-            last_seq=before["last_seq"],
-            in_flight_entry_id=before["in_flight_entry_id"],
-        )
-        if rows.update(**changed):
+        condition = {"pk": meta.pk, "revision": before["revision"], "last_seq": before["last_seq"], "in_flight_entry_id": before["in_flight_entry_id"]}
+        if update_rows(AgentSession, condition, changed, using=self.using):
             return
         if not self._store_locks_writers:
             raise _StaleHint  # nothing stored yet: made again from a read
@@ -1168,11 +1164,9 @@ class SessionTreeProvider:
 
     def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
         actor_id = current_actor_id()  # who the services said acts (sessions_tree.acting)
-        SessionEvent.objects.using(self.using).bulk_create(
-            [
-                SessionEvent(session=meta, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e), actor_id=actor_id)
-                for e in events
-            ]
+        insert(
+            [SessionEvent(session_id=meta.pk, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e), actor_id=actor_id) for e in events],
+            using=self.using,
         )
         keep = settings.NETA_EVENT_LOG_SIZE
         last = events[-1]["revision"]
