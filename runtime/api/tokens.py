@@ -19,6 +19,7 @@ from django.utils import timezone
 from audit.services import record
 from runtime.models import ApiToken, TokenScope
 from runtime.realtime.publisher import withdraw_token
+from sessions_tree.prepared import P, Prepared
 
 TOKEN_PREFIX = "neta_"
 PREFIX_CHARS = 12
@@ -128,7 +129,7 @@ def api_token_authenticate(raw: str) -> ApiToken:
     """The usable token for ``raw`` (with its user), or ``TokenInvalid``."""
     if not isinstance(raw, str) or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         raise TokenInvalid("malformed token")
-    token = ApiToken.objects.select_related("user").filter(digest=token_digest(raw)).first()
+    token = _TOKEN_BY_DIGEST.first(digest=token_digest(raw))
     if token is None:
         raise TokenInvalid("unknown token")
     now = timezone.now()
@@ -139,6 +140,9 @@ def api_token_authenticate(raw: str) -> ApiToken:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+_TOKEN_BY_DIGEST = Prepared(lambda: ApiToken.objects.select_related("user").filter(digest=P("digest")).order_by("pk")[:1])
 
 
 def token_from_header(value: str | bytes | None) -> str | None:

@@ -64,6 +64,11 @@ LOCK_CONFLICT_CODES = frozenset({1213, 1205})
 DEADLOCK_ATTEMPTS = 5
 
 
+def session_or_none(session_id: str) -> AgentSession | None:
+    """The session's row (one prepared query), or None."""
+    return _SESSION.first(session=session_id)
+
+
 def session_or_not_found(session_id: str) -> AgentSession:
     meta = _SESSION.first(session=session_id)
     if meta is None:

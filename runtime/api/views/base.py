@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from runtime.api.errors import ApiError, FieldError
 from runtime.models import ApiToken
+from runtime.runs.locks import session_or_none
 from runtime.sessions.access import session_access
 from sessions_tree.errors import EntryNotFound
 from sessions_tree.models import AgentSession
@@ -56,7 +57,7 @@ def session_or_404(request, session_id: str, need: str | None = None) -> AgentSe
     A session the caller may not read answers 404 exactly like a missing one; one
     they may read but not write (or delete) answers 403.
     """
-    meta = AgentSession.objects.filter(session_id=session_id).first()
+    meta = session_or_none(session_id)
     token = request.auth if isinstance(request.auth, ApiToken) else None
     access = session_access(request.user, meta, token=token)
     if not access.read:
