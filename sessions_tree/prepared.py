@@ -4,8 +4,8 @@ The ORM builds and compiles a query's SQL on every call: for the dozen statement
 agent turn that is most of the turn's CPU (a single-row ``filter(pk=…).update(…)`` costs
 ~10x its execution on SQLite). A ``Prepared`` statement is still written with the ORM,
 with ``P(name)`` where a value changes from call to call; its SQL is compiled the first
-time a database connection runs it and kept on that connection (threads have their own),
-then each call binds the values, runs the SQL through the connection's cursor (so query
+time it runs on a database alias and kept for the process (every thread's connection to
+that database runs the same SQL), then each call binds the values, runs the SQL through the connection's cursor (so query
 logging, ``CaptureQueriesContext`` and error wrapping are Django's own) and turns rows
 into model instances, value tuples or a row count as the ORM would::
 
@@ -84,6 +84,11 @@ class _Compiled:
         return params
 
 
+# (statement, alias, shape) -> its SQL for the alias' database: one per process, shared by
+# threads (the SQL and the fields' converters depend on the database, not on the connection).
+_COMPILED: dict[tuple, _Compiled] = {}
+
+
 class Prepared:
     """A SELECT (``build()`` returns the queryset) or, with ``Prepared.update``, an UPDATE."""
 
@@ -122,13 +127,11 @@ class Prepared:
     # ------------------------------------------------------------------ compiling
 
     def _compiled(self, using: str, shape: Any) -> tuple[_Compiled, Any]:
-        connection = connections[using]
-        cache = connection.__dict__.setdefault("_neta_prepared", {})
-        key = (self._key, shape)
-        compiled = cache.get(key)
+        key = (self._key, using, shape)
+        compiled = _COMPILED.get(key)
         if compiled is None:
-            compiled = cache[key] = self._compile(using, shape)
-        return compiled, connection
+            compiled = _COMPILED[key] = self._compile(using, shape)  # two threads at once: the same SQL, twice
+        return compiled, connections[using]
 
     def _compile(self, using: str, shape: Any) -> _Compiled:
         args = () if shape is None else (shape,)  # a statement of shapes builds each with its key
@@ -254,22 +257,21 @@ _UPDATE_ROWS = Prepared.update(_shape_filters, _shape_values)
 
 def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS) -> None:
     """``objs`` (new rows of one model, an auto key each) inserted in one statement, its SQL
-    kept per model and row count. ``pre_save`` runs as for a save (``auto_now_add``), no
+    kept per model, alias and row count. ``pre_save`` runs as for a save (``auto_now_add``), no
     signal is sent (as for ``bulk_create``); a single row gets its key (``lastrowid``)."""
     if not objs:
         return
     model = type(objs[0])
     connection = connections[using]
-    cache = connection.__dict__.setdefault("_neta_prepared", {})
-    key = ("insert", model, len(objs))
-    entry = cache.get(key)
+    key = ("insert", model, using, len(objs))
+    entry = _COMPILED.get(key)
     if entry is None:
         opts = model._meta
         fields = [f for f in opts.concrete_fields if not (f.primary_key and f.db_returning)]
         qn = connection.ops.quote_name
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         sql = f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES {', '.join([row] * len(objs))}"
-        entry = cache[key] = (sql, fields)
+        entry = _COMPILED[key] = (sql, fields)
     sql, fields = entry
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
     with connection.cursor() as cursor:

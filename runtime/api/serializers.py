@@ -10,6 +10,7 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.relations import PKOnlyObject
 
 from runtime.models import THINKING_LEVELS, Agent, AgentRun, ModelConfig
 from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
@@ -193,7 +194,38 @@ class ImportOut(SessionOut):
         read_only_fields = fields
 
 
-class RunOut(serializers.ModelSerializer):
+class BuiltOnce:
+    """An output serializer whose fields are built once per class, not per instance.
+
+    DRF builds (deep-copies, and for a ModelSerializer maps from the model) every field of
+    every serializer it instantiates: for a run that is most of a prompt request's
+    response. Fields that read an attribute and format it (no ``SerializerMethodField``,
+    nothing from the context) do the same for every instance, so a class-wide copy of them
+    writes the representation, by DRF's own rules (``Serializer.to_representation``).
+    The schema and everything else still see the declared fields."""
+
+    _built_once: list | None = None
+
+    def to_representation(self, instance):
+        fields = type(self)._built_once
+        if fields is None:
+            template = type(self)()
+            fields = [f for f in template.fields.values() if not f.write_only]
+            if any(isinstance(f, serializers.SerializerMethodField) for f in fields):
+                raise TypeError(f"{type(self).__name__}: a method field needs its own serializer (it reads self)")
+            type(self)._built_once = fields
+        out = {}
+        for field in fields:
+            try:
+                attribute = field.get_attribute(instance)
+            except serializers.SkipField:
+                continue
+            check = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
+            out[field.field_name] = None if check is None else field.to_representation(attribute)
+        return out
+
+
+class RunOut(BuiltOnce, serializers.ModelSerializer):
     runId = serializers.UUIDField(source="run_id")
     sessionId = serializers.CharField(source="session_id")
     agent = serializers.CharField(source="agent.name")

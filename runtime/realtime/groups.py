@@ -9,6 +9,7 @@ import time
 
 from runtime.realtime.sinks import bound_row
 from sessions_tree.models import AgentSession
+from sessions_tree.prepared import P, Prepared
 
 GROUP_PREFIX = "neta.session."
 
@@ -52,7 +53,10 @@ def session_key(session_id: str) -> int | None:
     first one's sockets.
     """
 
-    return AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
+    return _SESSION_KEY.first(sid=session_id)
+
+
+_SESSION_KEY = Prepared(lambda: AgentSession.objects.filter(session_id=P("sid")).order_by().values_list("pk", flat=True)[:1])
 
 
 # Streaming events are published up to NETA_STREAM_RATE times a second per run: a run's

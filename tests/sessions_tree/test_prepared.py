@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sessions_tree.models import AgentSession, SessionEvent
+from sessions_tree import prepared
 from sessions_tree.prepared import Increment, P, Prepared, insert, update_rows
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -81,16 +82,16 @@ def test_values_list_rows_come_in_the_order_asked_for(using):
         assert LOCKED.first(using=using, pk=other.pk) == "s-2"
 
 
-def test_each_shape_compiles_once_per_connection_and_every_call_is_one_logged_query(using):
+def test_each_shape_compiles_once_per_database_and_every_call_is_one_logged_query(using):
     _session(using, "s-1")
     connection = connections[using]
     BY_ID.first(using=using, sid="s-1")
-    compiled = dict(connection.__dict__["_neta_prepared"])
+    compiled = dict(prepared._COMPILED)
     with CaptureQueriesContext(connection) as queries:
         for _ in range(3):
             assert BY_ID.first(using=using, sid="s-1") is not None
     assert len(queries) == 3 and all("session_id" in q["sql"] for q in queries)
-    assert connection.__dict__["_neta_prepared"] == compiled
+    assert prepared._COMPILED == compiled  # kept for the process (every thread's connection), not compiled again
 
 
 def test_a_missing_value_is_a_clear_error(using):
