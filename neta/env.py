@@ -8,6 +8,8 @@ not ``False``).
 from __future__ import annotations
 
 import os
+import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -148,3 +150,34 @@ def mysql_database(*, name: str, user: str, password: str, host: str, port: int,
         },
         "TEST": {"NAME": f"test_{name}_{os.getpid()}", "CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
     }
+
+
+def installation_key(path: Path) -> str:
+    """The random key kept in ``path``, made on first use (0600).
+
+    Written whole under a temporary name, then linked into place: of several processes
+    starting at once on a new folder (a server and its workers) one key wins and every
+    one reads it complete (an ``O_EXCL`` create left a moment where the file was empty,
+    and the loser of the create stopped with ``FileExistsError``)."""
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+        if key:
+            return key
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(secrets.token_urlsafe(50))
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process's key is in place: that is the key
+    finally:
+        os.unlink(tmp)
+    key = path.read_text(encoding="utf-8").strip()
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: delete it (a new key is made) or set NETA_SECRET_KEY")
+    return key

@@ -7,7 +7,6 @@ With no variable set Neta runs embedded: SQLite under ``var/``, session files un
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 from neta.env import (
@@ -18,6 +17,7 @@ from neta.env import (
     env_list,
     env_path,
     env_str,
+    installation_key,
     secret_files,
     sqlite_database,
 )
@@ -32,17 +32,7 @@ def _secret_key() -> str:
     if configured:
         return configured
     # Embedded default: one random key per installation, kept under var/.
-    key_file = VAR_DIR / "secret_key"
-    try:
-        return key_file.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        key = secrets.token_urlsafe(50)
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(key)
-        return key
-    except FileExistsError:  # pragma: no cover - lost a race with another process
-        return key_file.read_text(encoding="utf-8").strip()
+    return installation_key(VAR_DIR / "secret_key")
 
 
 SECRET_KEY = _secret_key()
