@@ -3,26 +3,23 @@
 The ORM builds and compiles a query's SQL on every call: for the dozen statements of an
 agent turn that is most of the turn's CPU (a single-row ``filter(pk=…).update(…)`` costs
 ~10x its execution on SQLite). A ``Prepared`` statement is still written with the ORM,
-with ``P(name)`` where a value changes from call to call; its SQL is compiled the first
+with ``P(name)`` where a value changes from call to call. Its SQL is compiled the first
 time it runs on a database alias and kept for the process (every thread's connection to
-that database runs the same SQL), then each call binds the values, runs the SQL through the connection's cursor (so query
-logging, ``CaptureQueriesContext`` and error wrapping are Django's own) and turns rows
-into model instances, value tuples or a row count as the ORM would::
+that database runs the same SQL); each call binds the values, runs the SQL through the
+connection's cursor (so query logging, ``CaptureQueriesContext`` and error wrapping are
+Django's own) and turns rows into model instances or value tuples as the ORM would::
 
     RUN_BY_KEY = Prepared(lambda: AgentRun.objects.filter(pk=P("pk"))[:1])
     run = RUN_BY_KEY.first(pk=7)
-    FINISH = Prepared.update(lambda: AgentRun.objects.filter(pk=P("pk"), status="running"),
-                             lambda: {"status": P.save(AgentRun, "status")})
-    done = FINISH.run(pk=7, status="completed")
 
 A ``P`` compiles to one ``%s``; its value is prepared for the database by ``field`` when
 one is given (a UUID, a date, JSON), else passed as it is (keys, strings, numbers).
-Statements whose SQL differs by shape (an UPDATE of the fields that changed) take a
-``shape`` key, passed to ``build`` and ``values``: one compiled statement per shape.
+``update_rows`` is a conditional UPDATE compiled per shape, ``insert`` an INSERT per
+model and row count.
 
-Limits, checked when the statement is compiled: SELECTs yield model instances (with
-``select_related`` and annotations) or ``values_list`` rows; a ``select_for_update`` is
-compiled inside the caller's transaction, and every later call must be in one too.
+SELECTs yield model instances (with ``select_related`` and annotations) or
+``values_list`` rows (anything else is refused when compiled); a ``select_for_update``
+is compiled inside the caller's transaction, and every later call must be in one too.
 """
 
 from __future__ import annotations
@@ -43,11 +40,6 @@ class P(Expression):
         super().__init__(output_field=field)
         self.name, self.target, self.for_save = name, field, save
 
-    @classmethod
-    def save(cls, model: type[Model], name: str, param: str | None = None) -> P:
-        """The value an UPDATE writes to ``model``'s field ``name`` (bound as ``param``, default the field's name)."""
-        return cls(param or name, model._meta.get_field(name), save=True)
-
     def as_sql(self, compiler, connection):
         return "%s", [self]
 
@@ -63,7 +55,7 @@ class P(Expression):
 
 
 class _Compiled:
-    """One statement's SQL on one connection, and how to bind and read it."""
+    """One statement's SQL for one database, and how to bind and read it."""
 
     __slots__ = ("sql", "params", "slots", "read")
 
@@ -92,14 +84,15 @@ _COMPILED: dict[tuple, _Compiled] = {}
 class Prepared:
     """A SELECT (``build()`` returns the queryset) or, with ``Prepared.update``, an UPDATE."""
 
-    def __init__(self, build: Callable[[], QuerySet], *, values: Callable[[], dict] | None = None):
+    def __init__(self, build: Callable[..., QuerySet], *, values: Callable[..., dict] | None = None):
         self._build = build
         self._values = values
         self._key = object()
 
     @classmethod
-    def update(cls, build: Callable[[], QuerySet], values: Callable[[], dict]) -> Prepared:
-        """``build()``'s rows updated with ``values()`` (field name → ``P`` or expression)."""
+    def update(cls, build: Callable[..., QuerySet], values: Callable[..., dict]) -> Prepared:
+        """``build()``'s rows updated with ``values()`` (field name → ``P`` or expression);
+        with a ``shape``, both are called with it."""
         return cls(build, values=values)
 
     # ------------------------------------------------------------------ calls
@@ -189,7 +182,6 @@ def _reader(queryset: QuerySet, compiler) -> Callable[[list, str], list]:
     raise TypeError(f"a prepared SELECT yields model instances or values_list rows, not {kind.__name__}")
 
 
-
 # --------------------------------------------------------------------------- single-row updates
 
 
@@ -210,6 +202,9 @@ def update_rows(model: type[Model], filters: dict, values: dict, *, using: str =
     compiled SQL per shape (the model, the filters' lookups, the values' names and which of
     them are ``Increment``s). A tuple in ``filters`` (an ``__in`` list) and a None (``IS
     NULL``) are part of the shape; every other filter and value is bound."""
+    for lookup, value in filters.items():
+        if isinstance(value, (list, set, frozenset)):
+            raise TypeError(f"update_rows: {lookup}'s list is part of the statement's shape: give a tuple")
     shape = (
         model,
         tuple((lookup, value if value is None or isinstance(value, tuple) else _BOUND) for lookup, value in filters.items()),
@@ -221,7 +216,7 @@ def update_rows(model: type[Model], filters: dict, values: dict, *, using: str =
     return _UPDATE_ROWS.run(using=using, shape=shape, **bound)
 
 
-_BOUND = "bound"
+_BOUND = object()  # a filter whose value is bound per call (not part of the shape)
 
 
 def _shape_filters(shape) -> QuerySet:
@@ -254,6 +249,8 @@ _UPDATE_ROWS = Prepared.update(_shape_filters, _shape_values)
 
 # --------------------------------------------------------------------------- inserts
 
+_INSERTS: dict[tuple, tuple[str, list[Field]]] = {}  # (model, alias, rows) -> the SQL and its fields
+
 
 def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS) -> None:
     """``objs`` (new rows of one model, an auto key each) inserted in one statement, its SQL
@@ -263,15 +260,15 @@ def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS) -> None:
         return
     model = type(objs[0])
     connection = connections[using]
-    key = ("insert", model, using, len(objs))
-    entry = _COMPILED.get(key)
+    key = (model, using, len(objs))
+    entry = _INSERTS.get(key)
     if entry is None:
         opts = model._meta
         fields = [f for f in opts.concrete_fields if not (f.primary_key and f.db_returning)]
         qn = connection.ops.quote_name
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         sql = f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES {', '.join([row] * len(objs))}"
-        entry = _COMPILED[key] = (sql, fields)
+        entry = _INSERTS[key] = (sql, fields)
     sql, fields = entry
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]
     with connection.cursor() as cursor:

@@ -53,6 +53,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transacti
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
 from sessions_tree.prepared import P, Prepared
+from sessions_tree.providers.base import load_meta_any
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +66,12 @@ DEADLOCK_ATTEMPTS = 5
 
 
 def session_or_none(session_id: str) -> AgentSession | None:
-    """The session's row (one prepared query), or None."""
-    return _SESSION.first(session=session_id)
+    """The session's row whatever its store (the stores' own prepared read), or None."""
+    return load_meta_any(session_id)
 
 
 def session_or_not_found(session_id: str) -> AgentSession:
-    meta = _SESSION.first(session=session_id)
+    meta = load_meta_any(session_id)
     if meta is None:
         raise SessionNotFound(f"no session {session_id!r}")
     return meta
@@ -98,7 +99,6 @@ def lock_session_id(session_id: str) -> AgentSession | None:
     return _SESSION_LOCKED.first(pk=pk, session=session_id)
 
 
-_SESSION = Prepared(lambda: AgentSession.objects.filter(session_id=P("session")).order_by("pk")[:1])
 _SESSION_KEY_LOCKED = Prepared(
     lambda: AgentSession.objects.select_for_update().filter(pk=P("pk"), session_id=P("session")).values_list("pk", flat=True)[:1]
 )

@@ -134,3 +134,10 @@ def test_insert_writes_rows_as_save_would(using, django_user_model):
     events = [SessionEvent(session_id=meta.pk, revision=r, type="t", payload="{}", actor_id=user.pk) for r in (1, 2, 3)]
     insert(events, using=using)
     assert list(SessionEvent.objects.using(using).filter(session=meta).values_list("revision", "actor_id")) == [(1, user.pk), (2, user.pk), (3, user.pk)]
+
+
+def test_update_rows_refuses_a_list_where_its_shape_needs_a_tuple(using):
+    meta = _session(using, "s-1")
+    with pytest.raises(TypeError, match="give a tuple"):
+        update_rows(AgentSession, {"pk": meta.pk, "status__in": ["active"]}, {"title": "t"}, using=using)
+    assert AgentSession.objects.using(using).get(pk=meta.pk).title == ""
