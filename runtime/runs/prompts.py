@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 from dataclasses import dataclass
 
@@ -75,6 +76,10 @@ def _clean_images(images, *, text: str = "") -> list[dict]:
             raise RuntimeInputError(f"images[{i}]", f"needs base64 'data' and a 'mimeType' of {', '.join(IMAGE_TYPES)}")
         if len(image["data"]) > MAX_IMAGE_BASE64:
             raise RuntimeInputError(f"images[{i}]", "is larger than 10 MB")
+        try:
+            binascii.a2b_base64(image["data"], strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise RuntimeInputError(f"images[{i}]", "'data' is not base64 (no whitespace or data URL prefix)") from None
         total += len(image["data"])  # base64 is ASCII: one byte a character
         if total > limit:
             raise RuntimeInputError(

@@ -281,6 +281,9 @@ def test_bad_prompts_are_refused_without_writing(driver_for):
     for kwargs, field in (
         ({"text": ""}, "text"),
         ({"text": "x", "images": [{"data": "...", "mimeType": "text/plain"}]}, "images[0]"),
+        ({"text": "x", "images": [{"data": "!!", "mimeType": "image/png"}]}, "images[0]"),
+        ({"text": "x", "images": [{"data": "data:image/png;base64,AAAA", "mimeType": "image/png"}]}, "images[0]"),
+        ({"text": "x", "images": [{"data": "AAAA\nAAAA", "mimeType": "image/png"}]}, "images[0]"),
         ({"text": "x", "mode": "shout"}, "mode"),
         ({"text": "x", "model_name": "nope"}, "model"),
     ):
