@@ -68,6 +68,23 @@ DROP_IMAGE = """() => {
 }"""
 
 
+# Opens the editor and, as soon as it is in the page, selects its text and (two frames on)
+# types over the selection; answers the field's value.
+TYPE_ON_OPEN = """(button) => new Promise((resolve) => {
+  const seen = new MutationObserver(() => {
+    const area = document.getElementById("edit-in-place-input");
+    if (!area) return;
+    seen.disconnect();
+    area.select();
+    requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => {
+      document.execCommand("insertText", false, "typed at once");
+      resolve(area.value);
+    }, 50)));
+  });
+  seen.observe(document.body, {childList: true, subtree: true});
+  button.click();
+})"""
+
 def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, features_agent, artifacts):
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
@@ -113,6 +130,12 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     expect(editor).to_have_count(0)
     expect(user.locator(".user-text")).to_have_text("alpha about pruning quince trees")
     assert store_eval(page, "s.snapshot.entries.length") == entries_before
+    # Keys typed the moment the editor opens replace its text as typed: the caret is placed
+    # before the first paint, not a frame later under what was typed (a fast fill appended).
+    typed = page.evaluate(TYPE_ON_OPEN, user.get_by_role("button", name="Edit").element_handle())
+    assert typed == "typed at once"
+    editor.press("Escape")
+    expect(editor).to_have_count(0)
     user.get_by_role("button", name="Edit").click()
     editor.fill("alpha, asked about apple trees")
     shot(page, artifacts, "edit-in-place")

@@ -3,13 +3,15 @@
 // whenever a patch arrives, and an input bound to `initial` would be reset under
 // the user's fingers.
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 
 export function InlineEditor({ id, label, initial, placeholder, maxLength, className = "", onDone }) {
   const [text, setText] = useState(initial);
   const input = useRef(null);
-  useEffect(() => {
+  // Before the first paint (a layout effect): an effect runs a frame later and would move
+  // the caret or selection under keys already typed into the field.
+  useLayoutEffect(() => {
     input.current?.focus();
     input.current?.select();
   }, []);

@@ -4,7 +4,7 @@
 // The switcher reads the tree itself (its own store subscription), so a new sibling
 // shows at once although the message's item only re-renders when its entry changes.
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { stepVersion, versionsOf } from "../versions_model.js";
@@ -37,7 +37,9 @@ export function EditInPlace({ text, onSave, onCancel }) {
   const [value, setValue] = useState(text);
   const [busy, setBusy] = useState(false);
   const area = useRef(null);
-  useEffect(() => {
+  // Before the first paint (a layout effect): an effect runs a frame later and would move
+  // the caret or selection under keys already typed into the field.
+  useLayoutEffect(() => {
     const el = area.current;
     if (!el) return;
     el.focus();
