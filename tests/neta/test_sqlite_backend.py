@@ -68,3 +68,29 @@ def test_a_second_thread_writes_once_the_first_committed():
         thread.join(20)
     assert order == ["first commits", "second begins"] and not queue().locked()
     assert sorted(get_user_model().objects.values_list("username", flat=True)) == ["first", "second"]
+
+
+def test_statements_are_converted_once_and_the_memory_of_them_stays_bounded(monkeypatch):
+    """Cursors remember each statement's SQLite form (``%s`` → ``?``, ``%%`` → ``%``):
+    the same rows come back the second time, from the remembered form, and a process
+    running ever-new statement texts empties the memory instead of growing it."""
+    from neta.sqlite_backend import base as backend
+
+    backend._converted.clear()
+    get_user_model().objects.create_user("percent%user")
+    sql = "SELECT username FROM auth_user WHERE username LIKE %s AND username LIKE '%%user'"
+    for _ in range(2):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, ["percent%"])
+            assert cursor.fetchall() == [("percent%user",)]
+    assert backend._converted[sql] == "SELECT username FROM auth_user WHERE username LIKE ? AND username LIKE '%user'"
+    with connection.cursor() as cursor:  # named parameters are not remembered (their names shape the text)
+        cursor.execute("SELECT %(a)s + %(b)s", {"a": 1, "b": 2})
+        assert cursor.fetchone() == (3,)
+    assert "SELECT %(a)s + %(b)s" not in backend._converted
+    monkeypatch.setattr(backend, "_CONVERTED_MAX", 5)
+    with connection.cursor() as cursor:
+        for n in range(12):
+            cursor.execute(f"SELECT %s + {n}", [1])
+            assert cursor.fetchone() == (1 + n,)
+    assert 0 < len(backend._converted) <= 5
