@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolcatalog.protocol import ToolError
+from toolcatalog.protocol import ResolvedPaths, ToolError
 
 VAR_SECRETS = ("secret_key", "admin-password")
 SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
@@ -41,7 +42,7 @@ def protected_paths() -> tuple[Path, ...]:
         from django.conf import settings
 
         if not settings.configured:
-            return ()
+            return ResolvedPaths()
         var_dir = getattr(settings, "VAR_DIR", None)
         found: list[str] = [os.path.join(var_dir, name) for name in VAR_SECRETS] if var_dir else []
         for db in getattr(settings, "DATABASES", {}).values():
@@ -53,13 +54,31 @@ def protected_paths() -> tuple[Path, ...]:
         found += [str(p) for p in getattr(settings, "NETA_TOOL_DENY_PATHS", []) or []]
         found += [str(p) for p in getattr(settings, "NETA_SECRET_FILES", []) or []]  # the NETA_*_FILE secrets
     except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
-        return ()
+        return ResolvedPaths()
+    key = tuple(found)
+    now = time.monotonic()
+    known = _resolved.get(key)
+    if known is not None and now - known[0] < RESOLVED_SECONDS:
+        return known[1]
     out: list[Path] = []
     for raw in found:
         real = Path(os.path.realpath(raw))
         if real not in out:
             out.append(real)
-    return tuple(out)
+    if len(_resolved) > 16:
+        _resolved.clear()
+    paths = ResolvedPaths(out)
+    _resolved[key] = (now, paths)
+    return paths
+
+
+# Resolving every protected path (a few lstat calls each) for every tool context was
+# ~2 % of a turn: the answer for the same settings is reused for a few seconds. A path
+# moved in that window is found again at the next resolution (the server's own files
+# do not move under it in normal operation; see the module docstring on what a tool
+# without the sandbox can reach anyway).
+_resolved: dict[tuple[str, ...], tuple[float, ResolvedPaths]] = {}
+RESOLVED_SECONDS = 5.0
 
 
 def protected_match(real: str, protected: Sequence[Path]) -> Path | None:

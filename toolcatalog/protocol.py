@@ -171,6 +171,12 @@ def _sandbox_default() -> str:
     return effective_sandbox().mode
 
 
+class ResolvedPaths(tuple):
+    """Paths resolved already (``os.path.realpath``): a context takes them as they are."""
+
+    __slots__ = ()
+
+
 def _protected_default() -> tuple[Path, ...]:
     from toolcatalog.protected_paths import protected_paths
 
@@ -242,7 +248,8 @@ class ToolContext:
                 raise ValueError(f"cwd {cwd} is outside the workspace roots")
             self.cwd = cwd
         self.env_passthrough = tuple(self.env_passthrough)
-        self.protected = tuple(Path(os.path.realpath(os.fspath(p))) for p in self.protected)
+        if not isinstance(self.protected, ResolvedPaths):  # the default was resolved just now
+            self.protected = ResolvedPaths(Path(os.path.realpath(os.fspath(p))) for p in self.protected)
         if self.sandbox == "auto":
             from toolcatalog.sandbox import resolve_sandbox
 

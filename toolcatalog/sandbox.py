@@ -349,7 +349,26 @@ def bwrap_binary() -> tuple[str, str | None]:
         pass
     if os.sep in configured:
         return configured, configured if os.access(configured, os.X_OK) and os.path.isfile(configured) else None
-    return configured, shutil.which(configured)
+    return configured, _which(configured)
+
+
+# A search of PATH per tool context was ~1 % of a turn: its answer is kept a few seconds
+# (per name and PATH), so a bwrap installed meanwhile is still found soon.
+_which_found: dict[tuple[str, str], tuple[float, str | None]] = {}
+_WHICH_SECONDS = 5.0
+
+
+def _which(name: str) -> str | None:
+    key = (name, os.environ.get("PATH", ""))
+    now = time.monotonic()
+    known = _which_found.get(key)
+    if known is not None and now - known[0] < _WHICH_SECONDS:
+        return known[1]
+    found = shutil.which(name)
+    if len(_which_found) > 64:
+        _which_found.clear()
+    _which_found[key] = (now, found)
+    return found
 
 
 def bwrap_status() -> BwrapStatus:
@@ -445,6 +464,7 @@ def reset_sandbox_probe() -> None:
     """Forget the probe results (tests that change the binary or PATH)."""
     _probe_bwrap.cache_clear()
     _warned.clear()
+    _which_found.clear()
 
 
 @functools.cache

@@ -58,6 +58,33 @@ def test_the_built_in_protected_paths(var_dir, settings, monkeypatch, tmp_path):
     assert expected <= protected
 
 
+def test_the_resolution_follows_the_settings_at_once_and_the_disk_within_seconds(var_dir, settings, monkeypatch, tmp_path):
+    """Resolved paths are reused a few seconds for the same settings (a context is built per
+    round of tool calls); a settings change is seen at once, a symlink moved on disk when
+    the reuse ends, and a context takes the resolved list without resolving it again."""
+    from toolcatalog import protected_paths as pp
+
+    target_a, target_b = tmp_path / "a", tmp_path / "b"
+    target_a.mkdir()
+    target_b.mkdir()
+    link = tmp_path / "deny-link"
+    link.symlink_to(target_a)
+    settings.NETA_TOOL_DENY_PATHS = [str(link)]
+    assert target_a in protected_paths()
+    settings.NETA_TOOL_DENY_PATHS = [str(link), str(tmp_path / "more")]
+    assert tmp_path / "more" in protected_paths()  # new settings: resolved now
+    link.unlink()
+    link.symlink_to(target_b)
+    assert target_a in protected_paths()  # the same settings within the reuse window
+    monkeypatch.setattr(pp, "RESOLVED_SECONDS", 0.0)
+    now = protected_paths()
+    assert target_b in now and target_a not in now
+    ctx = ToolContext(roots=(var_dir,), sandbox="none")
+    assert target_b in ctx.protected and type(ctx.protected) is type(now)
+    by_hand = ToolContext(roots=(var_dir,), sandbox="none", protected=(str(link),))  # a caller's own list is resolved
+    assert by_hand.protected == (target_b,)
+
+
 @pytest.mark.parametrize("name", ["secret_key", "admin-password", "neta.sqlite3", "sessions/--w--/s.jsonl"])
 def test_file_tools_refuse_the_servers_files_even_inside_a_root(var_dir, name):
     ctx = ToolContext(roots=(var_dir,), sandbox="none")

@@ -84,3 +84,24 @@ def test_a_server_process_without_bwrap_says_so_in_check_and_log(tmp_path):
         [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120, cwd=REPO
     )
     assert "toolcatalog.W002" in check.stderr + check.stdout
+
+
+def test_a_bwrap_put_on_path_is_found_within_seconds(settings, monkeypatch, tmp_path):
+    """The PATH search for bwrap is reused a few seconds (a tool context is built per
+    round of tool calls): a new PATH is searched at once, a binary installed meanwhile
+    is found when the reuse ends."""
+    settings.NETA_SANDBOX_BWRAP = "bwrap"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert sandbox.bwrap_binary() == ("bwrap", None)
+    fake = bin_dir / "bwrap"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    assert sandbox.bwrap_binary() == ("bwrap", None)  # the same PATH within the window
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/nonexistent")
+    assert sandbox.bwrap_binary() == ("bwrap", str(fake))  # another PATH: searched now
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert sandbox.bwrap_binary() == ("bwrap", None)
+    monkeypatch.setattr(sandbox, "_WHICH_SECONDS", 0.0)
+    assert sandbox.bwrap_binary() == ("bwrap", str(fake))
