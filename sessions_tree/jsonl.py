@@ -249,7 +249,7 @@ def _prepare(value, depth: int):
         if value.is_integer() and -_MAX_SAFE <= value <= _MAX_SAFE:
             return int(value)
         return orjson.Fragment(_json_number(value))
-    if value is None or t is bool:
+    if value is None or t is bool or t is orjson.Fragment:  # a fragment is JSON already
         return value
     return _prepare(_plain(value), depth)
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -74,6 +75,23 @@ class PendingEntry:
     raw: str
 
 
+class _Events(list):
+    """A change's tree events, with the JSON of the entries they carry where the change
+    made it already (``raws``, by the event's id): the event log stores each event with
+    its entry's text as it was written, not a second serialization of it. The event is
+    kept beside its text, so an id is never another (later) event's."""
+
+    __slots__ = ("raws",)
+
+    def __init__(self):
+        super().__init__()
+        self.raws: dict[int, tuple[dict, str]] = {}
+
+    def entry_raw(self, event: dict) -> str | None:
+        known = self.raws.get(id(event))
+        return known[1] if known is not None and known[0] is event else None
+
+
 def pending_entry(entry: dict) -> PendingEntry:
     """An entry made ready to store: cleaned (``clean.clean_value``), serialized, size-checked.
 
@@ -84,6 +102,15 @@ def pending_entry(entry: dict) -> PendingEntry:
     raw = jsonl.dumps(entry)
     check_entry_size(raw)
     return PendingEntry(entry, raw)
+
+
+def _event_json(event: dict, entry_raw: str | None) -> str:
+    """The event log's payload: the event's JSON, its entry's part taken as written."""
+    if entry_raw is None:
+        return jsonl.dumps(event)
+    payload = dict(event)
+    payload["entry"] = orjson.Fragment(entry_raw)
+    return jsonl.dumps(payload)
 
 
 # The meta row: every read and write starts here (no ordering: the id is unique).
@@ -716,7 +743,7 @@ class SessionTreeProvider:
                 meta_row.in_flight_payload = pending.raw
                 meta_row.leaf_entry_id = new_id
                 self._store_append_and_begin(meta_row, index, appended, pending)
-                emit(te.in_flight_added, entry=entry, leaf_id=new_id)
+                emit(te.in_flight_added, entry=entry, leaf_id=new_id, raw=pending.raw)
                 stored[:] = [*(p.entry for p in appended), entry]
             return stored[-1]
 
@@ -743,7 +770,7 @@ class SessionTreeProvider:
                 meta.in_flight_payload = pending.raw
                 meta.leaf_entry_id = new_id
                 self._store_append_and_begin(meta, index, [], pending)
-                emit(te.in_flight_added, entry=entry, leaf_id=new_id)
+                emit(te.in_flight_added, entry=entry, leaf_id=new_id, raw=pending.raw)
         return entry
 
     def update_in_flight_fields(self, session_id: str, entry_id: str, fields: dict) -> dict:
@@ -755,7 +782,7 @@ class SessionTreeProvider:
                 pending = pending_entry({**current, **fields})
                 entry = pending.entry
                 meta.in_flight_payload = pending.raw
-                emit(te.entry_updated, entry=entry, in_flight=True)
+                emit(te.entry_updated, entry=entry, in_flight=True, raw=pending.raw)
         return entry
 
     def update_in_flight_entry(self, session_id: str, entry_id: str, message: dict, *, meta: AgentSession | None = None) -> dict:
@@ -767,7 +794,7 @@ class SessionTreeProvider:
                 pending = pending_entry({**current, "message": message})
                 entry = pending.entry
                 meta_row.in_flight_payload = pending.raw
-                emit(te.entry_updated, entry=entry, in_flight=True)
+                emit(te.entry_updated, entry=entry, in_flight=True, raw=pending.raw)
             return entry
 
         return self._hinted(meta, write)
@@ -819,7 +846,7 @@ class SessionTreeProvider:
                 self._store_in_flight_end(meta_row, index, pending, status)
                 meta_row.in_flight_entry_id = None
                 meta_row.in_flight_payload = ""
-                emit(te.entry_updated, entry=entry, in_flight=False)
+                emit(te.entry_updated, entry=entry, in_flight=False, raw=pending.raw)
                 stored[:] = [entry]
             return stored[0]
 
@@ -986,7 +1013,7 @@ class SessionTreeProvider:
         line the meta does not acknowledge, which the next write adopts (as a crash
         there always did).
         """
-        events: list[dict] = []
+        events: list[dict] = _Events()
         meta_box: list[AgentSession] = []
         for attempt in range(3):
             trusted = hint if trust_hint and attempt == 0 else None
@@ -1073,8 +1100,11 @@ class SessionTreeProvider:
         """``emit(constructor, **fields)``: one event of the change, built by its constructor
         (``sessions_tree.tree_events``) with the session and the next revision."""
 
-        def emit(build: Callable[..., dict], **fields) -> None:
-            events.append(build(session_id=session_id, revision=base_revision + len(events) + 1, **fields))
+        def emit(build: Callable[..., dict], *, raw: str | None = None, **fields) -> None:
+            event = build(session_id=session_id, revision=base_revision + len(events) + 1, **fields)
+            events.append(event)
+            if raw is not None and isinstance(events, _Events):  # ``raw``: the JSON of fields["entry"]
+                events.raws[id(event)] = (event, raw)
 
         return emit
 
@@ -1144,8 +1174,12 @@ class SessionTreeProvider:
 
     def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
         actor_id = current_actor_id()  # who the services said acts (sessions_tree.acting)
+        entry_raw = events.entry_raw if isinstance(events, _Events) else (lambda e: None)
         insert(
-            [SessionEvent(session_id=meta.pk, revision=e["revision"], type=e["type"], payload=jsonl.dumps(e), actor_id=actor_id) for e in events],
+            [
+                SessionEvent(session_id=meta.pk, revision=e["revision"], type=e["type"], payload=_event_json(e, entry_raw(e)), actor_id=actor_id)
+                for e in events
+            ],
             using=self.using,
         )
         keep = settings.NETA_EVENT_LOG_SIZE
@@ -1200,7 +1234,7 @@ class SessionTreeProvider:
         for item in pending:
             entry = item.entry
             meta.leaf_entry_id = entry["id"]
-            emit(te.entry_appended, entry=entry, leaf_id=entry["id"])
+            emit(te.entry_appended, entry=entry, leaf_id=entry["id"], raw=item.raw)
 
 
 _META_FIELDS = tuple(f.attname for f in AgentSession._meta.concrete_fields)

@@ -195,3 +195,31 @@ def test_a_commit_hands_its_rows_key_to_publishers_that_take_it(provider, django
     finally:
         ev.remove_publisher(keyed_publisher)
         ev.remove_publisher(plain_publisher)
+
+
+def test_the_event_log_stores_each_entry_as_it_was_written(provider, published, django_capture_on_commit_callbacks):
+    """The log's payload takes an entry's JSON from its write (no second serialization):
+    byte for byte what serializing the published event gives, for every path that writes
+    an entry, with the values whose JSON is not Python's (floats, integral floats, a lone
+    surrogate, non-ASCII)."""
+    from sessions_tree import jsonl
+    from sessions_tree.models import SessionEvent
+
+    sid = provider.create_session(cwd="/w").session_id
+    odd = assistant_message("naïve \ud800 ✓ 1e21")
+    odd["usage"]["cost"] = {"input": 0.1 + 0.2, "output": 5.0, "total": 1e-7}
+    published.clear()
+    with django_capture_on_commit_callbacks(using=provider.using, execute=True):
+        provider.append_message(sid, user_message("first"))
+        entry = provider.begin_in_flight(sid, odd, before=[user_message("prompt ✓")])
+        provider.update_in_flight_entry(sid, entry["id"], odd)
+        provider.finalize_in_flight(sid, entry["id"], odd)
+    events = [e for s, e in published if s == sid]
+    assert [e["type"] for e in events] == [ev.ENTRY_ADDED, ev.ENTRY_ADDED, ev.ENTRY_ADDED, ev.ENTRY_UPDATED, ev.ENTRY_UPDATED]
+    stored = dict(
+        SessionEvent.objects.using(provider.using).filter(session__session_id=sid).values_list("revision", "payload")
+    )
+    for event in events:
+        assert stored[event["revision"]] == jsonl.dumps(event)
+    assert '"input":0.30000000000000004' in stored[events[-1]["revision"]]
+    assert '"total":1e-7' in stored[events[-1]["revision"]] and '"output":5,' in stored[events[-1]["revision"]]
