@@ -167,27 +167,28 @@ class Coalescer:
         self.budget = budget
         self.clock = clock
         self._pending: dict | None = None
+        self._pending_key: tuple | None = None
         self._last_flush = 0.0
         self._wait = self.interval  # the interval now: the rate's, or the budget's share if longer
         self.emitted = 0
 
-    def _key(self, event: dict) -> tuple:
-        return (event["type"], event.get("entryId"), event.get("contentIndex"), event.get("kind"), event.get("toolCallId"))
-
     def emit(self, event: dict) -> None:
-        if event["type"] not in self.DELTA_TYPES or event.get("final"):
+        kind = event["type"]
+        if kind not in self.DELTA_TYPES or event.get("final"):
             self.flush()
             self._send(event)
             return
+        # Which stream a delta continues (the pending one's key is kept with it).
+        key = (kind, event.get("entryId"), event.get("contentIndex"), event.get("kind"), event.get("toolCallId"))
         pending = self._pending
-        if pending is not None and self._key(pending) == self._key(event):
-            if event["type"] == "tool_result_streamed":
+        if pending is not None and key == self._pending_key:
+            if kind == "tool_result_streamed":
                 pending.update(event)  # accumulated partials: the latest wins
             else:
                 pending["delta"] += event.get("delta", "")
         else:
             self.flush()
-            self._pending = dict(event)
+            self._pending, self._pending_key = dict(event), key
         if self.clock() - self._last_flush >= self._wait:
             self.flush()
 

@@ -388,3 +388,24 @@ def test_a_paced_stream_sends_every_delta_in_order():
     thinking = [e.delta for e in events if e.type == "thinking_delta"]
     assert thinking == ["Nee", "d t", "he ", "for", "eca", "st."]
     assert [e.type for e in events][-1] == "done"
+
+
+def test_the_reported_input_counts_the_tools_json_also_when_remembered():
+    """The scripted model counts the tools' JSON in its usage (four characters a token);
+    the length is remembered per tool list, and a changed description or schema counts anew."""
+    rules = {"version": 1, "rules": [], "default": {"reply": [{"text": "ok"}]}}
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    tools = [{"name": "ls", "description": "List a directory.", "parameters": schema}]
+
+    def input_tokens(tools):
+        final = complete(model(rules), LlmRequest(system_prompt="", messages=[user("x")], tools=tools))
+        return final["usage"]["input"]
+
+    bare = input_tokens([])
+    first = input_tokens(tools)
+    assert first - bare == pytest.approx(len(json.dumps(tools, ensure_ascii=False)) / 4, abs=1)
+    assert input_tokens([dict(t) for t in tools]) == first  # a new list of the same tools
+    longer = [{**tools[0], "description": "List a directory, with sizes, in a long and detailed way."}]
+    assert input_tokens(longer) > first
+    wider = [{**tools[0], "parameters": {**schema, "required": ["path"]}}]
+    assert input_tokens(wider) > first
