@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolcatalog.memo import recent
 from toolcatalog.protocol import ResolvedPaths, ToolError
 
 VAR_SECRETS = ("secret_key", "admin-password")
@@ -55,21 +55,16 @@ def protected_paths() -> tuple[Path, ...]:
         found += [str(p) for p in getattr(settings, "NETA_SECRET_FILES", []) or []]  # the NETA_*_FILE secrets
     except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
         return ResolvedPaths()
-    key = tuple(found)
-    now = time.monotonic()
-    known = _resolved.get(key)
-    if known is not None and now - known[0] < RESOLVED_SECONDS:
-        return known[1]
+    return recent(_resolved, tuple(found), RESOLVED_SECONDS, lambda: _resolve(found), limit=16)
+
+
+def _resolve(found: list[str]) -> ResolvedPaths:
     out: list[Path] = []
     for raw in found:
         real = Path(os.path.realpath(raw))
         if real not in out:
             out.append(real)
-    if len(_resolved) > 16:
-        _resolved.clear()
-    paths = ResolvedPaths(out)
-    _resolved[key] = (now, paths)
-    return paths
+    return ResolvedPaths(out)
 
 
 # Resolving every protected path (a few lstat calls each) for every tool context was
@@ -77,7 +72,7 @@ def protected_paths() -> tuple[Path, ...]:
 # moved in that window is found again at the next resolution (the server's own files
 # do not move under it in normal operation; see the module docstring on what a tool
 # without the sandbox can reach anyway).
-_resolved: dict[tuple[str, ...], tuple[float, ResolvedPaths]] = {}
+_resolved: dict = {}
 RESOLVED_SECONDS = 5.0
 
 

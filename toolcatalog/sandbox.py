@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolcatalog.cpu_affinity import spawning
+from toolcatalog.memo import recent
 from toolcatalog.protocol import CancelSignal
 
 logger = logging.getLogger(__name__)
@@ -354,21 +355,12 @@ def bwrap_binary() -> tuple[str, str | None]:
 
 # A search of PATH per tool context was ~1 % of a turn: its answer is kept a few seconds
 # (per name and PATH), so a bwrap installed meanwhile is still found soon.
-_which_found: dict[tuple[str, str], tuple[float, str | None]] = {}
+_which_found: dict = {}
 _WHICH_SECONDS = 5.0
 
 
 def _which(name: str) -> str | None:
-    key = (name, os.environ.get("PATH", ""))
-    now = time.monotonic()
-    known = _which_found.get(key)
-    if known is not None and now - known[0] < _WHICH_SECONDS:
-        return known[1]
-    found = shutil.which(name)
-    if len(_which_found) > 64:
-        _which_found.clear()
-    _which_found[key] = (now, found)
-    return found
+    return recent(_which_found, (name, os.environ.get("PATH", "")), _WHICH_SECONDS, lambda: shutil.which(name))
 
 
 def bwrap_status() -> BwrapStatus:

@@ -1013,7 +1013,7 @@ class SessionTreeProvider:
         line the meta does not acknowledge, which the next write adopts (as a crash
         there always did).
         """
-        events: list[dict] = _Events()
+        events = _Events()
         meta_box: list[AgentSession] = []
         for attempt in range(3):
             trusted = hint if trust_hint and attempt == 0 else None
@@ -1082,7 +1082,7 @@ class SessionTreeProvider:
             return write(False)
 
     def _recover(self, session_id: str) -> None:
-        events: list[dict] = []
+        events = _Events()
         meta = None
         try:
             with transaction.atomic(using=self.using):
@@ -1096,14 +1096,14 @@ class SessionTreeProvider:
             raise
 
     @staticmethod
-    def _emitter(session_id: str, base_revision: int, events: list[dict]) -> Callable:
+    def _emitter(session_id: str, base_revision: int, events: _Events) -> Callable:
         """``emit(constructor, **fields)``: one event of the change, built by its constructor
         (``sessions_tree.tree_events``) with the session and the next revision."""
 
         def emit(build: Callable[..., dict], *, raw: str | None = None, **fields) -> None:
             event = build(session_id=session_id, revision=base_revision + len(events) + 1, **fields)
             events.append(event)
-            if raw is not None and isinstance(events, _Events):  # ``raw``: the JSON of fields["entry"]
+            if raw is not None:  # the JSON of fields["entry"], as the write made it
                 events.raws[id(event)] = (event, raw)
 
         return emit
@@ -1112,7 +1112,7 @@ class SessionTreeProvider:
         self,
         meta: AgentSession,
         index: SessionIndex,
-        events: list[dict],
+        events: _Events,
         *,
         save_without_events: bool = False,
         before: dict | None = None,
@@ -1172,12 +1172,11 @@ class SessionTreeProvider:
         fresh.save(using=self.using)
         _copy_meta(fresh, meta)
 
-    def _record_events(self, meta: AgentSession, events: list[dict]) -> None:
+    def _record_events(self, meta: AgentSession, events: _Events) -> None:
         actor_id = current_actor_id()  # who the services said acts (sessions_tree.acting)
-        entry_raw = events.entry_raw if isinstance(events, _Events) else (lambda e: None)
         insert(
             [
-                SessionEvent(session_id=meta.pk, revision=e["revision"], type=e["type"], payload=_event_json(e, entry_raw(e)), actor_id=actor_id)
+                SessionEvent(session_id=meta.pk, revision=e["revision"], type=e["type"], payload=_event_json(e, events.entry_raw(e)), actor_id=actor_id)
                 for e in events
             ],
             using=self.using,
