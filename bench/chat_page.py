@@ -2,11 +2,11 @@
 
     python -m bench.chat_page [--entries 10000] [--snapshot-limit 10000]
 
-Prints (issue 7's targets): first paint of the conversation (≤ 1 s), tree sidebar
+Prints, with its targets: first paint of the conversation (≤ 1 s), tree sidebar
 interactive (≤ 1.5 s), and long tasks (> 50 ms) on the main thread while a reply
 streams at 50 deltas per second (none). Also: the same page on a 20-entry session
-as the baseline, and how long one keyboard step in the 10k tree takes. Last (issue
-17; ``--subagents 0`` skips it): a real delegate batch of 8 child processes streaming
+as the baseline, and how long one keyboard step in the 10k tree takes. Last
+(``--subagents 0`` skips it): a real delegate batch of 8 child processes streaming
 at once with every row open, and the long tasks while they stream (none; see
 bench/chat_subagents.py). Uses a throwaway state directory; never the user's data.
 """

@@ -1,4 +1,4 @@
-"""The chat page with a delegate batch of 8 children streaming at once (issue 17).
+"""The chat page with a delegate batch of 8 children streaming at once.
 
     python -m bench.chat_subagents [--source real|synthetic] [--children 8] [--seconds 15] [--rate 10]
 

@@ -3,8 +3,8 @@ agent list, the audit log over 10k rows — each page's time (median of 5) and q
 
     python -m bench.console_people [--sessions 10000] [--runs 100000] [--audit 10000]
 
-SQLite under the bench dir (rows only: the session list reads no entry); the target is the
-issue's "under a second".
+SQLite under the bench dir (rows only: the session list reads no entry); the target is
+under a second a page.
 """
 
 from __future__ import annotations

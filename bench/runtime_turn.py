@@ -1,11 +1,11 @@
-"""Runtime overhead with the scripted model at zero delay (issue 5's targets).
+"""Runtime overhead with the scripted model at zero delay (bench/README.md, "Runtime turn").
 
     python -m bench.runtime_turn [section ...]   # sections: first, delta, loop, lean, concurrent, memory
 
 Prints: prompt → first streaming event (inline backend, file provider), runtime
 overhead per streamed delta (a turn against the bare scripted stream of the same
 content), a 50-round tool loop's overhead per round beyond tool and model time;
-then issue 13's figures: queries and CPU per 2-call turn (file and mysql provider),
+then queries and CPU per 2-call turn (file and mysql provider),
 turns/s of 50 concurrent sessions of a 2 s model through the inline backend, and
 RSS per 1,000 sessions created. Uses a throwaway state directory (SQLite in WAL
 mode, as embedded); never the user's data.
@@ -279,9 +279,9 @@ SECTIONS = {
     "first": ("prompt → first event", bench_first_event),
     "delta": ("per delta", bench_per_delta),
     "loop": ("tool loop", bench_tool_loop),
-    "lean": ("2-call turn: queries and CPU (issue 13)", bench_lean),
-    "concurrent": ("50 sessions x 2 s model, inline backend (issue 13)", bench_concurrent),
-    "memory": ("memory (issue 13)", bench_memory),
+    "lean": ("2-call turn: queries and CPU", bench_lean),
+    "concurrent": ("50 sessions x 2 s model, inline backend", bench_concurrent),
+    "memory": ("memory", bench_memory),
 }
 
 

@@ -1,4 +1,4 @@
-"""Subagent host figures with the scripted model (issue 14).
+"""Subagent host figures with the scripted model.
 
     python -m bench.subagents [--batches N] [--served embedded,celery | --served none] [--rounds N]
 

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m bench.tools_bash`` (from the repository root). Prints
 figures, never asserts. Measured here:
 
 * 100 concurrent ``sleep 100`` with a 1 s timeout: wall time for all to end,
-  slowest single call (the issue's target: all end within 1.5 s);
+  slowest single call (target: all end within 1.5 s);
 * a fork bomb under the process limit: time until the command is stopped;
 * a trivial command (``true``) in ``none`` and ``bwrap`` mode: per-call cost,
   and the ratio bwrap / none;

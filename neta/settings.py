@@ -115,9 +115,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Sessions -----------------------------------------------------------------
 NETA_SESSIONS_DIR = env_path("NETA_SESSIONS_DIR", VAR_DIR / "sessions", base=BASE_DIR)
-# How many tree events each session keeps for gap filling (DESIGN §6).
+# How many tree events each session keeps for gap filling (docs/realtime.md).
 NETA_EVENT_LOG_SIZE = env_int("NETA_EVENT_LOG_SIZE", 1000, minimum=10)
-# Snapshots carry at most this many full entries; the rest is paged (DESIGN §2).
+# Snapshots carry at most this many full entries; the rest is paged (docs/sessions.md).
 NETA_SNAPSHOT_ENTRY_LIMIT = env_int("NETA_SNAPSHOT_ENTRY_LIMIT", 2000, minimum=10)
 # Entries the in-process session indexes may hold in all (least recently used sessions are dropped first).
 NETA_INDEX_CACHE_ENTRIES = env_int("NETA_INDEX_CACHE_ENTRIES", 300_000, minimum=1000)
@@ -309,7 +309,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": NETA_LOG_LEVEL},
 }
 
-# --- REST API and realtime gateway (issue 6; docs/api.md, docs/realtime.md) ---------------
+# --- REST API and realtime gateway (docs/api.md, docs/realtime.md) ---------------
 INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

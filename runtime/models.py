@@ -1,4 +1,4 @@
-"""Agents, the model registry and runs (DESIGN §5)."""
+"""Agents, the model registry and runs (docs/runtime.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``Agent.subagent_policy``: which child agents a parent may delegate to, and how (DESIGN §7).
+"""``Agent.subagent_policy``: which child agents a parent may delegate to, and how (docs/subagents.md).
 
 The stored form is a JSON object with snake_case keys (like ``tool_policy``)::
 

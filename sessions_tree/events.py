@@ -1,4 +1,4 @@
-"""Tree events: the durable facts a session's revisions are made of (DESIGN §6).
+"""Tree events: the durable facts a session's revisions are made of (docs/realtime.md).
 
 Every change to a tree or a leaf produces exactly one event carrying the
 revision it creates. ``apply_event`` is the one pure function that moves a

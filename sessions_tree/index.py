@@ -72,9 +72,9 @@ def gc_paused(large: bool = True):
     next collections walk what it loaded once more (a third of a cold open of a
     linear 10k session). A freeze also makes the garbage cycles other requests
     and threads have left, not yet collected, permanent; so small loads — a new
-    session, the entries appended since the last read — never freeze (once they
-    did, on every load: ~280 objects and ~85 KB per session created over REST,
-    never returned, issue 13), and before a large one the young generation is
+    session, the entries appended since the last read — never freeze (freezing on
+    every load kept ~280 objects and ~85 KB per session created over REST, never
+    returned: tests/api/test_session_memory.py), and before a large one the young generation is
     collected first (cheap: it holds at most a few hundred objects then). What a
     large load can still freeze is the older garbage pending at that moment: a
     bounded amount per large cold open, not per request.
@@ -82,7 +82,7 @@ def gc_paused(large: bool = True):
     ``large=False`` (the caller knows the load is small: the lines a turn appended, a
     short path) does nothing: the pause's young-generation collection would cost more
     than the collector's own passes over a few hundred objects (it ran several times a
-    turn, ~0.3 ms each, issue 13).
+    turn, ~0.3 ms each).
     """
     if not large or not gc.isenabled():
         yield

@@ -146,7 +146,7 @@ class SessionEntry(models.Model):
 
 
 class SessionEvent(models.Model):
-    """The bounded per-session log of tree events, for gap filling (DESIGN §6)."""
+    """The bounded per-session log of tree events, for gap filling (docs/realtime.md)."""
 
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
     revision = models.BigIntegerField()

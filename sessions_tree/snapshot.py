@@ -1,4 +1,4 @@
-"""Snapshots: one session as a client needs it, at one revision (DESIGN §2, §6).
+"""Snapshots: one session as a client needs it, at one revision (docs/sessions.md, docs/realtime.md).
 
 A snapshot never ships more than ``limit`` full entries: the newest entries in
 stored order plus the newest part of the active path. ``page`` says how many

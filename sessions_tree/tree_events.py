@@ -1,4 +1,4 @@
-"""The shape of every tree event, declared once (DESIGN §6; the protocol: docs/realtime.md).
+"""The shape of every tree event, declared once (the protocol: docs/realtime.md).
 
 A tree event is one revision of a session: ``{type, sessionId, revision, ...fields}``,
 plus ``context`` (the session's context stats after the change) which the provider

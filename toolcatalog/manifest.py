@@ -1,4 +1,4 @@
-"""Tool manifests: the static facts about a tool that policy decides against (DESIGN §3).
+"""Tool manifests: the static facts about a tool that policy decides against (docs/tools.md, "Manifest").
 
 A manifest says what a tool *is* (``kind``), how it runs (``execution_mode``),
 what it needs (a shell, write access, a skill scope) and where it runs when an

@@ -1,4 +1,4 @@
-"""The tool protocol (DESIGN §3): what a tool is, what it gets, what it returns.
+"""The tool protocol (docs/tools.md): what a tool is, what it gets, what it returns.
 
 Every tool — the builtins here, ``read_skill``/``read_skill_file`` in
 ``skills_registry``, anything added later — is a :class:`Tool` subclass

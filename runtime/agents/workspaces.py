@@ -1,4 +1,4 @@
-"""Where an agent's tools work for one session: the one place that decides (issue 11.5).
+"""Where an agent's tools work for one session: the one place that decides (docs/runtime.md).
 
 An agent has a *workspace* (``Agent.working_directory``: its ``cwd`` or
 ``NETA_WORKSPACE_DIR``) and a ``workspace_mode``:

@@ -3,7 +3,7 @@
 Channels' ``await_many_dispatch`` runs ``asyncio.wait`` over every source for each
 message: a new waiter future, a callback added to and removed from each pending
 receive, a set built, every time. With a frame per streamed delta that was ~6 % of
-the server's CPU at 50 busy sessions (issue 13). ``serve`` keeps one pending receive
+the server's CPU at 50 busy sessions. ``serve`` keeps one pending receive
 per source, each reporting itself once when it completes, and hands the results to
 ``dispatch`` in the order they completed; the loop only waits when none is ready.
 What Channels guarantees stays: one ``dispatch`` at a time, a source is not read again

@@ -1,4 +1,4 @@
-# Model failover and run notes (issue 18): an agent's ordered fallback models, a run's notes.
+# Model failover and run notes (docs/llm.md, "Failover"): an agent's ordered fallback models, a run's notes.
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-"""Streaming events: the ephemeral projection of an in-flight entry (DESIGN §6).
+"""Streaming events: the ephemeral projection of an in-flight entry (docs/realtime.md).
 
 The turn loop emits them through one ``StreamSink``; the realtime gateway plugs
 in a sink that publishes to the session's Channels group, tests plug in an

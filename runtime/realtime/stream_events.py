@@ -1,4 +1,4 @@
-"""The shape of every streaming event, declared once (DESIGN §6; the protocol: docs/realtime.md).
+"""The shape of every streaming event, declared once (the protocol: docs/realtime.md).
 
 Streaming events are the ephemeral projection of an in-flight entry and of a run's
 state: never a source of truth, never logged. Each type is a ``TypedDict`` below with
@@ -132,7 +132,7 @@ class RunNote(_StreamEvent):
     text: str
 
 
-# --- subagents (DESIGN §7): sent by the subagent host (runtime/subagents/), never by the turn loop --
+# --- subagents (docs/subagents.md): sent by the subagent host (runtime/subagents/), never by the turn loop --
 # ``runId`` is the parent run, ``subagentRunId`` the child (``GET /api/subagent-runs/{id}/``).
 
 

@@ -1,4 +1,4 @@
-"""Task backends: where a run's turn body executes (DESIGN §5).
+"""Task backends: where a run's turn body executes (docs/runtime.md, "Backends").
 
 ``inline``: a thread pool inside the web process (the embedded default).
 ``celery``: a Celery worker, the task enqueued after commit. Same code path:

@@ -5,7 +5,7 @@ there a queued input left, or does the run complete? may the session go?) is tak
 under ONE row lock: the session's ``AgentSession`` row, ``SELECT … FOR UPDATE`` by its
 primary key. Nothing locks runs or inputs through a secondary index (the status or the
 session index): such a locking read takes locks on other sessions' runs and cycles with
-their workers' updates (issue 13: ~5% of turns failed with 1213 at 50 sessions).
+their workers' updates (deadlocks, error 1213, under load).
 
 The lock order, the same in every path that holds more than one lock:
 

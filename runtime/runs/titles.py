@@ -1,4 +1,4 @@
-"""Session titles written by a model after the first answer (issue 16).
+"""Session titles written by a model after the first answer (docs/api.md).
 
 When a run's answer is stored and the session has no title yet, a short title is asked
 of the agent's model, or of ``NETA_TITLE_MODEL`` (a cheap one; ``off`` turns this off),

@@ -1,4 +1,4 @@
-"""The turn loop (DESIGN §5): plain synchronous code, the same under every backend.
+"""The turn loop (docs/runtime.md, "A turn"): plain synchronous code, the same under every backend.
 
 read leaf → build context → append the user entry → open an in-flight assistant
 entry (the leaf moves to it) → stream → for each tool call run the tool and

@@ -1,4 +1,4 @@
-"""Subagents as separate OS processes (DESIGN §7, docs/subagents.md).
+"""Subagents as separate OS processes (docs/subagents.md).
 
 ``envelope`` (the task a child gets), ``protocol`` (the JSONL events between child and
 host), ``child`` (the child process, ``python -m runtime.subagents.child``) and

@@ -1,4 +1,4 @@
-"""The task envelope: everything a subagent child process gets, as its first stdin line (DESIGN §7).
+"""The task envelope: everything a subagent child process gets, as its first stdin line (docs/subagents.md).
 
 The host builds a :class:`TaskEnvelope` (from the parent run, the child agent and the
 subagent policy), writes ``envelope.to_json()`` as one line, and the child parses it

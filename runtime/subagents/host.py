@@ -1,4 +1,4 @@
-"""The subagent host: one delegate call, from the model's request to its tool result (DESIGN §7).
+"""The subagent host: one delegate call, from the model's request to its tool result (docs/subagents.md).
 
 ``delegate(ctx, mode=…, tasks=[…])`` is what the delegate tools call, inside the parent's
 turn (``ctx.extras["turn"]``, ``ctx.extras["tool_call_id"]``):

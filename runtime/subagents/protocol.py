@@ -1,4 +1,4 @@
-"""The JSONL protocol between a subagent child and its host (DESIGN §7).
+"""The JSONL protocol between a subagent child and its host (docs/subagents.md, "Events").
 
 Child → host, one JSON object a line on stdout, every event with ``v, runId, seq, ts, type``:
 

@@ -1,4 +1,4 @@
-"""Writes of the subagent records: ``SubprocessRun`` and ``SubprocessEvent`` (DESIGN §7).
+"""Writes of the subagent records: ``SubprocessRun`` and ``SubprocessEvent`` (docs/subagents.md).
 
 The database is the truth. A run row goes ``queued`` → ``starting`` (claimed by one
 supervisor: a conditional UPDATE, so a redelivered Celery message is a no-op) →

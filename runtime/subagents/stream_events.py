@@ -1,4 +1,4 @@
-"""The subagent streaming events, built from a run row (DESIGN §6: a projection, never the truth).
+"""The subagent streaming events, built from a run row (a projection, never the truth: docs/realtime.md).
 
 ``subagent_run_started``, ``subagent_event`` (coalesced: consecutive ``assistant_delta``
 events of one run and turn travel as one), ``subagent_run_completed``; their shapes are

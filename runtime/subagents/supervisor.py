@@ -4,7 +4,7 @@
     outcome = supervisor.run()          # or start() … cancel() … wait()
     outcome.terminal                    # exactly one run_end / run_error, always
 
-Process rules (DESIGN §7):
+Process rules (docs/subagents.md, "The supervisor"):
 
 * argv list (``python -P -m runtime.subagents.child --parent-pid <pid>``), no shell;
   ``start_new_session=True`` (its own session and process group); the workspace as cwd;

@@ -1,4 +1,4 @@
-"""The delegate tools: ``delegate_task``, ``delegate_parallel``, ``delegate_chain`` (DESIGN §7).
+"""The delegate tools: ``delegate_task``, ``delegate_parallel``, ``delegate_chain`` (docs/subagents.md).
 
 Registered into ``toolcatalog.protocol`` by :func:`register_delegate_tools` (the runtime
 app's ``ready()``). They are offered only to agents whose ``subagent_policy`` lets them

@@ -1,4 +1,4 @@
-"""Session tree providers: ``get_provider("file" | "mysql")`` (DESIGN §2)."""
+"""Session tree providers: ``get_provider("file" | "mysql")`` (docs/sessions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The provider contract (DESIGN §2) and everything both providers share.
+"""The provider contract (docs/sessions.md) and everything both providers share.
 
 A provider stores entries; the session's meta (leaf, revision, counters) and its
 event log live in ``AgentSession``/``SessionEvent`` rows for both. Every change

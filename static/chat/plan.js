@@ -1,7 +1,7 @@
 // The plan (the `todo` tool) and the open question (the `ask_user` tool) at the leaf:
 // pure functions of the snapshot, node-tested (tests/js/panels.test.mjs).
 //
-// Both are ordinary tool calls in the tree (DESIGN §6: the tree is the truth), so a
+// Both are ordinary tool calls in the tree (the tree is the truth: docs/realtime.md), so a
 // branch switch or a reload rebuilds them from the active path; nothing is kept aside.
 
 export const TODO_STATUSES = ["pending", "in_progress", "completed"];

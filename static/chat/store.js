@@ -2,7 +2,7 @@
 //
 // No DOM, no socket: the connection feeds server frames to `receive(frame)` and
 // sends whatever frames the store asks for (`this.outbox`, drained by the
-// connection). The protocol (DESIGN §6, docs/chat.md): subscribe first, snapshot
+// connection). The protocol (docs/realtime.md, docs/chat.md): subscribe first, snapshot
 // second; tree events apply strictly in revision order; a gap asks the server for
 // `subscribe{sinceRevision}` (filled from the event log); `resync_needed` (the log
 // no longer reaches back) asks for a fresh snapshot.

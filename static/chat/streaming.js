@@ -1,6 +1,6 @@
 // The streaming assistant message: the in-flight entry plus the streaming events on top.
 //
-// Streaming events are an ephemeral, lossy projection (DESIGN §6); the in-flight
+// Streaming events are an ephemeral, lossy projection (docs/realtime.md); the in-flight
 // entry's checkpoints (tree events, about once a second) and its finalization are
 // the truth. Each text/thinking block remembers how much of its text came from
 // deltas (`seen`); a checkpoint that is ahead fills in what was missed, and deltas

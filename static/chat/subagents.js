@@ -2,7 +2,7 @@
 // fed either by live `subagent_event` frames (deltas merged, `firstSeq..seq`) or by the
 // replay endpoint's rows (`GET /api/subagent-runs/{id}/events/`, one event a row) — the
 // same view either way (tests/js/panels.test.mjs). The batch panel's rows come from the
-// tree's `subagent_batch` / `subagent_result` entries (the truth, DESIGN §6), with what the
+// tree's `subagent_batch` / `subagent_result` entries (the truth: docs/realtime.md), with what the
 // live events add while the children run. Pure: no DOM, no fetch.
 
 import { stateToken } from "./state_tokens.js";

@@ -1,4 +1,4 @@
-"""Who may use an agent (issue 15): everyone by default; restricted, only the users and the
+"""Who may use an agent: everyone by default; restricted, only the users and the
 groups' members named — the agent is absent from everyone else's lists (API and chat page),
 creating a session with it is refused as an unknown agent, prompting their own old session
 with it is 403, the chat page answers 404 / 403. And tokens over the API: rotate and revoke."""

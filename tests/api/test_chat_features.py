@@ -1,4 +1,4 @@
-"""The chat page's everyday controls over the API (issue 16): regenerate an answer,
+"""The chat page's everyday controls over the API: regenerate an answer,
 the model and thinking level of a prompt, search, a fork's name, auto-titles."""
 
 from __future__ import annotations

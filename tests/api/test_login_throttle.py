@@ -1,5 +1,5 @@
 """The login forms (``/login/``, ``/admin/login/``) limit failed attempts per
-username and per client address (issue 11, defect 11): through the real forms,
+username and per client address: through the real forms,
 with CSRF checks on."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """No input makes the API answer 5xx: deep JSON, lone surrogates, hand-made
 cursors, every route × method × actor × body, and stored content JSON-over-UTF-8
-cannot carry (issue 10, defect 10 and the API part of defect 5)."""
+cannot carry."""
 
 from __future__ import annotations
 

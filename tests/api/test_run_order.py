@@ -1,4 +1,4 @@
-"""Reads that pick one run of a session say which (issue 13: no implicit order).
+"""Reads that pick one run of a session say which (no implicit order).
 
 A session's active run is its oldest queued or running one; two runs created in the
 same instant (the clock's resolution, a restore, a copy) are told apart by their id.

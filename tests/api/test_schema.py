@@ -1,7 +1,7 @@
 """The OpenAPI schema: valid without warnings, served with a docs page, and
 fuzzed (schemathesis, bounded examples) without a single 5xx — with what the
 schema does not describe as well: JSON bodies nested far too deep and lone
-surrogates in every string (issue 10, defect 10)."""
+surrogates in every string."""
 
 from __future__ import annotations
 

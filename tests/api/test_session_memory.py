@@ -1,4 +1,4 @@
-"""Creating sessions does not leave objects behind (issue 13, memory per session).
+"""Creating sessions does not leave objects behind (memory per session).
 
 A process that creates sessions over REST holds, after a full collection, what its
 caches hold (the index cache here, cleared) and nothing per session: no request,

@@ -1,4 +1,4 @@
-"""The audit log (issue 15): staff writes in the console and the API each leave one row
+"""The audit log: staff writes in the console and the API each leave one row
 (who, what, before, after, via, request id) in the change's transaction; the log's page is
 view-only for everyone, filterable, and costs the same queries for 3 rows as for 30."""
 

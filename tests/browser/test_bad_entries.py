@@ -1,7 +1,7 @@
 """A session holding entries the page cannot draw, written into its file behind
 the provider's back (as another program would): the chat page draws every entry
 it can, marks each one it cannot with its id and type, and never blanks the
-conversation (issue 10, defect 5)."""
+conversation."""
 
 from __future__ import annotations
 

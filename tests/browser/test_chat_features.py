@@ -1,4 +1,4 @@
-"""The chat page's everyday controls (issue 16), in Chromium against a real Daphne:
+"""The chat page's everyday controls, in Chromium against a real Daphne:
 versions inline, regenerate, edit in place, auto-title, slash /compact, the model and
 thinking pickers, search, delete and archive, and a new session created on its first send.
 
@@ -30,7 +30,7 @@ ModelConfig.objects.update_or_create(name="browser-plain", defaults=dict(
     display_name="Plain scripted", provider_kind="scripted", provider_name="scripted", model_id="browser-plain",
     context_window=32000, max_output_tokens=2048, supports_thinking=False, supports_images=False, options=base.options))
 Agent.objects.update_or_create(name="features", defaults=dict(model=base, workspace_mode="shared", restore_last_session=False,
-    summarize_on_switch="ask", thinking_level="low", compaction_keep_recent_tokens=1, description="issue 16 features"))
+    summarize_on_switch="ask", thinking_level="low", compaction_keep_recent_tokens=1, description="chat page features"))
 """
 
 

@@ -1,4 +1,4 @@
-"""Issue 16's last gaps, in Chromium against a real Daphne: a late ack that must not eat
+"""The chat page's edge cases, in Chromium against a real Daphne: a late ack that must not eat
 what was typed since, a fresh session that is a "New session", switching agents without a
 trail of empty sessions, archived sessions seen and restored, /name /tree /fork, a long
 paste, a steer during a run, dark-theme contrast of the message buttons, and a phone

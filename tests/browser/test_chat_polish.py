@@ -1,4 +1,4 @@
-"""Issue 16: the chat page's defects and everyday controls, in a real browser.
+"""The chat page's defects and everyday controls, in a real browser.
 
 Few page sessions, each walking many steps (a page costs seconds; a step costs
 milliseconds). The sessions they read are written straight into the store by the

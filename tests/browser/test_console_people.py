@@ -1,4 +1,4 @@
-"""An operator's walk through the console in Chromium (issue 15): give an agent another model
+"""An operator's walk through the console in Chromium: give an agent another model
 and restrict its tools, find a user's session and inspect its tree and context, reset its leaf
 and delete it (file and runs gone), import a skill ZIP and see its fingerprint and who can use
 it, watch a running prompt's entries arrive in a session page's live tree, rotate a token, and

@@ -1,4 +1,4 @@
-"""The chat page's runtime panels in Chromium against the real Daphne (issue 17): a plan
+"""The chat page's runtime panels in Chromium against the real Daphne: a plan
 that updates as the model works and is right after a branch switch, a question answered
 from a second tab, a delegate turn with two real child processes shown live and the same
 after a reload, one child cancelled, and phone width. Screenshots: docs/screenshots/panels-*.png."""

@@ -1,4 +1,4 @@
-"""The socket enforces who may use an agent (issue 15): a user the session's agent is not
+"""The socket enforces who may use an agent: a user the session's agent is not
 open to (any more) can still watch their session but a prompt is refused, permission_denied."""
 
 from __future__ import annotations

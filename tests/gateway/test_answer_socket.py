@@ -1,4 +1,4 @@
-"""The socket's ``answer`` command (issue 17): a question asked in one tab is seen as a
+"""The socket's ``answer`` command: a question asked in one tab is seen as a
 ``waiting`` run by another, answered there over the socket (bad answers are error events,
 nothing written), and the run continues to the end. The real ASGI stack, the in-memory
 layer, the inline backend and the scripted model."""

@@ -1,7 +1,7 @@
 """Socket frames follow the REST body rules (runtime/api/parsers.py): nesting past
 64 levels (and past orjson's own 1024) is a clean ``invalid_json`` error frame,
 lone surrogate escapes become U+FFFD, non-finite numbers are refused; the
-socket stays usable and nothing reaches the store (issue 10, defect 10)."""
+socket stays usable and nothing reaches the store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The socket protocol (DESIGN §6): subscribe with or without sinceRevision,
+"""The socket protocol (docs/realtime.md): subscribe with or without sinceRevision,
 replay from the log, the distinct resync error, strict revision order with
 gaps filled from the log, heartbeats, large events by reference, and every
 malformed frame answered with an error while the socket stays usable."""

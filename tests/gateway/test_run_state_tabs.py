@@ -1,4 +1,4 @@
-"""Run-state events reach every tab (issue 12, Proof): a second socket on the same session,
+"""Run-state events reach every tab: a second socket on the same session,
 connected once, sees a prompt's run go queued → running → completed, the abort of a run
 that was still queued, and a run the reaper finds lost — without reconnecting.
 

@@ -1,5 +1,5 @@
-// Entries the page cannot draw are marked, one by one; the others are drawn
-// (issue 10, defect 5). Pure parts: entry_check.js and conversation_model.js.
+// Entries the page cannot draw are marked, one by one; the others are drawn.
+// Pure parts: entry_check.js and conversation_model.js.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { blockProblem, entryProblem, entryTypeName, num, text } from "../../static/chat/entry_check.js";

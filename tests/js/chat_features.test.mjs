@@ -1,4 +1,4 @@
-// Versions, slash commands and queued messages of the chat page (issue 16): pure logic.
+// Versions, slash commands and queued messages of the chat page: pure logic.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

@@ -1,4 +1,4 @@
-// Issue 16's pure parts: math delimiters, one-line texts, tree connectors and folds,
+// The chat page's pure parts: math delimiters, one-line texts, tree connectors and folds,
 // the token meter after a compaction, the /compact command.
 import assert from "node:assert/strict";
 import { test } from "node:test";

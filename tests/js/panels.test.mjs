@@ -1,4 +1,4 @@
-// The runtime panels' pure parts (issue 17): the plan and the open question at the leaf,
+// The runtime panels' pure parts: the plan and the open question at the leaf,
 // rebuilt from the active path (after a branch switch and a reload); subagent children
 // from live events and from the replay endpoint (the same view), events held before their
 // batch entry and replaced by it.

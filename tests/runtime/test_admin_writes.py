@@ -1,4 +1,4 @@
-"""Console writes go through the services (issue 10, defect 6).
+"""Console writes go through the services.
 
 Through Django's test client, as a superuser and as staff holding fewer
 permissions: deleting a session in the admin (its page or "delete selected")

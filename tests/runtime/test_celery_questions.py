@@ -1,4 +1,4 @@
-"""A question (``ask_user``) on the celery backend with real parts (issue 17): a Celery
+"""A question (``ask_user``) on the celery backend with real parts: a Celery
 worker with one slot (``-P solo``), Redis, MariaDB, every step in its own process.
 
 While the run waits for the answer its task has returned: the worker's one slot runs

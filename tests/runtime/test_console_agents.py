@@ -1,4 +1,4 @@
-"""The console's agent pages (issue 15): the list's usable / tools / skills / subagents
+"""The console's agent pages: the list's usable / tools / skills / subagents
 columns, the structured policy editors (validated by the policy parsers, audited, keys they
 do not show kept), the report's warnings, and view-only staff."""
 

@@ -1,4 +1,4 @@
-"""The console under hostile use (issue 15): a view-only staff account posting to every write the
+"""The console under hostile use: a view-only staff account posting to every write the
 console has, bad input on every form, objects that do not exist. Each answer is a 4xx or the form
 again with the reason, never a server error, and nothing stored changes."""
 

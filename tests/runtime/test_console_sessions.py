@@ -1,4 +1,4 @@
-"""The console's session pages (issue 15): addressed by session id; the list's run state and
+"""The console's session pages: addressed by session id; the list's run state and
 cost in constant queries; the page's runs, and its actions through the services (move or
 reset the leaf, compact, fork, archive, abort), refused while a run is active; audited."""
 

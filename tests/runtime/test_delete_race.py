@@ -1,4 +1,4 @@
-"""DELETE racing a prompt on an idle session (issue 10, defect 4).
+"""DELETE racing a prompt on an idle session.
 
 Both requests are fired at once, many times. Every race must end one of two
 ways, and nothing else:

@@ -1,4 +1,4 @@
-"""No deadlocks by design, on MariaDB (issue 13, Proof): a real Daphne with the inline
+"""No deadlocks by design, on MariaDB: a real Daphne with the inline
 backend (real threads) on a MariaDB database, 20 sessions prompting 5 turns each at once
 over REST → every run completed, none failed, none stuck.
 

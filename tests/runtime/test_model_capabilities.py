@@ -1,4 +1,4 @@
-"""A model without tool support gets no tools (issue 15): the projection the turn, the API
+"""A model without tool support gets no tools: the projection the turn, the API
 and the console share turns every tool off with the model as the reason, so the run sends
 no definitions, its system prompt has no tool guidelines and no skill index, and a tool
 call the model makes anyway is refused."""

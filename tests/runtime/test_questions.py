@@ -1,4 +1,4 @@
-"""The ``todo`` and ``ask_user`` tools in the turn loop (issue 17): a plan is an ordinary
+"""The ``todo`` and ``ask_user`` tools in the turn loop: a plan is an ordinary
 tool call; a question parks the run in the persisted ``waiting`` state (no thread left
 running), the answer (service, REST) or the expiry resumes it through the backend, abort
 works while it waits, bad answers are refused without a write. Scripted model, real stores."""

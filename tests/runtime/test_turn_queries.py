@@ -1,4 +1,4 @@
-"""How many database queries one turn costs (issue 13, "A lean turn").
+"""How many database queries one turn costs (docs/runtime.md, "What a turn costs the database").
 
 A 2-call turn of the scripted model (one tool call, then the answer), on the file
 and on the mysql provider, counted on the turn's own connection (``execute_run``;
@@ -25,13 +25,13 @@ TWO_CALLS = rules(
 # Transaction control is not a query of its own (SQLite logs BEGIN/COMMIT, MySQL does not).
 _CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 
-# What the turn costs, within the issue's target (20). Where each query goes (SQLite):
+# What the turn costs, within the target (20). Where each query goes (SQLite):
 # the claim (the run with its agent, model and the tool catalog's version; its UPDATE),
 # the session row once; per tree write the row's conditional UPDATE, the event row (mysql:
 # the entry rows too) and, at a reply's opening, the run's UPDATE carrying its bookkeeping
 # (runs/turn.py::RunBook); one read of steers and the cancel flag after the tool round;
 # the completing transaction (the queued-input check, the run's UPDATE).
-TURN_QUERIES = {"file": 16, "mysql": 20}  # 37 and 42 before the lean turn, 54 and 60 before issue 13
+TURN_QUERIES = {"file": 16, "mysql": 20}
 TARGET = 20
 
 
@@ -76,7 +76,7 @@ def test_a_two_call_turn_stays_within_its_query_budget(driver_for, provider):
     run_updates = [q for q in queries if q.startswith('UPDATE "runtime_agentrun"')]
     assert len(run_updates) == 4  # claim, 2 x opened (with the usage and rounds before it), finish
     if transactions >= 0:
-        assert transactions <= 5  # 9 before issue 13, 8 before the lean turn (the claim is one UPDATE in autocommit)
+        assert transactions <= 5  # the claim is one UPDATE in autocommit
     assert len(queries) <= TARGET
 
 

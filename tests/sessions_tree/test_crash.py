@@ -52,7 +52,7 @@ from tests.sessions_tree.conftest import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 APPENDER = Path(__file__).with_name("appender.py")
-RANDOM_RUNS = 50  # issue 2: >= 50 runs in CI
+RANDOM_RUNS = 50  # at least 50 random kills a run
 SESSIONS = 10
 
 

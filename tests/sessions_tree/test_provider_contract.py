@@ -1,4 +1,4 @@
-"""The provider contract (DESIGN §2), run against every provider.
+"""The provider contract (docs/sessions.md), run against every provider.
 
 The same scenarios run on the file provider, the mysql provider on SQLite and the
 mysql provider on the real MariaDB server (fixture ``provider``).

@@ -121,7 +121,7 @@ export function App({ data, store, connection }) {
   bannerRef.current = banner;
   const [ask, setAsk] = useState(null);
   const [notice, setNotice] = useState(null);
-  // Issue 16: the next prompt's model and thinking level (per session), Enter-to-send, queued messages.
+  // The next prompt's model and thinking level (per session), Enter-to-send, queued messages.
   const [choice, setChoiceState] = useState(() => stored(`choice.${data.sessionId}`, null));
   const setChoice = (next) => {
     setChoiceState(next);
@@ -228,7 +228,7 @@ export function App({ data, store, connection }) {
       async retry(entryId) {
         return actions.regenerate(entryId, "Retry");
       },
-      /** A new answer to the user message `entryId` answered: a sibling answer (issue 16). */
+      /** A new answer to the user message `entryId` answered: a sibling answer. */
       async regenerate(entryId, what = "Regenerate") {
         const user = retryTarget(store.snapshot, lookup, entryId);
         if (!user) return say(`Nothing to ${what.toLowerCase()}: no user message before this one.`);

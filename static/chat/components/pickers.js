@@ -1,4 +1,4 @@
-// The composer's pickers (issue 16): the model and the thinking level the next prompt's
+// The composer's pickers: the model and the thinking level the next prompt's
 // run will use, from the models this page may use (enabled, with their key set; the
 // server checks again), thinking levels only where the model supports thinking; and
 // whether Enter sends (on by default; a phone user may turn it off: remembered).

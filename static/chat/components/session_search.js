@@ -1,4 +1,4 @@
-// The session list's search, a row's archive and delete, and the archived sessions (issue 16).
+// The session list's search, a row's archive and delete, and the archived sessions.
 //
 // Search asks the API (`GET /api/sessions/search/?q=`: titles and message text, bounded)
 // once typing pauses; archive and delete ask for confirmation first, then go through

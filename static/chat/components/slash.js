@@ -1,4 +1,4 @@
-// Slash commands in the composer (issue 16): `/compact [instructions]`, `/fork`,
+// Slash commands in the composer: `/compact [instructions]`, `/fork`,
 // `/name <title>`, `/tree`, offered as you type a slash (↑/↓ pick, Tab or Enter
 // complete, Escape closes). What each does is the page's (`app.js`, runCommand).
 

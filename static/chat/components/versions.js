@@ -1,4 +1,4 @@
-// Versions in the conversation (issue 16): the `‹ 2/3 ›` switcher on a message with
+// Versions in the conversation: the `‹ 2/3 ›` switcher on a message with
 // siblings, "Regenerate" on an answer, and "Edit" in place on a user message.
 //
 // The switcher reads the tree itself (its own store subscription), so a new sibling
