@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from neta.env import (
     database_from_url,
     env_bool,
@@ -21,6 +23,7 @@ from neta.env import (
     secret_files,
     sqlite_database,
 )
+from toolcatalog.environment import server_setting_reason  # plain Python: the one rule for variable names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("NETA_VAR_DIR", BASE_DIR / "var", base=BASE_DIR)
@@ -258,6 +261,8 @@ NETA_BASH_MAX_MEMORY_MB = env_int("NETA_BASH_MAX_MEMORY_MB", 4096, minimum=16)
 NETA_BASH_MAX_TIMEOUT = env_int("NETA_BASH_MAX_TIMEOUT", 3600, minimum=1)
 NETA_SANDBOX_RO_BINDS = env_list("NETA_SANDBOX_RO_BINDS", [])
 NETA_TOOL_OUTPUT_DIR = env_path("NETA_TOOL_OUTPUT_DIR", VAR_DIR / "tool-output", base=BASE_DIR)
+# Where a scripted model's rules files may come from, besides the shipped ones (runtime/llm/).
+NETA_SCRIPTED_RULES_DIR = env_path("NETA_SCRIPTED_RULES_DIR", VAR_DIR / "rules", base=BASE_DIR)
 # --- Web tools (docs/tools.md "Web tools") ------------------------------------------
 # web_search's backend: "" (none: the tool is not offered), searxng, brave or tavily.
 NETA_WEB_SEARCH_BACKEND = env_choice("NETA_WEB_SEARCH_BACKEND", "", ("", "searxng", "brave", "tavily"))
@@ -265,9 +270,14 @@ NETA_WEB_SEARCH_BACKEND = env_choice("NETA_WEB_SEARCH_BACKEND", "", ("", "searxn
 NETA_WEB_SEARCH_URL = env_str("NETA_WEB_SEARCH_URL", "")
 # The *name* of the environment variable holding the backend's key ("" = BRAVE_API_KEY / TAVILY_API_KEY).
 NETA_WEB_SEARCH_KEY_ENV = env_str("NETA_WEB_SEARCH_KEY_ENV", "")
+if NETA_WEB_SEARCH_KEY_ENV and server_setting_reason(NETA_WEB_SEARCH_KEY_ENV):
+    raise ImproperlyConfigured(f"NETA_WEB_SEARCH_KEY_ENV: {server_setting_reason(NETA_WEB_SEARCH_KEY_ENV)}")
 # Hosts (or host:port) the web tools may reach although they resolve to private/loopback
 # addresses — the only way there — and hosts, *.domains or CIDR ranges they never reach.
 NETA_WEB_FETCH_ALLOW = env_list("NETA_WEB_FETCH_ALLOW", [])
+# Hosts (or host:port) a streamable-HTTP MCP server may be at although they resolve to
+# private/loopback addresses (an MCP server beside Neta); the web guard decides the rest.
+NETA_MCP_HTTP_ALLOW = env_list("NETA_MCP_HTTP_ALLOW", [])
 NETA_WEB_FETCH_DENY = env_list("NETA_WEB_FETCH_DENY", [])
 NETA_WEB_FETCH_MAX_BYTES = env_int("NETA_WEB_FETCH_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
 NETA_WEB_FETCH_TIMEOUT = env_int("NETA_WEB_FETCH_TIMEOUT", 30, minimum=1)

@@ -32,7 +32,15 @@ from audit.services import record
 from runtime.agents.connection import model_test_connection
 from runtime.agents.report import agent_report, agent_reports
 from runtime.agents.services import EDITABLE as AGENT_EDITABLE
-from runtime.agents.services import MODEL_EDITABLE, agent_set_access, agent_update, model_config_update
+from runtime.agents.services import (
+    MODEL_CREATABLE,
+    MODEL_EDITABLE,
+    agent_set_access,
+    agent_update,
+    may_direct_keys,
+    model_config_create,
+    model_config_update,
+)
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
@@ -41,6 +49,7 @@ from runtime.api.tokens import (
     api_token_create,
     api_token_revoke,
     api_token_rotate,
+    may_issue_for,
 )
 from runtime.console.agent_policies import (
     POLICY_FORMS,
@@ -53,6 +62,7 @@ from runtime.console.agent_policies import (
 from runtime.errors import RuntimeInputError
 from runtime.llm.options import known_options
 from runtime.models import (
+    CREDENTIAL_FIELDS,
     Agent,
     AgentRun,
     ApiToken,
@@ -181,15 +191,25 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
         return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
 
     def get_readonly_fields(self, request, obj=None):
-        # Runs name the model they used (``AgentRun.model_name``): a rename would orphan them.
-        return (*self.readonly_fields, "name") if obj is not None else self.readonly_fields
+        fields = list(self.readonly_fields)
+        if obj is not None:
+            fields.append("name")  # runs name the model they used (``AgentRun.model_name``): a rename would orphan them
+        if not may_direct_keys(request.user):
+            # Where a key goes is the "Can direct API keys" permission's (docs/security.md): without it a
+            # new model has no key or endpoint, and a saved one keeps its provider, endpoint and key.
+            fields += ["base_url", "api_key_env"] if obj is None else list(CREDENTIAL_FIELDS)
+        return fields
 
     def save_model(self, request, obj, form, change):
-        """A new model is saved by the form (validated by ``ModelConfig.clean``, audited by the
-        mixin); a change goes through ``model_config_update``, the service the API's ``PATCH``
-        uses: validated, saved and audited in one transaction, only the fields the form changed."""
+        """Through the services the API uses: ``model_config_create`` for a new model,
+        ``model_config_update`` for the fields the form changed — validated, the credentials rule
+        applied, saved and audited in one transaction."""
         if not change:
-            return super().save_model(request, obj, form, change)
+            fields = {f.name: getattr(obj, f.name) for f in ModelConfig._meta.concrete_fields if f.name in MODEL_CREATABLE}
+            saved = model_config_create(actor=request.user, fields=fields)
+            obj.pk = saved.pk
+            obj.refresh_from_db()
+            return
         fields = [name for name in form.changed_data if name in MODEL_EDITABLE]
         model_config_update(model_id=obj.pk, actor=request.user, changes={name: getattr(obj, name) for name in fields})
         obj.refresh_from_db()
@@ -762,10 +782,14 @@ class ApiTokenAddForm(forms.ModelForm):
         model = ApiToken
         fields = ("user", "name", "scope")
 
+    acting = None  # the person adding the token (set by ApiTokenAdmin.get_form)
+
     def clean_user(self):
         user = self.cleaned_data["user"]
         if not user.is_active:
             raise forms.ValidationError("this user is inactive")
+        if not may_issue_for(self.acting, user):
+            raise forms.ValidationError("a token for another staff account acts as it: only a superuser may issue one")
         return user
 
 
@@ -801,7 +825,7 @@ class ApiTokenAdmin(LightListAdmin):
 
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
-            kwargs["form"] = ApiTokenAddForm
+            kwargs["form"] = type("ApiTokenAddFormFor", (ApiTokenAddForm,), {"acting": request.user})
         return super().get_form(request, obj, **kwargs)
 
     def get_fields(self, request, obj=None):
@@ -860,7 +884,7 @@ class ApiTokenAdmin(LightListAdmin):
         for token in queryset.select_related("user"):
             try:
                 issued = api_token_rotate(token=token, actor=request.user)
-            except ValueError as exc:
+            except (ValueError, PermissionDenied) as exc:
                 self.message_user(request, f"Not rotated: {token}: {exc}", messages.ERROR)
                 continue
             self.message_user(

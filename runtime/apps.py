@@ -43,6 +43,12 @@ class RuntimeConfig(AppConfig):
         publisher.install()
         access.install()
 
+        # No tool is handed a provider key a model sends (toolcatalog.environment).
+        from runtime.agents.keys import tool_key_names
+        from toolcatalog.environment import set_key_names
+
+        set_key_names("models", tool_key_names)
+
         # The delegate tools (offered only to agents whose subagent policy enables them).
         from runtime.subagents.tools import register_delegate_tools
 

@@ -10,12 +10,30 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from runtime.llm.clients import default_base_url, endpoint_origin
 from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
+from toolcatalog.environment import server_setting_reason, tool_variable_reason
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
 
 SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
+#: The permission that lets a person choose where API keys go: a model's provider kind, base
+#: URL and key variable (docs/security.md). Superusers have it; no area's change permission implies it.
+DIRECT_KEYS_CODENAME = "direct_model_keys"
+DIRECT_KEYS_PERMISSION = f"runtime.{DIRECT_KEYS_CODENAME}"
+#: The fields that direct a key: changing any of them (or creating a model with a key) needs it.
+CREDENTIAL_FIELDS = ("provider_kind", "base_url", "api_key_env")
+
+
+def rules_dirs() -> tuple[str, ...]:
+    """Where a scripted model's ``rules`` file may come from: the rules shipped with Neta and
+    ``NETA_SCRIPTED_RULES_DIR``."""
+    from runtime.llm.scripted import PACKAGE_DIR
+
+    return (str(PACKAGE_DIR), str(settings.NETA_SCRIPTED_RULES_DIR))
+
+
 ENV_NAME = RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name, e.g. ANTHROPIC_API_KEY")
 
 
@@ -62,19 +80,57 @@ class ModelConfig(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = "model"  # the console's word (docs/console.md, "Glossary")
+        permissions = [(DIRECT_KEYS_CODENAME, "Can direct API keys (a model's provider, endpoint and key variable)")]
 
     def __str__(self) -> str:
         return self.display_name or self.name
 
+    @property
+    def endpoint(self) -> str:
+        """Where this model's calls (and its key) go: the base URL, else the provider's own API."""
+        return self.base_url or default_base_url(self.provider_kind) or ""
+
+    def key_conflicts(self) -> list[str]:
+        """Other models that send this model's key variable to another endpoint (empty: none).
+        One key variable, one endpoint: a key is sent only where the models naming it point."""
+        if not self.api_key_env or self.provider_kind == LlmProviderKind.SCRIPTED:
+            return []
+        mine = endpoint_origin(self.endpoint)
+        others = ModelConfig.objects.filter(api_key_env=self.api_key_env).exclude(provider_kind=LlmProviderKind.SCRIPTED)
+        if self.pk is not None:
+            others = others.exclude(pk=self.pk)
+        return [
+            f"{other.name!r} sends {self.api_key_env} to {endpoint_origin(other.endpoint)}"
+            for other in others.only("name", "provider_kind", "base_url").order_by("name")
+            if endpoint_origin(other.endpoint) != mine
+        ]
+
     def clean(self):
         errors = {}
+        if self.api_key_env:
+            refused = server_setting_reason(self.api_key_env)
+            if refused:
+                errors["api_key_env"] = refused
+            elif self.provider_kind != LlmProviderKind.SCRIPTED:
+                conflicts = self.key_conflicts()
+                handed = tools_handed(self.api_key_env)
+                if conflicts:
+                    errors["api_key_env"] = (
+                        f"{self.api_key_env} already goes to another endpoint ({'; '.join(conflicts)}): a key is sent to one "
+                        "endpoint only — point this model there too, or name another variable"
+                    )
+                elif handed:
+                    errors["api_key_env"] = (
+                        f"{self.api_key_env} is handed to tools ({'; '.join(handed)}): a provider key goes to its model's "
+                        "endpoint only — name another variable, or take it out of there first"
+                    )
         if self.provider_kind in (LlmProviderKind.OPENAI_COMPATIBLE,) and not self.base_url:
             errors["base_url"] = "an OpenAI-compatible endpoint needs a base URL"
         if self.provider_kind in (LlmProviderKind.ANTHROPIC, LlmProviderKind.OPENAI, LlmProviderKind.OPENAI_RESPONSES, LlmProviderKind.OPENAI_COMPATIBLE) and not self.api_key_env:
-            errors["api_key_env"] = "name the environment variable that holds the API key"
+            errors.setdefault("api_key_env", "name the environment variable that holds the API key")
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             errors["max_output_tokens"] = "must be smaller than the context window"
-        option_problems = option_errors(self.provider_kind, self.options, base_dir=settings.BASE_DIR)
+        option_problems = option_errors(self.provider_kind, self.options, base_dir=settings.BASE_DIR, rules_dirs=rules_dirs())
         if option_problems:
             errors["options"] = option_problems
         if errors:
@@ -82,7 +138,7 @@ class ModelConfig(models.Model):
 
     @property
     def key_is_set(self) -> bool:
-        return bool(self.api_key_env) and bool(os.environ.get(self.api_key_env))
+        return bool(self.api_key_env) and not server_setting_reason(self.api_key_env) and bool(os.environ.get(self.api_key_env))
 
     @property
     def usable(self) -> bool:
@@ -194,9 +250,14 @@ class Agent(models.Model):
 
         errors: dict[str, list[str]] = {}
         try:
-            ToolPolicy.from_dict(self.tool_policy or {})
+            tool_policy = ToolPolicy.from_dict(self.tool_policy or {})
         except PolicyError as exc:
             errors["tool_policy"] = [str(exc)]
+        else:
+            keys = model_key_names()
+            refused = [reason for name in tool_policy.env_passthrough if (reason := tool_variable_reason(name, keys=keys))]
+            if refused:
+                errors["tool_policy"] = [f"env_passthrough: {reason}" for reason in refused]
         try:
             SkillPolicy.from_dict(self.skill_policy or {})
         except SkillPolicyError as exc:
@@ -247,6 +308,28 @@ class Agent(models.Model):
     @property
     def working_directory(self) -> str:
         return self.cwd or str(settings.NETA_WORKSPACE_DIR)
+
+
+def tools_handed(name: str) -> list[str]:
+    """Where the variable ``name`` is handed to tools: agents' ``env_passthrough``, MCP servers' ``env_names``."""
+    from toolcatalog.models import McpServer  # the catalog's models load with their app
+
+    found = [
+        f"agent {agent!r} passes it to bash"
+        for agent, policy in Agent.objects.values_list("name", "tool_policy").order_by("name")
+        if isinstance(policy, dict) and name in (policy.get("env_passthrough") or [])
+    ]
+    found += [f"MCP server {server!r} is given it" for server, names in McpServer.objects.values_list("name", "env_names").order_by("name") if isinstance(names, list) and name in names]
+    return found
+
+
+def model_key_names() -> dict[str, str]:
+    """Every key variable a remote model names (name → which model): none may be handed to a tool."""
+    rows = ModelConfig.objects.exclude(api_key_env="").exclude(provider_kind=LlmProviderKind.SCRIPTED).values_list("api_key_env", "name")
+    found: dict[str, str] = {}
+    for key, name in rows.order_by("name"):
+        found.setdefault(key, f"the API key of model {name!r}")
+    return found
 
 
 def fallback_model_errors(value, *, primary: str | None, kept=()) -> list[str]:

@@ -23,6 +23,11 @@ class ToolcatalogConfig(AppConfig):
         # The MCP servers' tools join this process's registry from the rows (docs/tools.md, "MCP tools").
         add_registry_refresher(mcp_catalog.sync_registry)
         mcp_connections.set_event_handler(mcp_event_record)
+        # No tool is handed the web search backend's key (toolcatalog.environment).
+        from toolcatalog.environment import set_key_names
+        from toolcatalog.web_search_backends import search_key_names
+
+        set_key_names("web_search", search_key_names)
 
 
 def _bump(sender, **kwargs) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolcatalog.environment import is_valid_env_name
+from toolcatalog.environment import is_valid_env_name, server_setting_reason
 from toolcatalog.manifest import WORKER_ROUTES
 
 MAX_PROMPT_HINT = 4000
@@ -256,6 +256,8 @@ def parse_policy(
     for index, name in enumerate(raw_pass):
         if not isinstance(name, str) or not is_valid_env_name(name):
             errors.append((f"env_passthrough[{index}]", f"not an environment variable name: {name!r}"))
+        elif server_setting_reason(name):
+            errors.append((f"env_passthrough[{index}]", server_setting_reason(name)))
         elif name not in passthrough:
             passthrough.append(name)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from toolcatalog.environment import server_setting_reason
+
 BACKENDS = ("searxng", "brave", "tavily")
 DEFAULT_BASE_URLS = {"brave": "https://api.search.brave.com", "tavily": "https://api.tavily.com"}
 DEFAULT_KEY_ENVS = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}
@@ -76,6 +78,12 @@ def _setting(name: str, default: Any = "") -> Any:
     return getattr(settings, name, default) if settings.configured else default
 
 
+def search_key_names() -> dict[str, str]:
+    """The web search backend's key variable, for the tool catalog (no tool is handed it)."""
+    config = search_config()
+    return {config.key_env: "the web search backend's key"} if config.backend in DEFAULT_KEY_ENVS and config.key_env else {}
+
+
 def search_config() -> SearchConfig:
     """The backend the settings select, and what is wrong with it (``problem``)."""
     backend = str(_setting("NETA_WEB_SEARCH_BACKEND", "") or "").strip().lower()
@@ -94,6 +102,8 @@ def search_config() -> SearchConfig:
         key_env = key_env or DEFAULT_KEY_ENVS[backend]
         if not _ENV_NAME.match(key_env):
             return SearchConfig(backend, base_url, key_env, f"NETA_WEB_SEARCH_KEY_ENV={key_env!r} is not an environment variable name")
+        if server_setting_reason(key_env):
+            return SearchConfig(backend, base_url, key_env, f"NETA_WEB_SEARCH_KEY_ENV: {server_setting_reason(key_env)}")
         if not os.environ.get(key_env):
             return SearchConfig(backend, base_url, key_env, f"the {backend} backend reads its key from ${key_env}, which is not set")
     return SearchConfig(backend, base_url, key_env)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from audit.services import changed_fields, record
-from runtime.models import Agent, ModelConfig
+from runtime.models import CREDENTIAL_FIELDS, DIRECT_KEYS_PERMISSION, Agent, ModelConfig
 
 EDITABLE = frozenset(
     f.name for f in Agent._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at", "access_restricted")
@@ -69,13 +70,66 @@ def agent_set_access(*, agent_id: int, actor, restricted: bool, users=(), groups
 MODEL_EDITABLE = frozenset(
     f.name for f in ModelConfig._meta.concrete_fields if f.name not in ("id", "name", "created_at", "updated_at")
 )
+MODEL_CREATABLE = MODEL_EDITABLE | {"name"}
+
+
+def may_direct_keys(actor) -> bool:
+    """May ``actor`` choose where a model's key goes (its provider kind, base URL, key variable)?"""
+    return bool(actor is not None and actor.has_perm(DIRECT_KEYS_PERMISSION))
+
+
+def _check_credentials(actor, model: ModelConfig, changed: set[str]) -> None:
+    """Directing a key — creating a model with a key variable or a base URL, or changing the provider
+    kind, base URL or key variable of one — needs the ``direct_model_keys`` permission; and an
+    endpoint chosen by anyone but a superuser must pass the web tools' guard (no loopback, private
+    or metadata address unless ``NETA_WEB_FETCH_ALLOW`` lists the host)."""
+    if not changed:
+        return
+    if not may_direct_keys(actor):
+        raise PermissionDenied(
+            f"changing {', '.join(sorted(changed))} directs an API key: it needs the 'Can direct API keys' permission"
+        )
+    if "base_url" in changed and model.base_url and not actor.is_superuser:
+        from toolcatalog import web_guard  # resolves the host: loaded with the first endpoint checked
+
+        try:
+            web_guard.check_url(model.base_url, web_guard.policy_from_settings())
+        except (web_guard.WebRefused, web_guard.WebFetchError) as exc:
+            raise ValidationError({"base_url": f"{exc} (an endpoint set without superuser rights must be a public address or listed in NETA_WEB_FETCH_ALLOW)"}) from None
+
+
+def _credential_changes(model: ModelConfig, before: dict) -> set[str]:
+    changed = {name for name in CREDENTIAL_FIELDS if name in before and before[name] != getattr(model, name)}
+    if changed == {"provider_kind"} and not model.api_key_env and not model.base_url:
+        return set()  # a model without key or endpoint directs nothing (scripted ↔ remote needs a key, refused by clean)
+    return changed
+
+
+def model_config_create(*, actor, fields: dict) -> ModelConfig:
+    """Create a model from ``fields``: validated by ``ModelConfig.full_clean`` (``ValidationError``
+    per field, nothing saved), the credentials rule (:func:`_check_credentials`: ``PermissionDenied``),
+    saved with a ``model.create`` audit row in one transaction."""
+    unknown = set(fields) - MODEL_CREATABLE
+    if unknown:
+        raise TypeError(f"not settable here: {', '.join(sorted(unknown))}")
+    model = ModelConfig(**fields)
+    blank = ModelConfig()
+    changed = {name for name in ("base_url", "api_key_env") if getattr(model, name) != getattr(blank, name)}
+    with transaction.atomic():
+        model.full_clean()
+        _check_credentials(actor, model, changed)
+        model.save()
+        after = {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in sorted(MODEL_CREATABLE)}
+        record(actor=actor, action="model.create", target=model, after=after)
+    return model
 
 
 def model_config_update(*, model_id: int, actor, changes: dict) -> ModelConfig:
     """Change the fields in ``changes`` of model ``model_id``: validated by ``ModelConfig.full_clean``
     (the options against their schema, runtime/llm/options.py: ``ValidationError`` per field,
-    nothing saved), saved in one transaction with a ``model.change`` audit row. The name is
-    not changed here (agents and runs name their model)."""
+    nothing saved), the credentials rule (:func:`_check_credentials`: ``PermissionDenied``), saved
+    in one transaction with a ``model.change`` audit row. The name is not changed here (agents and
+    runs name their model)."""
     unknown = set(changes) - MODEL_EDITABLE
     if unknown:
         raise TypeError(f"not editable here: {', '.join(sorted(unknown))}")
@@ -85,6 +139,7 @@ def model_config_update(*, model_id: int, actor, changes: dict) -> ModelConfig:
         for name, value in changes.items():
             setattr(model, name, value)
         model.full_clean()
+        _check_credentials(actor, model, _credential_changes(model, before))
         old, new = changed_fields(before, {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in changes})
         if new:
             model.save(update_fields=[*new, "updated_at"])

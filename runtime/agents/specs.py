@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from django.conf import settings
 
+from runtime.agents.keys import key_refusal
 from runtime.llm import ModelSpec
-from runtime.models import LlmProviderKind, ModelConfig
+from runtime.llm.options import RulesFileRefused, rules_file
+from runtime.models import LlmProviderKind, ModelConfig, rules_dirs
 
 
 class ModelUnavailable(Exception):
@@ -22,6 +23,9 @@ def model_spec(model: ModelConfig, *, for_call: bool = True) -> ModelSpec:
         raise ModelUnavailable(f"model {model.name!r} is disabled")
     api_key = None
     if for_call and model.provider_kind != LlmProviderKind.SCRIPTED:
+        refused = key_refusal(model)
+        if refused:
+            raise ModelUnavailable(refused)
         api_key = os.environ.get(model.api_key_env or "")
         if not api_key:
             raise ModelUnavailable(
@@ -29,8 +33,13 @@ def model_spec(model: ModelConfig, *, for_call: bool = True) -> ModelSpec:
             )
     options = dict(model.options or {})
     rules = options.get("rules")
-    if isinstance(rules, str) and not os.path.isabs(rules):
-        options["rules"] = str(Path(settings.BASE_DIR) / rules)  # relative rules paths are the checkout's
+    if isinstance(rules, str):
+        try:
+            options["rules"] = rules_file(rules, base_dir=settings.BASE_DIR, rules_dirs=rules_dirs())
+        except RulesFileRefused as exc:
+            if for_call:
+                raise ModelUnavailable(f"model {model.name!r}: rules: {exc}") from None
+            options.pop("rules")
     return ModelSpec(
         provider_kind=model.provider_kind,
         model_id=model.model_id,

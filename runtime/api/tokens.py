@@ -13,6 +13,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -57,9 +58,21 @@ def api_token_create(*, user, read_only: bool = False, days: int | None = None, 
     return _issue(user=user, read_only=read_only, expires_at=expires_at, name=name, created_by=created_by, action="token.create")
 
 
+def may_issue_for(actor, user) -> bool:
+    """May ``actor`` receive a secret that acts as ``user``? For themselves, for an account
+    without console rights, or — for a staff or superuser account — only a superuser (a token
+    is the account: issuing one for a superuser would make its holder one). ``actor`` None: the
+    command line (``manage.py token_create``)."""
+    if actor is None or getattr(actor, "is_superuser", False) or getattr(actor, "pk", None) == user.pk:
+        return True
+    return not (user.is_staff or user.is_superuser)
+
+
 def _issue(*, user, read_only: bool, expires_at, name: str, created_by, action: str, before=None) -> IssuedToken:
     if user is None or not getattr(user, "pk", None):
         raise ValueError("user: a saved user is required")
+    if not may_issue_for(created_by, user):
+        raise PermissionDenied(f"a token for the staff account {user} acts as it: only a superuser (or {user} itself) may issue or rotate one")
     if not user.is_active:
         raise ValueError(f"user: {user} is inactive")
     if not isinstance(name, str) or len(name) > 100:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import httpx2
@@ -19,6 +20,31 @@ _lock = threading.Lock()
 _http: httpx2.Client | None = None
 _clients: dict[tuple, object] = {}
 _MAX_CLIENTS = 64
+
+#: Each provider's own API, used when a model names no base URL. Passed to the SDKs explicitly:
+#: left empty, they would follow ``ANTHROPIC_BASE_URL`` / ``OPENAI_BASE_URL`` from the
+#: environment, and a key would go wherever that says.
+DEFAULT_BASE_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
+}
+_OPENAI_ORIGIN = ("https", "api.openai.com", 443)
+
+
+def default_base_url(provider_kind: str) -> str | None:
+    return DEFAULT_BASE_URLS.get(provider_kind)
+
+
+def endpoint_origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of ``url``: two endpoints on one origin are one server."""
+    parts = urlsplit(url or "")
+    scheme = (parts.scheme or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or (443 if scheme == "https" else 80)
 
 
 def shared_http_client() -> httpx2.Client:
@@ -30,7 +56,9 @@ def shared_http_client() -> httpx2.Client:
             _http = httpx2.Client(
                 timeout=httpx2.Timeout(600.0, connect=10.0),
                 limits=httpx2.Limits(max_connections=200, max_keepalive_connections=50),
-                follow_redirects=True,
+                # A redirect would carry the key (x-api-key is not an Authorization header,
+                # which httpx drops across origins) to a host the model does not name.
+                follow_redirects=False,
             )
         return _http
 
@@ -63,16 +91,27 @@ def cached_client(key: tuple, build):
 def anthropic_client(*, base_url: str | None, api_key: str):
     import anthropic
 
-    def build(http):
-        return anthropic.Anthropic(api_key=api_key, base_url=base_url or None, max_retries=0, http_client=http)
+    url = base_url or DEFAULT_BASE_URLS["anthropic"]
 
-    return cached_client(("anthropic", base_url, api_key), build)
+    def build(http):
+        return anthropic.Anthropic(api_key=api_key, base_url=url, max_retries=0, http_client=http)
+
+    return cached_client(("anthropic", url, api_key), build)
 
 
 def openai_client(*, base_url: str | None, api_key: str):
+    """An OpenAI SDK client for ``base_url`` (OpenAI's own API when empty). The organization and
+    project the SDK reads from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` go to OpenAI only, never
+    to another OpenAI-style endpoint."""
     import openai
 
-    def build(http):
-        return openai.OpenAI(api_key=api_key, base_url=base_url or None, max_retries=0, http_client=http)
+    url = base_url or DEFAULT_BASE_URLS["openai"]
 
-    return cached_client(("openai", base_url, api_key), build)
+    def build(http):
+        client = openai.OpenAI(api_key=api_key, base_url=url, max_retries=0, http_client=http)
+        if endpoint_origin(url) != _OPENAI_ORIGIN:
+            client.organization = None
+            client.project = None
+        return client
+
+    return cached_client(("openai", url, api_key), build)

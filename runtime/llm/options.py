@@ -95,16 +95,39 @@ def known_options(kind: str) -> list[str]:
     return sorted(name for name, (kinds, _check) in SCHEMA.items() if kind in kinds)
 
 
-def resolve_rules(value: str, base_dir: str | os.PathLike | None) -> str:
-    """A relative rules path is the checkout's (``BASE_DIR``), as ``runtime.agents.specs`` passes it."""
-    if base_dir is not None and not os.path.isabs(value):
-        return str(Path(base_dir) / value)
-    return value
+RULES_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def option_errors(kind: str, options, *, base_dir: str | os.PathLike | None = None) -> list[str]:
+class RulesFileRefused(ValueError):
+    """A scripted model's ``rules`` names no rules file in the folders rules may come from."""
+
+
+def rules_file(value: str, *, base_dir: str | os.PathLike | None, rules_dirs: tuple[str, ...]) -> str:
+    """The real path of the rules file ``value`` names, which must lie in one of ``rules_dirs``
+    (the shipped rules, ``NETA_SCRIPTED_RULES_DIR``) and end in .yaml, .yml or .json. A relative
+    name is looked up in each of those folders, then in ``base_dir`` (the checkout: the shipped
+    ``runtime/llm/scripted_demo.yaml``). The error names the rule, never the file's content or
+    whether a file outside those folders exists."""
+    roots = [os.path.realpath(d) for d in rules_dirs]
+    if os.path.isabs(value):
+        candidates = [value]
+    else:
+        candidates = [os.path.join(d, value) for d in rules_dirs] + ([os.path.join(base_dir, value)] if base_dir is not None else [])
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        inside = any(real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+        if inside and Path(real).suffix.lower() in RULES_SUFFIXES and os.path.isfile(real):
+            return real
+    raise RulesFileRefused(
+        f"{value!r} is not a rules file (.yaml, .yml or .json) in the shipped rules or NETA_SCRIPTED_RULES_DIR: "
+        "put the file in that folder and name it relative to it"
+    )
+
+
+def option_errors(kind: str, options, *, base_dir: str | os.PathLike | None = None, rules_dirs: tuple[str, ...] = ()) -> list[str]:
     """What is wrong with ``options`` for a model of ``kind`` (empty: nothing). A scripted
-    model's ``rules`` are loaded and parsed, so a missing or broken rules file is named here."""
+    model's ``rules`` are loaded and parsed, so a missing or broken rules file is named here;
+    a rules file must lie in ``rules_dirs`` (:func:`rules_file`)."""
     if not isinstance(options, dict):
         return ["must be a JSON object"]
     problems = []
@@ -125,7 +148,7 @@ def option_errors(kind: str, options, *, base_dir: str | os.PathLike | None = No
             problems.append(f"rules must be an object of rules or a file path, got {type(rules).__name__}")
         else:
             try:
-                load_script(resolve_rules(rules, base_dir) if isinstance(rules, str) else rules)
-            except ScriptedRulesError as exc:
+                load_script(rules_file(rules, base_dir=base_dir, rules_dirs=rules_dirs) if isinstance(rules, str) else rules)
+            except (ScriptedRulesError, RulesFileRefused) as exc:
                 problems.append(f"rules: {exc}")
     return problems

@@ -82,6 +82,11 @@ def configure_tool_settings(envelope: TaskEnvelope) -> None:
     if not settings.configured:
         sandbox = envelope.runtime_config.sandbox
         settings.configure(NETA_SANDBOX=sandbox.mode, **sandbox.tool_settings)
+    # The child's own model key is in its environment: no tool of the child is ever handed it.
+    from toolcatalog.environment import set_key_names
+
+    key = envelope.runtime_config.model.api_key_env
+    set_key_names("model", (lambda: {key: "the API key of the child's model"}) if key else None)
 
 
 def _text_of(message: dict) -> str:

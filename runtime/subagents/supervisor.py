@@ -53,6 +53,7 @@ from typing import Any
 
 from runtime.subagents.envelope import TaskEnvelope
 from toolcatalog.cpu_affinity import unpin_thread
+from toolcatalog.environment import server_setting_reason
 from runtime.subagents.protocol import (
     PROTOCOL_VERSION,
     TERMINAL_TYPES,
@@ -72,9 +73,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 CHILD_MODULE = "runtime.subagents.child"
 #: Variables a child gets from the host's environment when they are set.
 PASSED_VARIABLES = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ")
-#: Names a model's key variable may never have (it would hand the child a server secret).
-_FORBIDDEN_KEY_PREFIXES = ("NETA_", "DJANGO_", "CELERY_")
-_FORBIDDEN_KEY_WORDS = ("DATABASE", "REDIS", "SECRET_KEY")
 
 EventCallback = Callable[[dict], None]
 ProxyHandler = Callable[[dict], Mapping[str, Any]]
@@ -123,9 +121,9 @@ def child_environment(envelope: TaskEnvelope, source: Mapping[str, str] | None =
     env["PYTHONSAFEPATH"] = "1"  # the workspace (cwd) is never on the child's sys.path
     key = envelope.runtime_config.model.api_key_env
     if key:
-        upper = key.upper()
-        if upper.startswith(_FORBIDDEN_KEY_PREFIXES) or any(w in upper for w in _FORBIDDEN_KEY_WORDS):
-            raise SupervisorError(f"the model's key variable {key!r} names a server setting; a child never gets it")
+        refused = server_setting_reason(key)  # the one rule for names (toolcatalog.environment)
+        if refused:
+            raise SupervisorError(f"the model's key variable is refused: {refused}; a child never gets it")
         if key in source:
             env[key] = source[key]
     return env

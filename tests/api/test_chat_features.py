@@ -93,7 +93,7 @@ def test_regenerate_over_rest_starts_a_run_and_bad_input_is_a_4xx_writing_nothin
 
 def test_prompt_model_and_thinking_level_are_checked_against_the_models_capabilities(client_for, tree, agent):
     ModelConfig.objects.create(name="plain", provider_kind="scripted", model_id="plain", supports_thinking=False, supports_images=False)
-    ModelConfig.objects.create(name="keyless", provider_kind="anthropic", model_id="x", api_key_env="NETA_TEST_NO_SUCH_KEY")
+    ModelConfig.objects.create(name="keyless", provider_kind="anthropic", model_id="x", api_key_env="TEST_NO_SUCH_KEY")
     client = client_for("owner")
     url = f"/api/sessions/{tree.session_id}/prompt/"
     image = [{"data": "AAAA", "mimeType": "image/png"}]
@@ -101,7 +101,7 @@ def test_prompt_model_and_thinking_level_are_checked_against_the_models_capabili
     assert_error(client.post(url, {"text": "hi", "model": "plain", "thinkingLevel": "high"}, format="json"), 400, "invalid", "thinkingLevel")
     assert_error(client.post(url, {"text": "hi", "model": "plain", "images": image}, format="json"), 400, "invalid", "images")
     error = assert_error(client.post(url, {"text": "hi", "model": "keyless"}, format="json"), 400, "invalid", "model")
-    assert "NETA_TEST_NO_SUCH_KEY" in error["message"]
+    assert "TEST_NO_SUCH_KEY" in error["message"]
     assert not AgentRun.objects.exists()
     types = [e["type"] for e in get_provider("file").list_entries(tree.session_id)]
     assert types.count("thinking_level_change") == 1  # the session's first one only
@@ -200,7 +200,7 @@ def test_after_the_first_answer_the_session_gets_a_title_once(owner, agent, sett
 
 @pytest.mark.auto_titles
 def test_a_failing_title_model_is_logged_and_the_run_still_completes(owner, agent, settings, caplog):
-    ModelConfig.objects.create(name="broken-titles", provider_kind="anthropic", model_id="x", api_key_env="NETA_TEST_NO_SUCH_KEY")
+    ModelConfig.objects.create(name="broken-titles", provider_kind="anthropic", model_id="x", api_key_env="TEST_NO_SUCH_KEY")
     settings.NETA_TITLE_MODEL = "broken-titles"
     sid = session_start(agent=agent, user=owner).session_id
     with caplog.at_level(logging.ERROR, logger="runtime.runs.titles"):

@@ -121,7 +121,7 @@ def test_a_new_session_is_a_draft_that_stores_nothing_until_its_first_message(cl
     assert data["agent"]["name"] == "default"
     assert AgentSession.objects.count() == before  # nothing left behind by looking
     # The composer's models: enabled, with their key set, the agent's first, with capabilities.
-    ModelConfig.objects.create(name="aaa-keyless", provider_kind="anthropic", model_id="x", api_key_env="NETA_TEST_NO_SUCH_KEY")
+    ModelConfig.objects.create(name="aaa-keyless", provider_kind="anthropic", model_id="x", api_key_env="TEST_NO_SUCH_KEY")
     ModelConfig.objects.create(name="aaa-plain", provider_kind="scripted", model_id="plain", supports_thinking=False)
     names = [m["name"] for m in page_data(client.get("/?new=1"))["models"]]
     assert names[0] == agent.model.name and "aaa-plain" in names and "aaa-keyless" not in names

@@ -30,7 +30,8 @@ REPLIES = {
 
 @pytest.mark.parametrize("provider", ["file", "mysql"])
 @pytest.mark.parametrize("case", list(REPLIES))
-async def test_a_reply_json_cannot_carry_completes_and_reaches_the_socket(owner, agent, tokens, fresh_layer, provider, case, tmp_path):
+async def test_a_reply_json_cannot_carry_completes_and_reaches_the_socket(owner, agent, tokens, fresh_layer, provider, case, tmp_path, settings):
+    settings.NETA_SCRIPTED_RULES_DIR = tmp_path  # rules files come from there
     rules = tmp_path / "rules.json"  # a file: the options column cannot hold NaN
     rules.write_text(json.dumps({"version": 1, "default": {"replies": REPLIES[case]}}), encoding="utf-8")
 

@@ -83,7 +83,8 @@ class Deployment:
     def set_rules(self, rules: dict, *, subagent_policy: dict | None = None) -> None:
         """The scripted model answers by ``rules`` (a file its options name), as an admin's
         edit of the model (and of the default agent's subagent policy) would set them."""
-        rules_file = self.tmp / f"rules-{uuid.uuid4().hex[:6]}.json"
+        rules_file = self.tmp / "var" / "rules" / f"rules-{uuid.uuid4().hex[:6]}.json"  # NETA_SCRIPTED_RULES_DIR's default
+        rules_file.parent.mkdir(parents=True, exist_ok=True)
         rules_file.write_text(json.dumps(rules))
         cursor = self.conn.cursor()
         cursor.execute(

@@ -58,7 +58,7 @@ def cells(html: str, name: str) -> dict[str, str]:
 
 
 def test_the_list_shows_usable_tools_skills_and_delegation(console, agent):
-    keyed = ModelConfig.objects.create(name="remote", provider_kind="anthropic", model_id="c", api_key_env="NETA_TEST_UNSET_KEY")
+    keyed = ModelConfig.objects.create(name="remote", provider_kind="anthropic", model_id="c", api_key_env="TEST_UNSET_KEY")
     Agent.objects.create(name="keyless", model=keyed, subagent_policy={"enabled": True, "agents": ["helper"]})
     html = console.get(reverse("admin:runtime_agent_changelist")).content.decode()
     helper, keyless = cells(html, "helper"), cells(html, "keyless")

@@ -30,7 +30,7 @@ def form(**overrides):
         ("openai", {"timeout": 0}, "timeout must be > 0"),
         ("anthropic", {"cache": "forever"}, "cache must be one of none, short, long"),
         ("openai", {"cache": "short"}, "unknown option 'cache' for a openai model"),
-        ("scripted", {"rules": "no/such/rules.yaml"}, "rules: rules file"),
+        ("scripted", {"rules": "no/such/rules.yaml"}, "is not a rules file"),
         ("scripted", {"rules": {"version": 1, "rules": []}}, "give at least one rule or a default"),
     ],
 )
@@ -55,14 +55,14 @@ def test_the_form_refuses_bad_options_with_the_message_and_stores_nothing(client
 
 
 def test_list_and_page_show_key_status_agents_and_never_the_key(client, staff, monkeypatch):
-    monkeypatch.setenv("NETA_CONSOLE_TEST_KEY", "sk-canary-console-42")
-    model = ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="NETA_CONSOLE_TEST_KEY", supports_images=True)
+    monkeypatch.setenv("CONSOLE_TEST_KEY", "sk-canary-console-42")
+    model = ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="CONSOLE_TEST_KEY", supports_images=True)
     Agent.objects.create(name="uses-it", model=model)
     client.force_login(staff)
     listing = client.get(reverse("admin:runtime_modelconfig_changelist")).content.decode()
     page = client.get(reverse("admin:runtime_modelconfig_change", args=[model.pk])).content.decode()
     for html in (listing, page):
-        assert "NETA_CONSOLE_TEST_KEY is set" in html and "sk-canary-console-42" not in html
+        assert "CONSOLE_TEST_KEY is set" in html and "sk-canary-console-42" not in html
     assert "tools, images" in listing
     assert "uses-it" in page and "max_retries" in page  # agents using it; the options this provider reads
 
@@ -78,9 +78,9 @@ def test_test_connection_scripted_answers_offline(client, staff):
 
 
 def test_test_connection_goes_through_the_real_client(client, staff, openai_server, monkeypatch):
-    monkeypatch.setenv("NETA_CONSOLE_WIRE_KEY", "sk-wire")
+    monkeypatch.setenv("CONSOLE_WIRE_KEY", "sk-wire")
     model = ModelConfig.objects.create(
-        name="wire", provider_kind="openai-compatible", model_id="wire-model", base_url=openai_server.base_url, api_key_env="NETA_CONSOLE_WIRE_KEY",
+        name="wire", provider_kind="openai-compatible", model_id="wire-model", base_url=openai_server.base_url, api_key_env="CONSOLE_WIRE_KEY",
     )
     openai_server.script(Reply(content=[{"type": "text", "text": "Connected fine."}]), Status(401, "invalid api key", error_type="invalid_request_error"))
     client.force_login(staff)
@@ -91,9 +91,9 @@ def test_test_connection_goes_through_the_real_client(client, staff, openai_serv
     assert second["ok"] is False and "invalid api key" in second["error"]
     assert len(openai_server.requests) == 2  # no retries
 
-    monkeypatch.delenv("NETA_CONSOLE_WIRE_KEY")
+    monkeypatch.delenv("CONSOLE_WIRE_KEY")
     third = client.post(reverse("admin:runtime_modelconfig_test", args=[model.pk]), follow=True).context["connection_test"]
-    assert third["ok"] is False and "NETA_CONSOLE_WIRE_KEY" in third["error"] and len(openai_server.requests) == 2
+    assert third["ok"] is False and "CONSOLE_WIRE_KEY" in third["error"] and len(openai_server.requests) == 2
 
 
 def test_the_api_refuses_the_same_options_and_audits_a_change(client, staff, owner):

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 anthropic_server, _clean_anthropic = serve("anthropic", "anthropic_server")
 openai_server, _clean_openai = serve("openai", "openai_server")
 
-KEY = "NETA_FAILOVER_TEST_KEY"
+KEY = "FAILOVER_TEST_KEY"
 FAST = {"max_retries": 1, "retry_base_delay": 0.01, "timeout": 10}
 ANSWER = "The backup model answers."
 
@@ -37,13 +37,15 @@ def text_reply(text: str, **kwargs) -> Reply:
 
 @pytest.fixture
 def models(monkeypatch, anthropic_server, openai_server):
-    monkeypatch.setenv(KEY, "sk-test")
-
     def make(name, kind, base_url, model_id, **fields):
         options = {**FAST, **fields.pop("options", {})}
+        key = fields.pop("api_key_env", None)
+        if key is None:  # a key variable per model: one key variable goes to one endpoint only
+            key = f"{KEY}_{name.upper().replace('-', '_')}"
+            monkeypatch.setenv(key, "sk-test")
         return ModelConfig.objects.create(
             name=name, provider_kind=kind, provider_name=fields.pop("provider_name", kind), model_id=model_id, base_url=base_url,
-            api_key_env=fields.pop("api_key_env", KEY), options=options, **fields,
+            api_key_env=key, options=options, **fields,
         )  # fmt: skip
 
     primary = make("primary", "anthropic", anthropic_server.base_url, "claude-primary")
@@ -294,8 +296,8 @@ def test_the_title_is_written_by_the_model_that_answered(agent_with, anthropic_s
 
 def test_unusable_fallbacks_are_skipped_and_named(agent_with, models, anthropic_server, openai_server, monkeypatch):
     _, _, make = models
-    make("keyless", "openai", openai_server.base_url, "gpt-keyless", api_key_env="NETA_FAILOVER_UNSET_KEY")
-    monkeypatch.delenv("NETA_FAILOVER_UNSET_KEY", raising=False)
+    make("keyless", "openai", openai_server.base_url, "gpt-keyless", api_key_env="FAILOVER_UNSET_KEY")
+    monkeypatch.delenv("FAILOVER_UNSET_KEY", raising=False)
     driver = Driver(agent_with("keyless", "backup"))
     anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
     openai_server.script(text_reply(ANSWER))

@@ -238,10 +238,10 @@ def test_a_turn_over_the_responses_api_runs_tools_and_replays_its_reasoning(serv
     from sessions_tree.providers import get_provider
 
     (workspace / "notes.md").write_text("# notes\n")
-    monkeypatch.setenv("NETA_TEST_OPENAI_KEY", "sk-turn-test")
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-turn-test")
     model = ModelConfig.objects.create(
         name="o-wire", provider_kind="openai-responses", provider_name="openai", model_id="o-test",
-        base_url=server.base_url, api_key_env="NETA_TEST_OPENAI_KEY", supports_thinking=True, options=FAST_RETRY,
+        base_url=server.base_url, api_key_env="TEST_OPENAI_KEY", supports_thinking=True, options=FAST_RETRY,
     )
     agent = Agent.objects.create(name="responder", model=model, cwd=str(workspace), workspace_mode="shared", thinking_level="medium")
     call = {"type": "toolCall", "id": "call_ls0001|fc_ls0001", "name": "ls", "arguments": {"path": "."}}

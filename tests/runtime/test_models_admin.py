@@ -46,12 +46,12 @@ def test_agent_validation_checks_policies():
 
 
 def test_admin_shows_whether_a_key_is_set_never_its_value(client, staff, monkeypatch):
-    monkeypatch.setenv("NETA_TEST_SECRET_KEY_VAR", "sk-live-canary-123")
-    model = ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="NETA_TEST_SECRET_KEY_VAR")
-    ModelConfig.objects.create(name="unset", provider_kind="openai", model_id="gpt", api_key_env="NETA_TEST_UNSET_VAR")
+    monkeypatch.setenv("TEST_PROVIDER_KEY_VAR", "sk-live-canary-123")
+    model = ModelConfig.objects.create(name="remote", provider_kind="openai", model_id="gpt", api_key_env="TEST_PROVIDER_KEY_VAR")
+    ModelConfig.objects.create(name="unset", provider_kind="openai", model_id="gpt", api_key_env="TEST_UNSET_VAR")
     client.force_login(staff)
     listing = client.get("/admin/runtime/modelconfig/").content.decode()
-    assert "NETA_TEST_SECRET_KEY_VAR is set" in listing and "NETA_TEST_UNSET_VAR is NOT set" in listing
+    assert "TEST_PROVIDER_KEY_VAR is set" in listing and "TEST_UNSET_VAR is NOT set" in listing
     detail = client.get(f"/admin/runtime/modelconfig/{model.pk}/change/").content.decode()
     assert "sk-live-canary-123" not in listing + detail
 
