@@ -126,7 +126,13 @@ class McpServerAdmin(LightListAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
-        return fields + ["name"] if obj is not None else fields
+        if obj is not None:
+            fields.append("name")
+        if not services.may_run_commands(request.user) and (obj is None or obj.transport == McpServer.STDIO):
+            # What a stdio server runs is a superuser's choice (docs/security.md); a new server
+            # without that right is a streamable-HTTP one (the service refuses the rest).
+            fields += [f for f in services.MCP_COMMAND_FIELDS if f != "transport" or obj is not None]
+        return fields
 
     @admin.display(description="tools")
     def tool_count(self, obj: McpServer) -> int:

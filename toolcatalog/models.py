@@ -8,6 +8,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from toolcatalog.manifest import WORKER_ROUTES
+from toolcatalog.mcp.specs import ALL_AGENTS
 
 
 class ToolConfig(models.Model):
@@ -98,7 +99,9 @@ class McpServer(models.Model):
     enabled = models.BooleanField(default=True, help_text="Off: not started, its tools leave the catalog.")
     connect_timeout = models.FloatField(default=10.0, help_text="Seconds to start (or reach) the server and list its tools.")
     call_timeout = models.FloatField(default=60.0, help_text="Seconds one tool call may take.")
-    agents = models.JSONField(default=list, blank=True, help_text="Agent names that may use its tools; empty: every agent.")
+    agents = models.JSONField(
+        default=list, blank=True, help_text='Agent names that may use its tools, or ["*"] for every agent; empty: no agent.'
+    )
     network = models.BooleanField(default=False, help_text="stdio under NETA_SANDBOX=bwrap: allow network access.")
     read_only_paths = models.JSONField(
         default=list, blank=True, help_text="stdio under NETA_SANDBOX=bwrap: extra paths visible read-only (the server's install directory)."
@@ -122,7 +125,8 @@ class McpServer(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from toolcatalog.environment import is_valid_env_name
+        from toolcatalog.environment import is_valid_env_name, key_names, tool_variable_reason
+        from toolcatalog.protected_paths import read_only_path_problem
 
         errors: dict[str, str] = {}
         if self.transport == self.STDIO:
@@ -139,14 +143,27 @@ class McpServer(models.Model):
             value = getattr(self, field)
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 errors[field] = "must be a JSON list of strings"
-        if not isinstance(self.read_only_paths, list) or any(isinstance(p, str) and not p.startswith("/") for p in self.read_only_paths or []):
-            errors.setdefault("read_only_paths", "must be absolute paths")
+        if "read_only_paths" not in errors:
+            problems = [problem for p in self.read_only_paths if (problem := read_only_path_problem(p))]
+            if problems:
+                errors["read_only_paths"] = "; ".join(problems)
         names = self.env_names
         if not isinstance(names, list) or not all(isinstance(n, str) and is_valid_env_name(n) for n in names):
             errors["env_names"] = "must be a JSON list of environment variable names (A-Z, 0-9, _), never values"
+        else:
+            keys = key_names()
+            refused = [reason for n in names if (reason := tool_variable_reason(n, keys=keys))]
+            if refused:
+                errors["env_names"] = "; ".join(refused)
         agents = self.agents
         if not isinstance(agents, list) or not all(isinstance(a, str) and a for a in agents):
-            errors["agents"] = "must be a JSON list of agent names"
+            errors["agents"] = 'must be a JSON list of agent names, or ["*"] for every agent'
+        elif ALL_AGENTS in agents and len(agents) > 1:
+            errors["agents"] = '"*" (every agent) stands alone'
+        if self.transport == self.HTTP and self.url and "url" not in errors:
+            problem = http_url_problem(self.url)
+            if problem:
+                errors["url"] = problem
         for field in ("connect_timeout", "call_timeout"):
             value = getattr(self, field)
             if value is None or not (0 < value <= 3600):
@@ -155,4 +172,22 @@ class McpServer(models.Model):
             raise ValidationError(errors)
 
     def allows_agent(self, agent_name: str | None) -> bool:
-        return not self.agents or (agent_name is not None and agent_name in self.agents)
+        return ALL_AGENTS in (self.agents or []) or (agent_name is not None and agent_name in (self.agents or []))
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why a streamable-HTTP MCP server may not be at ``url`` (``None``: it may): the web tools'
+    guard (no loopback, private, link-local or metadata address, the deny list) unless
+    ``NETA_MCP_HTTP_ALLOW`` names the host (or ``host:port``)."""
+    from django.conf import settings
+
+    from toolcatalog import web_guard  # resolves the host: loaded when a URL is checked
+
+    policy = web_guard.policy_from_settings()
+    allowed = web_guard.parse_rules(getattr(settings, "NETA_MCP_HTTP_ALLOW", []) or [], allow_ranges=False, setting="NETA_MCP_HTTP_ALLOW")
+    policy = type(policy)(allow=(*policy.allow, *allowed), deny=policy.deny, limits=policy.limits)
+    try:
+        web_guard.check_url(url, policy)
+    except (web_guard.WebRefused, web_guard.WebFetchError) as exc:
+        return f"{exc} (an MCP server on such an address must be listed in NETA_MCP_HTTP_ALLOW)"
+    return None

@@ -24,7 +24,8 @@ reported as ``source``/``reason``):
    a worker route of ``disabled`` (governance's ``disabled`` cannot be
    overridden by the agent), or a ``worker-local`` route for a tool the
    manifest says cannot run in a worker, or a network tool (``requires_network``) when the
-   agent's policy does not allow network.
+   agent's policy does not allow network, or an MCP tool the agent's policy does not
+   enable by name (MCP tools reach subagents only through their policies).
 
 Staff governance is a ceiling: an agent can only narrow what it allows. The
 route is the agent's ``per_tool.worker_routing``, else governance's, else the
@@ -307,6 +308,8 @@ def _decide(
             return decision(False, "manifest", "cannot run inside a worker process, and its route is 'worker-local'")
         if manifest.requires_network and not policy.network:
             return decision(False, "agent_policy", "reaches the network, and the agent's tool policy does not allow network (network: false)")
+        if manifest.kind == "mcp" and on_source != "agent_policy":
+            return decision(False, "agent_policy", "an MCP tool reaches a subagent only when the agent's policy enables it by name")
     return decision(True, on_source)
 
 

@@ -76,6 +76,99 @@ _resolved: dict = {}
 RESOLVED_SECONDS = 5.0
 
 
+#: System folders an MCP server's read-only paths may not name (nor an ancestor of): the
+#: machine's accounts and keys, the kernel's views, other services' data.
+SYSTEM_PRIVATE = ("/etc", "/root", "/proc", "/sys", "/dev", "/boot", "/run", "/var/lib", "/var/log")
+
+
+def var_dir() -> Path | None:
+    """The state directory (``VAR_DIR``), resolved; ``None`` without settings."""
+    try:
+        from django.conf import settings
+
+        value = getattr(settings, "VAR_DIR", None) if settings.configured else None
+    except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
+        return None
+    return Path(os.path.realpath(value)) if value else None
+
+
+def confined_protected() -> tuple[Path, ...]:
+    """What a confined server process (an MCP server) must never see: the protected paths and
+    the whole state directory (its database, sessions, workspaces, keys)."""
+    found = list(protected_paths())
+    var = var_dir()
+    if var is not None and var not in found:
+        found.append(var)
+    return tuple(found)
+
+
+def read_only_path_problem(path: str) -> str | None:
+    """Why ``path`` may not be made visible to an MCP server (``None``: it may): ``/``, the
+    state directory, a protected path, a private system folder, anything inside one of them,
+    or a folder that holds one of them."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return f"{path!r} is not an absolute path"
+    real = os.path.realpath(path)
+    if real == "/":
+        return "'/' would show the whole machine"
+    guarded = [(str(p), "a protected path") for p in confined_protected()]
+    guarded += [(os.path.realpath(p), "a private system folder") for p in SYSTEM_PRIVATE]
+    for other, what in guarded:
+        if real == other or real.startswith(other.rstrip("/") + "/"):
+            return f"{path!r} is {what} or inside one ({other})"
+        if other.startswith(real.rstrip("/") + "/"):
+            return f"{path!r} holds {what} ({other})"
+    return None
+
+
+#: System folders a workspace may not be in: what the machine runs and keeps.
+SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", *SYSTEM_PRIVATE)
+
+
+def _installation_dirs() -> list[tuple[str, str]]:
+    """The server's code and interpreter, with what each is."""
+    import sys
+
+    found = [(os.path.realpath(sys.prefix), "the server's Python installation"), (os.path.realpath(sys.base_prefix), "the server's Python installation")]
+    try:
+        from django.conf import settings
+
+        if settings.configured and getattr(settings, "BASE_DIR", None):
+            found.append((os.path.realpath(settings.BASE_DIR), "the server's code"))
+    except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
+        pass
+    return found
+
+
+def workspace_path_problem(path: str) -> str | None:
+    """Why an agent's working directory or workspace root may not be ``path`` (``None``: it may):
+    tools write there, so it may not hold the state directory, the server's code or its Python,
+    nor be a system folder or lie in one (protected paths inside a workspace are masked and
+    refused anyway). The state directory's own workspace folders (``var/workspace``) are fine:
+    a workspace may lie inside the state directory, it may not contain it."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return f"{path!r} is not an absolute path"
+    real = os.path.realpath(path)
+    if real == "/":
+        return "'/' is the whole machine"
+    var = var_dir()
+    held = ([(str(var), "the state directory")] if var is not None else []) + _installation_dirs()
+    for other, what in held:
+        if other.startswith(real.rstrip("/") + "/") or other == real:
+            return f"{path!r} holds {what} ({other})"
+    for other, what in _installation_dirs():
+        inside = real.startswith(other.rstrip("/") + "/")
+        if inside and not (var is not None and (real == str(var) or real.startswith(str(var) + "/"))):
+            return f"{path!r} lies in {what} ({other})"
+    for system in SYSTEM_DIRS:
+        system = os.path.realpath(system)
+        if real == system or real.startswith(system.rstrip("/") + "/"):
+            if var is not None and (real == str(var) or real.startswith(str(var) + "/")):
+                break  # a state directory under /var (/var/lib/neta) keeps its workspaces there
+            return f"{path!r} is a system folder or lies in one ({system})"
+    return None
+
+
 def protected_match(real: str, protected: Sequence[Path]) -> Path | None:
     """The protected path that ``real`` (a resolved path) is or lies under, if any."""
     for p in protected:

@@ -473,25 +473,30 @@ def _system_binds() -> tuple[str, ...]:
     return tuple(args)
 
 
-def _extra_ro_binds() -> list[str]:
+def _extra_ro_bind_paths() -> list[str]:
     try:
         from django.conf import settings
 
-        extra = list(getattr(settings, "NETA_SANDBOX_RO_BINDS", []) or [])
+        return [str(p) for p in getattr(settings, "NETA_SANDBOX_RO_BINDS", []) or []]
     except Exception:
-        extra = []
+        return []
+
+
+def _extra_ro_binds() -> list[str]:
     args: list[str] = []
-    for p in extra:
+    for p in _extra_ro_bind_paths():
         args += ["--ro-bind-try", p, p]
     return args
 
 
 def _masks(roots: Sequence[Path], protected: Sequence[Path]) -> list[str]:
-    """Hide the protected paths that lie inside a bound root (an empty file or directory over them)."""
+    """Hide the protected paths that lie inside a bound path (an empty file or directory over
+    them). A bind is compared by its real path too (a symlinked folder shows its target)."""
     args: list[str] = []
+    bound = {os.fspath(r).rstrip("/") or "/" for r in roots} | {os.path.realpath(r) for r in roots}
     for p in protected:
         ps = os.fspath(p)
-        if not any(ps == os.fspath(r) or ps.startswith(os.fspath(r).rstrip("/") + "/") for r in roots):
+        if not any(ps == b or ps.startswith(b.rstrip("/") + "/") for b in bound):
             continue
         if os.path.isdir(ps):
             args += ["--tmpfs", ps]
@@ -533,9 +538,10 @@ def bwrap_argv(
              "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
     for root in roots:
         args += ["--bind", os.fspath(root), os.fspath(root)]
-    args += _masks(roots, protected)
     for p in ro_binds:
         args += ["--ro-bind-try", os.fspath(p), os.fspath(p)]
+    # Last, so that no bind made above can show a protected path again.
+    args += _masks([*roots, *map(Path, ro_binds), *map(Path, _extra_ro_bind_paths())], protected)
     args += ["--chdir", os.fspath(cwd), "--"]
     args += list(command)
     return args

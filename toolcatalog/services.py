@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -49,9 +50,10 @@ def tool_config_update(*, actor, name: str, **changes: Any) -> ToolConfig:
     return _upsert_by_name(ToolConfig, _CONFIG_FIELDS, name, changes, actor=actor, action="tool.change")
 
 
-def _upsert_by_name(model, allowed, name: str, changes: dict, *, actor, action: str):
+def _upsert_by_name(model, allowed, name: str, changes: dict, *, actor, action: str, authorize=None):
     """Create or change the row of ``model`` named ``name`` (locked), validated like the admin
-    (``full_clean``), with an audit record of what changed; call inside a transaction."""
+    (``full_clean``), with an audit record of what changed; call inside a transaction.
+    ``authorize(row, before, created)`` may refuse (raise) once the changes are applied."""
     unknown = set(changes) - set(allowed)
     if unknown:
         raise TypeError(f"unknown {model.__name__} fields: {', '.join(sorted(unknown))}")
@@ -61,6 +63,8 @@ def _upsert_by_name(model, allowed, name: str, changes: dict, *, actor, action: 
     for key, value in changes.items():
         setattr(row, key, value)
     row.updated_by = actor if getattr(actor, "pk", None) else None
+    if authorize is not None:
+        authorize(row, before, created)
     row.full_clean()
     row.save()
     old, new = changed_fields(before, {key: getattr(row, key) for key in allowed})
@@ -182,12 +186,37 @@ class McpRefresh:
         return not self.error
 
 
+#: What a stdio server runs and with what: adding or changing any of it runs a command on the
+#: server, a superuser's right (docs/security.md).
+MCP_COMMAND_FIELDS = ("transport", "command", "args", "env_names", "read_only_paths", "network")
+
+
+def may_run_commands(actor) -> bool:
+    """May ``actor`` choose a command the server runs (a stdio MCP server)? Superusers, and the
+    command line (no actor: whoever runs ``manage.py`` already runs code on the server)."""
+    return actor is None or bool(getattr(actor, "is_superuser", False))
+
+
+def _authorize_mcp_change(actor, server: McpServer, before: dict, created: bool) -> None:
+    if may_run_commands(actor):
+        return
+    stdio = server.transport == McpServer.STDIO or before.get("transport") == McpServer.STDIO
+    if stdio and (created or any(before.get(key) != getattr(server, key) for key in MCP_COMMAND_FIELDS)):
+        raise PermissionDenied(
+            "adding or changing a stdio MCP server (its command, arguments, environment, paths or network) runs a command "
+            "on the server: only a superuser may"
+        )
+
+
 def mcp_server_save(*, actor, name: str, discover: bool = True, **fields: Any) -> McpRefresh | McpServer:
     """Create or change the ``McpServer`` ``name`` (validated like the admin: ``ValidationError``),
     then, with ``discover``, list its tools (:func:`mcp_server_refresh`; the row is saved
     whether or not the server answers). Returns the refresh, or the row without ``discover``."""
     with transaction.atomic():
-        server = _upsert_by_name(McpServer, MCP_SERVER_FIELDS, name, fields, actor=actor, action="mcp_server.change")
+        server = _upsert_by_name(
+            McpServer, MCP_SERVER_FIELDS, name, fields, actor=actor, action="mcp_server.change",
+            authorize=lambda row, before, created: _authorize_mcp_change(actor, row, before, created),
+        )
     if not server.enabled:
         mcp_connections.manager().stop(name)
     if not discover:

@@ -15,7 +15,7 @@ from django.urls import reverse
 from toolcatalog.mcp.catalog import catalog_name
 from toolcatalog.models import MCP_SERVER_NAME, McpServer
 from toolcatalog.selectors import mcp_server_states
-from toolcatalog.services import MCP_SERVER_FIELDS, mcp_server_refresh, mcp_server_save
+from toolcatalog.services import MCP_COMMAND_FIELDS, MCP_SERVER_FIELDS, may_run_commands, mcp_server_refresh, mcp_server_save
 
 CHANGE_PERM = "toolcatalog.change_mcpserver"
 ADD_PERM = "toolcatalog.add_mcpserver"
@@ -45,7 +45,7 @@ class McpServerForm(forms.Form):
     enabled = forms.BooleanField(required=False, initial=True)
     connect_timeout = forms.FloatField(initial=10.0, help_text="Seconds to start or reach the server and list its tools.")
     call_timeout = forms.FloatField(initial=60.0, help_text="Seconds one tool call may take.")
-    agents = LinesField(required=False, help_text="Agent names that may use its tools, one per line; empty: every agent.")
+    agents = LinesField(required=False, help_text="Agent names that may use its tools, one per line; * alone for every agent; empty: no agent.")
     network = forms.BooleanField(required=False, help_text="stdio under NETA_SANDBOX=bwrap: allow network access.")
     read_only_paths = LinesField(required=False, help_text="stdio under NETA_SANDBOX=bwrap: more paths visible read-only, one per line.")
 
@@ -81,15 +81,12 @@ def mcp_detail(request, name: str | None = None):
         if server is None:
             raise Http404(f"no MCP server named {name!r}")
     can_change = request.user.has_perm(CHANGE_PERM if server else ADD_PERM)
-    form = McpServerForm(initial=_initial(server) if server else None)
-    if server is not None:
-        form.fields["name"].disabled = True
+    runs_commands = may_run_commands(request.user)
+    form = _form(None, server, runs_commands)
     if request.method == "POST":
         if not can_change:
             raise PermissionDenied
-        form = McpServerForm(request.POST, initial=_initial(server) if server else None)
-        if server is not None:
-            form.fields["name"].disabled = True
+        form = _form(request.POST, server, runs_commands)
         if form.is_valid():
             data = form.cleaned_data
             target = server.name if server else data["name"]
@@ -101,6 +98,8 @@ def mcp_detail(request, name: str | None = None):
                 except ValidationError as exc:
                     for field, errors in exc.message_dict.items():
                         form.add_error(field if field in form.fields else None, errors)
+                except PermissionDenied as exc:
+                    form.add_error(None, str(exc))
                 else:
                     messages.success(request, f"Saved the MCP server {target}.")
                     if hasattr(refresh, "ok"):
@@ -117,8 +116,27 @@ def mcp_detail(request, name: str | None = None):
         "tools": tools,
         "form": form,
         "can_change": can_change,
+        "runs_commands": runs_commands,
     }
     return TemplateResponse(request, "console/mcp_server.html", context)
+
+
+def _form(data, server: McpServer | None, runs_commands: bool) -> McpServerForm:
+    """The server's form. Without the right to run commands, what a stdio server runs is shown,
+    not editable (a new server can only be a streamable-HTTP one)."""
+    form = McpServerForm(data, initial=_initial(server) if server else None)
+    if server is not None:
+        form.fields["name"].disabled = True
+    if not runs_commands:
+        if server is None:
+            form.fields["transport"].choices = [c for c in McpServer.TRANSPORTS if c[0] == McpServer.HTTP]
+            form.fields["transport"].initial = McpServer.HTTP
+            for field in ("command", "args", "env_names", "read_only_paths", "network"):
+                form.fields[field].disabled = True
+        elif server.transport == McpServer.STDIO:
+            for field in MCP_COMMAND_FIELDS:
+                form.fields[field].disabled = True
+    return form
 
 
 def mcp_refresh(request, name: str):

@@ -38,7 +38,7 @@ from django.conf import settings
 from runtime.models import Agent, WorkspaceMode
 from sessions_tree.ids import new_session_id
 from sessions_tree.models import AgentSession
-from toolcatalog.protected_paths import protected_match, protected_paths
+from toolcatalog.protected_paths import protected_match, protected_paths, workspace_path_problem
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,10 @@ def extra_roots(agent: Agent, base: Path) -> list[Path]:
     for raw in agent.workspace_roots or []:
         if not isinstance(raw, str) or not os.path.isdir(raw):
             continue
+        problem = workspace_path_problem(raw)
+        if problem:  # a row stored before the rule (Agent.clean refuses it)
+            logger.warning("agent %s: workspace root refused and not used: %s", agent.name, problem)
+            continue
         if agent.workspace_mode != WorkspaceMode.SHARED and _overlaps(os.path.realpath(raw), str(base)):
             logger.warning(
                 "agent %s: workspace root %s overlaps its workspace %s and would show every user's directory; "
@@ -130,6 +134,9 @@ def workspace_for(
     With ``create`` the directories are made (0700) and checked.
     """
     base = Path(os.path.realpath(agent.working_directory))
+    problem = workspace_path_problem(str(base))
+    if problem:  # a row stored before the rule (Agent.clean refuses it): no tool works there
+        raise WorkspaceError(f"agent {agent.name!r}: the workspace is refused: {problem}")
     mode = agent.workspace_mode or WorkspaceMode.PER_SESSION
     if mode == WorkspaceMode.SHARED:
         cwd = base
@@ -231,6 +238,10 @@ def workspace_conflicts(agent: Agent) -> list[str]:
     hit = protected_match(base, protected_paths())
     if hit is not None:
         problems.append(f"the workspace {base} lies in {hit}, which the tools never touch (a server secret or store)")
+    for what, path in (("the workspace", agent.working_directory), *(("workspace root", r) for r in agent.workspace_roots or [] if isinstance(r, str))):
+        problem = workspace_path_problem(path)
+        if problem:
+            problems.append(f"{what}: {problem}")
     if agent.workspace_mode != WorkspaceMode.SHARED:
         for raw in agent.workspace_roots or []:
             if isinstance(raw, str) and _overlaps(os.path.realpath(raw), base):

@@ -60,7 +60,8 @@ def test_refresh_button_connects_anew(admin_client, stdio_server):
     assert admin_client.get(reverse("admin:console_mcp_refresh", args=["demo"])).status_code == 405
 
 
-def test_a_failing_server_shows_its_error(admin_client, db):
+def test_a_failing_server_shows_its_error(admin_client, db, settings):
+    settings.NETA_MCP_HTTP_ALLOW = ["127.0.0.1:9"]
     form = {"name": "gone", "transport": "http", "url": "http://127.0.0.1:9/mcp", "enabled": "on", "connect_timeout": "3", "call_timeout": "5"}
     response = admin_client.post(reverse("admin:console_mcp_add"), form, follow=True)
     assert "could not start" in response.content.decode()

@@ -74,7 +74,10 @@ def test_a_subagent_reaches_an_mcp_tool_through_the_host(stdio_server, make_agen
     from toolcatalog.mcp import catalog as mcp_catalog
 
     stdio_server()
-    child = make_agent(rules(), name="child")
+    unnamed = make_agent(rules(), name="unnamed")
+    decision = agent_tool_projection(unnamed, for_subagent=True)["mcp__demo__echo"]
+    assert not decision.effective and "enables it by name" in decision.reason  # subagents only through their policies
+    child = make_agent(rules(), name="child", tool_policy={"enabled": ["mcp__demo__echo"]})
     decision = agent_tool_projection(child, for_subagent=True)["mcp__demo__echo"]
     assert decision.effective and decision.route == "main-process-proxy"
 

@@ -73,6 +73,7 @@ def stdio_server(db, marks, no_sandbox):
             "env_names": ["MCP_TEST_MARKS", "MCP_TEST_TOKEN"],
             "read_only_paths": [str(TESTS)],
             "connect_timeout": 60.0,
+            "agents": ["*"],
             **fields,
         }
         return mcp_server_save(actor=None, name=name, **fields)

@@ -101,8 +101,9 @@ def test_results_text_image_error_resource_and_truncation(stdio_server, tmp_path
     assert bad.is_error and "Invalid arguments for tool 'mcp__demo__echo'" in bad.content[0]["text"]
 
 
-def test_http_server_discovery_and_calls(db, http_url, tmp_path):
-    refresh = mcp_server_save(actor=None, name="remote", transport="http", url=http_url)
+def test_http_server_discovery_and_calls(db, http_url, tmp_path, settings):
+    settings.NETA_MCP_HTTP_ALLOW = ["127.0.0.1"]  # the test server beside Neta (loopback is refused otherwise)
+    refresh = mcp_server_save(actor=None, name="remote", transport="http", url=http_url, agents=["*"])
     assert refresh.ok, refresh.error
     assert "mcp__remote__echo" in refresh.tools
     tool = get_tool("mcp__remote__echo")
@@ -114,7 +115,8 @@ def test_http_server_discovery_and_calls(db, http_url, tmp_path):
     assert failed.is_error and failed.content[0]["text"] == "Error executing tool fail: it went wrong"
 
 
-def test_an_unreachable_server_is_recorded_not_raised(db):
+def test_an_unreachable_server_is_recorded_not_raised(db, settings):
+    settings.NETA_MCP_HTTP_ALLOW = ["127.0.0.1:9"]
     refresh = mcp_server_save(actor=None, name="nowhere", transport="http", url="http://127.0.0.1:9/mcp", connect_timeout=3)
     assert not refresh.ok and "could not start" in refresh.error
     row = McpServer.objects.get(name="nowhere")
@@ -132,11 +134,14 @@ def test_policy_governance_agents_and_subagents(stdio_server):
     assert not beta.effective and beta.source == "governance"
     assert beta.reason == "MCP server 'demo' is open only to the agents alpha (McpServer.agents)"
 
-    # Subagents reach it through the main process by default; staff can hide it from them.
+    # Subagents reach it only when the agent's policy names it (then through the main
+    # process); staff can still hide it from them.
     sub = resolve_tools({}, agent="alpha", for_subagent=True)[name]
+    assert not sub.effective and sub.reason == "an MCP tool reaches a subagent only when the agent's policy enables it by name"
+    sub = resolve_tools({"enabled": [name]}, agent="alpha", for_subagent=True)[name]
     assert sub.effective and sub.route == "main-process-proxy"
     tool_config_update(actor=None, name=name, allow_in_subagent=False)
-    sub = resolve_tools({}, agent="alpha", for_subagent=True)[name]
+    sub = resolve_tools({"enabled": [name]}, agent="alpha", for_subagent=True)[name]
     assert not sub.effective and sub.reason == "not allowed in subagents by staff governance"
     # worker-local is impossible for an MCP tool (a worker has no connection).
     with pytest.raises(ValidationError):

@@ -8,7 +8,8 @@ validation and the console all see them) — at most one query per catalog versi
 in a run that knows the version. A tool is registered as ``mcp__<server>__<tool>`` with
 the server's JSON schema; its manifest is kind ``mcp``, not runnable in a worker (a
 subagent reaches it through the main-process proxy), and ``audience`` is the server's
-agent list, so the projection blocks every other agent with a reason.
+agent list (``["*"]``: every agent; empty: none), so the projection blocks every other agent
+with a reason. A subagent gets an MCP tool only when its agent's policy enables it by name.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from toolcatalog import catalog_version
 from toolcatalog.manifest import ToolManifest
-from toolcatalog.mcp.specs import ServerSpec
+from toolcatalog.mcp.specs import ALL_AGENTS, ServerSpec
 from toolcatalog.protocol import Tool, ToolCancelled, ToolContext, ToolError, ToolResult, register_tool, unregister_tool
 
 PREFIX = "mcp__"
@@ -50,8 +51,13 @@ class McpTool(Tool):
         schema = listed.get("inputSchema") or EMPTY_SCHEMA
         self.parameters = schema if isinstance(schema, dict) else EMPTY_SCHEMA
         self.manifest = STDIO_MANIFEST if spec.transport == "stdio" else HTTP_MANIFEST
-        self.audience = agents or None
-        self.audience_reason = f"MCP server '{spec.name}' is open only to the agents {', '.join(agents)} (McpServer.agents)"
+        # ["*"]: every agent, chosen on purpose; an empty list: no agent (McpServer.agents).
+        self.audience = None if ALL_AGENTS in agents else tuple(agents)
+        self.audience_reason = (
+            f"MCP server '{spec.name}' is open only to the agents {', '.join(agents)} (McpServer.agents)"
+            if agents
+            else f"MCP server '{spec.name}' is open to no agent yet (McpServer.agents: list the agents, or \"*\" for every agent)"
+        )
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         from mcp.shared.exceptions import MCPError

@@ -99,6 +99,7 @@ def _stdio_transport(spec: ServerSpec, errlog):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     from toolcatalog.environment import scrub_environment
+    from toolcatalog.protected_paths import confined_protected, read_only_path_problem
     from toolcatalog.sandbox import SANDBOX_HOME, _pdeathsig_prefix, bwrap_argv, effective_sandbox
 
     env = scrub_environment(os.environ, passthrough=spec.env_names, defaults={})
@@ -107,7 +108,13 @@ def _stdio_transport(spec: ServerSpec, errlog):
     cwd: str | None = None
     if effective_sandbox().mode == "bwrap":
         env["HOME"] = SANDBOX_HOME
-        argv = bwrap_argv(roots=(), cwd=Path("/tmp"), network=spec.network, command=argv, ro_binds=(*program_dirs(command), *spec.read_only_paths))
+        refused = [problem for p in spec.read_only_paths if (problem := read_only_path_problem(p))]
+        if refused:  # a row stored before the rule: nothing of it is shown
+            raise McpUnavailable(f"MCP server '{spec.name}': read_only_paths refused: {'; '.join(refused)}")
+        argv = bwrap_argv(
+            roots=(), cwd=Path("/tmp"), network=spec.network, command=argv,
+            ro_binds=(*program_dirs(command), *spec.read_only_paths), protected=confined_protected(),
+        )  # fmt: skip
     else:
         cwd = tempfile.gettempdir()
     argv = [*_pdeathsig_prefix(), *argv]
@@ -130,6 +137,12 @@ def program_dirs(command: str) -> list[str]:
 
 def _http_transport(spec: ServerSpec):
     from mcp.client.streamable_http import streamable_http_client
+
+    from toolcatalog.models import http_url_problem
+
+    problem = http_url_problem(spec.url)
+    if problem:  # checked again at each connection: a row stored earlier, or a name that moved
+        raise McpUnavailable(f"MCP server '{spec.name}': {problem}")
 
     return streamable_http_client(spec.url)
 

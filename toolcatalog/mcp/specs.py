@@ -8,6 +8,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+#: ``McpServer.agents`` = ``["*"]``: every agent (chosen on purpose; an empty list is no agent).
+ALL_AGENTS = "*"
+
 
 @dataclass(frozen=True, slots=True)
 class ServerSpec:
