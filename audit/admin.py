@@ -156,10 +156,34 @@ admin.site.unregister(get_user_model())
 admin.site.unregister(Group)
 
 
+#: What makes an account more than it is: granted only by a superuser (docs/security.md). A
+#: person with the user permissions alone could otherwise make themselves a superuser.
+RIGHTS_FIELDS = ("is_superuser", "groups", "user_permissions")
+
+
 @admin.register(get_user_model())
 class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
+    """Accounts, audited. Rights — superuser status, groups, permissions — and superusers'
+    own accounts (their password included) are changed by superusers only."""
+
     audit_action = "user"
     audit_exclude = ("password", "last_login")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields += [name for name in RIGHTS_FIELDS if name not in fields]
+        return fields
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():
@@ -172,4 +196,12 @@ class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
 
 @admin.register(Group)
 class AuditedGroupAdmin(AuditedModelAdmin, GroupAdmin):
+    """Groups carry permissions: adding or changing one grants rights, a superuser's act."""
+
     audit_action = "group"
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser

@@ -39,6 +39,24 @@ def refusal(limit: int) -> bytes:
     return head.encode() + body
 
 
+_LINE_REASONS = {414: ("URI Too Long", "uri_too_long", "the request's URL (its query string included) is longer than the server reads"),
+                 431: ("Request Header Fields Too Large", "headers_too_large", "the request's headers are larger than the server reads")}
+
+
+def line_refusal(status: int, request_start: bytes) -> bytes:
+    """The raw HTTP/1.1 answer to a request line (414) or headers (431) too long to read:
+    the API's JSON error when ``request_start`` (the request line's first bytes, or its path)
+    names an ``/api/`` path, else plain text."""
+    reason, code, message = _LINE_REASONS[status]
+    target = request_start.split(b" ", 2)[1] if request_start.count(b" ") >= 1 and not request_start.startswith(b"/") else request_start
+    if target.startswith(b"/api/"):
+        body, kind = json.dumps({"error": {"code": code, "message": message}}).encode(), "application/json"
+    else:
+        body, kind = f"{status} {reason}: {message}\n".encode(), "text/plain; charset=utf-8"
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    return head.encode() + body
+
+
 async def _refuse(send, limit: int) -> None:
     body = _body(limit)
     await send(

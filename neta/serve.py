@@ -16,7 +16,9 @@ import only once all of it had arrived; here a ``Content-Length`` over the limit
 is answered right after the headers, and a chunked body as soon as it is over;
 the connection is then closed.
 
-Third: Twisted does not parse POST form fields Daphne never reads
+A request line over 16 KiB is answered 414 and headers over 16 KiB 431 (JSON for the
+API), where Twisted would drop the connection or answer a bare 400
+(``install_long_line_answers``). Third: Twisted does not parse POST form fields Daphne never reads
 (``install_no_form_parsing``), and autobahn does not style the arguments of debug lines
 it drops (``install_quiet_autobahn``). Fourth: the garbage collector is set for a server
 once the application is built (``neta.gc_tuning``). Fifth: the embedded server's
@@ -95,6 +97,44 @@ def install_body_limits() -> None:
     WebRequest._neta_body_limits = True
 
 
+def install_long_line_answers() -> None:
+    """Twisted drops a connection whose request line is longer than 16 KiB without a word, and
+    answers headers over 16 KiB in all with a bare 400. Here the first is answered ``414 URI Too
+    Long``, the second ``431 Request Header Fields Too Large``, with the API's JSON error for
+    ``/api/`` paths (``neta.body_limit.line_refusal``), then the connection is closed."""
+    from twisted.web.http import HTTPChannel
+
+    from neta.body_limit import line_refusal
+
+    if getattr(HTTPChannel, "_neta_long_lines", False):
+        return
+    line_received = HTTPChannel.lineReceived
+
+    def answer(channel, status: int, start: bytes) -> None:
+        channel.transport.write(line_refusal(status, start))
+        channel.loseConnection()
+        channel.dataReceived = channel.lineReceived = _ignore
+
+    def lineLengthExceeded(self, line):
+        if getattr(self, "_HTTPChannel__first_line", 0):
+            answer(self, 414, bytes(line[:64]))
+        else:
+            answer(self, 431, getattr(self, "_path", b"") or b"")
+
+    def lineReceived(self, line):
+        if not getattr(self, "_HTTPChannel__first_line", 0) and self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+            answer(self, 431, getattr(self, "_path", b"") or b"")
+            return None
+        return line_received(self, line)
+
+    HTTPChannel.lineLengthExceeded, HTTPChannel.lineReceived = lineLengthExceeded, lineReceived
+    HTTPChannel._neta_long_lines = True
+
+
+def _ignore(*args) -> None:
+    return None
+
+
 def install_no_form_parsing() -> None:
     """Twisted reads every POST's form fields into ``request.args`` before Daphne sees the
     request; Daphne never uses them (Django parses bodies itself). The parse cost ~4 % of
@@ -159,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     from daphne.cli import CommandLineInterface
 
     install_body_limits()
+    install_long_line_answers()
     install_no_form_parsing()
     install_quiet_autobahn()
     serve_tuned_gc()

@@ -126,6 +126,35 @@ def find_cycles(entries) -> list[list[str]]:
     return cycles
 
 
+def last_whole_entry(entries) -> str | None:
+    """The id of the last entry (Pi's last-wins index, file order) whose path to the root
+    meets no parent cycle; ``None`` if there is none. Linear: each entry is judged once."""
+    parent: dict[str, str | None] = {}
+    for entry in entries:
+        p = entry.get("parentId")
+        parent.pop(entry["id"], None)  # last wins, and keeps the last position
+        parent[entry["id"]] = p if isinstance(p, str) else None
+    whole: dict[str, bool] = {}
+    for start in parent:
+        walk: list[str] = []
+        on_walk: set[str] = set()
+        node: str | None = start
+        verdict = True
+        while node is not None and node in parent:
+            if node in whole:
+                verdict = whole[node]
+                break
+            if node in on_walk:
+                verdict = False
+                break
+            on_walk.add(node)
+            walk.append(node)
+            node = parent[node]
+        for seen in walk:
+            whole[seen] = verdict
+    return next((entry_id for entry_id in reversed(list(parent)) if whole.get(entry_id)), None)
+
+
 def import_session_file(
     path: Path,
     *,
@@ -134,15 +163,24 @@ def import_session_file(
     user=None,
     agent: str = "",
     source_name: str | None = None,
+    leaf_off_cycles: bool = False,
 ) -> AgentSession:
     """Import a Pi file. A header id that is already taken (by anyone) is replaced by a
     fresh UUIDv7, and ``diagnostics["import"]["idChanged"]`` says so; entries keep their bytes.
-    ``source_name``: what the report calls the file (default: its path)."""
+    ``source_name``: what the report calls the file (default: its path). ``leaf_off_cycles``:
+    when the last entry's path runs into a parent cycle (no context can be built from it), the
+    leaf is the last entry whose path is whole instead (none: the session starts a new root),
+    reported as ``leafMoved``; the cyclic entries stay in the file as they were."""
     header, header_raw, pending, diagnostics = read_session_file(path)
     if source_name is not None:
         diagnostics["import"]["source"] = source_name
     provider = get_provider(provider_kind, using=using)
     leaf = pending[-1].entry["id"] if pending else None  # Pi: the last entry line
+    if leaf_off_cycles and diagnostics["import"].get("cycles"):
+        whole = last_whole_entry(p.entry for p in pending)
+        if whole != leaf:
+            diagnostics["import"]["leafMoved"] = {"from": leaf, "to": whole, "why": "the last entry's path runs into a parent cycle"}
+            leaf = whole
     for attempt in range(3):
         try:
             return provider.create_from_entries(

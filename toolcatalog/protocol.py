@@ -357,6 +357,22 @@ def validate_args(tool: Tool, args: Any) -> list[str]:
     return problems
 
 
+#: A validation error quotes the value it refuses (``'…' is too long``): each problem is cut
+#: to this many characters and at most this many are listed, so a refused megabyte argument
+#: does not come back to the model as a megabyte tool result.
+MAX_PROBLEM_CHARS = 400
+MAX_PROBLEMS = 20
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: its start and end (where a validation message says
+    what is wrong: ``'…' is too long``), the middle named by its length."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 2, limit // 4
+    return f"{text[:head]}… [{len(text) - head - tail} characters] …{text[-tail:]}"
+
+
 def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     """Validate, run, and normalize: the one way the runtime runs a tool. Never raises."""
     name = getattr(tool, "name", "?")
@@ -364,17 +380,17 @@ def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
         try:
             args = tool.prepare_arguments(dict(args))
         except Exception as exc:  # noqa: BLE001
-            return ToolResult.error(clean_text(f"Invalid arguments for tool {name!r}: {exc}"))
+            return ToolResult.error(_shorten(clean_text(f"Invalid arguments for tool {name!r}: {exc}"), MAX_PROBLEM_CHARS * 2))
     jsonschema = _jsonschema()
     try:
         problems = validate_args(tool, args)
     except jsonschema.SchemaError as exc:
         return ToolResult.error(f"tool {name!r} has an invalid parameter schema: {exc.message}")
     if problems:
-        return ToolResult.error(
-            f"Invalid arguments for tool {name!r}: " + "; ".join(clean_text(p) for p in problems),
-            details={"validationErrors": [clean_text(p) for p in problems]},
-        )
+        shown = [_shorten(clean_text(p), MAX_PROBLEM_CHARS) for p in problems[:MAX_PROBLEMS]]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"… and {len(problems) - MAX_PROBLEMS} more")
+        return ToolResult.error(f"Invalid arguments for tool {name!r}: " + "; ".join(shown), details={"validationErrors": shown})
     if ctx.cancel.is_set():
         return ToolResult.error(f"Tool {name!r} was cancelled before it started", details={"cancelled": True})
     try:

@@ -18,6 +18,7 @@ from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
 from sessions_tree.providers import SESSION_PROVIDER_KINDS
 from skills_registry.models import SkillResource
+from toolcatalog.visible import is_blank
 
 ENTRY_ID_MAX = 80
 
@@ -78,7 +79,7 @@ class PromptInput(serializers.Serializer):
     )  # fmt: skip
 
     def validate_text(self, value):
-        if not value.strip():
+        if is_blank(value):
             raise serializers.ValidationError("must not be blank")
         return value
 
@@ -94,7 +95,7 @@ class SessionSearchQuery(serializers.Serializer):
     status = serializers.ChoiceField(required=False, choices=SessionStatus.values)
 
     def validate_q(self, value):
-        if not value.strip():
+        if is_blank(value):
             raise serializers.ValidationError("must not be blank")
         return value
 
@@ -172,6 +173,16 @@ class IdChangedOut(serializers.Serializer):
     to = serializers.CharField()
 
 
+class LeafMovedOut(serializers.Serializer):
+    to = serializers.CharField(allow_null=True, help_text="The leaf the session has (null: it starts a new root).")
+    why = serializers.CharField()
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField(allow_null=True, help_text="The file's last entry.")
+        return fields
+
+
 class ImportReportOut(serializers.Serializer):
     source = serializers.CharField()
     fileVersion = serializers.JSONField(allow_null=True)
@@ -184,6 +195,7 @@ class ImportReportOut(serializers.Serializer):
     repairedHeader = serializers.ListField(child=serializers.CharField(), required=False)
     cycles = serializers.ListField(child=serializers.ListField(child=serializers.CharField()), required=False, help_text="Parent cycles (entry ids, child first), kept as they are.")
     idChanged = IdChangedOut(required=False, help_text="The header id was taken: the session was stored under a fresh id.")
+    leafMoved = LeafMovedOut(required=False, help_text="The last entry's path runs into a parent cycle: the leaf is the last entry whose path is whole.")
 
 
 class ImportOut(SessionOut):

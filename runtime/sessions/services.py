@@ -302,14 +302,16 @@ def session_import(
 
     A header id that is already stored (whoever owns it) is replaced by a fresh one,
     so an import never tells whether an id exists; ``diagnostics["import"]`` (the
-    import report: ``idChanged``, skipped and repaired lines, cycles) says what happened.
+    import report: ``idChanged``, skipped and repaired lines, cycles) says what happened. A file
+    whose last entry's path runs into a parent cycle gets the last whole entry as its leaf
+    (``leafMoved``), so the session takes prompts.
     """
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
     if kind not in SESSION_PROVIDER_KINDS:
         raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
     with acting_as(actor):
-        meta = import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name)
+        meta = import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name, leaf_off_cycles=True)
     if audited(actor, current_via() or "cli"):
         with transaction.atomic():
             after = {"agent": agent.name, "provider": kind, "source": source_name or "", "entry_count": meta.entry_count}

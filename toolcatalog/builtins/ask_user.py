@@ -14,6 +14,7 @@ from typing import Any
 
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
+from toolcatalog.visible import is_blank
 
 MAX_OPTIONS = 12
 MAX_QUESTION = 2000
@@ -47,12 +48,12 @@ class AskUserTool(Tool):
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         question = args["question"].strip()
-        if not question:
+        if is_blank(question):
             raise ToolError("question must not be blank")
         options: list[str] = []
         for index, option in enumerate(args.get("options") or []):
             option = " ".join(option.split())
-            if not option:
+            if is_blank(option):
                 raise ToolError(f"options[{index}] must not be blank")
             if option in options:
                 raise ToolError(f"options[{index}] repeats {option!r}")
@@ -87,7 +88,7 @@ def check_answer(ask: dict[str, Any], answer: Any) -> tuple[str, list[str]]:
         if not isinstance(value, str):
             raise ValueError(f"an answer must be text, got {type(value).__name__}")  # noqa: TRY004 - one kind of refusal for the caller
         value = value.strip()
-        if not value:
+        if is_blank(value):
             raise ValueError("the answer must not be blank")
         if len(value) > 10_000:
             raise ValueError("the answer is longer than 10000 characters")

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
+from toolcatalog.visible import is_blank
 
 TODO_STATUSES = ("pending", "in_progress", "completed")
 MAX_TODOS = 50
@@ -55,7 +56,7 @@ class TodoTool(Tool):
         todos = []
         for index, item in enumerate(args["todos"]):
             content = " ".join(item["content"].split())
-            if not content:
+            if is_blank(content):
                 raise ToolError(f"todos[{index}].content must not be blank")
             todos.append({"content": content, "status": item["status"]})
         active = [i for i, t in enumerate(todos) if t["status"] == "in_progress"]

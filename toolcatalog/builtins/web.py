@@ -21,6 +21,7 @@ from toolcatalog import web_search_backends
 from toolcatalog.command_output import default_output_dir, prune_old_outputs
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
+from toolcatalog.visible import is_blank
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 MAX_CHARS_LIMIT = 200_000
@@ -65,7 +66,7 @@ class WebSearchTool(Tool):
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         query = args["query"].strip()
-        if not query:
+        if is_blank(query):
             raise ToolError("query is blank")
         count = args.get("count", 5)
         try:
