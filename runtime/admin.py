@@ -28,6 +28,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from audit.admin import AuditedModelAdmin
+from audit.admin_forms import ReadOnlyFieldErrorsForm
 from audit.services import record
 from runtime.agents.connection import model_test_connection
 from runtime.agents.report import agent_report, agent_reports
@@ -40,6 +41,7 @@ from runtime.agents.services import (
     may_direct_keys,
     model_config_create,
     model_config_update,
+    model_write_problem,
 )
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
@@ -125,6 +127,22 @@ def grouped(fields, groups, rest: str = "Other settings") -> list:
     return out
 
 
+class ModelConfigForm(ReadOnlyFieldErrorsForm):
+    """The model form; a problem with a field this person may not edit (a key variable shown
+    read-only) is said at the top of the form, and the credentials rule of the services
+    (``model_write_problem``: who may direct a key, where) is a form error, not a failed save."""
+
+    acting = None  # the person saving (set by ModelConfigAdmin.get_form)
+
+    def _post_clean(self):
+        super()._post_clean()
+        if self.acting is not None and not self.errors:
+            try:
+                model_write_problem(self.acting, self.instance, set(self.changed_data))
+            except ValidationError as exc:
+                self.add_error(None, exc)
+
+
 @admin.register(ModelConfig)
 class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     """Models: capabilities, prices, whether the key variable is set (never its value), the agents
@@ -132,6 +150,7 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     audited (``AuditedModelAdmin``)."""
 
     audit_action = "model"
+    form = ModelConfigForm
     list_display = (
         "name", "display_name", "provider_kind", "model_id", "capabilities", "context_window", "prices_per_m",
         "key_status", "agent_count", "enabled",
@@ -189,6 +208,10 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
     @admin.display(description="options this provider reads")
     def known_options(self, obj):
         return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        return type(form.__name__, (form,), {"acting": request.user})
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(self.readonly_fields)

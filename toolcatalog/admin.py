@@ -10,6 +10,7 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from audit.admin_forms import ReadOnlyFieldErrorsForm
 from sessions_tree.admin_lists import LightListAdmin
 from toolcatalog import services
 from toolcatalog.models import McpServer, ToolConfig
@@ -115,6 +116,7 @@ class McpServerAdmin(LightListAdmin):
     """The raw rows; the console's MCP pages (``console/mcp/``) are the everyday editor.
     Saves and deletes go through the services (audit, catalog version, connections)."""
 
+    form = ReadOnlyFieldErrorsForm
     list_display = ("name", "transport", "enabled", "agents", "tool_count", "restarts", "last_error_short", "updated_at")
     list_filter = ("transport", "enabled")
     search_fields = ("name", "command", "url")

@@ -200,7 +200,7 @@ def may_run_commands(actor) -> bool:
 def _authorize_mcp_change(actor, server: McpServer, before: dict, created: bool) -> None:
     if may_run_commands(actor):
         return
-    stdio = server.transport == McpServer.STDIO or before.get("transport") == McpServer.STDIO
+    stdio = server.transport == McpServer.STDIO or (not created and before.get("transport") == McpServer.STDIO)
     if stdio and (created or any(before.get(key) != getattr(server, key) for key in MCP_COMMAND_FIELDS)):
         raise PermissionDenied(
             "adding or changing a stdio MCP server (its command, arguments, environment, paths or network) runs a command "

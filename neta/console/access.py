@@ -25,12 +25,26 @@ AREAS = (
     ("Sessions", "sessions_tree", "agentsession", "prompt, rename, archive, move the leaf, compact, fork", "delete with entries and runs"),
     ("Runs", "runtime", "agentrun", "abort runs and subagent runs", ""),
     ("Agents", "runtime", "agent", "edit settings, policies and who may use them", "delete unused agents"),
-    ("Models", "runtime", "modelconfig", "edit, test the connection", "delete unused models"),
+    ("Models", "runtime", "modelconfig", "edit prices, limits and options, test the connection (where a key goes: the next column)", "delete unused models"),
     ("Tools", "toolcatalog", "toolconfig", "governance: enable, subagents, route, renderer", ""),
+    ("MCP servers", "toolcatalog", "mcpserver", "add streamable-HTTP servers; a server's agents, timeouts, enabled (what a stdio server runs: superusers only)", "delete servers"),
     ("Skills", "skills_registry", "skillresource", "sync, import, enable/disable, subagent access", ""),
-    ("API tokens", "runtime", "apitoken", "rename, revoke, rotate", ""),
-    ("Users", "auth", "user", "edit accounts, groups and permissions", "delete accounts"),
+    ("API tokens", "runtime", "apitoken", "rename, revoke, rotate; issue tokens (for another staff account: superusers only)", ""),
+    ("Users", "auth", "user", "edit accounts (rights, groups and superusers' accounts: superusers only)", "delete accounts"),
     ("Audit log", "audit", "auditentry", "", ""),
+)
+
+
+#: Rights that amount to directing a secret, apart from the areas: shown in their own column.
+DIRECTS_KEYS = "runtime.direct_model_keys"
+
+#: What only a superuser may do, whatever permissions an account holds (docs/security.md).
+SUPERUSER_ONLY = (
+    "give rights: superuser status, an account's groups and permissions, any change of a group",
+    "change a superuser's account or password",
+    "issue or rotate a token for another staff account",
+    "add or change what a stdio MCP server runs (command, arguments, environment, paths, network)",
+    "point a model at a loopback, private or link-local address",
 )
 
 
@@ -73,6 +87,7 @@ def staff_roles() -> list[dict]:
         perms = set(direct[user.pk])
         for group in user.groups.all():
             perms |= by_group[group.pk]
+        directs = user.is_superuser or DIRECTS_KEYS in perms
         if user.is_superuser:
             levels = {area: "all" for area, *_ in AREAS}
             role = "superuser"
@@ -85,7 +100,11 @@ def staff_roles() -> list[dict]:
                 role = "view-only"
             else:
                 role = "can change: " + ", ".join(area for area, level in levels.items() if level not in ("", "view"))
-        rows.append({"user": user, "groups": [g.name for g in user.groups.all()], "levels": [levels[a] for a, *_ in AREAS], "role": role})
+            if directs:
+                role += " · directs API keys"
+        rows.append(
+            {"user": user, "groups": [g.name for g in user.groups.all()], "levels": [levels[a] for a, *_ in AREAS], "role": role, "directs_keys": directs}
+        )
     return rows
 
 
@@ -113,6 +132,7 @@ def access_page(request):
         "agents": agent_access_rows(),
         "staff": staff_roles(),
         "areas": AREAS,
+        "superuser_only": SUPERUSER_ONLY,
         "can_change_agents": request.user.has_perm("runtime.change_agent"),
         "can_view_users": request.user.has_perm("auth.view_user"),
     }

@@ -31,6 +31,8 @@ class LinesField(forms.CharField):
         return "\n".join(value) if isinstance(value, list) else value
 
     def to_python(self, value):
+        if isinstance(value, list):  # a disabled field's initial value: already a list
+            return [str(item) for item in value]
         text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
 

@@ -85,10 +85,7 @@ def _check_credentials(actor, model: ModelConfig, changed: set[str]) -> None:
     or metadata address unless ``NETA_WEB_FETCH_ALLOW`` lists the host)."""
     if not changed:
         return
-    if not may_direct_keys(actor):
-        raise PermissionDenied(
-            f"changing {', '.join(sorted(changed))} directs an API key: it needs the 'Can direct API keys' permission"
-        )
+    _check_may_direct(actor, changed)
     if "base_url" in changed and model.base_url and not actor.is_superuser:
         from toolcatalog import web_guard  # resolves the host: loaded with the first endpoint checked
 
@@ -96,6 +93,27 @@ def _check_credentials(actor, model: ModelConfig, changed: set[str]) -> None:
             web_guard.check_url(model.base_url, web_guard.policy_from_settings())
         except (web_guard.WebRefused, web_guard.WebFetchError) as exc:
             raise ValidationError({"base_url": f"{exc} (an endpoint set without superuser rights must be a public address or listed in NETA_WEB_FETCH_ALLOW)"}) from None
+
+
+def _check_may_direct(actor, changed: set[str]) -> None:
+    if changed and not may_direct_keys(actor):
+        raise PermissionDenied(
+            f"changing {', '.join(sorted(changed))} directs an API key: it needs the 'Can direct API keys' permission"
+        )
+
+
+def model_write_problem(actor, model: ModelConfig, changed: set[str]) -> None:
+    """The credentials rule for a form about to save ``model`` (its fields ``changed``): raises
+    ``ValidationError`` (a missing permission as a form error) — what the services would refuse."""
+    credentials = set(changed) & set(CREDENTIAL_FIELDS)
+    if model.pk is None:
+        credentials = {name for name in ("base_url", "api_key_env") if getattr(model, name)}
+    elif credentials == {"provider_kind"} and not model.api_key_env and not model.base_url:
+        credentials = set()
+    try:
+        _check_credentials(actor, model, credentials)
+    except PermissionDenied as exc:
+        raise ValidationError(str(exc)) from None
 
 
 def _credential_changes(model: ModelConfig, before: dict) -> set[str]:
@@ -115,6 +133,7 @@ def model_config_create(*, actor, fields: dict) -> ModelConfig:
     model = ModelConfig(**fields)
     blank = ModelConfig()
     changed = {name for name in ("base_url", "api_key_env") if getattr(model, name) != getattr(blank, name)}
+    _check_may_direct(actor, changed)  # before validation: nothing is said about a field one may not set
     with transaction.atomic():
         model.full_clean()
         _check_credentials(actor, model, changed)
@@ -138,8 +157,10 @@ def model_config_update(*, model_id: int, actor, changes: dict) -> ModelConfig:
         before = {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in changes}
         for name, value in changes.items():
             setattr(model, name, value)
+        credentials = _credential_changes(model, before)
+        _check_may_direct(actor, credentials)  # before validation: nothing is said about a field one may not set
         model.full_clean()
-        _check_credentials(actor, model, _credential_changes(model, before))
+        _check_credentials(actor, model, credentials)
         old, new = changed_fields(before, {name: ModelConfig._meta.get_field(name).value_from_object(model) for name in changes})
         if new:
             model.save(update_fields=[*new, "updated_at"])

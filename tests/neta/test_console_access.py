@@ -65,10 +65,15 @@ def test_each_staff_account_has_its_role_from_its_own_and_its_groups_permissions
     assert "pill-ok\">superuser" in row(page, 'data-user="staff"')
     viewer_row = row(page, 'data-user="viewer"')
     assert "pill-warn\">view-only<" in viewer_row and ">viewers<" in viewer_row
-    assert [cell.split("<")[0] for cell in viewer_row.split('class="level">')[1:]] == ["view", "view", "view", "—", "—", "—", "—", "—", "—"]
+    assert [cell.split("<")[0] for cell in viewer_row.split('class="level">')[1:]] == ["view", "view", "view", "—", "—", "—", "—", "—", "—", "—"]
+    assert 'class="directs-keys">—' in viewer_row
     operator_row = row(page, 'data-user="operator"')
     assert "can change: Sessions" in operator_row and ">change, delete<" in operator_row
     assert "no console rights" in row(page, 'data-user="bare"')
+    keyholder = django_user_model.objects.create_user("keyholder", is_staff=True)
+    keyholder.user_permissions.add(*perms("runtime.change_modelconfig", "runtime.direct_model_keys"))
+    keyholder_row = row(client.get(URL).content.decode(), 'data-user="keyholder"')
+    assert "directs API keys" in keyholder_row and 'class="directs-keys"><span class="pill pill-warn">yes' in keyholder_row
     assert 'data-user="gone"' not in page and 'data-user="plain"' not in page
 
 

@@ -3,7 +3,8 @@
 ``python mcp_test_server.py stdio`` or ``python mcp_test_server.py http PORT``. Tools: text,
 an image, an error, a resource link, one that hangs (it writes ``$MCP_TEST_MARKS/hang-cancelled``
 when the client cancels it), one that crashes the process, one that adds a tool and sends
-``notifications/tools/list_changed``, and one that reports its environment and process group.
+``notifications/tools/list_changed``, one that reports its environment and process group, and
+one that reads a file.
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def whoami() -> dict:
         "sid": os.getsid(0),
         "hostname": os.uname().nodename,
     }
+
+
+@server.tool(description="A file's text, or why it cannot be read.")
+def read_file(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
 
 
 if __name__ == "__main__":

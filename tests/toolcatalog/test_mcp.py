@@ -22,7 +22,7 @@ from toolcatalog.services import mcp_server_refresh, mcp_server_save, tool_confi
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = ["crash", "echo", "fail", "flood", "grow", "hang", "link", "picture", "whoami"]
+TOOLS = ["crash", "echo", "fail", "flood", "grow", "hang", "link", "picture", "read_file", "whoami"]
 
 
 def ctx(tmp_path, **kw) -> ToolContext:

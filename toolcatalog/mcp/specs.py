@@ -12,6 +12,16 @@ from typing import Any
 ALL_AGENTS = "*"
 
 
+def usable_env_names(names) -> tuple[str, ...]:
+    """The names a server may be handed: a stored row's names that the rule refuses (a server
+    setting, a provider key in use: ``toolcatalog.environment``) are dropped here, where the
+    models can be read, and again when the process starts."""
+    from toolcatalog.environment import key_names, tool_variable_reason
+
+    keys = key_names()
+    return tuple(name for name in names if isinstance(name, str) and tool_variable_reason(name, keys=keys) is None)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSpec:
     name: str
@@ -34,7 +44,7 @@ class ServerSpec:
             command=get("command") or "",
             args=tuple(get("args") or ()),
             url=get("url") or "",
-            env_names=tuple(get("env_names") or ()),
+            env_names=usable_env_names(get("env_names") or ()),
             connect_timeout=float(get("connect_timeout")),
             call_timeout=float(get("call_timeout")),
             network=bool(get("network")),
