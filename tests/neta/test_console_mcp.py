@@ -33,9 +33,9 @@ def test_adding_a_server_lists_its_tools_and_the_list_shows_its_state(admin_clie
     response = admin_client.post(reverse("admin:console_mcp_add"), form, follow=True)
     assert response.status_code == 200
     text = response.content.decode()
-    assert "9 tool(s) listed." in text and 'data-tool="mcp__demo__echo"' in text
+    assert "10 tool(s) listed." in text and 'data-tool="mcp__demo__echo"' in text
     row = McpServer.objects.get(name="demo")
-    assert row.args == [str(SERVER), "stdio"] and row.env_names == ["MCP_TEST_MARKS"] and len(row.tools) == 9
+    assert row.args == [str(SERVER), "stdio"] and row.env_names == ["MCP_TEST_MARKS"] and len(row.tools) == 10
     assert AuditEntry.objects.filter(action="mcp_server.change").exists()
 
     page = admin_client.get(reverse("admin:console_mcp")).content.decode()
@@ -55,7 +55,7 @@ def test_refresh_button_connects_anew(admin_client, stdio_server):
     response = admin_client.post(reverse("admin:console_mcp_refresh", args=["demo"]), {"next": "list"}, follow=True)
     assert response.redirect_chain[-1][0] == reverse("admin:console_mcp")
     notes = [str(m) for m in response.context["messages"]]
-    assert "demo: 9 tool(s) listed." in notes, notes
+    assert "demo: 10 tool(s) listed." in notes, notes
     assert len(McpServer.objects.get(name="demo").tools) == 9
     assert admin_client.get(reverse("admin:console_mcp_refresh", args=["demo"])).status_code == 405
 

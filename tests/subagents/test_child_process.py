@@ -141,7 +141,7 @@ def test_environment_is_scrubbed_and_the_child_has_its_own_process_group(workspa
 def test_a_key_variable_naming_a_server_setting_is_refused(workspace):
     data = envelope_dict(workspace)
     data["runtimeConfig"]["model"]["apiKeyEnv"] = "NETA_SECRET_KEY"
-    with pytest.raises(SupervisorError, match="names a server setting"):
+    with pytest.raises(SupervisorError, match="no configuration may read it"):
         child_environment(parse_envelope(data), {"NETA_SECRET_KEY": "x"})
 
 
