@@ -24,6 +24,10 @@ RULES = {
         # Held mid-answer until the test lets go (or the run is aborted).
         {"match": "hold on", "reply": {"steps": [{"text": "Holding"}, {"pause_ms": 60000}, {"text": " released."}]}},
         {"match": "wait for go", "reply": {"steps": [{"text": "Holding"}, {"pause_ms": 60000, "until_file": "@GO@"}, {"text": " released."}]}},
+        {"match": "question for me", "replies": [
+            [{"text": "I need a decision."}, {"tool_call": {"name": "ask_user", "arguments": {"question": "Which one?", "options": ["A", "B"]}}}],
+            "You chose {{result}}.",
+        ]},
         {"match": "break down", "reply": {"steps": [{"text": "Partial"}], "error": "upstream overloaded (scripted)"}},
         {"match": "two blocks", "reply": {"steps": [{"text": "First block."}, {"thinking": "hmm"}, {"text": "Second block."}]}},
     ],

@@ -188,3 +188,42 @@ def test_a_client_that_stops_waiting_for_a_whole_answer_aborts_the_run(deploymen
     assert status == 200 and sessions["results"], sessions
     sid = sessions["results"][0]["session"]["sessionId"]
     assert wait_for_run(deployment, sid, "aborted", "completed", "failed")["status"] == "aborted"
+
+
+WEIRD = [None, 0, -1, 1.5, 10**30, "", "x", "\ud800", [], [None], {}, {"type": None}, True, "a" * 5000]
+RESPONSES_FIELDS = ["model", "input", "instructions", "previous_response_id", "stream", "tools", "tool_choice", "text",
+                    "temperature", "top_p", "max_output_tokens", "reasoning", "background", "conversation", "prompt"]  # fmt: skip
+CHAT_FIELDS = ["model", "messages", "stream", "stream_options", "temperature", "top_p", "n", "stop", "max_tokens",
+               "max_completion_tokens", "presence_penalty", "frequency_penalty", "seed", "tools", "tool_choice",
+               "functions", "function_call", "response_format", "reasoning_effort", "modalities", "audio"]  # fmt: skip
+
+
+def test_no_input_makes_a_server_error(deployment):
+    """Every route and method; bodies that are not JSON, nested too deep, of the wrong type in
+    every field: a 4xx in OpenAI's shape, never a 5xx."""
+
+    def check(method, path, body=None, headers=None):
+        status, _, answer = deployment.raw(method, path, body, headers=headers)
+        assert status < 500, (method, path, body, answer)
+        if status >= 400:
+            assert isinstance(answer, dict) and set(answer["error"]) >= {"message", "type", "param", "code"}, (method, path, answer)
+        return status
+
+    raw_bodies = [b"", b"null", b"[]", b'"x"', b"{", b"\xff\xfe", b"[" * 200 + b"]" * 200, b'{"model": "default", "input": "\\ud800"}']
+    for path in ("/v1/models", "/v1/models/default", "/v1/responses", "/v1/responses/resp_x", "/v1/chat/completions", "/v1/nowhere"):
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            check(method, path)
+            if method != "GET":
+                for body in raw_bodies:
+                    check(method, path, body, {"Content-Type": "application/json"})
+    for field in RESPONSES_FIELDS:
+        for value in WEIRD:
+            check("POST", "/v1/responses", json.dumps({"model": "nope", field: value}))
+    for field in CHAT_FIELDS:
+        for value in WEIRD:
+            check("POST", "/v1/chat/completions", json.dumps({"model": "nope", field: value}))
+    for value in WEIRD:
+        check("POST", "/v1/chat/completions", json.dumps({"model": "nope", "messages": [{"role": value, "content": value}]}))
+        check("POST", "/v1/chat/completions", json.dumps({"model": "nope", "messages": [{"role": "user", "content": [{"type": value, "text": value, "image_url": value}]}]}))
+        check("POST", "/v1/responses", json.dumps({"model": "nope", "input": [{"type": value, "role": "user", "content": [{"type": "input_image", "image_url": value}]}]}))
+    check("POST", "/v1/chat/completions", json.dumps({"model": "default", "messages": HI}), {"X-Neta-Session-Id": "\u00e9".encode("latin-1") * 10})

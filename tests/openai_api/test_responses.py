@@ -202,3 +202,15 @@ def test_two_text_blocks_are_two_content_parts(deployment):
         if event.type == "response.output_text.delta":
             streamed_parts[event.content_index] = streamed_parts.get(event.content_index, "") + event.delta
     assert streamed_parts == {0: "First block.", 1: "Second block."}
+
+
+def test_a_question_the_agent_asks_ends_the_response_incomplete(deployment):
+    client = deployment.client()
+    asked, sid = created(client, input="a question for me")
+    assert asked.status == "incomplete" and asked.incomplete_details.reason == "waiting_for_answer"
+    assert asked.output_text == "I need a decision."
+    (run,) = deployment.runs(sid)
+    assert run["status"] == "waiting" and run["question"]["question"] == "Which one?"
+    # The question is answered where questions are answered (the page, REST); the run goes on.
+    status, body = deployment.rest("post", f"/api/sessions/{sid}/answer/", {"toolCallId": run["question"]["toolCallId"], "answer": "B"})
+    assert status == 200, body
