@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 
 from django.http import HttpResponse, StreamingHttpResponse
 
@@ -77,6 +78,12 @@ def _response(started: Started, ended: Ended, created_at: int) -> dict:
     )  # fmt: skip
 
 
+def _guarded(answer: HttpResponse, follower: Follower) -> HttpResponse:
+    """An answer that is never sent (its client left first) does not leave its run queued."""
+    weakref.finalize(answer, follower.unfollowed)
+    return answer
+
+
 def response_answer(started: Started, user) -> HttpResponse:
     created_at = int(time.time())
     follower = Follower(started, user)
@@ -99,7 +106,7 @@ def response_answer(started: Started, user) -> HttpResponse:
                         ended = event
             return 200, _response(started, ended, created_at)
 
-        return DeferredAnswer(produce, session_id)
+        return _guarded(DeferredAnswer(produce, session_id), follower)
 
     async def body():
         stream = None
@@ -123,7 +130,7 @@ def response_answer(started: Started, user) -> HttpResponse:
                     for chunk in stream.end(final):
                         yield chunk
 
-    return StreamedAnswer(body(), session_id)
+    return _guarded(StreamedAnswer(body(), session_id), follower)
 
 
 # --------------------------------------------------------------------------- Chat Completions
@@ -170,7 +177,7 @@ def chat_answer(started: Started, user) -> HttpResponse:
                 completion_id=ids.chat_id(session_id, turn.first_id), agent=started.agent, turn=turn, created=turn.created_at() or int(time.time())
             )
 
-        return DeferredAnswer(produce, session_id)
+        return _guarded(DeferredAnswer(produce, session_id), follower)
 
     async def body():
         stream = shapes.ChatStream(agent=started.agent, include_usage=call.include_usage)
@@ -193,4 +200,4 @@ def chat_answer(started: Started, user) -> HttpResponse:
                         for chunk in stream.end(event.turn):
                             yield chunk
 
-    return StreamedAnswer(body(), session_id)
+    return _guarded(StreamedAnswer(body(), session_id), follower)

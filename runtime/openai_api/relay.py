@@ -208,6 +208,7 @@ class Follower:
         self.status: str | None = None
         self.error = ""
         self.opened = False
+        self.following = False  # events() has begun: from here on it submits or aborts the run
         self.submitted = False
         self.finished = False
         self.layer = None
@@ -218,8 +219,14 @@ class Follower:
     # ------------------------------------------------------------------ the loop
 
     async def events(self) -> AsyncIterator:
+        self.following = True
         try:
-            await self._listen()
+            try:
+                await self._listen()
+            except Exception:  # the layer is away: the idle reads follow the run alone
+                logger.warning("OpenAI follower of %s could not join its group; following by reads", self.session_id, exc_info=True)
+                await self._close()
+                self.layer = self.channel = self.inbox = self.reader = None
             await db(_submit, self.started.run)
             self.submitted = True
             while True:
@@ -237,7 +244,7 @@ class Follower:
             for event in self._drain():
                 yield event
             yield ended
-        except (asyncio.CancelledError, GeneratorExit):
+        except BaseException:  # the client went away, or following failed: the run is not left behind
             if not self.finished:
                 await self._abandon()
             raise
@@ -286,6 +293,13 @@ class Follower:
                 await self.layer.group_discard(group_name(self.session_id), self.channel)
             except Exception:
                 logger.debug("group_discard failed", exc_info=True)
+
+    def unfollowed(self) -> None:
+        """The answer was dropped before it began (its client left before the response was
+        sent): the run, recorded but never handed to its backend, is aborted rather than left
+        queued (``weakref.finalize`` on the answer calls this)."""
+        if not self.following:
+            _executor().submit(_job, _abort, self.session_id, self.started.run.pk, self.user)
 
     async def _abandon(self) -> None:
         """The client went away: abort the run (or never start it), as the caller."""

@@ -101,6 +101,8 @@ def turn_of(session_id: str, entry_id: str) -> Turn | None:
     meta = provider.get_session(session_id)
     index = provider.index_for(session_id)
     record = index.by_id.get(entry_id)
+    if record is None and entry_id == meta.in_flight_entry_id:
+        return _streaming(provider, meta, index)  # the turn's reply being written now
     if record is None or not _is(record.entry, "assistant"):
         return None
     back = []
@@ -133,6 +135,23 @@ def turn_of(session_id: str, entry_id: str) -> Turn | None:
     if not running and replies and replies[-1]["message"].get("stopReason") == "toolUse":
         running = AgentRun.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).exists()
     return Turn(session_id=session_id, agent=meta.agent, prompt=prompt, replies=replies, running=running, tail_id=tail)
+
+
+def _streaming(provider, meta, index) -> Turn | None:
+    """The turn whose reply is in flight: its replies so far, the in-flight one last (running)."""
+    in_flight = provider.get_in_flight(meta.session_id)
+    if in_flight is None or not _is(in_flight, "assistant"):
+        return None
+    parent = in_flight.get("parentId")
+    replies, prompt = [in_flight], None
+    if parent is not None and parent in index.by_id:
+        for entry in reversed(index.path_entries(parent)):
+            if _is(entry, "user"):
+                prompt = entry
+                break
+            if _is(entry, "assistant"):
+                replies.insert(0, entry)
+    return Turn(session_id=meta.session_id, agent=meta.agent, prompt=prompt, replies=replies, running=True, tail_id=in_flight["id"])
 
 
 def run_of(turn: Turn) -> AgentRun | None:

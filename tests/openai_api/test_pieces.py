@@ -91,3 +91,37 @@ def test_requests_are_read_into_one_conversation():
     with pytest.raises(OpenAIError) as refused:
         responses_call({"model": "default", "input": [{"type": "reasoning", "summary": []}, {"role": "user", "content": "x"}]})
     assert refused.value.param == "input[0].type"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_never_sent_aborts_its_run(owner, sessions_dir, tmp_path, settings):
+    """A client that leaves before its answer begins: the run, recorded but never handed to its
+    backend, is aborted when the answer is dropped (not left queued, holding the session)."""
+    import gc
+    import time
+    from types import SimpleNamespace
+
+    from runtime.models import AgentRun
+    from runtime.openai_api.answers import chat_answer, response_answer
+    from runtime.openai_api.start import start_chat, start_response
+    from tests.api.builders import default_agent
+
+    settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
+    agent = default_agent()
+    request = SimpleNamespace(user=owner, auth=None)
+    runs = []
+    for start, answer, body in (
+        (start_response, response_answer, responses_call({"model": agent.name, "input": "never sent", "stream": True})),
+        (start_response, response_answer, responses_call({"model": agent.name, "input": "never sent either"})),
+        (lambda r, c: start_chat(r, c, None), chat_answer, chat_call({"model": agent.name, "messages": [{"role": "user", "content": "nor this"}]})),
+    ):
+        started = start(request, body)
+        runs.append(started.run.pk)
+        dropped = answer(started, owner)
+        assert AgentRun.objects.get(pk=started.run.pk).status == "queued"
+        del dropped
+        gc.collect()
+    deadline = time.monotonic() + 30
+    while set(AgentRun.objects.filter(pk__in=runs).values_list("status", flat=True)) != {"aborted"}:
+        assert time.monotonic() < deadline, list(AgentRun.objects.filter(pk__in=runs).values_list("status", flat=True))
+        time.sleep(0.05)

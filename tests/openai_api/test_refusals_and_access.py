@@ -168,10 +168,15 @@ def test_a_client_that_goes_away_mid_stream_aborts_the_run(deployment, endpoint)
         wanted = "text"
         kind = lambda chunk: "text" if chunk.choices and chunk.choices[0].delta.content else "other"  # noqa: E731
     sid = stream.response.headers[SESSION]
+    first = None
     for event in stream:
+        first = first or event
         if kind(event) == wanted:
             break  # "Holding" arrived; the model is paused for a minute
     assert wait_for_run(deployment, sid, "running")["status"] == "running"
+    if endpoint == "responses":  # the response is in progress, for whoever reads it meanwhile
+        reading = client.responses.retrieve(first.response.id)
+        assert (reading.id, reading.status, reading.output) == (first.response.id, "in_progress", [])
     stream.close()
     run = wait_for_run(deployment, sid, "aborted", "completed", "failed")
     assert run["status"] == "aborted" and run["error"] == "aborted by the user"  # as the page's Abort: by its user
