@@ -36,6 +36,7 @@ from runtime.realtime.publisher import event_publisher
 from runtime.runs.backends import submit_run
 from runtime.runs.prompts import run_abort
 from sessions_tree.errors import ResyncNeeded, SessionNotFound
+from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)
@@ -100,8 +101,6 @@ def _events_since(session_id: str, revision: int) -> list[dict] | None:
 
 
 def _run_and_revision(run_pk: int, session_id: str, session_pk: int) -> tuple[str | None, str, int]:
-    from sessions_tree.models import AgentSession
-
     run = AgentRun.objects.filter(pk=run_pk).values_list("status", "error").first()
     revision = AgentSession.objects.filter(pk=session_pk, session_id=session_id).values_list("revision", flat=True).first()
     status, error = run if run is not None else (None, "")
