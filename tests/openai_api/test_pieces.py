@@ -125,3 +125,28 @@ def test_an_answer_never_sent_aborts_its_run(owner, sessions_dir, tmp_path, sett
     while set(AgentRun.objects.filter(pk__in=runs).values_list("status", flat=True)) != {"aborted"}:
         assert time.monotonic() < deadline, list(AgentRun.objects.filter(pk__in=runs).values_list("status", flat=True))
         time.sleep(0.05)
+
+
+@pytest.mark.django_db
+def test_conversation_nodes_go_with_their_session(owner, sessions_dir, tmp_path, settings):
+    from runtime.models import ConversationNode
+    from runtime.openai_api.conversation import find_in_sessions, index_conversation
+    from runtime.openai_api.start import stored_message
+    from runtime.sessions.services import session_delete, session_start
+    from sessions_tree.providers import get_provider
+    from tests.api.builders import default_agent
+
+    settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
+    agent = default_agent()
+    meta = session_start(agent=agent, user=owner)
+    provider = get_provider(meta.provider)
+    talk = [Message("user", "q"), Message("assistant", "a"), Message("user", "q2"), Message("assistant", "a2")]
+    for message in talk:
+        leaf = provider.append_message(meta.session_id, stored_message(message))["id"]
+    assert index_conversation(meta.session_id, leaf) == 4
+    assert index_conversation(meta.session_id, leaf) == 0  # nodes are written once
+    match = find_in_sessions(owner_id=owner.pk, agent=agent.name, digests=request_digests([*talk, Message("user", "q3")]))
+    assert (match.session_id, match.entry_id, match.depth) == (meta.session_id, leaf, 4)
+    assert find_in_sessions(owner_id=owner.pk + 1, agent=agent.name, digests=request_digests(talk)) is None  # owners only
+    session_delete(session_id=meta.session_id, actor=owner)
+    assert not ConversationNode.objects.exists()
