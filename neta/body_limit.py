@@ -4,7 +4,8 @@ Django's ASGI handler reads a whole body (into a temporary file) before any view
 upload handler sees it, so a 300 MB import used to arrive in full before its 413.
 This wraps the HTTP application: for ``/api/`` paths, a ``Content-Length`` over the
 limit is answered at once without reading the body, and a body without one (chunked)
-is counted as it comes and cut off (413) as soon as it is over. The limits:
+is counted as it comes and cut off (413) as soon as it is over (the OpenAI-compatible
+endpoints under ``/v1/`` alike). The limits:
 ``NETA_IMPORT_MAX_BYTES`` (plus 1 MiB for the multipart framing and the other fields)
 for ``/api/sessions/import/``, ``NETA_API_MAX_BODY_BYTES`` for the rest of the API.
 """
@@ -20,21 +21,24 @@ MULTIPART_SLACK = 1024 * 1024
 
 
 def body_limit(path: str) -> int | None:
-    if not path.startswith("/api/"):
+    if not path.startswith(("/api/", "/v1/")):
         return None
     if path == IMPORT_PATH:
         return settings.NETA_IMPORT_MAX_BYTES + MULTIPART_SLACK
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
-def _body(limit: int) -> bytes:
+def _body(limit: int, path: str = "") -> bytes:
     message = f"the request body is larger than {limit} bytes"
-    return json.dumps({"error": {"code": "too_large", "message": message}}).encode()
+    error = {"code": "too_large", "message": message}
+    if path.startswith("/v1/"):  # OpenAI's shape (runtime/openai_api/errors.py)
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": "too_large"}
+    return json.dumps({"error": error}).encode()
 
 
-def refusal(limit: int) -> bytes:
+def refusal(limit: int, path: str = "") -> bytes:
     """The raw HTTP/1.1 413 answer (``neta.serve`` writes it before the body arrives)."""
-    body = _body(limit)
+    body = _body(limit, path)
     head = f"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     return head.encode() + body
 
@@ -51,14 +55,17 @@ def line_refusal(status: int, request_start: bytes) -> bytes:
     target = request_start.split(b" ", 2)[1] if request_start.count(b" ") >= 1 and not request_start.startswith(b"/") else request_start
     if target.startswith(b"/api/"):
         body, kind = json.dumps({"error": {"code": code, "message": message}}).encode(), "application/json"
+    elif target.startswith(b"/v1/"):  # OpenAI's shape (runtime/openai_api/errors.py)
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+        body, kind = json.dumps({"error": error}).encode(), "application/json"
     else:
         body, kind = f"{status} {reason}: {message}\n".encode(), "text/plain; charset=utf-8"
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     return head.encode() + body
 
 
-async def _refuse(send, limit: int) -> None:
-    body = _body(limit)
+async def _refuse(send, limit: int, path: str = "") -> None:
+    body = _body(limit, path)
     await send(
         {
             "type": "http.response.start",
@@ -84,7 +91,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = -1  # Daphne answers a malformed length itself; leave it to Django
                 if declared > limit:
-                    return await _refuse(send, limit)
+                    return await _refuse(send, limit, scope.get("path", ""))
         state = {"received": 0, "over": False, "started": False}
 
         async def counted_receive():
@@ -103,4 +110,4 @@ class BodyLimitMiddleware:
 
         await self.app(scope, counted_receive, tracked_send)
         if state["over"] and not state["started"]:
-            await _refuse(send, limit)
+            await _refuse(send, limit, scope.get("path", ""))

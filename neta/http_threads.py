@@ -22,6 +22,15 @@ that thread (the built-in middleware are all sync-only: ~14 hand-offs between th
 event loop and the thread a request, each a future, a wake-up and the GIL passed
 twice); the work done is the same, in one hand-off.
 
+A response that says ``frees_thread = True`` (the OpenAI endpoints' answers, which follow a
+run for as long as it takes: runtime/openai_api/) gives its request's thread back once its view
+has returned: its ``prepare()`` coroutine, if it has one, and its async body then run on the
+event loop without holding one of the ``NETA_HTTP_THREADS`` (their database reads go through a
+pool of their own). So a hundred clients streaming answers at once leave the threads to other
+requests. ``prepare()`` is awaited before the response starts: it may still set the status,
+the headers and the content. A client that disconnects meanwhile cancels it, as Django cancels
+a streaming body.
+
 Websockets' database calls run on asgiref's one process-wide thread (channels'
 ``database_sync_to_async``); ``keep_socket_connections`` makes it keep its
 connection too (channels closed and reopened it around every call: each heartbeat
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
@@ -78,6 +88,10 @@ class _ExecutorPool:
         return self._made - len(self._free)
 
 
+# The executor the current request holds (a one-item list: emptied once given back).
+_held: contextvars.ContextVar[list | None] = contextvars.ContextVar("neta_http_thread", default=None)
+
+
 class PooledASGIHandler(ASGIHandler):
     """``ASGIHandler`` whose requests run their sync code on ``threads`` reused threads."""
 
@@ -96,11 +110,27 @@ class PooledASGIHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         executor = await self.threads.acquire()
+        held = [executor]
+        token = _held.set(held)
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.handle(scope, receive, send)
         finally:
-            self.threads.release(executor)
+            _held.reset(token)
+            if held:
+                self.threads.release(held.pop())
+
+    async def send_response(self, response, send):
+        """A response that ``frees_thread`` gives the request's thread back first, then
+        ``prepare()`` runs (on the loop), then the response goes out as any other."""
+        if getattr(response, "frees_thread", False):
+            held = _held.get()
+            if held:
+                self.threads.release(held.pop())
+            prepare = getattr(response, "prepare", None)
+            if prepare is not None:
+                await prepare()
+        await super().send_response(response, send)
 
 
 def keep_socket_connections() -> None:

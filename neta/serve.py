@@ -68,12 +68,12 @@ def install_body_limits() -> None:
     def refuse(self) -> None:
         self._neta_refused = True
         self.content = _Discard()
-        self.channel.transport.write(refusal(self._neta_limit))
+        self.channel.transport.write(refusal(self._neta_limit, self._neta_path))
         self.channel.loseConnection()
 
     def gotLength(self, length):
         path = (getattr(self.channel, "_path", b"") or b"").split(b"?", 1)[0].decode("latin-1")
-        self._neta_limit, self._neta_received, self._neta_refused = body_limit(path), 0, False
+        self._neta_limit, self._neta_received, self._neta_refused, self._neta_path = body_limit(path), 0, False, path
         got_length(self, length)
         if self._neta_limit is not None and length is not None and length > self._neta_limit:
             refuse(self)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/", include("runtime.api.urls")),
+    path("v1/", include("runtime.openai_api.urls")),  # OpenAI-compatible endpoints (docs/api.md)
     path("", include("runtime.pages.urls")),
 ]
 

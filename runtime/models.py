@@ -16,6 +16,7 @@ from toolcatalog.environment import server_setting_reason, tool_variable_reason
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
+from sessions_tree.models import IdField  # exact comparison on MariaDB (binary, no pad)
 
 SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
 #: The permission that lets a person choose where API keys go: a model's provider kind, base
@@ -388,6 +389,13 @@ class AgentRun(models.Model):
     images = models.JSONField(default=list, blank=True)
     from_entry_id = models.CharField(max_length=64, blank=True)
     model_name = models.CharField(max_length=64, blank=True, help_text="Model override for this run (default: the agent's).")
+    # Added to the agent's system prompt for this run's model calls (an OpenAI client's
+    # ``instructions`` or system messages: docs/api.md, "OpenAI-compatible endpoints").
+    instructions = models.TextField(blank=True)
+    # Sampling parameters for this run's model calls, passed to the providers that take them
+    # (``runtime/llm/sampling.py``): temperature, top_p, stop, seed, presence_penalty,
+    # frequency_penalty, max_tokens.
+    sampling = models.JSONField(default=dict, blank=True)
     backend = models.CharField(max_length=16, default="inline")
     worker = models.CharField(max_length=200, blank=True)
     # The process that owns the run: the submitting one while it is queued (inline
@@ -635,3 +643,27 @@ class ProcessBeat(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["duty", "host", "pid"], name="process_beat_unique")]
         indexes = [models.Index(fields=["duty", "at"])]
+
+
+class ConversationNode(models.Model):
+    """One message of a session's conversation as an OpenAI Chat Completions client holds it,
+    with a digest of the conversation up to it (``runtime/openai_api/conversation.py``).
+
+    A node is a user message, or the last assistant entry of a turn (the turn's texts are one
+    assistant message to the client). ``digest`` chains the digests of the nodes above it, so
+    one indexed lookup finds, among the owner's sessions, the deepest node whose conversation
+    is a prefix of the messages a client sends. Written when a Chat Completions turn ends;
+    entries never change, so a node never does; it goes with its session (cascade)."""
+
+    session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="+")
+    owner_id = models.BigIntegerField(null=True, help_text="The session's user (sessions keep their owner).")
+    entry_id = IdField(max_length=64)
+    depth = models.PositiveIntegerField(help_text="Messages from the root to this one, this one included.")
+    digest = models.CharField(max_length=32, help_text="Hex of the first 16 bytes of the chained SHA-256.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "entry_id"], name="conversation_node_entry")]
+        indexes = [models.Index(fields=["owner_id", "digest"], name="conversation_node_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.entry_id} ({self.depth})"

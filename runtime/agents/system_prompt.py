@@ -1,6 +1,7 @@
 """How an agent's system prompt is assembled, in this order:
 
-1. the agent's own prompt (or a short default when it has none);
+1. the agent's own prompt (or a short default when it has none), then the run's own
+   instructions when it has some (an OpenAI client's ``instructions`` or system messages);
 2. tool guidelines: one line per effective tool with a prompt hint, under
    ``Tool guidelines:`` (hints come from the effective tool projection);
 3. the skill index (``<available_skills>`` block, Pi's shape, budgeted by the
@@ -33,9 +34,12 @@ class PromptParts:
     skill_index: str
     cwd: str
     date: dt.date
+    instructions: str = ""
 
     def render(self) -> str:
         sections = [self.agent_prompt.strip() or DEFAULT_PROMPT]
+        if self.instructions.strip():
+            sections.append(self.instructions.strip())
         if self.tool_hints:
             lines = ["Tool guidelines:"] + [f"- {name}: {hint.strip()}" for name, hint in self.tool_hints.items()]
             sections.append("\n".join(lines))
@@ -61,8 +65,9 @@ def skill_index_text(agent, projection: ToolProjection) -> str:
     return skill_index_for(policy=policy, for_subagent=projection.for_subagent, loader=loader).text
 
 
-def build_system_prompt(agent, projection: ToolProjection, *, cwd: str, today: dt.date | None = None) -> str:
+def build_system_prompt(agent, projection: ToolProjection, *, cwd: str, today: dt.date | None = None, instructions: str = "") -> str:
     return PromptParts(
+        instructions=instructions or "",
         agent_prompt=agent.system_prompt,
         tool_hints=projection.prompt_hints(),
         skill_index=skill_index_text(agent, projection),

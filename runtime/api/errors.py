@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -190,6 +191,7 @@ def api_exception_handler(exc, context):
     return Response(info.body(), status=info.status, headers=info.headers or None)
 
 
+@csrf_exempt  # a token client sends no CSRF token: its POST to a wrong path is a 404, not the CSRF page
 def api_not_found(request, *args, **kwargs):
     """Unknown paths under /api/: the same shape as every other error."""
     return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
@@ -197,9 +199,12 @@ def api_not_found(request, *args, **kwargs):
 
 def server_error(request, *args, **kwargs):
     """``handler500``: what escapes every other handler (middleware, a renderer) still
-    answers in the one shape under /api/; pages keep Django's HTML page."""
+    answers in the one shape under /api/ (in OpenAI's under /v1/); pages keep Django's HTML page."""
     if request.path.startswith("/api/"):
         return JsonResponse(error_body("server_error", "internal error (logged on the server)"), status=500)
+    if request.path.startswith("/v1/"):  # the OpenAI-compatible endpoints: OpenAI's shape (runtime/openai_api/errors.py)
+        body = {"error": {"message": "internal error (logged on the server)", "type": "server_error", "param": None, "code": "server_error"}}
+        return JsonResponse(body, status=500)
     from django.views.defaults import server_error as html_server_error
 
     return html_server_error(request, *args, **kwargs)

@@ -258,6 +258,8 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
         read_only=True,
         help_text="What the run did on its own: [{kind: failover|thinking, text, at, …}] (e.g. \"answered by X after Y failed: reason\").",
     )
+    instructions = serializers.CharField(read_only=True, help_text="Added to the agent's system prompt for this run (an OpenAI client's instructions or system messages).")
+    sampling = serializers.JSONField(read_only=True, help_text="An OpenAI client's sampling parameters for this run's model calls ({} when none).")
 
     class Meta:
         model = AgentRun
@@ -265,6 +267,7 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
             "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question", "notes",
+            "instructions", "sampling",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -15,6 +15,7 @@ import json
 from .assistant import AssistantBuilder
 from .clients import anthropic_client, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
+from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
 from .transcript import anthropic_tool_call_id, prepare_transcript
 
@@ -212,6 +213,7 @@ def build_params(model: ModelSpec, request: LlmRequest) -> dict:
     if request.tools and model.supports_tools:
         params["tools"] = convert_tools(request.tools, cache_control)
     params.update(thinking)
+    params.update(sampling_params(model, request))
     return params
 
 

@@ -22,6 +22,7 @@ import json
 from .assistant import AssistantBuilder
 from .clients import openai_client, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
+from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
 from .transcript import (
     content_parts,
@@ -161,6 +162,7 @@ def build_params(model: ModelSpec, request: LlmRequest) -> tuple[dict, dict]:
             extra["thinking"] = {"type": "disabled" if level == "off" else "enabled"}
         elif level != "off":
             params["reasoning_effort"] = {**REASONING_EFFORT, **(model.options.get("reasoning_effort") or {})}[level]
+    params.update(sampling_params(model, request))
     return params, extra
 
 

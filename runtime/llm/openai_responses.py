@@ -33,6 +33,7 @@ from .openai_completions import (
     describe_error,
 )
 from .retry import Failure, ProviderError
+from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
 from .transcript import (
     content_parts,
@@ -155,6 +156,7 @@ def build_params(model: ModelSpec, request: LlmRequest) -> dict:
         effort = {**REASONING_EFFORT, **(model.options.get("reasoning_effort") or {})}[level]
         params["reasoning"] = {"effort": effort, "summary": model.options.get("reasoning_summary") or "auto"}
         params["include"] = ["reasoning.encrypted_content"]
+    params.update(sampling_params(model, request))
     return params
 
 

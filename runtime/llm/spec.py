@@ -69,6 +69,8 @@ class LlmRequest:
     thinking_level: str = "off"
     max_tokens: int | None = None
     reasoning: bool | None = None
+    # An OpenAI client's sampling parameters (``sampling.py``): each provider takes what it can.
+    sampling: dict = field(default_factory=dict)
 
     def effective_thinking_level(self, model: ModelSpec) -> str:
         """The level the provider is asked for: "off" unless the model can think.

@@ -104,11 +104,17 @@ def stream_messages(session_id: str, event: dict, *, key: int | None = None, lim
     if encoded_size(event) <= limit:
         return [{"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": event, "emittedAt": now}]
     if event.get("type") in SPLIT_TYPES and isinstance(event.get("delta"), str):
-        # Deltas concatenate, so a large one is sent as consecutive smaller ones.
+        # Deltas concatenate, so a large one is sent as consecutive smaller ones, each saying
+        # where it starts in its block (``offset``) when the delta did.
         step = max(1, limit // 8)  # a char is at most 6 bytes JSON-escaped; keep room for the rest
         text = event["delta"]
+        offset = event.get("offset")
+        placed = isinstance(offset, int) and not isinstance(offset, bool)
         return [
-            {"type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "event": {**event, "delta": text[i : i + step]}, "emittedAt": now}
+            {
+                "type": STREAM_MESSAGE, "sessionId": session_id, "sessionKey": key, "emittedAt": now,
+                "event": {**event, "delta": text[i : i + step], **({"offset": offset + i} if placed else {})},
+            }  # fmt: skip
             for i in range(0, len(text), step)
         ]
     small: dict = {}

@@ -118,6 +118,8 @@ def create_run(
     from_entry_id: str = "",
     model_name: str = "",
     prompt_entry_id: str = "",
+    instructions: str = "",
+    sampling: dict | None = None,
     backend: str | None = None,
     submission: dict | None = None,
     sink: StreamSink | None = None,
@@ -125,6 +127,8 @@ def create_run(
     """created → ``queued``, for ``user`` (or the user ``user_id``: who prompted). The caller
     holds ``meta``'s row lock (``lock_session``): no other run of the session is active.
     ``prompt_entry_id``: the prompt is already in the tree (a regenerated answer).
+    ``instructions`` and ``sampling``: this run's additions to the system prompt and its
+    sampling parameters (an OpenAI client's).
     ``submission``: its first submission's columns (its backend among them), written with
     it (``backends.first_submission``)."""
     run = AgentRun(
@@ -136,6 +140,8 @@ def create_run(
         from_entry_id=from_entry_id or "",
         model_name=model_name or "",
         prompt_entry_id=prompt_entry_id or "",
+        instructions=instructions or "",
+        sampling=sampling or {},
         status=RunStatus.QUEUED,
         **{"backend": backend or settings.NETA_TASK_BACKEND, **(submission or {})},
     )
@@ -500,7 +506,8 @@ def lose(run: AgentRun, notes: list[str], *, owner: dict, deleting: bool = False
 def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str, sink: StreamSink | None) -> tuple[AgentRun | None, str]:
     inputs = pending_inputs(run)
     prompts = [(i.text, i.images, i.user_id) for i in inputs]  # each keeps who sent it
-    if not run.prompt_entry_id and run.prompt:  # died before its own prompt reached the tree
+    own = not run.prompt_entry_id and bool(run.prompt)
+    if own:  # died before its own prompt reached the tree
         prompts.insert(0, (run.prompt, run.images, run.user_id))
     if not prompts:
         return None, ""
@@ -513,7 +520,9 @@ def _carry_prompts(run: AgentRun, meta: AgentSession | None, *, gone: str, sink:
             queue_input(current, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id, sink=sink)
         return None, f"{len(prompts)} accepted prompt(s) queued on run {current.run_id}"
     (text, images, user_id), rest = prompts[0], prompts[1:]
-    carried = create_run(meta, agent=run.agent, user_id=user_id, prompt=text, images=images, model_name=run.model_name, sink=sink)
+    # The run's own prompt keeps its instructions and sampling parameters (they were given with it).
+    options = {"instructions": run.instructions, "sampling": run.sampling} if own else {}
+    carried = create_run(meta, agent=run.agent, user_id=user_id, prompt=text, images=images, model_name=run.model_name, sink=sink, **options)
     for text, images, user_id in rest:
         RunInput.objects.create(run=carried, kind=RunInputKind.FOLLOW_UP, text=text, images=images, user_id=user_id)
     return carried, f"{len(prompts)} accepted prompt(s) carried into run {carried.run_id}"

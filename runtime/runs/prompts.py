@@ -90,6 +90,23 @@ def _clean_images(images, *, text: str = "") -> list[dict]:
     return out
 
 
+def clean_images(images, *, text: str = "") -> list[dict]:
+    """``_clean_images`` for callers that store images of their own (the OpenAI endpoints'
+    history messages): the same limits as a prompt's."""
+    return _clean_images(images, text=text)
+
+
+MAX_INSTRUCTIONS_CHARS = 100_000
+
+
+def _clean_instructions(instructions) -> str:
+    if instructions in (None, ""):
+        return ""
+    if not isinstance(instructions, str) or len(instructions) > MAX_INSTRUCTIONS_CHARS:
+        raise RuntimeInputError("instructions", f"must be a string of at most {MAX_INSTRUCTIONS_CHARS} characters")
+    return instructions
+
+
 def _clean_text(text) -> str:
     return non_empty("text", text, MAX_PROMPT_CHARS)
 
@@ -139,6 +156,11 @@ def session_prompt(
     thinking_level: str | None = None,
     dispatch: bool = True,
     meta: AgentSession | None = None,
+    instructions: str = "",
+    sampling: dict | None = None,
+    queue: bool = True,
+    prepare=None,
+    start: bool = True,
 ) -> PromptOutcome:
     """Send ``text`` to the session's agent.
 
@@ -157,9 +179,19 @@ def session_prompt(
 
     ``meta``: the session's row as the caller has just read it (the API's access check),
     else it is read here; either way it is locked and read again before anything is written.
+
+    For callers that hold a conversation of their own (the OpenAI endpoints, runtime/openai_api/):
+    ``instructions`` and ``sampling`` go with the run (added to the system prompt, passed to
+    the model); ``queue=False`` refuses (``SessionBusy``) instead of queueing on an active run;
+    ``prepare(meta)`` makes the caller's tree writes (the leaf moved to an exact entry, earlier
+    messages appended) under the same locks, after the active-run check and before the prompt,
+    as ``actor``; ``start=False`` records the run's submission but leaves handing it to its
+    backend to the caller (``backends.submit_run(run, recorded=True)``), who subscribes to
+    its events first.
     """
 
     text = _clean_text(text)
+    instructions = _clean_instructions(instructions)
     images = _clean_images(images, text=text)
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
@@ -173,7 +205,7 @@ def session_prompt(
     # Continuing from another entry moves the leaf: that takes the store's write lock, which
     # comes before the row lock (the providers' order), so it is taken first here.
     # Setting the thinking level writes an entry too.
-    writes_tree = from_entry_id or thinking_level is not None
+    writes_tree = from_entry_id or thinking_level is not None or prepare is not None
     store_lock = get_provider(meta.provider).write_lock(session_id) if writes_tree else contextlib.nullcontext()
     # The run_state events sent when it commits belong to this row (the lock below checks
     # it is still the session's): no lookup to tag them.
@@ -185,6 +217,8 @@ def session_prompt(
         meta = lock_session(meta)
         current = active_run(session_id)
         if current is not None:
+            if not queue:
+                raise SessionBusy("a run is active: wait for it to end or abort it")
             if from_entry_id:
                 raise SessionBusy("a run is active: abort it or wait before continuing from another entry")
             lifecycle.queue_input(current, kind=mode, text=text, images=images, user=run_user)
@@ -193,6 +227,8 @@ def session_prompt(
         with acting_as(actor):
             if from_entry_id:
                 editor_text = _continue_from(meta, from_entry_id)
+            if prepare is not None:
+                prepare(meta)
             _set_thinking_level(meta, thinking_level)
         run = lifecycle.create_run(
             meta,
@@ -202,9 +238,11 @@ def session_prompt(
             images=images,
             from_entry_id=from_entry_id or "",
             model_name=model_name or "",
+            instructions=instructions,
+            sampling=sampling,
             submission=first_submission() if dispatch else None,
         )
-        if dispatch:
+        if dispatch and start:
             submit_run(run, recorded=True)
     return PromptOutcome(run=run, queued_as=None, editor_text=editor_text)
 
@@ -216,6 +254,9 @@ def session_regenerate(
     actor,
     model_name: str | None = None,
     dispatch: bool = True,
+    instructions: str = "",
+    sampling: dict | None = None,
+    start: bool = True,
 ) -> AgentRun:
     """A new answer to the user message ``entry_id``, beside the answers it has (a sibling):
     the leaf moves to that message and a run starts from it, with no new user entry.
@@ -225,7 +266,9 @@ def session_regenerate(
     is active (``SessionBusy``, 409); the entry must be a user message (``entryId``, 400).
     No thinking level here: its entry would stand between the message and the new answer,
     which would then not be a sibling of the others.
+    ``instructions``, ``sampling`` and ``start`` as for ``session_prompt``.
     """
+    instructions = _clean_instructions(instructions)
     if not isinstance(entry_id, str) or not entry_id:
         raise RuntimeInputError("entryId", "must be an entry id")
     meta = session_or_not_found(session_id)
@@ -255,9 +298,11 @@ def session_regenerate(
             from_entry_id=entry_id,
             model_name=model_name or "",
             prompt_entry_id=entry_id,
+            instructions=instructions,
+            sampling=sampling,
             submission=first_submission() if dispatch else None,
         )
-        if dispatch:
+        if dispatch and start:
             submit_run(run, recorded=True)
     return run
 

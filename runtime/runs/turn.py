@@ -41,6 +41,7 @@ from runtime.models import (
 )
 from runtime.realtime import stream_events as se
 from runtime.realtime.sinks import Coalescer, StreamSink, default_sink, process_budget, streaming_row
+from runtime.llm.sampling import capped_max_tokens
 from runtime.llm.thinking import clamp_thinking
 from runtime.runs import failover, lifecycle
 from runtime.runs.backends import HOST, this_process
@@ -270,7 +271,7 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook)
         tools=tools,
         cwd=cwd,
         roots=roots,
-        system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd),
+        system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd, instructions=run.instructions),
         meta=meta,
         book=book,
     )
@@ -469,6 +470,7 @@ def _stream_assistant(turn: Turn) -> dict:
     requested_level = ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level
     messages = llm_messages(ctx.messages)
     tool_definitions = turn.tools.projection.tool_definitions() if turn.model.supports_tools else []
+    sampling = turn.run.sampling or {}  # an OpenAI client's sampling parameters (runtime/llm/sampling.py)
 
     def request_for(candidate: failover.Candidate) -> llm.LlmRequest:
         # Thinking by capability: the level the model accepts, the clamp in the run's notes.
@@ -480,7 +482,8 @@ def _stream_assistant(turn: Turn) -> dict:
             messages=messages,
             tools=tool_definitions if candidate.config.supports_tools else [],
             thinking_level=clamp.level,
-            max_tokens=candidate.config.max_output_tokens,
+            max_tokens=capped_max_tokens(candidate.config.max_output_tokens, sampling),
+            sampling=sampling,
         )
 
     crash_point("stream_start")

@@ -343,3 +343,14 @@ def test_what_escapes_every_handler_is_still_json_under_the_api(rf):
     assert response.status_code == 500 and json.loads(response.content)["error"]["code"] == "server_error"
     page = server_error(rf.get("/"))
     assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.django_db
+def test_a_write_to_an_unknown_path_is_a_404_in_the_one_shape_with_csrf_checked(owner):
+    """Django's CSRF check runs on views DRF does not wrap: the catch-all used to answer a token
+    client's POST to a wrong path with the HTML CSRF page (403) instead of 404."""
+    token = api_token_create(user=owner).secret
+    c = APIClient(enforce_csrf_checks=True, raise_request_exception=False)
+    for method in ("post", "put", "patch", "delete"):
+        response = getattr(c, method)("/api/nowhere/", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Token {token}")
+        error(response, 404, "not_found")

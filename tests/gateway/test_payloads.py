@@ -11,6 +11,14 @@ def test_stream_messages_split_deltas_and_leave_out_big_fields():
     parts = stream_messages("s1", delta, limit=2048)
     assert len(parts) > 1 and all(encoded_size(p) < 2048 for p in parts)
     assert "".join(p["event"]["delta"] for p in parts) == delta["delta"]
+    # Each piece says where it starts in its block, so a client placing deltas by offset keeps them all.
+    placed = stream_messages("s1", {**delta, "offset": 5}, limit=2048)
+    text = "?" * 5
+    for part in placed:
+        event = part["event"]
+        assert event["offset"] == len(text)
+        text = text[: event["offset"]] + event["delta"]
+    assert text == "?" * 5 + delta["delta"]
     call = {"type": "tool_call_completed", "entryId": "e1", "contentIndex": 1, "toolCall": {"type": "toolCall", "id": "c1", "name": "write", "arguments": {"content": "z" * 10_000}}}
     (small,) = stream_messages("s1", call, limit=2048)
     assert small["event"]["toolCall"] == {"type": "toolCall", "id": "c1", "name": "write"}

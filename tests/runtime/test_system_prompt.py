@@ -66,3 +66,13 @@ def test_no_read_tool_means_no_skill_index(tmp_path, settings):
     text = build_system_prompt(agent, projection, cwd="/w", today=dt.date(2026, 1, 2))
     assert "<available_skills>" not in text
     assert text == f"{DEFAULT_PROMPT}\nCurrent date: 2026-01-02\nCurrent working directory: /w"
+
+
+def test_a_runs_instructions_follow_the_agents_prompt():
+    agent = make_agent(system_prompt="You are Fib.", tool_policy={"per_tool": {"grep": {"prompt_hint": "Prefer grep."}}})
+    projection = resolve_tools(agent.tool_policy)
+    text = build_system_prompt(agent, projection, cwd="/w", today=dt.date(2026, 1, 2), instructions="  Answer in French.\n")
+    assert text.startswith("You are Fib.\n\nAnswer in French.\n\nTool guidelines:\n- grep: Prefer grep.")
+    assert build_system_prompt(agent, projection, cwd="/w", today=dt.date(2026, 1, 2), instructions="   ") == build_system_prompt(
+        agent, projection, cwd="/w", today=dt.date(2026, 1, 2)
+    )
