@@ -56,7 +56,7 @@ def test_refresh_button_connects_anew(admin_client, stdio_server):
     assert response.redirect_chain[-1][0] == reverse("admin:console_mcp")
     notes = [str(m) for m in response.context["messages"]]
     assert "demo: 10 tool(s) listed." in notes, notes
-    assert len(McpServer.objects.get(name="demo").tools) == 9
+    assert len(McpServer.objects.get(name="demo").tools) == 10
     assert admin_client.get(reverse("admin:console_mcp_refresh", args=["demo"])).status_code == 405
 
 
