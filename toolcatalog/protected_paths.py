@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolcatalog.memo import recent
-from toolcatalog.protocol import ResolvedPaths, ToolError
+from toolcatalog.shared_types import ResolvedPaths, ToolError
 
 VAR_SECRETS = ("secret_key", "admin-password")
 SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")

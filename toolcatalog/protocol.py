@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, r
 
 from sessions_tree.clean import clean_text  # one function: lone surrogates become U+FFFD everywhere
 from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, ToolManifest, WorkerRoute
+from toolcatalog.protected_paths import protected_paths
+from toolcatalog.sandbox import effective_sandbox, resolve_sandbox
+from toolcatalog.shared_types import CancelSignal, ResolvedPaths, ToolCancelled, ToolError  # named here too (__all__)
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -121,30 +124,12 @@ def _check_content(content: Any) -> list[dict[str, Any]]:
 # --- errors -------------------------------------------------------------------
 
 
-class ToolError(Exception):
-    """A tool refuses or fails in a way the model should read (becomes ``is_error``)."""
-
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details = details
-
-
-class ToolCancelled(ToolError):
-    """The run was cancelled while the tool was working."""
-
-
 class UnknownTool(KeyError):
     def __str__(self) -> str:  # KeyError quotes its argument; we want a sentence.
         return str(self.args[0]) if self.args else "unknown tool"
 
 
 # --- context ------------------------------------------------------------------
-
-
-class CancelSignal(Protocol):
-    def is_set(self) -> bool: ...
-
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 ProgressCallback = Callable[["ToolResult"], None]
@@ -166,20 +151,10 @@ _TYPED_NOT_EXTRAS = ("skill_policy", "for_subagent")
 
 def _sandbox_default() -> str:
     """The effective sandbox of this process (``NETA_SANDBOX``, with ``auto`` resolved)."""
-    from toolcatalog.sandbox import effective_sandbox
-
     return effective_sandbox().mode
 
 
-class ResolvedPaths(tuple):
-    """Paths resolved already (``os.path.realpath``): a context takes them as they are."""
-
-    __slots__ = ()
-
-
 def _protected_default() -> tuple[Path, ...]:
-    from toolcatalog.protected_paths import protected_paths
-
     return protected_paths()
 
 
@@ -251,8 +226,6 @@ class ToolContext:
         if not isinstance(self.protected, ResolvedPaths):  # the default was resolved just now
             self.protected = ResolvedPaths(Path(os.path.realpath(os.fspath(p))) for p in self.protected)
         if self.sandbox == "auto":
-            from toolcatalog.sandbox import resolve_sandbox
-
             self.sandbox = resolve_sandbox("auto").mode
         if self.sandbox not in ("none", "bwrap"):
             raise ValueError(f"sandbox must be 'auto', 'none' or 'bwrap', not {self.sandbox!r}")
@@ -486,6 +459,7 @@ __all__ = [
     "CallerSkillPolicy",
     "CancelSignal",
     "ContentBlock",
+    "ResolvedPaths",
     "EXECUTION_MODES",
     "ImageContent",
     "TOOL_KINDS",

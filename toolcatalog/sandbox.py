@@ -47,7 +47,7 @@ from pathlib import Path
 
 from toolcatalog.cpu_affinity import spawning
 from toolcatalog.memo import recent
-from toolcatalog.protocol import CancelSignal
+from toolcatalog.shared_types import CancelSignal
 
 logger = logging.getLogger(__name__)
 SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh")
