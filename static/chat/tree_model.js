@@ -260,7 +260,8 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
   for (let i = everything ? -1 : order.length - 1; i >= 0; i--) {
     const id = order[i];
     const entry = get(id);
-    shown.set(id, entry !== undefined && (isVisible(entry) || id === leafId));
+    // A bookkeeping entry where branches split stays: its row carries the branch point.
+    shown.set(id, entry !== undefined && (isVisible(entry) || id === leafId || (filter === "all" && kidsOf(id).length > 1)));
     const kids = kidsOf(id);
     let out = [];
     for (const kid of kids) {

@@ -160,7 +160,7 @@ function Outcome({ message, entryId, actions, store }) {
       onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
   }
   if (stop === "aborted") {
-    return html`<${ActionRetryBar} status="aborted" label="Stopped" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
+    return html`<${ActionRetryBar} status="aborted" label="Aborted" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
       onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
   }
   if (stop === "length") {
