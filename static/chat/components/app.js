@@ -110,10 +110,10 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
               <button type="button" class="icon-button pin-button" aria-label=${pinned ? "Unpin the session" : "Pin the session"} aria-pressed=${pinned} title=${pinned ? "Pinned to the top of your sessions" : "Pin to the top of your sessions"} onClick=${pin}>${pinned ? "★" : "☆"}</button>` : null}`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
-      ${data.sessionId ? html`<button type="button" class="icon-button share-button" aria-label="Share or download" title="Share a read-only link, download (JSONL, Markdown, HTML)" onClick=${onShare}>Share</button>` : null}
+      ${data.sessionId ? html`<button type="button" class="icon-button share-button" aria-label="Share or download" title="Share a read-only link, download (JSONL, Markdown, HTML)" onClick=${onShare}><span class="wide-only">Share</span><span class="narrow-only" aria-hidden="true">⇪</span></button>` : null}
       <button type="button" class="icon-button settings-button" aria-label="Settings" title="Custom instructions, Enter sends" onClick=${onSettings}>⚙</button>
       <${ThemeToggle} username=${data.user.username} />
-      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
+      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇<span class="wide-only"> Tree</span></button>
       ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
       <form method="post" action=${data.urls.logout} class="logout">
         <input type="hidden" name="csrfmiddlewaretoken" value=${decodeURIComponent(csrf)} />

@@ -178,7 +178,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           id="composer-input"
           ref=${area}
           rows=${narrow ? 1 : 3}
-          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          placeholder=${narrow ? (running ? "Queue a message…" : "Message the agent…") : running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
           aria-autocomplete="list"
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}
@@ -192,7 +192,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           onPaste=${onPaste}
         ></textarea>
         <div class="composer-buttons">
-          <button type="button" class="icon-button attach-button" aria-label="Attach files" title=${supportsImages ? "Attach documents (PDF, text, markdown, code) or images" : "Attach documents (PDF, text, markdown, code)"} onClick=${() => fileInput.current.click()}>${narrow ? "＋" : "Attach"}</button>
+          <button type="button" class="icon-button attach-button" aria-label="Attach files" title=${supportsImages ? "Attach documents (PDF, text, markdown, code) or images" : "Attach documents (PDF, text, markdown, code)"} onClick=${() => fileInput.current.click()}>${narrow ? "+" : "Attach"}</button>
           <input ref=${fileInput} type="file" aria-label="Files to attach" accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
           ${running
             ? html`<label class="visually-hidden" for="queue-mode">Deliver as</label>

@@ -22,6 +22,13 @@ function itemIndexOf(items, entryId) {
   return items.findIndex((item) => item.id === entryId || (item.resultsKey && item.resultsKey.includes(key)) || (item.ids && item.ids.includes(key)));
 }
 
+/** The model and thinking level a session starts with are its settings, not news: notes
+ * show from the first message on (a change mid-talk). */
+function withoutStartingNotes(items) {
+  const first = items.findIndex((item) => !NOTE_KINDS.has(item.kind));
+  return first > 0 ? items.slice(first) : first < 0 ? [] : items;
+}
+
 /** The labels an item shows: its own, or for an answer every label of its model calls. */
 function itemLabel(item, labels) {
   if (item.kind !== "turn") return labels[item.id] ?? null;
@@ -42,7 +49,7 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
   const snapshot = store.snapshot ? store.treeSnapshot() : null; // with any older entries paged in
   const [limit, setLimit] = useState(PAGE);
   const items = useMemo(
-    () => (snapshot ? groupTurns(conversationItems(snapshot, (id) => store.entry(id))) : []),
+    () => (snapshot ? groupTurns(withoutStartingNotes(conversationItems(snapshot, (id) => store.entry(id)))) : []),
     [snapshot?.activePath, snapshot?.entries, snapshot?.inFlight],
   );
   useEffect(() => onItems(items.length), [items]);

@@ -7,6 +7,13 @@ import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { feedbackFor } from "../feedback_model.js";
 
+// Drawn, not emoji: every system has the shapes, not every one has an emoji font.
+const THUMB = "M2 10h3v10H2zM7 20h9.2a2 2 0 0 0 2-1.6l1.6-7A2 2 0 0 0 17.8 9H13l.8-4.2A1.8 1.8 0 0 0 12 3L7 9.5z";
+
+function Thumb({ down }) {
+  return html`<svg class="thumb" viewBox="0 0 22 22" width="16" height="16" aria-hidden="true" style=${down ? "transform: rotate(180deg)" : undefined}><path d=${THUMB} fill="currentColor" /></svg>`;
+}
+
 export function FeedbackButtons({ entryId, store, actions }) {
   useStore(store, ["tree"]);
   const [asking, setAsking] = useState(null); // the rating whose note is being written
@@ -18,12 +25,12 @@ export function FeedbackButtons({ entryId, store, actions }) {
     setNote("");
     await actions.feedback(entryId, rating, text);
   };
-  const button = (rating, glyph, name) => html`<button type="button" class=${`icon-button feedback-button${given?.rating === rating ? " chosen" : ""}`}
+  const button = (rating, down, name) => html`<button type="button" class=${`icon-button feedback-button${given?.rating === rating ? " chosen" : ""}`}
     aria-pressed=${given?.rating === rating} aria-label=${name} title=${name}
-    onClick=${() => (given?.rating === rating ? send(null, "") : setAsking(rating))}>${glyph}</button>`;
+    onClick=${() => (given?.rating === rating ? send(null, "") : setAsking(rating))}><${Thumb} down=${down} /></button>`;
   return html`
     <span class="feedback" role="group" aria-label="Feedback on this answer">
-      ${button("up", "👍", "Good answer")}${button("down", "👎", "Bad answer")}
+      ${button("up", false, "Good answer")}${button("down", true, "Bad answer")}
       ${asking
         ? html`<form class="feedback-note" onSubmit=${(e) => { e.preventDefault(); send(asking, note.trim()); }}>
             <label class="visually-hidden" for=${`feedback-note-${entryId}`}>A note (optional)</label>

@@ -177,7 +177,7 @@ function Steps({ parts, store, open: openByDefault }) {
   const isOpen = open ?? openByDefault;
   const label = `${parts.stepCount} ${parts.stepCount === 1 ? "step" : "steps"}`;
   return html`
-    <details class="steps" open=${isOpen} onToggle=${(e) => setOpen(e.currentTarget.open)}>
+    <details class="steps" open=${isOpen} onToggle=${(e) => e.currentTarget.open !== isOpen && setOpen(e.currentTarget.open)}>
       <summary><span class="steps-title">${label}</span>${parts.tools.length ? html`<span class="steps-tools"> · ${parts.tools.join(", ")}</span>` : null}${parts.errors
         ? html`<span class="steps-errors"> · ${parts.errors} ${parts.errors === 1 ? "error" : "errors"}</span>`
         : null}</summary>

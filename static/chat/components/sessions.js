@@ -78,18 +78,18 @@ export function SessionList({ data, store, open, onClose, onNew }) {
       <${SessionSearch} onResults=${setHits} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
       ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">No session matches.</p>` : null}
-      <div class="sessions" role="list" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
+      <ul class="sessions" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
         ${groups.map((group) => html`
-          ${group.label ? html`<h3 class="session-group" key=${`g-${group.label}`}>${group.label}</h3>` : null}
-          ${group.sessions.map((s) => html`<div role="listitem" class="session-row" key=${s.sessionId}>
+          ${group.label ? html`<li class="session-group" role="presentation" key=${`g-${group.label}`}><h3>${group.label}</h3></li>` : null}
+          ${group.sessions.map((s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
               <span class="session-name">${s.pinned ? html`<span class="pin-mark" aria-label="pinned">★ </span>` : null}${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
               <span class="session-meta">${s.agent && s.agent !== data.agent.name ? `${s.agent} · ` : ""}${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
               ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
             ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} onPin=${hits ? null : () => togglePin(s)} />`}
-          </div>`)}`)}
-      </div>
+          </li>`)}`)}
+      </ul>
       <${ArchivedSessions} agent=${data.agent.name} current=${current} added=${archivedNow}
         onRestored=${(row) => setSessions((list) => [row, ...list.filter((s) => s.sessionId !== row.sessionId)])} />
     </nav>
