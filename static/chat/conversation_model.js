@@ -181,8 +181,9 @@ export function streamedTokens(message) {
  * How a turn card splits its members: `final` the answer's text (the last model call's
  * text, when that call did not end on tool calls), `steps` everything before it — each
  * {member, blocks} with the blocks of that call the steps show (thinking, interim text,
- * tool calls; a batch has none: its panel is the step). `stepCount` counts tool calls,
- * batches and interim texts; `tools` names the tools called, in order, once each.
+ * tool calls), and `batches` the subagent batches (panels of their own, always shown).
+ * `stepCount` counts tool calls and interim texts; `tools` names the tools called, in
+ * order, once each.
  */
 export function turnParts(item) {
   const members = item.members;
@@ -194,10 +195,10 @@ export function turnParts(item) {
   let stepCount = 0;
   let errors = 0;
   const tools = [];
+  const batches = []; // subagent batches: panels of their own, shown whether the steps are open or not
   for (const member of members) {
     if (member.kind !== "assistant") {
-      steps.push({ member, blocks: null });
-      stepCount += 1;
+      batches.push(member);
       continue;
     }
     const blocks = Array.isArray(member.entry.message.content) ? member.entry.message.content : [];
@@ -216,5 +217,5 @@ export function turnParts(item) {
   const final = hasFinal ? lastBlocks.filter((b) => b?.type === "text").map((b) => b.text).join("\n\n") : "";
   // Only thinking before the answer (no tool, no interim text): no steps box, the thinking shows inline.
   const onlyThinking = stepCount === 0;
-  return { final, steps, stepCount, errors, tools, onlyThinking, last };
+  return { final, steps, stepCount, errors, tools, onlyThinking, last, batches };
 }

@@ -233,7 +233,7 @@ def test_cancelling_one_child_makes_the_batch_partial_not_an_error(browser, serv
     slow.get_by_role("button", name=re.compile("Cancel")).click()
     expect(answers(page).last).to_contain_text("The helpers reported back.", timeout=60_000)
     wait_idle(page)
-    answers(page).last.locator("details.steps > summary").click()  # the batch is a step of the answer
+    answers(page).last.locator("details.steps > summary").click()  # the delegate call is a step; its batch panel shows anyway
     card = page.locator(".stable-list .tool-card[data-tool=delegate_parallel]")
     expect(card.locator(".tool-status")).not_to_contain_text("error")
     expect(card.locator(".tool-status")).to_contain_text("partial")
@@ -419,3 +419,67 @@ CONTRAST_SWEEP = """() => {
   }
   return out;
 }"""
+
+
+def network_requests(page):
+    """Requests that went to the network (a memory or disk cache hit does not count), by CDP."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    seen: dict[str, dict] = {}
+
+    def sent(event):
+        seen[event["requestId"]] = {"url": event["request"]["url"], "cached": False, "bytes": 0}
+
+    def cached(event):
+        if event["requestId"] in seen:
+            seen[event["requestId"]]["cached"] = True
+
+    def received(event):
+        item = seen.get(event["requestId"])
+        if item is not None and (event["response"].get("fromDiskCache") or event["response"].get("fromPrefetchCache")):
+            item["cached"] = True
+
+    def finished(event):
+        item = seen.get(event["requestId"])
+        if item is not None:
+            item["bytes"] = event.get("encodedDataLength", 0)
+
+    cdp.on("Network.requestWillBeSent", sent)
+    cdp.on("Network.requestServedFromCache", cached)
+    cdp.on("Network.responseReceived", received)
+    cdp.on("Network.loadingFinished", finished)
+    return lambda: [r for r in seen.values() if not r["cached"]]
+
+
+def test_a_page_load_is_few_requests_with_long_lived_caching(browser, server, everyday, artifacts):
+    """Before: 87 requests a load (every module and every highlight.js language, unbundled)
+    and no Cache-Control or ETag on static files."""
+    ctx, page = open_page(browser, server)
+    said(page, "a message to load", "Noted: a message to load")
+    url = page.url
+    state = ctx.storage_state()
+    ctx.close()
+    cold_ctx = browser.new_context(viewport=DESKTOP, storage_state=state)
+    page = cold_ctx.new_page()
+    taken = network_requests(page)
+    page.goto(url)
+    page.wait_for_selector("html[data-tree-ready]")
+    expect(page.locator(".stable-list .msg-assistant")).to_contain_text("Noted: a message to load")
+    page.wait_for_load_state("networkidle")
+    cold = taken()
+    statics = [r for r in cold if "/static/" in r["url"]]
+    assert len(cold) <= 25, [r["url"] for r in cold]
+    assert any("/static/chat/bundle." in r["url"] for r in statics), [r["url"] for r in statics]
+    assert not any("/highlight/languages/" in r["url"] for r in cold)  # no code block: no language loaded
+    head = page.request.get(statics[0]["url"])
+    assert "immutable" in head.headers["cache-control"] and head.headers.get("etag"), head.headers
+    print(f"cold load: {len(cold)} requests, {sum(r['bytes'] for r in cold)} bytes")
+    taken = network_requests(page)
+    page.goto(url)
+    page.wait_for_selector("html[data-tree-ready]")
+    page.wait_for_load_state("networkidle")
+    warm = taken()
+    assert len(warm) <= 5, [r["url"] for r in warm]
+    assert not any("/static/" in r["url"] for r in warm)
+    print(f"warm load: {len(warm)} requests, {sum(r['bytes'] for r in warm)} bytes")
+    cold_ctx.close()

@@ -17,7 +17,9 @@ import { splitDocuments } from "../documents.js";
 import { DocumentChips } from "./documents.js";
 import { decorateCodeBlocks } from "./code_block.js";
 import { typesetWithin } from "../typeset.js";
-import { formatDuration, thinkingMs, thinkingSince } from "../thinking_time.js";
+import { Thinking } from "./thinking.js";
+
+export { Thinking };
 
 export function Markdown({ text, streaming = false }) {
   const ref = useRef(null);
@@ -29,19 +31,6 @@ export function Markdown({ text, streaming = false }) {
     typesetWithin(ref.current);
   }, [source, streaming]);
   return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
-}
-
-export function Thinking({ text, streaming, entryId = null, index = 0 }) {
-  const [open, setOpen] = useState(false);
-  const took = entryId ? thinkingMs(entryId, index) : null;
-  const since = streaming && took === null && entryId ? thinkingSince(entryId, index) : null;
-  const label = took !== null ? `Thought for ${formatDuration(took)}` : streaming ? "Thinking…" : "Thinking";
-  return html`
-    <details class=${`thinking state-${streaming && took === null ? "running" : "done"}`} open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)} data-thinking-ms=${took ?? undefined}>
-      <summary>${label}<span class="muted"> · ${since !== null ? `${formatDuration(performance.now() - since)} · ` : ""}${text.length} chars</span></summary>
-      ${open ? html`<div class="thinking-text">${text}</div>` : null}
-    </details>
-  `;
 }
 
 function CopyButton({ text, label = "Copy" }) {
@@ -188,7 +177,6 @@ function Steps({ parts, store, open: openByDefault }) {
 
 function StepView({ step, store }) {
   const { member, blocks } = step;
-  if (blocks === null) return html`<${SubagentBatchNode} entry=${member.entry} results=${member.results} store=${store} />`;
   return blocks.map(({ block, index }) => html`<${Block} key=${index} block=${block} index=${index} results=${member.results} store=${store} entryId=${member.id} />`);
 }
 
@@ -223,6 +211,7 @@ export function TurnCard({ item, label, actions, store }) {
         ${parts.onlyThinking
           ? parts.steps.map((step) => html`<${StepView} key=${step.member.id} step=${step} store=${store} />`)
           : html`<${Steps} parts=${parts} store=${store} open=${!parts.final} />`}
+        ${parts.batches.map((member) => html`<${SubagentBatchNode} key=${member.id} entry=${member.entry} results=${member.results} store=${store} />`)}
         ${parts.final ? html`<${Markdown} text=${parts.final} />` : null}
         <${Outcome} message=${message} entryId=${lastEntry.id} actions=${actions} store=${store} />
       </div>

@@ -16,7 +16,7 @@ import { formatCost, formatTokens } from "../conversation_model.js";
 import { batchOutcome, batchRows, heldBatchRows, isTerminalChild, usageCost, usageTokens } from "../subagents.js";
 import { STATE_LABELS, stateToken } from "../state_tokens.js";
 import { StateBadge } from "./state_parts.js";
-import { Thinking } from "./messages.js";
+import { Thinking } from "./thinking.js";
 
 const REPLAY_PAGE = 500;
 const replaying = new Set(); // runIds with a replay request in flight (one at a time per child)

@@ -4,9 +4,9 @@
 // Unknown tools get the generic renderer (arguments as JSON, output as text).
 
 import { Component } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
-import { highlightCode, languageForPath } from "../markdown.js";
+import { highlightCode, languageForPath, languageReady, loadLanguage } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { useStore } from "./hooks.js";
 import { stateToken } from "../state_tokens.js";
@@ -39,6 +39,11 @@ function parsedArgs(call) {
 }
 
 function Output({ text, language = null, className = "" }) {
+  // A language not loaded yet: drawn plain, then highlighted once its module is there.
+  const [, loaded] = useState(false);
+  useEffect(() => {
+    if (language && !languageReady(language)) loadLanguage(language).then((ok) => ok && loaded(true));
+  }, [language]);
   const highlighted = language ? highlightCode(text, language) : null;
   if (highlighted !== null) return html`<pre class=${`tool-output ${className}`}><code class="hljs" dangerouslySetInnerHTML=${{ __html: highlighted }}></code></pre>`;
   return html`<pre class=${`tool-output ${className}`}><code>${text}</code></pre>`;
