@@ -147,7 +147,8 @@ class SettingsInput(serializers.Serializer):
 
 
 class ExportQuery(serializers.Serializer):
-    format = serializers.ChoiceField(required=False, choices=["jsonl", "markdown"], default="jsonl")
+    # Not `format`: DRF reads that one for its own content negotiation.
+    locals()["as"] = serializers.ChoiceField(required=False, choices=["jsonl", "markdown"], default="jsonl", help_text="jsonl (Pi's file) or markdown (the active path)")
 
 
 class ImportInput(serializers.Serializer):

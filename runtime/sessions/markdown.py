@@ -1,4 +1,4 @@
-"""A session's active path as Markdown (``GET /api/sessions/<id>/export/?format=markdown``;
+"""A session's active path as Markdown (``GET /api/sessions/<id>/export/?as=markdown``;
 the chat page's *Download → Markdown*, and the source of its HTML page).
 
 One heading per message as the chat page shows it: a user message (its documents as a

@@ -483,3 +483,196 @@ def test_a_page_load_is_few_requests_with_long_lived_caching(browser, server, ev
     assert not any("/static/" in r["url"] for r in warm)
     print(f"warm load: {len(warm)} requests, {sum(r['bytes'] for r in warm)} bytes")
     cold_ctx.close()
+
+
+# --------------------------------------------------------------------------- what the peers have
+
+
+def tiny_pdf(text: str) -> bytes:
+    """A one-page PDF whose text layer says ``text`` (Helvetica, no compression)."""
+    content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 400 144] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def test_documents_are_attached_read_and_shown_as_chips(browser, server, everyday, artifacts, tmp_path):
+    ctx, page = open_page(browser, server)
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe **quince** needs pruning in March.\n", encoding="utf-8")
+    (tmp_path / "figures.pdf").write_bytes(tiny_pdf("Quarterly figures: 42 apples"))
+    (tmp_path / "archive.zip").write_bytes(b"PK\x03\x04" + bytes(200))
+    page.fill("#composer-input", "what do these say?")
+    page.get_by_label("Files to attach").set_input_files([str(tmp_path / n) for n in ("notes.md", "figures.pdf", "archive.zip")])
+    expect(page.locator(".composer .form-error")).to_contain_text("archive.zip: only PDF, text, markdown and code files")
+    pending = page.get_by_role("list", name="Documents to send")
+    expect(pending.locator(".file-chip")).to_have_count(2)
+    expect(page.locator("#composer-input")).to_have_value("what do these say?")  # nothing lost
+    shot(page, artifacts, "documents-pending")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(answers(page).last).to_contain_text("Noted: what do these say?")
+    wait_idle(page)
+    chips = page.locator(".stable-list .msg-user").get_by_role("list", name="Attached documents")
+    expect(chips.locator(".file-chip")).to_have_count(2)
+    expect(chips).to_contain_text("notes.md")
+    expect(chips).to_contain_text("figures.pdf")
+    chips.get_by_role("button", name=re.compile("figures.pdf")).click()
+    expect(page.locator(".document-text")).to_contain_text("Quarterly figures: 42 apples")
+    blocks = store_eval(page, "s.snapshot.entries.filter((e) => e.message?.role === 'user').pop().message.content.map((b) => b.text?.slice(0, 60))")
+    assert blocks[0] == "what do these say?" and blocks[1].startswith('<document name="notes.md" type="text/markdown"'), blocks
+    assert blocks[2].startswith('<document name="figures.pdf" type="application/pdf"'), blocks
+    expect(tree_row(page, "what do these say?").first).to_contain_text("[notes.md] [figures.pdf]")
+    shot(page, artifacts, "documents")
+    # A file over the limit says so and keeps the rest.
+    (tmp_path / "big.txt").write_bytes(b"a" * (10 * 1024 * 1024 + 10))
+    page.fill("#composer-input", "and this one")
+    page.get_by_label("Files to attach").set_input_files(str(tmp_path / "big.txt"))
+    expect(page.locator(".composer .form-error")).to_contain_text("big.txt is 10.0 MB: documents up to 10.0 MB can be attached.")
+    expect(page.locator("#composer-input")).to_have_value("and this one")
+    ctx.close()
+    assert page.console.errors == []
+
+
+def test_export_and_a_read_only_share_link(browser, server, everyday, artifacts):
+    ctx, page = open_page(browser, server)
+    said(page, "do this in several steps", "The workspace holds")
+    page.get_by_role("button", name="Share or download").click()
+    share = page.get_by_role("dialog", name="Share and download")
+    expect(share).to_be_visible()
+    with page.expect_download() as markdown:
+        share.get_by_role("button", name="Markdown").click()
+    text = open(markdown.value.path(), encoding="utf-8").read()
+    assert "## You" in text and "do this in several steps" in text and "The workspace holds **notes.md**" in text, text
+    assert "<details><summary>Tool: bash (error)</summary>" in text
+    with page.expect_download() as page_file:
+        share.get_by_role("button", name="HTML page").click()
+    html_text = open(page_file.value.path(), encoding="utf-8").read()
+    assert "<style>" in html_text and "<strong>notes.md</strong>" in html_text and "<script" not in html_text
+    with page.expect_download() as jsonl:
+        share.get_by_role("link", name="Pi session (JSONL)").click()
+    first = json.loads(open(jsonl.value.path(), encoding="utf-8").readline())
+    assert first["type"] == "session" and first["version"] == 3
+    share.get_by_role("button", name="Make a link and copy it").click()
+    link = share.get_by_role("list", name="Share links").get_by_role("link").first
+    url = link.get_attribute("href")
+    assert url.startswith("/share/")
+    shot(page, artifacts, "share")
+    # Opened without signing in: the shared path, read-only.
+    guest = browser.new_context(viewport=DESKTOP)
+    visitor = guest.new_page()
+    visitor.goto(server.base_url + url)
+    expect(visitor.locator(".stable-list .msg-user")).to_contain_text("do this in several steps")
+    expect(visitor.locator(".stable-list .msg-assistant")).to_contain_text("The workspace holds")
+    expect(visitor.locator("#composer-input")).to_have_count(0)
+    expect(visitor.get_by_role("button", name="Regenerate")).to_be_hidden()
+    shot(visitor, artifacts, "shared-page")
+    # Later messages are not shared; revoking stops the link.
+    said(page, "a later message", "Noted: a later message")
+    visitor.reload()
+    expect(visitor.locator(".stable-list")).not_to_contain_text("a later message")
+    page.get_by_role("button", name="Share or download").click()
+    share.get_by_role("button", name="Revoke").first.click()
+    expect(share.get_by_role("list", name="Share links")).to_have_count(0)
+    assert visitor.goto(server.base_url + url).status == 404
+    guest.close()
+    # Staff see the links in the console.
+    staff_ctx = browser.new_context(viewport=DESKTOP)
+    staff = staff_ctx.new_page()
+    login(staff, server.base_url, username="stafford", path="/admin/runtime/sessionshare/")
+    staff.wait_for_selector("#result_list")
+    expect(staff.locator("#result_list")).to_contain_text("revoked")
+    staff_ctx.close()
+    ctx.close()
+
+
+def test_search_every_session_pins_and_date_groups(browser, server, everyday, artifacts):
+    ctx, page = open_page(browser, server, agent="everyday-other")
+    said(page, "the persimmon orchard question", "Noted: the persimmon orchard question")
+    other = page.url
+    ctx.close()
+    ctx, page = open_page(browser, server)
+    said(page, "a session to pin", "Noted: a session to pin")
+    nav = page.get_by_role("navigation", name="Sessions")
+    expect(nav.locator(".session-group h3").first).to_have_text("Today")
+    page.get_by_role("button", name="Pin the session").click()
+    expect(page.get_by_role("button", name="Unpin the session")).to_be_visible()
+    page.reload()
+    page.wait_for_selector("html[data-conversation-ready]")
+    expect(nav.locator(".session-group h3").first).to_have_text("Pinned")
+    expect(nav.locator(".session-group").first.locator("xpath=following-sibling::li[1]")).to_contain_text("A session to pin")
+    nav.get_by_label("Search sessions").fill("persimmon")
+    hits = nav.get_by_role("list", name="Matching sessions")
+    expect(hits.get_by_role("listitem")).to_have_count(1)
+    expect(hits).to_contain_text("everyday-other")  # another agent's session, named as such
+    expect(hits.get_by_role("link")).to_have_attribute("href", other.replace(server.base_url, ""))
+    shot(page, artifacts, "search-pins")
+    ctx.close()
+
+
+def test_continue_an_answer_cut_at_the_output_limit(browser, server, everyday, artifacts):
+    ctx, page = open_page(browser, server)
+    send(page, "a long answer please")
+    bar = page.locator(".stable-list .msg-cut")
+    expect(bar).to_contain_text("Cut short")
+    wait_idle(page)
+    bar.get_by_role("button", name="Continue").click()
+    expect(answers(page)).to_have_count(1)
+    expect(answers(page).first).to_contain_text("The first part of a long answer and here is the rest of it.", timeout=30_000)
+    wait_idle(page)
+    expect(page.locator(".stable-list .msg-user")).to_have_count(1)  # the request to go on is not a message of yours
+    ctx.close()
+    assert page.console.errors == []
+
+
+def test_feedback_is_kept_in_the_tree_and_shown_in_the_console(browser, server, everyday, artifacts):
+    ctx, page = open_page(browser, server)
+    said(page, "rate this answer", "Noted: rate this answer")
+    answers(page).last.get_by_role("button", name="Bad answer").click()
+    note = page.get_by_placeholder("What went wrong? (optional)")
+    note.fill("too terse")
+    note.press("Enter")
+    expect(answers(page).last.get_by_role("button", name="Bad answer")).to_have_attribute("aria-pressed", "true")
+    entry = store_eval(page, "s.snapshot.entries.find((e) => e.type === 'custom' && e.customType === 'neta.feedback')")
+    assert entry["data"]["rating"] == "down" and entry["data"]["note"] == "too terse", entry
+    context = api(page, "GET", f"sessions/{store_eval(page, 's.sessionId')}/snapshot/")["body"]
+    assert context["leafId"]  # the feedback entry never reaches the model: Pi's custom entries are not context
+    run = api(page, "GET", f"runs/?session={store_eval(page, 's.sessionId')}&limit=1")["body"]["results"][0]["runId"]
+    staff_ctx = browser.new_context(viewport=DESKTOP)
+    staff = staff_ctx.new_page()
+    login(staff, server.base_url, username="stafford", path="/admin/runtime/agentrun/")
+    staff.goto(server.base_url + f"/admin/runtime/agentrun/?q={run}")
+    staff.locator("#result_list a").first.click()
+    expect(staff.locator(".field-feedback")).to_contain_text("too terse")
+    staff_ctx.close()
+    ctx.close()
+
+
+def test_custom_instructions_reach_the_system_prompt(browser, server, everyday, artifacts):
+    ctx, page = open_page(browser, server)
+    page.get_by_role("button", name="Settings").click()
+    settings = page.get_by_role("dialog", name="Settings")
+    settings.get_by_label("Custom instructions").fill("Always answer like a pirate.")
+    settings.get_by_role("button", name="Save").click()
+    expect(settings).to_contain_text("Saved")
+    shot(page, artifacts, "settings")
+    settings.get_by_role("button", name="Close").click()
+    said(page, "hello sailor", "Arr, noted: hello sailor")
+    page.get_by_role("button", name="Settings").click()
+    settings.get_by_label("Custom instructions").fill("")
+    settings.get_by_role("button", name="Save").click()
+    expect(settings).to_contain_text("Saved")
+    ctx.close()

@@ -284,14 +284,14 @@ async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 class SessionExportApi(SessionApi):
     @extend_schema(
-        summary="Download the session: a Pi JSONL file, or (format=markdown) its active path as Markdown",
+        summary="Download the session: a Pi JSONL file, or (as=markdown) its active path as Markdown",
         parameters=[S.ExportQuery],
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="Pi v3 JSONL"), **READ_ERRORS},
     )
     def get(self, request, session_id: str):
         meta = self.session(request, session_id)
         query = parse(S.ExportQuery, request.query_params)
-        if query["format"] == "markdown":
+        if query["as"] == "markdown":
             response = HttpResponse(session_markdown(meta), content_type="text/markdown; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="{safe_filename(meta.title or meta.session_id)}.md"'
             return response
@@ -332,7 +332,7 @@ class SessionSharesApi(SessionApi):
 class SessionShareApi(SessionApi):
     @extend_schema(summary="Revoke a share link (it stops working at once)", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def delete(self, request, session_id: str, share_id: int):
-        meta = self.session(request, session_id, need="write")
+        meta = session_or_404(request, session_id, need="write")
         share = SessionShare.objects.filter(session=meta, pk=share_id).first()
         if share is None:
             raise ApiError("not_found", f"no share link {share_id} of this session", status_code=404)
@@ -342,10 +342,10 @@ class SessionShareApi(SessionApi):
 class SessionPinApi(SessionApi):
     @extend_schema(summary="Pin the session to the top of your session list", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def put(self, request, session_id: str):
-        meta = self.session(request, session_id, need="read")  # your own list: reading it is enough
+        meta = session_or_404(request, session_id, need="read")  # your own list: reading it is enough
         return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=True)})
 
     @extend_schema(summary="Unpin the session", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def delete(self, request, session_id: str):
-        meta = self.session(request, session_id, need="read")
+        meta = session_or_404(request, session_id, need="read")
         return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=False)})

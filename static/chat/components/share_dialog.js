@@ -29,7 +29,7 @@ export function ShareDialog({ sessionId, title, open, onClose, readOnly }) {
       api.shares().then((body) => setLinks(body.results)).catch((e) => setError(e.message));
     }
   }, [open]);
-  const exportUrl = (format) => `/api/sessions/${encodeURIComponent(sessionId)}/export/${format ? `?format=${format}` : ""}`;
+  const exportUrl = (format) => `/api/sessions/${encodeURIComponent(sessionId)}/export/${format ? `?as=${format}` : ""}`;
   const save = async (kind) => {
     setError(null);
     try {
