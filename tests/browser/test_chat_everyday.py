@@ -388,7 +388,7 @@ def test_status_bar_words_compact_aborted_tokens_announcements_and_contrast(brow
     wait_idle(page)
     usage = answers(page).last.locator(".usage")
     expect(usage).to_contain_text("↓~")
-    expect(page.locator("[data-announcer]")).to_contain_text("The answer was stopped")
+    expect(page.locator("[data-announcer]")).to_contain_text("The answer was aborted")
     said(page, "make a plan", "Planned and done.")
     failures = page.evaluate(CONTRAST_SWEEP)
     assert failures == [], failures

@@ -64,6 +64,8 @@ def test_a_prompt_streams_and_a_tool_card_appears(chat, artifacts):
     expect(streaming).to_be_visible()
     expect(chat.locator(".live-slot .tool-card[data-tool=ls]")).to_be_visible()  # streamed, before it is stored
     shot(chat, artifacts, "stream-tool-call")
+    # One answer, one card: once the answer is there its tool call is a folded step.
+    chat.locator(".stable-list .msg-assistant").last.locator("details.steps > summary").click()
     card = chat.locator(".stable-list .tool-card[data-tool=ls]")
     expect(card.locator(".tool-status")).to_have_text("✓")
     card.locator("summary").click()

@@ -107,11 +107,16 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
     if (!node) return;
     pending.current = null;
     follower.current?.release();
-    const row = revealRow.current ? node.querySelector(`[data-result-entry-id="${CSS.escape(revealRow.current)}"]`) : null;
+    // The entry's own part of the item, when it has one: a subagent result's child row, a
+    // batch's panel inside its answer's card.
+    const wanted = revealRow.current;
     revealRow.current = null;
+    const row = wanted
+      ? node.querySelector(`[data-result-entry-id="${CSS.escape(wanted)}"]`) ?? (wanted !== id ? node.querySelector(`[data-entry-id="${CSS.escape(wanted)}"]`) : null)
+      : null;
     (row ?? node).scrollIntoView({ block: "center" });
     if (row) flashNode(row);
-    setFlash(id);
+    else setFlash(id);
   };
   useLayoutEffect(() => {
     if (pending.current) scrollToPending();
@@ -209,7 +214,7 @@ function AnswerAnnouncer({ store }) {
       }
       if (entry?.type === "message" && entry.message?.role === "user") break;
     }
-    const head = state === "completed" ? "Answer" : state === "failed" ? "The answer failed" : "The answer was stopped";
+    const head = state === "completed" ? "Answer" : state === "failed" ? "The answer failed" : "The answer was aborted";
     setSaid(`${head}${text ? `: ${text.length > 600 ? `${text.slice(0, 600)}…` : text}` : "."}`);
   }, [store.run.runId, store.run.state]);
   return html`<div class="visually-hidden" role="status" aria-live="polite" aria-atomic="true" data-announcer>${said}</div>`;

@@ -9,7 +9,7 @@ import { meterTokens } from "../context_meter.js";
 
 // Everyday words: a run that is idle or done and a connection that is live say nothing
 // (their elements stay, quiet, with their data-state); the rest says what is going on.
-const RUN_LABELS = { idle: "", queued: "Starting…", running: "Working…", waiting: "Waiting for you", completed: "", aborted: "Stopped", failed: "Failed", lost: "Lost (the server stopped)" };
+const RUN_LABELS = { idle: "", queued: "Starting…", running: "Working…", waiting: "Waiting for you", completed: "", aborted: "Aborted", failed: "Failed", lost: "Lost (the server stopped)" };
 const CONNECTION_LABELS = { connecting: "Connecting…", syncing: "Catching up…", live: "", reconnecting: "Connection lost: reconnecting", offline: "Offline" };
 
 function Countdown({ at }) {
