@@ -191,6 +191,16 @@ export function turnParts(item) {
   const lastMessage = last.kind === "assistant" ? last.entry.message : null;
   const lastBlocks = Array.isArray(lastMessage?.content) ? lastMessage.content : [];
   const hasFinal = lastMessage !== null && lastMessage.stopReason !== "toolUse" && lastBlocks.some((b) => b?.type === "text" && typeof b.text === "string" && b.text.trim());
+  let final = hasFinal ? lastBlocks.filter((b) => b?.type === "text").map((b) => b.text).join("\n\n") : "";
+  // An answer continued after the output limit (Continue): the cut calls' text is the start
+  // of the answer, not a step.
+  const continued = new Set();
+  for (let i = members.length - 2; hasFinal && i >= 0; i--) {
+    const message = members[i].kind === "assistant" ? members[i].entry.message : null;
+    if (message?.stopReason !== "length") break;
+    continued.add(members[i]);
+    final = (Array.isArray(message.content) ? message.content : []).filter((b) => b?.type === "text").map((b) => b.text).join("\n\n") + final;
+  }
   const steps = [];
   let stepCount = 0;
   let errors = 0;
@@ -204,7 +214,7 @@ export function turnParts(item) {
     const blocks = Array.isArray(member.entry.message.content) ? member.entry.message.content : [];
     const shown = [];
     blocks.forEach((block, index) => {
-      if (member === last && hasFinal && block?.type === "text") return; // the answer itself
+      if ((member === last || continued.has(member)) && hasFinal && block?.type === "text") return; // the answer itself
       if (block?.type === "toolCall") {
         stepCount += 1;
         if (typeof block.name === "string" && !tools.includes(block.name)) tools.push(block.name);
@@ -214,7 +224,6 @@ export function turnParts(item) {
     });
     if (shown.length) steps.push({ member, blocks: shown });
   }
-  const final = hasFinal ? lastBlocks.filter((b) => b?.type === "text").map((b) => b.text).join("\n\n") : "";
   // Only thinking before the answer (no tool, no interim text): no steps box, the thinking shows inline.
   const onlyThinking = stepCount === 0;
   return { final, steps, stepCount, errors, tools, onlyThinking, last, batches };

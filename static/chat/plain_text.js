@@ -19,7 +19,7 @@ const RULES = [
   [/`+([^`]+)`+/g, "$1"], // code spans
 ];
 
-const TABLE_RULE = /^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$/;
+const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)+\|?\s*$|^\s*\|\s*:?-+:?\s*\|\s*$/;
 
 /** Table rows as their cells ("a · b"), the rule under a table's head gone. */
 function tables(text) {

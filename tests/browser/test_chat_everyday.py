@@ -115,6 +115,14 @@ def said(page, prompt: str, reply: str) -> None:
     wait_idle(page)
 
 
+def staff_login(page, server) -> None:
+    page.goto(server.base_url + "/login/")
+    page.fill("#id_username", "stafford")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/(sessions/.*)?$"))
+
+
 def dialog(page):
     return page.get_by_role("dialog", name="Summarize the branch you are leaving?")
 
@@ -580,7 +588,8 @@ def test_export_and_a_read_only_share_link(browser, server, everyday, artifacts)
     expect(visitor.locator("#composer-input")).to_have_count(0)
     expect(visitor.get_by_role("button", name="Regenerate")).to_be_hidden()
     shot(visitor, artifacts, "shared-page")
-    # Later messages are not shared; revoking stops the link.
+    # Later messages are not shared; revoking ends the link.
+    share.get_by_role("button", name="Close").click()
     said(page, "a later message", "Noted: a later message")
     visitor.reload()
     expect(visitor.locator(".stable-list")).not_to_contain_text("a later message")
@@ -592,8 +601,8 @@ def test_export_and_a_read_only_share_link(browser, server, everyday, artifacts)
     # Staff see the links in the console.
     staff_ctx = browser.new_context(viewport=DESKTOP)
     staff = staff_ctx.new_page()
-    login(staff, server.base_url, username="stafford", path="/admin/runtime/sessionshare/")
-    staff.wait_for_selector("#result_list")
+    staff_login(staff, server)
+    staff.goto(server.base_url + "/admin/runtime/sessionshare/")
     expect(staff.locator("#result_list")).to_contain_text("revoked")
     staff_ctx.close()
     ctx.close()
@@ -653,7 +662,7 @@ def test_feedback_is_kept_in_the_tree_and_shown_in_the_console(browser, server, 
     run = api(page, "GET", f"runs/?session={store_eval(page, 's.sessionId')}&limit=1")["body"]["results"][0]["runId"]
     staff_ctx = browser.new_context(viewport=DESKTOP)
     staff = staff_ctx.new_page()
-    login(staff, server.base_url, username="stafford", path="/admin/runtime/agentrun/")
+    staff_login(staff, server)
     staff.goto(server.base_url + f"/admin/runtime/agentrun/?q={run}")
     staff.locator("#result_list a").first.click()
     expect(staff.locator(".field-feedback")).to_contain_text("too terse")
