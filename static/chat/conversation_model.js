@@ -7,6 +7,7 @@
 
 import { entryKind } from "./tree_model.js";
 import { entryProblem, entryTypeName, num } from "./entry_check.js";
+import { batchOutcome } from "./subagents.js";
 
 const HIDDEN = new Set(["label", "session_info", "custom"]);
 
@@ -218,7 +219,7 @@ export function turnParts(item) {
       if (block?.type === "toolCall") {
         stepCount += 1;
         if (typeof block.name === "string" && !tools.includes(block.name)) tools.push(block.name);
-        if (member.results?.[block.id]?.message?.isError) errors += 1;
+        if (callFailed(block, member.results?.[block.id])) errors += 1;
       } else if (block?.type === "text" && typeof block.text === "string" && block.text.trim()) stepCount += 1;
       shown.push({ block, index });
     });
@@ -227,4 +228,16 @@ export function turnParts(item) {
   // Only thinking before the answer (no tool, no interim text): no steps box, the thinking shows inline.
   const onlyThinking = stepCount === 0;
   return { final, steps, stepCount, errors, tools, onlyThinking, last, batches };
+}
+
+/** Whether a tool call failed as the page tells it: a delegate batch by how it ended
+ * (batchOutcome: a child cancelled by hand is not a failure), any other by its result. */
+export function callFailed(call, result) {
+  const message = result?.message;
+  if (!message?.isError) return false;
+  const results = message.details?.results;
+  if (typeof call?.name === "string" && call.name.startsWith("delegate_") && Array.isArray(results) && results.length) {
+    return ["failed", "lost", "timed_out"].includes(batchOutcome(results.map((r) => r?.status), null));
+  }
+  return true;
 }

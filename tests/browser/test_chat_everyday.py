@@ -242,6 +242,7 @@ def test_cancelling_one_child_makes_the_batch_partial_not_an_error(browser, serv
     expect(answers(page).last).to_contain_text("The helpers reported back.", timeout=60_000)
     wait_idle(page)
     answers(page).last.locator("details.steps > summary").click()  # the delegate call is a step; its batch panel shows anyway
+    expect(answers(page).last.locator("details.steps > summary")).not_to_contain_text("error")
     card = page.locator(".stable-list .tool-card[data-tool=delegate_parallel]")
     expect(card.locator(".tool-status")).not_to_contain_text("error")
     expect(card.locator(".tool-status")).to_contain_text("partial")
@@ -664,7 +665,7 @@ def test_feedback_is_kept_in_the_tree_and_shown_in_the_console(browser, server, 
     staff = staff_ctx.new_page()
     staff_login(staff, server)
     staff.goto(server.base_url + f"/admin/runtime/agentrun/?q={run}")
-    staff.locator("#result_list a").first.click()
+    staff.locator("#result_list a", has_text=run[:8]).first.click()
     expect(staff.locator(".field-feedback")).to_contain_text("too terse")
     staff_ctx.close()
     ctx.close()
