@@ -38,3 +38,19 @@ export function frameThrottle(fn) {
     });
   };
 }
+
+/**
+ * Whether moves in the tree wait now (a run is active, or the page is read-only), redrawn
+ * only when that flips: every answer's buttons ask, and a streaming answer changes the
+ * store many times a second.
+ */
+export function useBusy(store) {
+  const busy = () => store.running || store.readOnly;
+  const [value, set] = useReducer((_, next) => next, undefined, busy);
+  useEffect(() => {
+    const off = store.subscribe(() => set(busy()));
+    set(busy());
+    return off;
+  }, [store]);
+  return value;
+}

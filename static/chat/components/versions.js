@@ -6,22 +6,21 @@
 
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
-import { useStore } from "./hooks.js";
+import { useBusy, useStore } from "./hooks.js";
 import { stepVersion, versionsOf } from "../versions_model.js";
 
 /** Renders `children(busy)`: busy while a run is active (moves in the tree wait for it). */
 export function RunBlocked({ store, children }) {
-  useStore(store, ["run", "tree"]);
-  return children(store.running || store.readOnly);
+  return children(useBusy(store));
 }
 
 export function VersionSwitcher({ entry, store, actions }) {
-  useStore(store, ["tree", "run"]);
+  useStore(store, ["tree"]);
+  const busy = useBusy(store);
   const snapshot = store.snapshot ? store.treeSnapshot() : null;
   const versions = snapshot ? versionsOf(snapshot, (id) => store.entry(id), entry.id) : null;
   if (!versions) return null;
   const { ids, index } = versions;
-  const busy = store.running || store.readOnly;
   const why = busy ? " (available when the run ends)" : "";
   const go = (step) => {
     const target = stepVersion(snapshot, (id) => store.entry(id), entry.id, step);
