@@ -348,6 +348,7 @@ def test_phone_gives_the_conversation_the_height(browser, server, everyday, arti
     chrome = page.evaluate(
         "() => ['.status-bar', '.composer'].reduce((n, s) => n + document.querySelector(s).getBoundingClientRect().height, 0)"
     )
+    print(f"phone: status bar and composer {chrome:.0f} px of 844")
     assert chrome <= 150, chrome
     shot(page, artifacts, "phone")
     page.locator(".tree-toggle").tap()
