@@ -115,8 +115,11 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
       ? node.querySelector(`[data-result-entry-id="${CSS.escape(wanted)}"]`) ?? (wanted !== id ? node.querySelector(`[data-entry-id="${CSS.escape(wanted)}"]`) : null)
       : null;
     (row ?? node).scrollIntoView({ block: "center" });
-    if (row) flashNode(row);
-    else setFlash(id);
+    if (row) {
+      flashNode(row);
+      const batch = row.closest(".msg-subagents"); // a child's row: its batch's panel too
+      if (batch && batch !== row) flashNode(batch);
+    } else setFlash(id);
   };
   useLayoutEffect(() => {
     if (pending.current) scrollToPending();
