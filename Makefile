@@ -30,6 +30,7 @@ deps-test: $(VENV)/.deps-test
 
 run: deps
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py neta_bootstrap
 	$(PY) -m neta.serve -b $(HOST) -p $(PORT) neta.asgi:application
 

@@ -34,9 +34,9 @@ from runtime.gateway.routing import websocket_urlpatterns  # noqa: E402
 
 http_app = django_asgi_app
 if settings.NETA_SERVE_STATIC:
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from neta.static_serving import static_files_app
 
-    http_app = ASGIStaticFilesHandler(django_asgi_app)
+    http_app = static_files_app(django_asgi_app)  # hashed names cached for good (docs/chat.md)
 
 application = ProtocolTypeRouter(
     {

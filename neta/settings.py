@@ -305,7 +305,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# `collectstatic` (make run, make test) writes hashed copies, the chat bundle and the manifest
+# here (neta/static_build.py); NETA_STATIC_ROOT lets several servers share one collection.
+STATIC_ROOT = env_path("NETA_STATIC_ROOT", VAR_DIR / "staticfiles", base=BASE_DIR)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "neta.static_build.ChatStaticStorage"},
+}
 NETA_SERVE_STATIC = env_bool("NETA_SERVE_STATIC", True)
 
 LOGIN_URL = "/login/"

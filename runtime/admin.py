@@ -70,10 +70,12 @@ from runtime.models import (
     ApiToken,
     ModelConfig,
     RunInput,
+    SessionShare,
     SubprocessRun,
     TokenScope,
 )
 from runtime.runs.prompts import run_abort
+from runtime.sessions.sharing import run_feedback, share_revoke
 from runtime.runs.selectors import active_run
 from runtime.sessions.services import (
     agent_for_session_change,
@@ -677,10 +679,10 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes"]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes", "feedback"]
     inlines = [RunInputInline]
     page_groups = (
-        (None, ("run_id", "status", "error", "run_notes", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        (None, ("run_id", "status", "error", "run_notes", "feedback", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
         ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (
@@ -731,6 +733,19 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         if not notes:
             return "none"
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
+
+    @admin.display(description="feedback")
+    def feedback(self, obj):
+        """👍 / 👎 and notes the chat page stored on this run's answers (neta.feedback entries)."""
+        given = run_feedback(obj)
+        if not given:
+            return "none"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join("", "<li>{} {}{} <span class=\"muted\">({}, answer {})</span></li>", (
+                ("👍" if f["rating"] == "up" else "👎", f.get("note") or "", "", f.get("by") or "?", f["entryId"][:8]) for f in given
+            )),
+        )  # fmt: skip
 
     @admin.display(description="duration")
     def duration(self, obj):
@@ -1319,3 +1334,39 @@ class SessionChangeList(LightChangeList):
 
     def url_for_result(self, result):
         return reverse("admin:sessions_tree_agentsession_change", args=[result.session_id], current_app=self.model_admin.admin_site.name)
+
+
+
+# --------------------------------------------------------------------------- share links
+
+
+@admin.register(SessionShare)
+class SessionShareAdmin(ViewOnly, admin.ModelAdmin):
+    """The chat page's read-only share links (docs/chat.md, "Share"): who shared what, when,
+    how often it was opened; staff who may change sessions revoke them."""
+
+    list_display = ("session_id", "title", "created_by", "created_at", "revoked_at", "views", "link")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("session__session_id", "title", "created_by__username")
+    list_select_related = ("created_by",)
+    readonly_fields = ("session", "leaf_entry_id", "title", "created_by", "created_at", "revoked_at", "views", "link")
+    exclude = ("token",)
+    actions = ["revoke_links"]
+
+    @admin.display(description="link")
+    def link(self, obj):
+        if obj.revoked_at:
+            return "revoked"
+        return format_html('<a href="/share/{}/" target="_blank" rel="noopener">open</a>', obj.token)
+
+    def has_revoke_permission(self, request):
+        return request.user.has_perm("sessions_tree.change_agentsession")
+
+    @admin.action(description="Revoke the selected share links", permissions=["revoke"])
+    def revoke_links(self, request, queryset):
+        count = 0
+        for share in queryset.filter(revoked_at__isnull=True):
+            share_revoke(share)
+            record(actor=request.user, action="session.share_revoke", target=("sessions_tree.agentsession", share.session_id, share.title))
+            count += 1
+        self.message_user(request, f"revoked {count} share link(s)", messages.SUCCESS)

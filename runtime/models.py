@@ -159,7 +159,11 @@ class ModelConfig(models.Model):
 
 
 class SummarizeOnSwitch(models.TextChoices):
-    ASK = "ask", "ask the user"
+    """Whether the chat page's tree moves summarize the branch they leave (docs/chat.md,
+    "Branch summaries"). Everyday moves — versions, edits, regenerate — never do."""
+
+    ASK_LONG = "ask_long", "ask when a tree move leaves a long branch"
+    ASK = "ask", "ask on every tree move that leaves messages"
     ALWAYS = "always"
     NEVER = "never"
 
@@ -217,7 +221,10 @@ class Agent(models.Model):
     compaction_enabled = models.BooleanField(default=True)
     compaction_reserve_tokens = models.PositiveIntegerField(default=16384)
     compaction_keep_recent_tokens = models.PositiveIntegerField(default=20000)
-    summarize_on_switch = models.CharField(max_length=16, choices=SummarizeOnSwitch.choices, default=SummarizeOnSwitch.ASK)
+    summarize_on_switch = models.CharField(
+        max_length=16, choices=SummarizeOnSwitch.choices, default=SummarizeOnSwitch.ASK_LONG,
+        help_text="The chat page's tree moves: offer a summary of the branch left (ask_long: only a long one). Versions, edits and regenerate never ask.",
+    )  # fmt: skip
     branch_summary_reserve_tokens = models.PositiveIntegerField(default=16384)
     thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
     max_tool_rounds = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
@@ -667,3 +674,56 @@ class ConversationNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.entry_id} ({self.depth})"
+
+
+# --------------------------------------------------------------------------- the chat page's own
+
+
+class UserSettings(models.Model):
+    """What a user set for themselves on the chat page (docs/chat.md, "Settings")."""
+
+    MAX_INSTRUCTIONS = 4000
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="neta_settings")
+    custom_instructions = models.TextField(
+        blank=True, max_length=MAX_INSTRUCTIONS,
+        help_text="Added to the system prompt of every run in this user's sessions (after the agent's own prompt).",
+    )  # fmt: skip
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "user settings"
+
+    def __str__(self) -> str:
+        return f"settings of user {self.user_id}"
+
+
+class SessionShare(models.Model):
+    """A read-only link to a session's active path as it was when shared (``leaf_entry_id``):
+    ``/share/<token>/`` renders it without login until it is revoked (docs/chat.md, "Share")."""
+
+    token = models.CharField(max_length=64, unique=True)
+    session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="shares")
+    leaf_entry_id = models.CharField(max_length=80)
+    title = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    views = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share of {self.session_id} ({'revoked' if self.revoked_at else 'live'})"
+
+
+class SessionPin(models.Model):
+    """A session pinned to the top of its user's session list."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="+")
+    pinned_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "session"], name="session_pin_unique")]

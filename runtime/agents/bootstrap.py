@@ -8,6 +8,7 @@ from django.conf import settings
 
 from runtime.models import (
     Agent,
+    SummarizeOnSwitch,
     LlmProviderKind,
     ModelConfig,
 )
@@ -113,6 +114,9 @@ def runtime_bootstrap() -> list[str]:
             description="The default agent: general help in its workspace.",
             model=model,
             thinking_level="medium" if model.supports_thinking else "off",
+            # The chat page asks about a branch summary only when a move in the tree leaves a
+            # long branch; versions, edits and regenerate never ask (docs/chat.md).
+            summarize_on_switch=SummarizeOnSwitch.ASK_LONG,
             # The offline demo shows delegation ("please delegate: …"); with a real model it
             # stays off until staff enable it (docs/subagents.md).
             subagent_policy={"enabled": True, "agents": ["default"]} if model.pk == demo.pk else {},

@@ -1,7 +1,10 @@
 """How an agent's system prompt is assembled, in this order:
 
-1. the agent's own prompt (or a short default when it has none), then the run's own
-   instructions when it has some (an OpenAI client's ``instructions`` or system messages);
+1. the agent's own prompt (or a short default when it has none);
+1b. the user's custom instructions, when they set some (runtime/agents/instructions.py),
+   under ``The user's custom instructions:``;
+1c. the run's own instructions when it has some (an OpenAI client's ``instructions`` or
+   system messages);
 2. tool guidelines: one line per effective tool with a prompt hint, under
    ``Tool guidelines:`` (hints come from the effective tool projection);
 3. the skill index (``<available_skills>`` block, Pi's shape, budgeted by the
@@ -21,6 +24,8 @@ from skills_registry.policy import SkillPolicy
 from skills_registry.selectors import skill_index_for
 from toolcatalog.projection import ToolProjection
 
+USER_INSTRUCTIONS_HEAD = "The user's custom instructions:"
+
 DEFAULT_PROMPT = (
     "You are a helpful assistant working in the user's workspace. "
     "Use the tools you are given when they help, and say what you did."
@@ -34,10 +39,13 @@ class PromptParts:
     skill_index: str
     cwd: str
     date: dt.date
+    user_instructions: str = ""
     instructions: str = ""
 
     def render(self) -> str:
         sections = [self.agent_prompt.strip() or DEFAULT_PROMPT]
+        if self.user_instructions.strip():
+            sections.append(f"{USER_INSTRUCTIONS_HEAD}\n{self.user_instructions.strip()}")
         if self.instructions.strip():
             sections.append(self.instructions.strip())
         if self.tool_hints:
@@ -65,10 +73,13 @@ def skill_index_text(agent, projection: ToolProjection) -> str:
     return skill_index_for(policy=policy, for_subagent=projection.for_subagent, loader=loader).text
 
 
-def build_system_prompt(agent, projection: ToolProjection, *, cwd: str, today: dt.date | None = None, instructions: str = "") -> str:
+def build_system_prompt(
+    agent, projection: ToolProjection, *, cwd: str, today: dt.date | None = None, user_instructions: str = "", instructions: str = ""
+) -> str:
     return PromptParts(
         instructions=instructions or "",
         agent_prompt=agent.system_prompt,
+        user_instructions=user_instructions,
         tool_hints=projection.prompt_hints(),
         skill_index=skill_index_text(agent, projection),
         cwd=cwd,

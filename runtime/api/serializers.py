@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.relations import PKOnlyObject
 
 from runtime.models import THINKING_LEVELS, Agent, AgentRun, ModelConfig
+from runtime.runs.documents import MAX_DOCUMENTS
 from runtime.runs.prompts import IMAGE_TYPES, MAX_IMAGES, MAX_PROMPT_CHARS
 from runtime.sessions.services import MAX_LABEL, MAX_TITLE
 from sessions_tree.models import AgentSession, SessionStatus
@@ -67,11 +68,21 @@ class ImageInput(serializers.Serializer):
     mimeType = serializers.ChoiceField(choices=IMAGE_TYPES)
 
 
+class DocumentInput(serializers.Serializer):
+    name = StrictCharField(max_length=255, help_text="The file's name (shown, and given to the model).")
+    data = StrictCharField(help_text="The file's bytes, base64 (at most 10 MB)", trim_whitespace=False)
+    mimeType = StrictCharField(required=False, allow_null=True, max_length=100, help_text="application/pdf, text/markdown, text/plain … (else from the name)")
+
+
 class PromptInput(serializers.Serializer):
     text = StrictCharField(max_length=MAX_PROMPT_CHARS, trim_whitespace=False)
     fromEntryId = entry_id_field(required=False, allow_null=True, help_text="Continue from this history node (Pi's /tree rule).")
     mode = serializers.ChoiceField(required=False, choices=["follow_up", "steer"], default="follow_up")
     images = ImageInput(many=True, required=False, max_length=MAX_IMAGES)
+    documents = DocumentInput(
+        many=True, required=False, max_length=MAX_DOCUMENTS,
+        help_text="PDF, text, markdown or code files: their text joins the user message (a text block with a document wrapper each). REST only.",
+    )  # fmt: skip
     model = StrictCharField(required=False, allow_null=True, max_length=64, help_text="Model name for this run only.")
     thinkingLevel = serializers.ChoiceField(
         required=False, allow_null=True, choices=list(THINKING_LEVELS),
@@ -117,6 +128,28 @@ class CompactInput(serializers.Serializer):
 
 class ForkInput(serializers.Serializer):
     entryId = entry_id_field(help_text="The new session holds the root→entry path.")
+
+
+class ContinueInput(serializers.Serializer):
+    entryId = entry_id_field(help_text="An answer cut at the output limit (stopReason length): the model goes on from it.")
+
+
+class FeedbackInput(serializers.Serializer):
+    entryId = entry_id_field(help_text="The answer (an assistant message) the feedback is about.")
+    rating = serializers.ChoiceField(choices=["up", "down"], allow_null=True, help_text="up, down, or null to take it back.")
+    note = StrictCharField(required=False, allow_blank=True, max_length=1000, default="", trim_whitespace=False)
+
+
+class SettingsInput(serializers.Serializer):
+    customInstructions = StrictCharField(
+        allow_blank=True, max_length=4000, trim_whitespace=False,
+        help_text="Added to the system prompt of every run in your sessions, after the agent's own prompt.",
+    )  # fmt: skip
+
+
+class ExportQuery(serializers.Serializer):
+    # Not `format`: DRF reads that one for its own content negotiation.
+    locals()["as"] = serializers.ChoiceField(required=False, choices=["jsonl", "markdown"], default="jsonl", help_text="jsonl (Pi's file) or markdown (the active path)")
 
 
 class ImportInput(serializers.Serializer):

@@ -227,6 +227,7 @@ def _prompt(session_id: str, user, data: dict) -> dict:
             text=data["text"],
             actor=user,
             images=[dict(i) for i in data.get("images") or []],
+            documents=[dict(d) for d in data.get("documents") or []],
             from_entry_id=data.get("fromEntryId") or None,
             mode=data["mode"],
             model_name=data.get("model") or None,

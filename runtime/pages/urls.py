@@ -9,6 +9,7 @@ app_name = "pages"
 urlpatterns = [
     path("", views.chat_page, name="chat"),
     path("sessions/<str:session_id>/", views.chat_page, name="session"),
+    path("share/<str:token>/", views.share_page, name="share"),
     path("login/", throttled_login(views.LoginView.as_view()), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("favicon.ico", views.favicon, name="favicon"),

@@ -20,7 +20,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from runtime.agents.access import agent_usable_by, usable_agents
 from runtime.agents.selectors import agent_for_session, default_agent
 from runtime.errors import RuntimeInputError
-from runtime.models import Agent, ModelConfig
+from runtime.models import Agent, ModelConfig, SessionPin
+from runtime.sessions.sharing import shared_path
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.services import session_for_agent
 from sessions_tree.models import AgentSession
@@ -72,11 +73,12 @@ def agent_data(agent: Agent) -> dict:
     }
 
 
-def session_row(meta: AgentSession) -> dict:
+def session_row(meta: AgentSession, pinned: set | frozenset = frozenset()) -> dict:
     return {
         "sessionId": meta.session_id,
         "title": meta.title,
         "agent": meta.agent,
+        "pinned": meta.pk in pinned,
         "status": meta.status,
         "entryCount": meta.entry_count,
         "messageCount": meta.message_count,
@@ -134,20 +136,26 @@ def _draft_page(request, agent: Agent):
 
 def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
     """What the page embeds; ``meta`` None: a draft (``sessionId`` null, no socket)."""
-    recent = AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")
+    recent = list(AgentSession.objects.filter(user=request.user, agent=agent.name, status="active").order_by("-updated_at")[:RECENT_SESSIONS])
     agents = usable_agents(request.user, Agent.objects.select_related("model")).order_by("name")
+    # Pinned sessions head the list whatever their agent and age.
+    pins = list(
+        AgentSession.objects.filter(pk__in=SessionPin.objects.filter(user=request.user).values("session_id"), status="active").order_by("-updated_at")[:RECENT_SESSIONS]
+    )
+    pinned = {p.pk for p in pins}
     return {
         "user": {"username": request.user.get_username(), "isStaff": request.user.is_staff},
         "sessionId": meta.session_id if meta else None,
-        "session": session_row(meta) if meta else None,
+        "session": session_row(meta, pinned) if meta else None,
         "readOnly": False,
         "agent": agent_data(agent),
         "models": usable_models(agent),
         "agents": [{"name": a.name, "description": a.description, "restoreLastSession": a.restore_last_session} for a in agents],
         # Sessions nobody wrote in are not listed (the one open now is, as "current").
         "sessions": [
-            session_row(s) for s in recent[:RECENT_SESSIONS] if s.message_count or s.title or (meta is not None and s.pk == meta.pk)
+            session_row(s, pinned) for s in recent if s.message_count or s.title or (meta is not None and s.pk == meta.pk)
         ],
+        "pinned": [session_row(s, pinned) for s in pins],
         "urls": {
             "socket": f"/ws/sessions/{meta.session_id}/" if meta else None,
             "api": "/api/",
@@ -158,6 +166,29 @@ def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
         },
         "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
     }
+
+
+def share_page(request, token: str):
+    """A read-only share link (``/share/<token>/``): the shared path without login, or 404
+    when the link is unknown or revoked. No socket: the entries come with the page."""
+    found = shared_path(token)
+    if found is None:
+        raise Http404("no such link (it may have been revoked)")
+    share, path = found
+    meta = share.session
+    data = {
+        "share": {
+            "title": share.title or meta.title or "Shared conversation",
+            "agent": meta.agent,
+            "sharedAt": share.created_at.isoformat(),
+            "entries": path,
+        },
+        "user": {"username": "", "isStaff": False},
+    }
+    response = render(request, "chat/share.html", {"data": data, "title": data["share"]["title"]})
+    response["X-Robots-Tag"] = "noindex, nofollow"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
 
 
 FAVICON = (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+
+import orjson
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,12 +18,14 @@ from runtime.llm.spec import THINKING_LEVELS
 from runtime.models import (
     AgentRun,
     ModelConfig,
+    RunInput,
     RunInputKind,
     RunStatus,
 )
 from runtime.realtime.sinks import streaming_row
 from runtime.runs import lifecycle
 from runtime.runs.backends import cancel_local, first_submission, submit_run
+from runtime.runs.documents import clean_documents
 from runtime.runs.locks import lock_session, session_or_not_found
 from runtime.runs.reaper import reap_session
 from runtime.runs.selectors import active_run
@@ -161,6 +165,7 @@ def session_prompt(
     queue: bool = True,
     prepare=None,
     start: bool = True,
+    documents=None,
 ) -> PromptOutcome:
     """Send ``text`` to the session's agent.
 
@@ -177,6 +182,10 @@ def session_prompt(
     is written to the path (a ``thinking_level_change`` entry, Pi's way) before the prompt,
     when it differs. Both are checked against the model's capabilities.
 
+    ``documents`` (``[{name, data, mimeType?}]``, runs/documents.py): their text joins the
+    user message as wrapped text blocks after the prompt's text (stored with the images as
+    the run's attachments), within the same entry size limit.
+
     ``meta``: the session's row as the caller has just read it (the API's access check),
     else it is read here; either way it is locked and read again before anything is written.
 
@@ -192,7 +201,10 @@ def session_prompt(
 
     text = _clean_text(text)
     instructions = _clean_instructions(instructions)
-    images = _clean_images(images, text=text)
+    doc_blocks = clean_documents(documents)
+    if doc_blocks and len(orjson.dumps([text, *doc_blocks])) > max_prompt_bytes():
+        raise RuntimeInputError("documents", f"text and documents together are over {max_prompt_bytes()} bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)")
+    images = _clean_images(images, text=text + "".join(b["text"] for b in doc_blocks))
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
         raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
     if meta is None or meta.session_id != session_id:
@@ -201,6 +213,7 @@ def session_prompt(
     check_agent_use(agent, actor)  # 403 for a user the agent is not open to (a command may)
     run_user = actor if getattr(actor, "pk", None) else None
     _clean_model(model_name, agent=agent, images=images, thinking_level=thinking_level)
+    images = [*doc_blocks, *images]  # the run's attachments: documents (text blocks), then images
     reap_session(session_id)
     # Continuing from another entry moves the leaf: that takes the store's write lock, which
     # comes before the row lock (the providers' order), so it is taken first here.
@@ -342,3 +355,62 @@ def run_abort(*, session_id: str | None = None, run: AgentRun | None = None, act
     if outcome.run is not None and not outcome.stopped and outcome.run.status == RunStatus.RUNNING:
         cancel_local(outcome.run.run_id)  # wake it now if it runs in this process
     return outcome.run
+
+
+CONTINUE_TYPE = "neta.continue"
+CONTINUE_TEXT = (
+    "Your previous answer was cut off at the output limit. Continue it exactly where it stopped: "
+    "no preamble, no repetition of what you already wrote."
+)
+
+
+def session_continue(*, session_id: str, entry_id: str, actor, dispatch: bool = True) -> AgentRun:
+    """Continue the answer ``entry_id`` that stopped at the output limit (``stopReason`` "length"):
+    the leaf moves to it, a ``custom_message`` (customType ``neta.continue``, ``display: false``:
+    the model reads it as the user's turn, the page does not show it) asks the model to go on,
+    and a run answers from there. The page draws the two answers as one (docs/chat.md).
+    400 ``entryId`` when it is not such an answer; 409 while a run is active."""
+    if not isinstance(entry_id, str) or not entry_id:
+        raise RuntimeInputError("entryId", "must be an entry id")
+    meta = session_or_not_found(session_id)
+    agent = agent_for_session(meta)
+    check_agent_use(agent, actor)
+    provider = get_provider(meta.provider)
+    entry = provider.get_entry(session_id, entry_id)  # EntryNotFound: 400 naming entryId
+    message = entry.get("message") if entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "assistant" or message.get("stopReason") != "length":
+        raise RuntimeInputError("entryId", "must be an answer cut at the output limit (stopReason 'length')")
+    run_user = actor if getattr(actor, "pk", None) else None
+    reap_session(session_id)
+    with provider.write_lock(session_id), transaction.atomic():
+        meta = lock_session(meta)
+        if active_run(session_id) is not None:
+            raise SessionBusy("a run is active: abort it or wait before continuing an answer")
+        with acting_as(actor):
+            if meta.leaf_entry_id != entry_id:
+                provider.switch_leaf(session_id, entry_id)
+            ask = provider.append_custom_message(
+                session_id, custom_type=CONTINUE_TYPE, content=[{"type": "text", "text": CONTINUE_TEXT}], display=False
+            )
+        run = lifecycle.create_run(
+            meta,
+            agent=agent,
+            user=run_user,
+            prompt=CONTINUE_TEXT,
+            from_entry_id=entry_id,
+            prompt_entry_id=ask["id"],
+            submission=first_submission() if dispatch else None,
+        )
+        if dispatch:
+            submit_run(run, recorded=True)
+    return run
+
+
+def queued_inputs(session_id: str) -> list[dict]:
+    """The prompts queued on the session's active run and not taken into the tree yet
+    (follow-ups and steers), oldest first: what the chat page lists above its composer."""
+    run = active_run(session_id)
+    if run is None:
+        return []
+    rows = RunInput.objects.filter(run=run, consumed=False).order_by("id").values("id", "kind", "text", "created_at")
+    return [{"id": r["id"], "mode": r["kind"], "text": r["text"], "createdAt": r["created_at"].isoformat()} for r in rows]

@@ -45,10 +45,37 @@ def title_model(agent) -> ModelConfig | None:
     return model
 
 
+SENTENCE_END = re.compile(r"[.!?…](?=\s|$)|[。！？]")
+TITLE_WORDS = 6
+WIDE_TITLE_CHARS = 16  # a title in a language written without spaces (Chinese, Japanese)
+
+
 def scripted_title(prompt: str) -> str:
-    """The scripted model's title: the prompt's first six words, capitalized."""
-    words = re.sub(r"\s+", " ", prompt).strip().split(" ")[:6]
-    return clean_title(" ".join(words))
+    """The scripted model's title (and the shape of a fallback title): the prompt's first
+    sentence when it has at most six words, else its first six words — never a phrase cut
+    after a sentence's end ("What is in my workspace? Give"). Text without spaces is cut
+    at a character boundary."""
+    line = re.sub(r"\s+", " ", prompt).strip()
+    end = SENTENCE_END.search(line)
+    if end:
+        line = line[: end.end()]
+    words = line.split(" ")
+    if len(words) == 1 and len(line) > WIDE_TITLE_CHARS:
+        return clean_title(cut_chars(line, WIDE_TITLE_CHARS))
+    return clean_title(" ".join(words[:TITLE_WORDS]))
+
+
+def cut_chars(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters without splitting a character and the marks
+    that combine with it (a base letter keeps its accents; a surrogate never comes alone)."""
+    import unicodedata
+
+    if len(text) <= limit:
+        return text
+    cut = limit
+    while cut > 0 and (unicodedata.combining(text[cut]) or text[cut] in "\u200d\ufe0f"):
+        cut -= 1
+    return text[:cut] + "…"
 
 
 def clean_title(text: str) -> str:
@@ -56,7 +83,9 @@ def clean_title(text: str) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     line = line.removeprefix("Title:").strip().strip("\"'`*#").strip().rstrip(".!?:;,").strip()
     if len(line) > MAX_TITLE_CHARS:
-        line = line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+        room = line[: MAX_TITLE_CHARS - 1]
+        space = room.rfind(" ")
+        line = (room[:space] if space > MAX_TITLE_CHARS // 2 else cut_chars(line, MAX_TITLE_CHARS - 1)[:-1]).rstrip(" ,;:-") + "…"
     return line[:1].upper() + line[1:]
 
 

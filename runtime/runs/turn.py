@@ -27,6 +27,7 @@ from django.conf import settings
 
 from runtime import llm
 from runtime.agents.specs import model_spec
+from runtime.agents.instructions import instructions_for
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
@@ -271,7 +272,11 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook)
         tools=tools,
         cwd=cwd,
         roots=roots,
-        system_prompt=build_system_prompt(agent, tools.projection, cwd=cwd, instructions=run.instructions),
+        # The session owner's custom instructions (their chat page settings) follow the agent's
+        # prompt, then the run's own (an OpenAI client's instructions).
+        system_prompt=build_system_prompt(
+            agent, tools.projection, cwd=cwd, user_instructions=instructions_for(meta.user_id), instructions=run.instructions
+        ),
         meta=meta,
         book=book,
     )
@@ -281,9 +286,14 @@ def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook)
 
 
 def user_message(text: str, images: list | None = None) -> dict:
+    """A prompt as Pi's user message: its text, then its attachments — documents (text blocks
+    with their wrapper, runs/documents.py) and images."""
     content: list[dict] = [{"type": "text", "text": text}]
     for image in images or []:
-        content.append({"type": "image", "data": image["data"], "mimeType": image["mimeType"]})
+        if image.get("type") == "text":
+            content.append({"type": "text", "text": image["text"]})
+        else:
+            content.append({"type": "image", "data": image["data"], "mimeType": image["mimeType"]})
     return {"role": "user", "content": content, "timestamp": now_ms()}
 
 

@@ -83,7 +83,8 @@ def search_sessions(sessions, query: str, *, limit: int = SEARCH_MAX_RESULTS) ->
     """Sessions of ``sessions`` (a queryset the caller may read) whose title or whose user
     and assistant messages hold ``query`` (case-insensitive), most recently updated first.
 
-    Bounded: the ``SEARCH_SCAN_SESSIONS`` most recently updated sessions are looked into,
+    Bounded: titles match in every session; the text of the ``SEARCH_SCAN_SESSIONS`` most
+    recently updated sessions is looked into,
     at most ``limit`` results; session files over ``SEARCH_MAX_FILE_BYTES`` match by title
     only. Each result: the session, ``match`` (``title`` or ``content``), and for a content
     match ``entryId`` and ``snippet``.
@@ -121,6 +122,10 @@ def search_sessions(sessions, query: str, *, limit: int = SEARCH_MAX_RESULTS) ->
             found = _file_hit(meta, needle, rows_needles)
         if found is not None:
             results.append({"session": meta, **found})
+    if len(results) < limit:
+        # Titles are matched in every session (one indexed-column query), not only the scanned ones.
+        older = sessions.filter(title__icontains=needle).exclude(pk__in=[m.pk for m in candidates]).order_by("-updated_at", "-pk")
+        results += [{"session": meta, "match": "title", "entryId": None, "snippet": None} for meta in older[: limit - len(results)]]
     return results
 
 

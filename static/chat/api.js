@@ -52,6 +52,13 @@ export const sessionApi = (sessionId) => {
     remove: () => api(base, { method: "DELETE" }),
     entries: (cursor, limit) => api(`${base}entries/?cursor=${cursor}&limit=${limit}`),
     lastRun: () => api(`runs/?session=${encodeURIComponent(sessionId)}&limit=1`),
+    queued: () => api(`${base}queued/`),
+    continueAnswer: (entryId) => api(`${base}continue/`, { method: "POST", body: { entryId } }),
+    feedback: (entryId, rating, note) => api(`${base}feedback/`, { method: "POST", body: { entryId, rating, note } }),
+    shares: () => api(`${base}shares/`),
+    share: () => api(`${base}shares/`, { method: "POST", body: {} }),
+    unshare: (shareId) => api(`${base}shares/${encodeURIComponent(shareId)}/`, { method: "DELETE" }),
+    pin: (pinned) => api(`${base}pin/`, { method: pinned ? "PUT" : "DELETE" }),
   };
 };
 
@@ -59,5 +66,5 @@ export const sessionsApi = {
   list: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=active&limit=50`),
   archived: (agent) => api(`sessions/?agent=${encodeURIComponent(agent)}&status=archived&limit=50`),
   create: (agent) => api("sessions/", { method: "POST", body: { agent } }),
-  search: (agent, q) => api(`sessions/search/?agent=${encodeURIComponent(agent)}&status=active&q=${encodeURIComponent(q)}`),
+  search: (agent, q) => api(`sessions/search/?${agent ? `agent=${encodeURIComponent(agent)}&` : ""}status=active&q=${encodeURIComponent(q)}`),
 };

@@ -4,38 +4,47 @@ import DOMPurify from "dompurify";
 import { Marked } from "marked";
 import { mathExtensions } from "./math.js";
 import hljs from "highlight/core.min.js";
-import bash from "highlight/languages/bash.min.js";
-import c from "highlight/languages/c.min.js";
-import cpp from "highlight/languages/cpp.min.js";
-import css from "highlight/languages/css.min.js";
-import diff from "highlight/languages/diff.min.js";
-import dockerfile from "highlight/languages/dockerfile.min.js";
-import go from "highlight/languages/go.min.js";
-import ini from "highlight/languages/ini.min.js";
-import java from "highlight/languages/java.min.js";
-import javascript from "highlight/languages/javascript.min.js";
-import json from "highlight/languages/json.min.js";
-import makefile from "highlight/languages/makefile.min.js";
-import markdown from "highlight/languages/markdown.min.js";
-import plaintext from "highlight/languages/plaintext.min.js";
-import python from "highlight/languages/python.min.js";
-import rust from "highlight/languages/rust.min.js";
-import shell from "highlight/languages/shell.min.js";
-import sql from "highlight/languages/sql.min.js";
-import typescript from "highlight/languages/typescript.min.js";
-import xml from "highlight/languages/xml.min.js";
-import yaml from "highlight/languages/yaml.min.js";
 
-const LANGUAGES = { bash, c, cpp, css, diff, dockerfile, go, ini, java, javascript, json, makefile, markdown, plaintext, python, rust, shell, sql, typescript, xml, yaml };
-for (const [name, language] of Object.entries(LANGUAGES)) hljs.registerLanguage(name, language);
-hljs.registerAliases(["sh", "zsh", "console"], { languageName: "bash" });
-hljs.registerAliases(["js", "mjs", "jsx"], { languageName: "javascript" });
-hljs.registerAliases(["ts", "tsx"], { languageName: "typescript" });
-hljs.registerAliases(["py"], { languageName: "python" });
-hljs.registerAliases(["html", "svg"], { languageName: "xml" });
-hljs.registerAliases(["yml"], { languageName: "yaml" });
-hljs.registerAliases(["toml"], { languageName: "ini" });
-hljs.registerAliases(["text", "txt"], { languageName: "plaintext" });
+// highlight.js languages load on demand: the first code block (or tool output) in a
+// language asks for its module (the import map names each file, hashed and cached).
+const LANGUAGE_FILES = ["bash", "c", "cpp", "css", "diff", "dockerfile", "go", "ini", "java", "javascript", "json", "makefile", "markdown", "plaintext", "python", "rust", "shell", "sql", "typescript", "xml", "yaml"];
+const ALIASES = { sh: "bash", zsh: "bash", console: "bash", js: "javascript", mjs: "javascript", jsx: "javascript", ts: "typescript", tsx: "typescript", py: "python", html: "xml", svg: "xml", yml: "yaml", toml: "ini", text: "plaintext", txt: "plaintext" };
+const loading = new Map(); // language file -> Promise<boolean>
+
+/** The language file a code block's language names (null: one this page does not highlight). */
+export function languageFile(name) {
+  const key = String(name ?? "").toLowerCase();
+  const file = ALIASES[key] ?? key;
+  return LANGUAGE_FILES.includes(file) ? file : null;
+}
+
+/** Whether `name` can be highlighted now (its module is loaded). */
+export function languageReady(name) {
+  const file = languageFile(name);
+  return file !== null && Boolean(hljs.getLanguage(file));
+}
+
+/** Load the language `name` names; resolves true once it can be highlighted. */
+export function loadLanguage(name) {
+  const file = languageFile(name);
+  if (file === null) return Promise.resolve(false);
+  if (hljs.getLanguage(file)) return Promise.resolve(true);
+  if (!loading.has(file)) {
+    loading.set(file, import(`highlight/languages/${file}.min.js`).then(
+      (module) => {
+        hljs.registerLanguage(file, module.default ?? module);
+        const aliases = Object.entries(ALIASES).filter(([, target]) => target === file).map(([alias]) => alias);
+        if (aliases.length) hljs.registerAliases(aliases, { languageName: file });
+        return true;
+      },
+      (error) => {
+        console.warn(`neta: highlight.js could not load ${file}`, error);
+        return false;
+      },
+    ));
+  }
+  return loading.get(file);
+}
 
 const marked = new Marked({ gfm: true, breaks: false, async: false });
 marked.use({ extensions: mathExtensions }); // before markdown can eat TeX's backslashes (math.js)
@@ -82,18 +91,33 @@ export function languageForPath(path) {
   return EXTENSIONS[name.split(".").pop()?.toLowerCase()] ?? null;
 }
 
-/** Highlight the code blocks inside `element` whose language is known (no guessing: it is slow). */
+/** Highlight the code blocks inside `element` whose language is known (no guessing: it is
+ * slow); a language not loaded yet is loaded first. */
 export function highlightWithin(element) {
   if (!element) return;
   for (const code of element.querySelectorAll("pre code")) {
     if (code.dataset.highlighted) continue;
     const match = /(?:^|\s)language-([\w+-]+)/.exec(code.className);
-    if (match && hljs.getLanguage(match[1]) && code.textContent.length < 200_000) hljs.highlightElement(code);
+    if (!match || languageFile(match[1]) === null || code.textContent.length >= 200_000) continue;
+    const language = languageFile(match[1]);
+    if (hljs.getLanguage(language)) {
+      code.classList.add(`language-${language}`);
+      hljs.highlightElement(code);
+    } else {
+      loadLanguage(language).then((ok) => {
+        if (ok && code.isConnected && !code.dataset.highlighted) {
+          code.classList.add(`language-${language}`);
+          hljs.highlightElement(code);
+        }
+      });
+    }
   }
 }
 
-/** Highlighted HTML for plain code in a known language (tool output, file contents). */
+/** Highlighted HTML for plain code in a loaded language (tool output, file contents), else
+ * null (see languageReady / loadLanguage). */
 export function highlightCode(text, language) {
-  if (!language || !hljs.getLanguage(language) || text.length > 200_000) return null;
-  return hljs.highlight(text, { language, ignoreIllegals: true }).value;
+  const file = languageFile(language);
+  if (!file || !hljs.getLanguage(file) || text.length > 200_000) return null;
+  return hljs.highlight(text, { language: file, ignoreIllegals: true }).value;
 }

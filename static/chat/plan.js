@@ -69,3 +69,21 @@ export function openQuestion(snapshot, lookup) {
   }
   return null;
 }
+
+/**
+ * Whether the plan is pinned above the composer: while it has items not done, or — done —
+ * while the run that finished it still goes on in the same turn (no user message after it
+ * on the active path). A finished plan then stays in its `todo` card in the conversation
+ * only: it is not pinned through the turns that follow.
+ */
+export function planPinned(plan, snapshot, lookup, running) {
+  if (!plan || plan.total === 0) return false;
+  if (plan.done < plan.total) return true;
+  if (!running) return false;
+  const path = Array.isArray(snapshot?.activePath) ? snapshot.activePath : [];
+  for (let i = path.length - 1; i >= 0 && path[i] !== plan.entryId; i -= 1) {
+    const entry = lookup(path[i]);
+    if (entry?.type === "message" && entry.message?.role === "user") return false;
+  }
+  return true;
+}

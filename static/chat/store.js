@@ -79,6 +79,7 @@ export class SessionStore {
 
   _notify(changes) {
     if (changes.size === 0) return;
+    this.changeCount = (this.changeCount ?? 0) + 1;
     for (const listener of [...this._listeners]) listener(changes, this);
   }
 

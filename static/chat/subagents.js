@@ -331,3 +331,19 @@ export function heldBatches(children, hasBatch) {
   }
   return held;
 }
+
+/**
+ * One word for how a batch ended, from its children's statuses and the batch's own state:
+ * `cancelled` when the whole batch was stopped (its parent aborted) or every child was
+ * cancelled; the worst real failure (`failed`, `lost`, `timed_out`) when a child failed;
+ * `partial` when some completed and others were cancelled by hand or stopped by a budget;
+ * `completed` when all did. A child cancelled by hand is not a failure of the batch.
+ */
+export function batchOutcome(statuses, state = null) {
+  if (state === "cancelled") return "cancelled";
+  const list = statuses.filter((s) => typeof s === "string");
+  for (const worst of ["failed", "lost", "timed_out"]) if (list.includes(worst)) return worst;
+  if (list.length && list.every((s) => s === "cancelled")) return "cancelled";
+  if (list.some((s) => s === "cancelled" || s === "partial") || state === "budget_stopped") return "partial";
+  return "completed";
+}

@@ -6,13 +6,22 @@
 // shown in its place. The in-flight entry is shown under its parent.
 
 import { ROOT_KEY } from "./tree_events.js";
-import { plainText } from "./plain_text.js";
+import { cutText, plainText } from "./plain_text.js";
+import { splitDocuments } from "./documents.js";
 
 export const FILTERS = [
   { id: "all", label: "All" },
   { id: "messages", label: "Messages" },
   { id: "labeled", label: "Labeled" },
 ];
+
+/**
+ * Bookkeeping entries: titles (`session_info`), labels, model and thinking-level changes,
+ * custom state (feedback). They change how the session is shown or run, say nothing in the
+ * conversation, and are folded into their neighbours in the tree unless `notes` is on (the
+ * tree's *Notes* toggle): the row before them stands for them, the leaf mark included.
+ */
+export const BOOKKEEPING = new Set(["session_info", "label", "model_change", "thinking_level_change", "custom"]);
 
 const ICONS = {
   user: "U",
@@ -88,15 +97,19 @@ export function firstLine(entry, max = 140) {
   const kind = entryKind(entry);
   if (kind === "assistant" || kind === "user" || kind === "branch_summary" || kind === "custom_message") line = plainText(line); // markdown marks read badly in one line
   line = line.replace(/\s+/g, " ").trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+  return cutText(line, max);
 }
 
 function describe(entry) {
   const kind = entryKind(entry);
   const message = entry?.message;
   switch (kind) {
-    case "user":
-      return contentText(message.content) || (Array.isArray(message.content) && message.content.some((b) => b?.type === "image") ? "[image]" : "(empty)");
+    case "user": {
+      const { text, documents } = splitDocuments(message.content);
+      const files = documents.map((d) => `[${d.name}]`).join(" ");
+      const extra = [files, Array.isArray(message.content) && message.content.some((b) => b?.type === "image") ? "[image]" : ""].filter(Boolean).join(" ");
+      return [text, extra].filter(Boolean).join(" ") || "(empty)";
+    }
     case "assistant": {
       const text = contentText(message.content);
       const calls = (Array.isArray(message.content) ? message.content : []).filter((b) => b?.type === "toolCall").map((b) => b.name);
@@ -138,12 +151,13 @@ function describe(entry) {
   }
 }
 
-function visibleFor(filter, labels) {
+function visibleFor(filter, labels, notes) {
   if (filter === "messages") return (entry) => {
     const kind = entryKind(entry);
     return kind === "user" || kind === "assistant";
   };
-  if (filter === "labeled") return (entry) => Object.prototype.hasOwnProperty.call(labels, entry.id);
+  if (filter === "labeled") return (entry) => Object.prototype.hasOwnProperty.call(labels, entry.id) && (notes || !BOOKKEEPING.has(entryKind(entry)));
+  if (!notes) return (entry) => !BOOKKEEPING.has(entryKind(entry));
   return () => true;
 }
 
@@ -197,14 +211,20 @@ export function withOlder(snapshot, older, lookup) {
  * whose subtrees are hidden; `expanded` a Set of ids whose folded run is shown.
  * Returns {rows, indexById, total, shown}.
  */
-export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Set(), expanded = new Set() }) {
+export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Set(), expanded = new Set(), notes = false }) {
   const children = snapshot.childrenByParentId;
   const labels = snapshot.labelsByEntryId ?? {};
   const inFlight = snapshot.inFlight;
-  const leafId = snapshot.leafId;
   const onPath = new Set(snapshot.activePath);
-  const isVisible = visibleFor(filter, labels);
+  const isVisible = visibleFor(filter, labels, notes);
   const get = (id) => (inFlight && inFlight.id === id ? inFlight : lookup(id));
+  // The leaf's row: the leaf, or when it is a folded bookkeeping entry (a title, a label just
+  // written) the entry it follows, which stands for it.
+  let leafId = snapshot.leafId;
+  for (let hops = 0; !notes && typeof leafId === "string" && BOOKKEEPING.has(entryKind(get(leafId))) && hops < 10_000; hops++) {
+    const parent = get(leafId)?.parentId;
+    leafId = typeof parent === "string" ? parent : null;
+  }
   const kidsOf = (key) => {
     const list = children[key] ?? [];
     if (inFlight && (typeof inFlight.parentId === "string" ? inFlight.parentId : ROOT_KEY) === key && !list.includes(inFlight.id)) return [...list, inFlight.id];
@@ -234,13 +254,14 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
   // Visible children of each node: hidden nodes hand their own visible children up.
   // With no filter every node is shown and a node's visible children are its children:
   // skip that pass (it is most of the cost on a 10k-entry tree).
-  const everything = filter === "all" && !snapshot.page?.truncated;
+  const everything = filter === "all" && !snapshot.page?.truncated && (notes || !snapshot.entries.some((e) => BOOKKEEPING.has(entryKind(e))));
   const visibleKids = everything ? { get: kidsOf } : new Map();
   const shown = everything ? { get: (id) => seen.has(id) } : new Map();
   for (let i = everything ? -1 : order.length - 1; i >= 0; i--) {
     const id = order[i];
     const entry = get(id);
-    shown.set(id, entry !== undefined && (isVisible(entry) || id === leafId));
+    // A bookkeeping entry where branches split stays: its row carries the branch point.
+    shown.set(id, entry !== undefined && (isVisible(entry) || id === leafId || (filter === "all" && kidsOf(id).length > 1)));
     const kids = kidsOf(id);
     let out = [];
     for (const kid of kids) {
@@ -327,7 +348,7 @@ export function buildRows({ snapshot, lookup, filter = "all", collapsed = new Se
     }
     emit.push([next, depth, false, guides, null, open && next === kids[0] && foldable(id)]);
   }
-  return { rows, indexById, total: order.length, shown: rows.length + folded };
+  return { rows, indexById, total: order.length, shown: rows.length + folded, leafId };
 }
 
 // Shorter runs stay drawn: folding three entries hides a question without saving room.
@@ -381,3 +402,27 @@ export function leavesBranch(snapshot, lookup, targetId) {
   }
   return true;
 }
+
+/**
+ * How many messages (user and assistant) a move of the leaf to `targetId` leaves behind:
+ * those on the active path after the last entry it shares with the target's path (what a
+ * branch summary would summarize). 0 when the move goes forward or stays.
+ */
+export function messagesLeft(snapshot, lookup, targetId) {
+  const path = Array.isArray(snapshot?.activePath) ? snapshot.activePath : [];
+  if (!path.length || targetId === snapshot.leafId) return 0;
+  const ancestors = new Set();
+  for (let id = targetId, hops = 0; typeof id === "string" && !ancestors.has(id) && hops < 1_000_000; hops++) {
+    ancestors.add(id);
+    id = lookup(id)?.parentId;
+  }
+  let count = 0;
+  for (let i = path.length - 1; i >= 0 && !ancestors.has(path[i]); i--) {
+    const kind = entryKind(lookup(path[i]));
+    if (kind === "user" || kind === "assistant") count += 1;
+  }
+  return count;
+}
+
+/** A branch this long (messages left behind) is worth a summary: the tree offers one. */
+export const LONG_BRANCH_MESSAGES = 6;

@@ -12,7 +12,7 @@ let loading = null;
 function load() {
   if (!loading) {
     loading = import("katex").then((module) => {
-      const href = import.meta.resolve("katex").replace(/katex\.mjs(\?.*)?$/, "katex.min.css");
+      const href = import.meta.resolve("katex/katex.min.css"); // the import map names it (hashed when collected)
       if (!document.querySelector("link[data-katex]")) {
         const link = document.createElement("link");
         link.rel = "stylesheet";

@@ -300,7 +300,7 @@ def test_no_route_method_actor_or_body_answers_5xx(owner, staff, agent, tmp_path
         tree = build_tree(owner, agent)
         run = AgentRun.objects.create(session_id=tree.session_id, agent=agent, user=owner, prompt="p", status="completed")
         token = api_token_create(user=owner, name="robustness").token
-        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1", "token_id": token.pk}
+        values = {"session_id": tree.session_id, "run_id": str(run.run_id), "name": "default", "pk": "1", "token_id": token.pk, "share_id": 1}
         urls = [reverse(f"api:{name}", kwargs={k: values[k] for k in kwargs}) for name, kwargs in routes]
         urls.append("/api/no-such-endpoint/")
         c = client(user)

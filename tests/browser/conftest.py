@@ -107,9 +107,30 @@ class Server:
         return self.manage("shell", "-c", code, timeout=timeout)
 
 
+_STATIC_ROOT: Path | None = None
+
+
+def static_root() -> Path:
+    """The static files collected once per test process (what `make run` serves: hashed
+    names, the chat bundle, gzip copies; neta/static_build.py), shared by every server."""
+    global _STATIC_ROOT
+    if _STATIC_ROOT is None:
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="neta-static-"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_")}
+        env.update(NETA_STATIC_ROOT=str(root), NETA_VAR_DIR=str(root / "var"), DJANGO_SETTINGS_MODULE="neta.settings")
+        out = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=REPO, env=env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"collectstatic failed:\n{out.stdout}\n{out.stderr}")
+        _STATIC_ROOT = root
+    return _STATIC_ROOT
+
+
 def server_env(var_dir: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_")}
     env.update(
+        NETA_STATIC_ROOT=str(static_root()),
         NETA_VAR_DIR=str(var_dir),
         NETA_SESSIONS_DIR=str(var_dir / "sessions"),
         NETA_WORKSPACE_DIR=str(var_dir / "workspace"),

@@ -53,9 +53,8 @@ def user_entries(page, text: str) -> int:
 
 
 def no_summary(page) -> None:
-    dialog = page.get_by_role("dialog", name="Summarize the branch you are leaving?")
-    expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name="Switch without summary").click()
+    """Versions and edits are everyday moves: they never ask about a branch summary."""
+    expect(page.get_by_role("dialog", name="Summarize the branch you are leaving?")).to_be_hidden()
 
 
 DROP_IMAGE = """() => {
@@ -113,7 +112,7 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     expect(page.locator(".stable-list .msg-user")).to_have_count(1)
     shot(page, artifacts, "versions")
 
-    # ‹ goes back to the first answer, through switch-leaf and its summary question.
+    # ‹ goes back to the first answer, through switch-leaf (no summary question).
     switcher.get_by_role("button", name="Previous version").click()
     no_summary(page)
     expect(answers(page).first).to_have_attribute("data-entry-id", first_answer)
@@ -176,11 +175,14 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     attached.get_by_role("button", name="Remove dot.png").click()
     expect(attached).to_have_count(0)
 
-    # The pickers: a model without thinking or images disables the level and hides Attach.
-    expect(page.get_by_role("button", name="Attach images")).to_be_visible()
+    # The pickers: a model without thinking or images disables the level; Attach then takes
+    # documents only.
+    files = page.get_by_label("Files to attach")
+    expect(files).to_have_attribute("accept", re.compile("image/png"))
     page.get_by_label("Model for the next prompt").select_option("browser-plain")
     expect(page.get_by_label("Thinking level for the next prompt")).to_be_disabled()
-    expect(page.get_by_role("button", name="Attach images")).to_have_count(0)
+    expect(page.get_by_role("button", name="Attach files")).to_be_visible()
+    expect(files).not_to_have_attribute("accept", re.compile("image/png"))
     shot(page, artifacts, "pickers")
     send(page, "gamma on the plain model")
     expect(answers(page).last).to_contain_text("Noted: gamma on the plain model")

@@ -64,6 +64,8 @@ def test_a_prompt_streams_and_a_tool_card_appears(chat, artifacts):
     expect(streaming).to_be_visible()
     expect(chat.locator(".live-slot .tool-card[data-tool=ls]")).to_be_visible()  # streamed, before it is stored
     shot(chat, artifacts, "stream-tool-call")
+    # One answer, one card: once the answer is there its tool call is a folded step.
+    chat.locator(".stable-list .msg-assistant").last.locator("details.steps > summary").click()
     card = chat.locator(".stable-list .tool-card[data-tool=ls]")
     expect(card.locator(".tool-status")).to_have_text("✓")
     card.locator("summary").click()
@@ -99,10 +101,10 @@ def test_continue_from_the_first_message_branches_and_switching_back_summarizes(
     shot(chat, artifacts, "branch-banner")
     chat.fill("#composer-input", "first question, asked differently")
     chat.press("#composer-input", "Enter")
+    # An edit is an everyday move: it never asks about a summary (the tree's moves may).
     dialog = chat.get_by_role("dialog", name="Summarize the branch you are leaving?")
-    expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name="Switch without summary").click()
     expect(chat.locator(".stable-list .msg-assistant").last).to_contain_text("Noted: first question, asked differently")
+    expect(dialog).to_be_hidden()
     wait_idle(chat)
     expect(chat.locator(".stable-list")).not_to_contain_text("second question")
     # Two branches in the tree, with the branch point marked.
@@ -241,9 +243,7 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
     wait_idle(chat)
     tree = chat.get_by_role("tree", name="Entries of this session")
     tree.focus()
-    tree.press("Home")
-    for _ in range(2):
-        tree.press("ArrowDown")  # model change, thinking level, then the first user message
+    tree.press("Home")  # the model and thinking-level entries before it are folded (bookkeeping)
     expect(chat.locator(".tree-row.selected")).to_contain_text("one")
     tree.press("l")
     chat.get_by_placeholder("Label (empty clears it)").fill("start here")
@@ -266,22 +266,23 @@ def test_tree_keyboard_label_filters_and_fork(chat, artifacts):
     expect(chat.locator(".msg-user .entry-label")).to_contain_text("start here")
     chat.get_by_role("radio", name="Labeled").click()
     rows = chat.locator(".tree-row")
-    # The labeled entry, and the leaf, always shown: the label entry itself (labels are entries).
+    # The labeled entry, and the leaf, always shown: the label entry is folded into the answer
+    # it follows, which carries the leaf mark.
     expect(rows).to_have_count(2)
-    expect(chat.locator(".tree-row.is-leaf.kind-label")).to_have_count(1)
+    expect(chat.locator(".tree-row.is-leaf.kind-label")).to_have_count(0)
+    expect(chat.locator(".tree-row.is-leaf.kind-assistant")).to_have_count(1)
     chat.get_by_role("radio", name="Messages").click()
-    expect(rows).to_have_count(5)  # four messages and the leaf
+    expect(rows).to_have_count(4)  # four messages, the last one holding the leaf
     expect(chat.locator(".tree-row.kind-model_change")).to_have_count(0)
     shot(chat, artifacts, "tree-filtered")
     chat.get_by_role("radio", name="All").click()
     old = chat.url
     tree.focus()
-    tree.press("f")  # fork the selected (labeled) entry into a new session
+    tree.press("f")  # fork at the selected (labeled) prompt: Pi's rule, the path before it and the prompt in the composer
     chat.wait_for_url(lambda url: url != old and "/sessions/" in url)
     chat.wait_for_selector("html[data-conversation-ready]")
-    expect(chat.locator(".stable-list .msg-user")).to_have_count(1)
-    expect(chat.locator(".stable-list .msg-user")).to_contain_text("one")
-    expect(chat.locator(".stable-list .msg-assistant")).to_have_count(0)
+    expect(chat.locator(".stable-list .msg-user")).to_have_count(0)
+    expect(chat.locator("#composer-input")).to_have_value("one")
 
 
 def test_rename_the_session_from_the_top_bar(chat, artifacts):
@@ -299,7 +300,10 @@ def test_rename_the_session_from_the_top_bar(chat, artifacts):
     expect(heading).to_have_text("Trees, branches and leaves")
     expect(chat).to_have_title("Trees, branches and leaves · Neta")
     tree = chat.get_by_role("tree", name="Entries of this session")
-    expect(tree.get_by_role("treeitem", name=re.compile("Trees, branches and leaves"))).to_have_count(1)  # Pi's session_info entry
+    # Pi's session_info entry: bookkeeping, folded until the tree's Notes show it.
+    expect(tree.get_by_role("treeitem", name=re.compile("Trees, branches and leaves"))).to_have_count(0)
+    chat.get_by_role("button", name="Notes").click()
+    expect(tree.get_by_role("treeitem", name=re.compile("Trees, branches and leaves"))).to_have_count(1)
     chat.reload()
     chat.wait_for_selector("html[data-conversation-ready]")
     expect(heading).to_have_text("Trees, branches and leaves")

@@ -352,6 +352,7 @@ def test_rich_answers_long_talks_and_the_tree(browser, server, polish, artifacts
     assert boxes.evaluate_all("(b) => b.map((x) => [x.checked, x.disabled])") == [[True, True], [False, True]]
     h1 = float(answer.locator(".markdown h1").evaluate("(h) => parseFloat(getComputedStyle(h).fontSize)"))
     assert h1 <= 18, h1
+    answer.locator("details.steps > summary").click()  # one answer, one card: its tool call is a step
     card = page.locator(".stable-list .tool-card[data-tool=read]")
     card.locator("summary").click()
     assert card.locator(".tool-output").evaluate("(p) => getComputedStyle(p).borderTopWidth") == "0px"

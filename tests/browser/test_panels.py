@@ -171,8 +171,9 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     # Another plan on a new branch from the first message, then back: each branch has its own.
     first_user = store_eval(page, "s.snapshot.activePath.find((id) => s.entry(id).message?.role === 'user')")
     page.evaluate("(id) => window.neta.connection.send('prompt', {text: 'the other plan', mode: 'follow_up', fromEntryId: id})", first_user)
-    expect(plan.locator(".plan-count")).to_have_text("1 of 1 done")
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("The other plan is done.")
     wait_idle(page)
+    expect(plan).to_have_count(0)  # a finished plan is not pinned once its run is over (its card keeps it)
     page.evaluate("(id) => window.neta.connection.send('switch_leaf', {entryId: id, summarize: false})", branch_a)
     expect(plan.locator(".plan-count")).to_have_text("1 of 2 done")
     expect(plan.locator(".todo-item").first).to_contain_text("Look at the workspace")

@@ -68,6 +68,7 @@ def test_search_and_fetch_cards(browser, web_server, artifacts):
     wait_idle(page, timeout=60_000)
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Found and read it.")
 
+    page.locator(".stable-list .msg-assistant").last.locator("details.steps > summary").click()  # the calls are the answer's steps
     card = page.locator(".stable-list .tool-card[data-tool=web_search]")
     expect(card.locator(".tool-summary")).to_have_text("tree sessions · past week")
     expect(card.locator(".tool-status")).to_have_text("✓")

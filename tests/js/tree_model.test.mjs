@@ -36,7 +36,7 @@ const entries = [
 
 test("rows: chains stay flat, branch points indent their children, the path and leaf are marked", () => {
   const { snapshot, lookup } = snapshotOf(entries, "l1", { u1: "start" });
-  const { rows } = buildRows({ snapshot, lookup });
+  const { rows } = buildRows({ snapshot, lookup, notes: true });
   assert.deepEqual(rows.map((r) => [r.id, r.depth]), [["u1", 0], ["a1", 1], ["r1", 1], ["a2", 1], ["a3", 1], ["l1", 1]]);
   const byId = Object.fromEntries(rows.map((r) => [r.id, r]));
   assert.equal(byId.u1.branchPoint, 2);
@@ -48,9 +48,26 @@ test("rows: chains stay flat, branch points indent their children, the path and 
 
 test("filters hide nodes and hand their children up; the leaf always shows", () => {
   const { snapshot, lookup } = snapshotOf(entries, "l1", { u1: "start" });
-  assert.deepEqual(buildRows({ snapshot, lookup, filter: "messages" }).rows.map((r) => [r.id, r.depth]), [["u1", 0], ["a1", 1], ["a2", 1], ["a3", 1], ["l1", 1]]);
-  assert.deepEqual(buildRows({ snapshot, lookup, filter: "labeled" }).rows.map((r) => r.id), ["u1", "l1"]);
+  assert.deepEqual(buildRows({ snapshot, lookup, filter: "messages", notes: true }).rows.map((r) => [r.id, r.depth]), [["u1", 0], ["a1", 1], ["a2", 1], ["a3", 1], ["l1", 1]]);
+  assert.deepEqual(buildRows({ snapshot, lookup, filter: "labeled", notes: true }).rows.map((r) => r.id), ["u1", "l1"]);
   assert.deepEqual(buildRows({ snapshot, lookup, collapsed: new Set(["u1"]) }).rows.map((r) => r.id), ["u1"]);
+});
+
+test("bookkeeping (titles, labels, model and thinking changes) folds into the entry before it; the leaf mark goes with it", () => {
+  const more = [
+    ...entries,
+    { type: "session_info", id: "s1", parentId: "a2", timestamp: "t", name: "Hello there" },
+    { type: "thinking_level_change", id: "t1", parentId: "s1", timestamp: "t", thinkingLevel: "high" },
+    user("u2", "t1", "next | **question**"),
+  ];
+  const { snapshot, lookup } = snapshotOf(more, "l1", { u1: "start" });
+  const folded = buildRows({ snapshot, lookup });
+  assert.deepEqual(folded.rows.map((r) => r.id), ["u1", "a1", "r1", "a2", "u2", "a3"]);
+  assert.equal(folded.leafId, "a3"); // the label l1 is the leaf: its row is the answer it follows
+  assert.equal(folded.rows.find((r) => r.id === "a3").isLeaf, true);
+  assert.deepEqual(buildRows({ snapshot, lookup, notes: true }).rows.map((r) => r.id), ["u1", "a1", "r1", "a2", "s1", "t1", "u2", "a3", "l1"]);
+  assert.deepEqual(buildRows({ snapshot, lookup, filter: "labeled" }).rows.map((r) => r.id), ["u1", "a3"]);
+  assert.equal(rowText(folded.rows.find((r) => r.id === "u2")), "next | question");
 });
 
 test("a 10k-deep chain is flattened without recursion", () => {

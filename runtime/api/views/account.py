@@ -13,7 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from runtime.api import serializers as S
-from runtime.api.views.base import ERROR
+from drf_spectacular.types import OpenApiTypes
+
+from runtime.agents.instructions import settings_data, user_settings_update
+from runtime.api.views.base import ERROR, parse
 from runtime.models import ApiToken
 
 
@@ -39,3 +42,17 @@ class CsrfApi(APIView):
     @extend_schema(summary="Set the CSRF cookie for browser clients and return the token", responses={200: S.CsrfOut})
     def get(self, request):
         return Response({"csrfToken": get_token(request)})
+
+
+class SettingsApi(APIView):
+    """The caller's own settings on the chat page (docs/chat.md, "Settings")."""
+
+    @extend_schema(summary="Your settings (custom instructions)", responses={200: OpenApiTypes.OBJECT, 401: ERROR})
+    def get(self, request):
+        return Response(settings_data(request.user))
+
+    @extend_schema(summary="Change your custom instructions (added to the system prompt of your runs)", request=S.SettingsInput, responses={200: OpenApiTypes.OBJECT, 400: ERROR, 401: ERROR, 403: ERROR})
+    def put(self, request):
+        data = parse(S.SettingsInput, request.data)
+        user_settings_update(request.user, custom_instructions=data["customInstructions"])
+        return Response(settings_data(request.user))

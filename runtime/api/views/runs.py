@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
@@ -21,7 +22,7 @@ from runtime.api.views.base import (
     parse,
 )
 from runtime.models import AgentRun
-from runtime.runs.prompts import run_abort, session_prompt, session_regenerate
+from runtime.runs.prompts import queued_inputs, run_abort, session_continue, session_prompt, session_regenerate
 from runtime.runs.questions import answer_question
 from runtime.sessions.access import reads_all_sessions, visible_sessions
 
@@ -41,6 +42,7 @@ class SessionPromptApi(SessionApi):
                 text=data["text"],
                 actor=request.user,
                 images=[dict(i) for i in data.get("images") or []],
+                documents=[dict(d) for d in data.get("documents") or []],
                 from_entry_id=data.get("fromEntryId") or None,
                 mode=data["mode"],
                 model_name=data.get("model") or None,
@@ -67,6 +69,27 @@ class SessionRegenerateApi(SessionApi):
                 session_id=meta.session_id, entry_id=data["entryId"], actor=request.user, model_name=data.get("model") or None
             )
         return Response({"run": S.RunOut(run).data}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionContinueApi(SessionApi):
+    @extend_schema(
+        summary="Continue an answer cut at the output limit (a run that goes on from it)",
+        request=S.ContinueInput,
+        responses={202: S.RegenerateOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.ContinueInput, request.data)
+        with entry_field("entryId"):
+            run = session_continue(session_id=meta.session_id, entry_id=data["entryId"], actor=request.user)
+        return Response({"run": S.RunOut(run).data}, status=status.HTTP_202_ACCEPTED)
+
+
+class SessionQueuedApi(SessionApi):
+    @extend_schema(summary="The prompts queued on the active run, not in the tree yet", request=None, responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        return Response({"inputs": queued_inputs(meta.session_id)})
 
 
 class SessionAbortApi(SessionApi):

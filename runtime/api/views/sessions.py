@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
@@ -25,6 +25,7 @@ from runtime.api.pagination import (
     SessionCursorPagination,
     next_link,
 )
+from runtime.api.errors import ApiError
 from runtime.api.views.base import (
     ERROR,
     READ_ERRORS,
@@ -53,6 +54,9 @@ from runtime.sessions.services import (
     session_set_status,
     session_switch_leaf,
 )
+from runtime.models import SessionShare
+from runtime.sessions.markdown import session_markdown
+from runtime.sessions.sharing import pin_set, session_feedback, share_create, share_revoke, share_row
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
 
@@ -280,11 +284,17 @@ async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
 
 class SessionExportApi(SessionApi):
     @extend_schema(
-        summary="Download the session as a Pi JSONL file",
+        summary="Download the session: a Pi JSONL file, or (as=markdown) its active path as Markdown",
+        parameters=[S.ExportQuery],
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="Pi v3 JSONL"), **READ_ERRORS},
     )
     def get(self, request, session_id: str):
         meta = self.session(request, session_id)
+        query = parse(S.ExportQuery, request.query_params)
+        if query["as"] == "markdown":
+            response = HttpResponse(session_markdown(meta), content_type="text/markdown; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{safe_filename(meta.title or meta.session_id)}.md"'
+            return response
         chunks = _chunks(get_provider(meta.provider).export_lines(meta.session_id))
         first = next(chunks, b"")  # a session gone meanwhile fails here, as an error answer, not mid-download
         # Streamed: memory stays constant in the session's size. Under ASGI the chunks are
@@ -295,3 +305,47 @@ class SessionExportApi(SessionApi):
         response = StreamingHttpResponse(body, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{safe_filename(meta.session_id)}.jsonl"'
         return response
+
+
+class SessionFeedbackApi(SessionApi):
+    @extend_schema(summary="👍 / 👎 (with an optional note) on an answer: a custom entry the model never reads", request=S.FeedbackInput, responses={201: S.EntryResultOut, **WRITE_ERRORS})
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        data = parse(S.FeedbackInput, request.data)
+        with entry_field("entryId"):
+            entry = session_feedback(session_id=meta.session_id, entry_id=data["entryId"], rating=data["rating"], note=data.get("note") or "", actor=request.user)
+        return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
+
+
+class SessionSharesApi(SessionApi):
+    @extend_schema(summary="The session's share links", responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
+    def get(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        return Response({"results": [share_row(s) for s in SessionShare.objects.filter(session=meta)]})
+
+    @extend_schema(summary="A read-only link to the active path as it is now (no login needed to open it)", request=None, responses={201: OpenApiTypes.OBJECT, **WRITE_ERRORS})
+    def post(self, request, session_id: str):
+        meta = self.session(request, session_id)
+        return Response(share_row(share_create(meta=meta, actor=request.user)), status=status.HTTP_201_CREATED)
+
+
+class SessionShareApi(SessionApi):
+    @extend_schema(summary="Revoke a share link (it stops working at once)", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
+    def delete(self, request, session_id: str, share_id: int):
+        meta = session_or_404(request, session_id, need="write")
+        share = SessionShare.objects.filter(session=meta, pk=share_id).first()
+        if share is None:
+            raise ApiError("not_found", f"no share link {share_id} of this session", status_code=404)
+        return Response(share_row(share_revoke(share)))
+
+
+class SessionPinApi(SessionApi):
+    @extend_schema(summary="Pin the session to the top of your session list", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
+    def put(self, request, session_id: str):
+        meta = session_or_404(request, session_id, need="read")  # your own list: reading it is enough
+        return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=True)})
+
+    @extend_schema(summary="Unpin the session", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
+    def delete(self, request, session_id: str):
+        meta = session_or_404(request, session_id, need="read")
+        return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=False)})

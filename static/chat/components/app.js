@@ -16,7 +16,8 @@ import { SummarizeDialog } from "./dialogs.js";
 import { InlineEditor } from "./inline_editor.js";
 import { sessionApi } from "../api.js";
 import { startSession } from "../draft.js";
-import { contentText, continueTarget, firstLine, leavesBranch } from "../tree_model.js";
+import { continueTarget, firstLine, LONG_BRANCH_MESSAGES, messagesLeft } from "../tree_model.js";
+import { followLatest } from "./conversation.js";
 import { retryTarget } from "../conversation_model.js";
 import { countUserText, parseSlash } from "../composer_model.js";
 import { Pickers, chosenModel, promptChoice } from "./pickers.js";
@@ -26,6 +27,8 @@ import { ThemeToggle } from "./theme_toggle.js";
 import { compactSession } from "../compact.js";
 import { plainText } from "../plain_text.js";
 import { shownTitle } from "../session_title.js";
+import { ShareDialog } from "./share_dialog.js";
+import { SettingsDialog } from "./settings.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -70,9 +73,17 @@ function clampWidth(value) {
   return Math.round(Math.max(200, Math.min(Math.min(900, window.innerWidth * 0.6), value)));
 }
 
-function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename }) {
+function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSessions, onRename, onShare, onSettings }) {
   useStore(store, ["session", "leaf"]);
   const [renaming, setRenaming] = useState(false);
+  const [pinned, setPinned] = useState(Boolean(data.session?.pinned));
+  const pin = async () => {
+    try {
+      setPinned((await sessionApi(data.sessionId).pin(!pinned)).pinned);
+    } catch {
+      /* the list says nothing changed */
+    }
+  };
   // A session with nothing in it yet (a draft, or `/?agent=X`'s fresh one) is a "New session".
   const shown = store.snapshot
     ? shownTitle(store, data.session?.title)
@@ -95,11 +106,14 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
               if (value) await onRename(value);
             }} />`
         : html`<h1 class=${named ? "session-title" : "session-title provisional"} title=${named ? title : `${title} (not named yet)`}>${title}</h1>
-            ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>` : null}`}
+            ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>
+              <button type="button" class="icon-button pin-button" aria-label=${pinned ? "Unpin the session" : "Pin the session"} aria-pressed=${pinned} title=${pinned ? "Pinned to the top of your sessions" : "Pin to the top of your sessions"} onClick=${pin}>${pinned ? "★" : "☆"}</button>` : null}`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
+      ${data.sessionId ? html`<button type="button" class="icon-button share-button" aria-label="Share or download" title="Share a read-only link, download (JSONL, Markdown, HTML)" onClick=${onShare}><span class="wide-only">Share</span><span class="narrow-only" aria-hidden="true">⇪</span></button>` : null}
+      <button type="button" class="icon-button settings-button" aria-label="Settings" title="Custom instructions, Enter sends" onClick=${onSettings}>⚙</button>
       <${ThemeToggle} username=${data.user.username} />
-      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇ Tree</button>
+      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇<span class="wide-only"> Tree</span></button>
       ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
       <form method="post" action=${data.urls.logout} class="logout">
         <input type="hidden" name="csrfmiddlewaretoken" value=${decodeURIComponent(csrf)} />
@@ -115,11 +129,15 @@ export function App({ data, store, connection }) {
   const [treeOpen, setTreeOpen] = useState(() => (narrow.matches ? false : stored("treeOpen", true)));
   const [sessionsOpen, setSessionsOpen] = useState(() => (narrow.matches ? false : stored("sessionsOpen", true)));
   const [treeWidth, setTreeWidth] = useState(() => stored("treeWidth", 340));
-  const [draft, setDraftState] = useState({ text: "", version: 0, focus: false });
+  const [draft, setDraftState] = useState(() => {
+    const text = takeComposerText(data.sessionId ?? `draft:${data.agent.name}`);
+    return { text, version: text ? 1 : 0, focus: Boolean(text) };
+  });
   const [banner, setBanner] = useState(null);
   const bannerRef = useRef(null);
   bannerRef.current = banner;
   const [ask, setAsk] = useState(null);
+  const [dialog, setDialog] = useState(null); // "share" | "settings" | null
   const [notice, setNotice] = useState(null);
   // The next prompt's model and thinking level (per session), Enter-to-send, queued messages.
   const [choice, setChoiceState] = useState(() => stored(`choice.${data.sessionId}`, null));
@@ -135,6 +153,21 @@ export function App({ data, store, connection }) {
     remember("enterSends", value);
   };
   const [queued, setQueued] = useState([]);
+  // After a reload the messages queued on the running agent come from the server (they are
+  // kept there until the run takes them), not from this page's memory.
+  useEffect(() => {
+    if (!data.sessionId) return undefined;
+    let asked = false;
+    return store.subscribe((changes) => {
+      if (asked || !changes.has("run") || !store.running) return;
+      asked = true;
+      api.queued().then((body) => {
+        const entries = store.snapshot?.entries ?? [];
+        const items = (body.inputs ?? []).map((input) => ({ id: `server-${input.id}`, text: input.text, mode: input.mode, seen: countUserText(entries, input.text) }));
+        if (items.length) setQueued((now) => (now.length ? now : items));
+      }).catch(() => {});
+    });
+  }, [store]);
   const models = data.models ?? [];
   const noticeTimer = useRef(null);
   const api = useMemo(() => sessionApi(data.sessionId), [data.sessionId]);
@@ -172,15 +205,25 @@ export function App({ data, store, connection }) {
     noticeTimer.current = setTimeout(() => setNotice(null), 6000);
   };
 
-  const askSummarize = (targetId) =>
-    new Promise((resolve) => setAsk({ target: firstLine(store.entry(targetId) ?? {}, 80), resolve }));
+  const askSummarize = (targetId, left) =>
+    new Promise((resolve) => setAsk({ target: firstLine(store.entry(targetId) ?? {}, 80), left, resolve }));
 
-  /** Whether to summarize the branch we leave for `newLeafId` (null: the user cancelled). */
+  /**
+   * Whether to summarize the branch a move in the tree leaves (null: the user cancelled).
+   * Only the tree's moves ask: versions, edits, regenerate and "Continue from here" are
+   * everyday moves between versions of one exchange and never do. The agent's
+   * `summarize_on_switch`: `ask_long` (the default) asks when the branch left holds
+   * LONG_BRANCH_MESSAGES messages or more, `ask` whenever messages are left, `always`
+   * summarizes them without asking, `never` never.
+   */
   const decideSummarize = async (newLeafId) => {
     const policy = data.agent.summarizeOnSwitch;
-    if (policy === "never" || !store.snapshot || !leavesBranch(store.snapshot, lookup, newLeafId)) return false;
+    if (policy === "never" || !store.snapshot || newLeafId === null) return false;
+    const left = messagesLeft(store.snapshot, lookup, newLeafId);
+    if (left === 0) return false;
     if (policy === "always") return true;
-    return askSummarize(newLeafId);
+    if (policy !== "ask" && left < LONG_BRANCH_MESSAGES) return false;
+    return askSummarize(newLeafId, left);
   };
 
   const guardRun = () => {
@@ -193,12 +236,14 @@ export function App({ data, store, connection }) {
 
   const actions = useMemo(
     () => ({
-      async goTo(entryId) {
+      /** Move the leaf (Pi's continue rule: a prompt goes back to the editor). `fromTree`: the
+       * tree's "Go here", which offers a branch summary (decideSummarize); elsewhere none. */
+      async goTo(entryId, { fromTree = false } = {}) {
         if (guardRun()) return;
         const entry = store.entry(entryId);
         const target = entry ? continueTarget(entry) : { mode: "leaf" };
         const newLeaf = target.mode === "edit" ? target.branchFrom : entryId;
-        const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
+        const summarize = fromTree ? await decideSummarize(newLeaf) : false;
         if (summarize === null) return;
         if (summarize) say("Summarizing the branch you left…", "info");
         try {
@@ -213,6 +258,9 @@ export function App({ data, store, connection }) {
         } catch (e) {
           say(`Could not move there: ${e.message}`);
         }
+      },
+      treeGo(entryId) {
+        return actions.goTo(entryId, { fromTree: true });
       },
       continueFrom(entryId) {
         const entry = store.entry(entryId);
@@ -229,12 +277,13 @@ export function App({ data, store, connection }) {
         return actions.regenerate(entryId, "Retry");
       },
       /** A new answer to the user message `entryId` answered: a sibling answer. */
-      async regenerate(entryId, what = "Regenerate") {
-        const user = retryTarget(store.snapshot, lookup, entryId);
+      async regenerate(entryId, what = "Regenerate", { prompt = false } = {}) {
+        const user = prompt ? store.entry(entryId) : retryTarget(store.snapshot, lookup, entryId);
         if (!user) return say(`Nothing to ${what.toLowerCase()}: no user message before this one.`);
         if (guardRun()) return;
         try {
           const { model } = promptChoice(models, choiceRef.current, data.agent.model);
+          followLatest();
           const result = await connection.send("regenerate", model ? { entryId: user.id, model } : { entryId: user.id });
           store.setRun({ runId: result.runId, state: "queued" });
         } catch (e) {
@@ -244,12 +293,8 @@ export function App({ data, store, connection }) {
       /** The `‹ n/m ›` switcher: the leaf to the newest end of that version (summary prompt as in the tree). */
       async switchVersion({ leafId }) {
         if (guardRun()) return;
-        const summarize = await decideSummarize(leafId);
-        if (summarize === null) return;
-        if (summarize) say("Summarizing the branch you left…", "info");
         try {
-          const result = await connection.send("switch_leaf", { entryId: leafId, summarize });
-          if (summarize) setNotice(null);
+          const result = await connection.send("switch_leaf", { entryId: leafId, summarize: false });
           if (result.editorText != null) setDraft({ text: result.editorText, focus: true });
         } catch (e) {
           say(`Could not switch versions: ${e.message}`);
@@ -296,12 +341,42 @@ export function App({ data, store, connection }) {
           say(`Could not compact: ${e.message}`);
         }
       },
+      /** A new session of the path to `entryId`. At a prompt (Pi's rule) the path before it,
+       * and the prompt back in the new session's composer: no session ends unanswered. */
       async fork(entryId) {
         try {
-          const fork = await api.fork(entryId);
+          const entry = store.entry(entryId);
+          const target = entry ? continueTarget(entry) : { mode: "leaf" };
+          if (target.mode === "edit" && target.branchFrom === null) {
+            keepComposerText(`draft:${data.agent.name}`, target.text);
+            window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
+            return;
+          }
+          const fork = await api.fork(target.mode === "edit" ? target.branchFrom : entryId);
+          if (target.mode === "edit") keepComposerText(fork.sessionId, target.text);
           window.location.assign(`/sessions/${encodeURIComponent(fork.sessionId)}/`);
         } catch (e) {
           say(`Could not fork: ${e.message}`);
+        }
+      },
+      /** Continue an answer cut at the output limit: the model goes on in the same answer. */
+      async continueAnswer(entryId) {
+        if (guardRun()) return;
+        try {
+          followLatest();
+          const result = await api.continueAnswer(entryId);
+          store.setRun({ runId: result.run.runId, state: "queued" });
+        } catch (e) {
+          say(`Could not continue: ${e.message}`);
+        }
+      },
+      /** 👍 / 👎 (null: taken back) with an optional note, on answer `entryId`. */
+      async feedback(entryId, rating, note = "") {
+        try {
+          await api.feedback(entryId, rating, note);
+          say(rating ? "Thanks: your feedback is kept with the answer." : "Feedback taken back.", "info");
+        } catch (e) {
+          say(`Could not send feedback: ${e.message}`);
         }
       },
     }),
@@ -327,12 +402,14 @@ export function App({ data, store, connection }) {
     setBanner(null);
   }
 
-  async function prompt({ text, images, mode, fromEntryId = null }) {
+  async function prompt({ text, images, documents = [], mode, fromEntryId = null }) {
     const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
     if (fromEntryId) payload.fromEntryId = fromEntryId;
+    followLatest(); // what is sent, and its answer, are shown: back to the bottom
     let result;
-    if (images.length) {
-      payload.images = images;
+    if (images.length || documents.length) {
+      if (images.length) payload.images = images;
+      if (documents.length) payload.documents = documents;
       const body = await api.prompt(payload); // large frames go through the REST API
       result = { runId: body.run.runId, queuedAs: body.queuedAs };
     } else {
@@ -347,20 +424,9 @@ export function App({ data, store, connection }) {
     return result;
   }
 
-  /** Send as a new branch from `fromEntryId`'s parent (Pi's rule), asking about a summary first. */
-  async function sendFrom(fromEntryId, { text, images, mode }) {
-    const entry = store.entry(fromEntryId);
-    const newLeaf = entry?.parentId ?? null;
-    const summarize = newLeaf === null ? false : await decideSummarize(newLeaf);
-    if (summarize === null) return false;
-    if (summarize) {
-      say("Summarizing the branch you left…", "info");
-      await connection.send("switch_leaf", { entryId: fromEntryId, summarize: true });
-      setNotice(null);
-      await prompt({ text, images, mode });
-    } else {
-      await prompt({ text, images, mode, fromEntryId });
-    }
+  /** Send as a new branch from `fromEntryId`'s parent (Pi's rule). An edit never asks about a summary. */
+  async function sendFrom(fromEntryId, { text, images, documents = [], mode }) {
+    await prompt({ text, images, documents, mode, fromEntryId });
     return true;
   }
 
@@ -383,7 +449,7 @@ export function App({ data, store, connection }) {
     }
   }
 
-  const onSend = async ({ text, images, mode }) => {
+  const onSend = async ({ text, images, documents = [], mode }) => {
     const command = parseSlash(text);
     if (command?.error) throw new Error(command.error);
     if (!data.sessionId) {
@@ -391,6 +457,7 @@ export function App({ data, store, connection }) {
       if (command) throw new Error(`/${command.name} needs a session: send a first message.`);
       const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
       if (images.length) payload.images = images;
+      if (documents.length) payload.documents = documents;
       const session = await startSession(data.agent.name, payload);
       remember(`choice.${session.sessionId}`, choiceRef.current);
       window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
@@ -399,9 +466,9 @@ export function App({ data, store, connection }) {
     if (command) {
       await runCommand(command);
     } else if (banner?.fromEntryId) {
-      if ((await sendFrom(banner.fromEntryId, { text, images, mode })) === false) return false;
+      if ((await sendFrom(banner.fromEntryId, { text, images, documents, mode })) === false) return false;
     } else {
-      await prompt({ text, images, mode });
+      await prompt({ text, images, documents, mode });
     }
     // The composer cleared its text when it sent (what was typed since stays).
     bannerRef.current = null;
@@ -434,7 +501,8 @@ export function App({ data, store, connection }) {
   const layout = ["layout", sessionsOpen ? "with-sessions" : "", treeOpen ? "with-tree" : "", isNarrow ? "narrow" : ""].join(" ");
   return html`
     <div class="app">
-      <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} onRename=${actions.rename} />
+      <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} onRename=${actions.rename}
+        onShare=${() => setDialog("share")} onSettings=${() => setDialog("settings")} />
       <div class=${layout} style=${`--tree-width:${treeWidth}px`}>
         ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
@@ -464,9 +532,11 @@ export function App({ data, store, connection }) {
         ${isNarrow && (treeOpen || sessionsOpen)
           ? html`<div class="drawer-backdrop" aria-hidden="true" onClick=${() => { setTreeOpen(false); setSessionsOpen(false); }}></div>`
           : null}
-        ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} /><//>` : null}
+        ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} drawer=${isNarrow} /><//>` : null}
       </div>
       <${Shortcuts} />
+      ${data.sessionId ? html`<${ShareDialog} sessionId=${data.sessionId} title=${shownTitle(store, data.session?.title).text} open=${dialog === "share"} onClose=${() => setDialog(null)} readOnly=${data.readOnly} />` : null}
+      <${SettingsDialog} open=${dialog === "settings"} onClose=${() => setDialog(null)} enterSends=${enterSends} setEnterSends=${setEnterSends} data=${data} />
       <${SummarizeDialog}
         request=${ask}
         onAnswer=${(answer) => {
@@ -476,6 +546,25 @@ export function App({ data, store, connection }) {
       />
     </div>
   `;
+}
+
+// Text for the composer of a page about to open (a fork at a prompt gives the prompt back).
+function keepComposerText(key, text) {
+  try {
+    sessionStorage.setItem(`neta.composerText.${key}`, text);
+  } catch {
+    /* private mode: the fork opens with an empty composer */
+  }
+}
+
+function takeComposerText(key) {
+  try {
+    const text = sessionStorage.getItem(`neta.composerText.${key}`);
+    sessionStorage.removeItem(`neta.composerText.${key}`);
+    return text ?? "";
+  } catch {
+    return "";
+  }
 }
 
 function imagesOf(entry) {

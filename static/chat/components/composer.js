@@ -5,17 +5,27 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { useSlashMenu } from "./slash.js";
+import { PendingDocuments } from "./documents.js";
+import { DOCUMENT_MAX_BYTES, DOCUMENTS_MAX, formatBytes, isDocumentFile } from "../documents.js";
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IMAGES = 8;
 const MAX_IMAGE_BYTES = 7 * 1024 * 1024; // base64 grows by 4/3: the server takes 10 MB of it
+const ATTACH_TYPES = "application/pdf,text/*,.md,.markdown,.txt,.csv,.json,.yaml,.yml,.toml,.xml,.html,.css,.js,.mjs,.ts,.tsx,.jsx,.py,.rb,.go,.rs,.java,.kt,.c,.h,.cpp,.hpp,.cs,.php,.sh,.sql,.swift,.lua,.r,.tex,.diff,.patch,.log,.ini,.cfg";
+const NARROW = () => typeof matchMedia === "function" && matchMedia("(max-width: 900px)").matches;
+
+/** A phone's composer starts one line high and grows with its text (to a third of the screen). */
+function grow(area) {
+  area.style.height = "auto";
+  area.style.height = `${Math.min(area.scrollHeight + 2, Math.round(window.innerHeight / 3))}px`;
+}
 
 function readImage(file) {
   return new Promise((resolve, reject) => {
     const reader = new FileReader();
     reader.onload = () => {
       const [, data] = String(reader.result).split(",", 2);
-      resolve({ data, mimeType: file.type, name: file.name || "pasted image" });
+      resolve({ data, mimeType: file.type, name: file.name || "pasted image", size: file.size });
     };
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(file);
@@ -27,6 +37,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   const running = store.running;
   const [mode, setMode] = useState("follow_up");
   const [images, setImages] = useState([]);
+  const [documents, setDocuments] = useState([]); // {data, mimeType, name, size}: their text is read by the server
   const [error, setError] = useState(null);
   const [sending, setSending] = useState(false);
   const area = useRef(null);
@@ -42,17 +53,43 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     if (!window.matchMedia("(max-width: 900px)").matches) area.current?.focus({ preventScroll: true });
   }, []);
 
+  // Images (when the model takes them) and documents (PDF, text, markdown, code) by paste,
+  // drop or Attach. A file refused says why; nothing already attached or typed is lost.
   const addFiles = async (files) => {
     setError(null);
-    const wanted = [...files].filter((f) => IMAGE_TYPES.includes(f.type));
-    if (wanted.length < files.length) setError("Only PNG, JPEG, GIF and WebP images can be attached.");
-    const tooBig = wanted.find((f) => f.size > MAX_IMAGE_BYTES);
-    if (tooBig) {
-      setError(`${tooBig.name} is larger than 7 MB.`);
-      return;
+    const list = [...files];
+    const problems = [];
+    const imageFiles = [];
+    const documentFiles = [];
+    for (const file of list) {
+      const name = file.name || "pasted file";
+      if (IMAGE_TYPES.includes(file.type) && supportsImages) {
+        if (file.size > MAX_IMAGE_BYTES) problems.push(`${name} is ${formatBytes(file.size)}: images up to 7 MB can be attached.`);
+        else imageFiles.push(file);
+      } else if (isDocumentFile(file)) {
+        if (file.size > DOCUMENT_MAX_BYTES) problems.push(`${name} is ${formatBytes(file.size)}: documents up to ${formatBytes(DOCUMENT_MAX_BYTES)} can be attached.`);
+        else documentFiles.push(file);
+      } else if (IMAGE_TYPES.includes(file.type)) {
+        problems.push(`${name}: this model does not take images.`);
+      } else {
+        problems.push(`${name}: only PDF, text, markdown and code files${supportsImages ? " and images (PNG, JPEG, GIF, WebP)" : ""} can be attached.`);
+      }
     }
-    const read = await Promise.all(wanted.slice(0, MAX_IMAGES - images.length).map(readImage));
-    setImages([...images, ...read]);
+    const roomImages = Math.max(0, MAX_IMAGES - images.length);
+    const roomDocs = Math.max(0, DOCUMENTS_MAX - documents.length);
+    if (imageFiles.length > roomImages) problems.push(`At most ${MAX_IMAGES} images a message.`);
+    if (documentFiles.length > roomDocs) problems.push(`At most ${DOCUMENTS_MAX} documents a message.`);
+    if (problems.length) setError(problems.join(" "));
+    try {
+      const [readImages, readDocs] = await Promise.all([
+        Promise.all(imageFiles.slice(0, roomImages).map(readImage)),
+        Promise.all(documentFiles.slice(0, roomDocs).map(readImage)),
+      ]);
+      if (readImages.length) setImages((now) => [...now, ...readImages]);
+      if (readDocs.length) setDocuments((now) => [...now, ...readDocs.map((d) => ({ ...d, mimeType: d.mimeType || "text/plain" }))]);
+    } catch (e) {
+      setError(`A file could not be read: ${e?.message ?? e}`);
+    }
   };
 
   const send = async () => {
@@ -61,17 +98,21 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     setSending(true);
     setError(null);
     const sent = images;
+    const sentDocs = documents;
     // Cleared at once, not when the server's ack arrives: what is typed while the ack is on
     // its way is the next message and must stay. A send that fails (or is given up) puts its
-    // text back only into an empty composer.
+    // text and files back only into an empty composer.
     setDraft({ text: "" });
     setImages([]);
+    setDocuments([]);
     const restore = () => {
       setDraft((d) => (d.text.trim() ? d : { text }));
       setImages((now) => (now.length ? now : sent));
+      setDocuments((now) => (now.length ? now : sentDocs));
     };
     try {
-      if ((await onSend({ text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), mode })) === false) restore();
+      const payload = { text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), documents: sentDocs.map(({ data, mimeType, name }) => ({ data, mimeType, name })), mode };
+      if ((await onSend(payload)) === false) restore();
     } catch (e) {
       restore();
       setError(e.message || String(e));
@@ -93,25 +134,26 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
 
   const onPaste = (event) => {
     const files = [...(event.clipboardData?.files ?? [])];
-    if (files.length && supportsImages) {
+    if (files.length) {
       event.preventDefault();
       addFiles(files);
     }
   };
 
   const onDrag = (event) => {
-    if (!supportsImages || ![...(event.dataTransfer?.types ?? [])].includes("Files")) return;
+    if (![...(event.dataTransfer?.types ?? [])].includes("Files")) return;
     event.preventDefault();
     setDragging(event.type !== "dragleave");
   };
   const onDrop = (event) => {
     setDragging(false);
-    if (!supportsImages || !event.dataTransfer?.files?.length) return;
+    if (!event.dataTransfer?.files?.length) return;
     event.preventDefault();
     addFiles(event.dataTransfer.files);
   };
 
   const offline = store.connection.state !== "live";
+  const narrow = NARROW();
   return html`
     <form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label="Message composer"
       onDragOver=${onDrag} onDragEnter=${onDrag} onDragLeave=${onDrag} onDrop=${onDrop}>
@@ -127,6 +169,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
             ${images.map((img, i) => html`<li key=${i}><img alt=${img.name} src=${`data:${img.mimeType};base64,${img.data}`} /><button type="button" class="icon-button" aria-label=${`Remove ${img.name}`} onClick=${() => setImages(images.filter((_, j) => j !== i))}>✕</button></li>`)}
           </ul>`
         : null}
+      <${PendingDocuments} documents=${documents} onRemove=${(i) => setDocuments(documents.filter((_, j) => j !== i))} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
       ${slash.menu}
       <div class="composer-row">
@@ -134,24 +177,23 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
         <textarea
           id="composer-input"
           ref=${area}
-          rows="3"
-          placeholder=${running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          rows=${narrow ? 1 : 3}
+          placeholder=${narrow ? (running ? "Queue a message…" : "Message the agent…") : running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
           aria-autocomplete="list"
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}
           value=${draft.text}
           onInput=${(e) => {
             setDraft({ text: e.currentTarget.value });
+            if (narrow) grow(e.currentTarget);
             if (error) setError(null);
           }}
           onKeyDown=${onKeyDown}
           onPaste=${onPaste}
         ></textarea>
         <div class="composer-buttons">
-          ${supportsImages
-            ? html`<button type="button" class="icon-button" aria-label="Attach images" title="Attach images" onClick=${() => fileInput.current.click()}>Attach</button>
-                <input ref=${fileInput} type="file" aria-label="Images to attach" accept=${IMAGE_TYPES.join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />`
-            : null}
+          <button type="button" class="icon-button attach-button" aria-label="Attach files" title=${supportsImages ? "Attach documents (PDF, text, markdown, code) or images" : "Attach documents (PDF, text, markdown, code)"} onClick=${() => fileInput.current.click()}>${narrow ? "+" : "Attach"}</button>
+          <input ref=${fileInput} type="file" aria-label="Files to attach" accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
           ${running
             ? html`<label class="visually-hidden" for="queue-mode">Deliver as</label>
                 <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title="How a message sent during a run is delivered">

@@ -5,7 +5,8 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/ho
 import { html } from "./html.js";
 import { AssistantBlocks, EntryItem } from "./messages.js";
 import { useStore } from "./hooks.js";
-import { conversationItems } from "../conversation_model.js";
+import { conversationItems, groupTurns } from "../conversation_model.js";
+import { contentText } from "../tree_model.js";
 import { liveMessage } from "../streaming.js";
 import { HeldBatches, SubagentPanel } from "./subagent_panel.js";
 import { followBottom } from "../follow.js";
@@ -17,7 +18,22 @@ const NOTE_KINDS = new Set(["model_change", "thinking_level_change"]);
 
 /** The index of the item that draws `entryId` (a tool result is drawn by its call's item). */
 function itemIndexOf(items, entryId) {
-  return items.findIndex((item) => item.id === entryId || (item.resultsKey && item.resultsKey.includes(`${entryId};`)));
+  const key = `${entryId};`;
+  return items.findIndex((item) => item.id === entryId || (item.resultsKey && item.resultsKey.includes(key)) || (item.ids && item.ids.includes(key)));
+}
+
+/** The model and thinking level a session starts with are its settings, not news: notes
+ * show from the first message on (a change mid-talk). */
+function withoutStartingNotes(items) {
+  const first = items.findIndex((item) => !NOTE_KINDS.has(item.kind));
+  return first > 0 ? items.slice(first) : first < 0 ? [] : items;
+}
+
+/** The labels an item shows: its own, or for an answer every label of its model calls. */
+function itemLabel(item, labels) {
+  if (item.kind !== "turn") return labels[item.id] ?? null;
+  const all = item.members.map((m) => labels[m.id]).filter((l) => typeof l === "string" && l);
+  return all.length ? all.join(", ") : null;
 }
 
 const PAGE = 60;
@@ -33,7 +49,7 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
   const snapshot = store.snapshot ? store.treeSnapshot() : null; // with any older entries paged in
   const [limit, setLimit] = useState(PAGE);
   const items = useMemo(
-    () => (snapshot ? conversationItems(snapshot, (id) => store.entry(id)) : []),
+    () => (snapshot ? groupTurns(withoutStartingNotes(conversationItems(snapshot, (id) => store.entry(id)))) : []),
     [snapshot?.activePath, snapshot?.entries, snapshot?.inFlight],
   );
   useEffect(() => onItems(items.length), [items]);
@@ -91,11 +107,19 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
     if (!node) return;
     pending.current = null;
     follower.current?.release();
-    const row = revealRow.current ? node.querySelector(`[data-result-entry-id="${CSS.escape(revealRow.current)}"]`) : null;
+    // The entry's own part of the item, when it has one: a subagent result's child row, a
+    // batch's panel inside its answer's card.
+    const wanted = revealRow.current;
     revealRow.current = null;
+    const row = wanted
+      ? node.querySelector(`[data-result-entry-id="${CSS.escape(wanted)}"]`) ?? (wanted !== id ? node.querySelector(`[data-entry-id="${CSS.escape(wanted)}"]`) : null)
+      : null;
     (row ?? node).scrollIntoView({ block: "center" });
-    if (row) flashNode(row);
-    setFlash(id);
+    if (row) {
+      flashNode(row);
+      const batch = row.closest(".msg-subagents"); // a child's row: its batch's panel too
+      if (batch && batch !== row) flashNode(batch);
+    } else setFlash(id);
   };
   useLayoutEffect(() => {
     if (pending.current) scrollToPending();
@@ -127,7 +151,7 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
               : null}
           </div>`
         : null}
-      ${items.slice(hidden).map((item) => html`<${EntryItem} key=${item.id} item=${item} label=${labels[item.id] ?? null} actions=${actions} store=${store} />`)}
+      ${items.slice(hidden).map((item) => html`<${EntryItem} key=${item.id} item=${item} label=${itemLabel(item, labels)} actions=${actions} store=${store} />`)}
       ${items.every((item) => NOTE_KINDS.has(item.kind)) && !snapshot.inFlight && !truncated && agent
         ? html`<${FirstScreen} agent=${agent} onStarter=${onStarter} />`
         : null}
@@ -147,14 +171,56 @@ function LiveMessage({ store }) {
   }
   const message = liveMessage(live);
   trackThinking(live.entryId, message, live.ended);
+  // A later model call of the answer drawn above (after its tool calls): the same card goes on.
+  const parent = store.entry(store.snapshot?.inFlight?.parentId);
+  const role = parent?.type === "message" ? parent.message?.role : parent?.type;
+  const continues = role === "assistant" || role === "toolResult" || role === "subagent_batch" || role === "subagent_result";
   return html`
-    <article class="msg msg-assistant msg-streaming" data-entry-id=${live.entryId} aria-label="Assistant message (streaming)" aria-busy=${!live.ended}>
+    <article class=${`msg msg-assistant msg-streaming${continues ? " msg-continues" : ""}`} data-entry-id=${live.entryId} aria-label="Assistant answer (streaming)" aria-busy=${!live.ended}>
       <div class="msg-body">
         <${AssistantBlocks} message=${message} store=${store} streaming=${true} entryId=${live.entryId} />
         ${!live.ended ? html`<span class="cursor" aria-hidden="true"></span>` : null}
       </div>
     </article>
   `;
+}
+
+export const FOLLOW_EVENT = "neta:follow";
+
+/** Ask the conversation to follow its bottom again (the page sent something). */
+export function followLatest() {
+  window.dispatchEvent(new Event(FOLLOW_EVENT));
+}
+
+/**
+ * Screen readers hear an answer once, when it is complete (the log itself is not live: a
+ * stream read aloud delta by delta is noise): a polite status region gets the answer's
+ * text (its first 600 characters), or how the run ended.
+ */
+function AnswerAnnouncer({ store }) {
+  useStore(store, ["run"]);
+  const [said, setSaid] = useState("");
+  const last = useRef({ runId: null, state: null });
+  useEffect(() => {
+    const { runId, state } = store.run;
+    const before = last.current;
+    last.current = { runId, state };
+    if (!runId || (before.runId === runId && before.state === state)) return;
+    if (!["completed", "failed", "aborted"].includes(state) || before.runId !== runId || !["running", "queued", "waiting"].includes(before.state)) return;
+    const path = store.snapshot?.activePath ?? [];
+    let text = "";
+    for (let i = path.length - 1; i >= 0; i--) {
+      const entry = store.entry(path[i]);
+      if (entry?.type === "message" && entry.message?.role === "assistant") {
+        text = contentText(entry.message.content);
+        if (text) break;
+      }
+      if (entry?.type === "message" && entry.message?.role === "user") break;
+    }
+    const head = state === "completed" ? "Answer" : state === "failed" ? "The answer failed" : "The answer was aborted";
+    setSaid(`${head}${text ? `: ${text.length > 600 ? `${text.slice(0, 600)}…` : text}` : "."}`);
+  }, [store.run.runId, store.run.state]);
+  return html`<div class="visually-hidden" role="status" aria-live="polite" aria-atomic="true" data-announcer>${said}</div>`;
 }
 
 export function Conversation({ store, actions, agent = null, onStarter = () => {} }) {
@@ -164,7 +230,13 @@ export function Conversation({ store, actions, agent = null, onStarter = () => {
   const [following, setFollowing] = useState(true);
   useLayoutEffect(() => {
     follower.current = followBottom(scroller.current, inner.current, setFollowing);
-    return () => follower.current.destroy();
+    // Sending (a prompt, an edit, a regenerate) shows what comes: back to the bottom, following.
+    const jump = () => follower.current?.jump();
+    window.addEventListener(FOLLOW_EVENT, jump);
+    return () => {
+      window.removeEventListener(FOLLOW_EVENT, jump);
+      follower.current.destroy();
+    };
   }, []);
   const painted = useRef(false);
   const onItems = (count) => {
@@ -180,6 +252,7 @@ export function Conversation({ store, actions, agent = null, onStarter = () => {
   // whatever is below it (status bar, plan, composer), whatever their height.
   return html`
     <div class="conversation-frame">
+      <${AnswerAnnouncer} store=${store} />
       <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
         <div class="conversation-inner" ref=${inner}>
           <${StableList} store=${store} actions=${actions} onItems=${onItems} agent=${agent} onStarter=${onStarter} follower=${follower} />

@@ -13,7 +13,7 @@ export function SummarizeDialog({ request, onAnswer }) {
   return html`
     <dialog ref=${ref} class="dialog" aria-labelledby="summarize-title" onCancel=${(e) => { e.preventDefault(); onAnswer(null); }}>
       <h2 id="summarize-title">Summarize the branch you are leaving?</h2>
-      <p>A summary keeps what was learned there in the context of the new branch. The branch itself stays in the tree either way.</p>
+      <p>${request?.left ? `The branch you leave holds ${request.left} messages. ` : ""}A summary keeps what was learned there in the context of the new branch. The branch itself stays in the tree either way.</p>
       ${request?.target ? html`<p class="muted">Going to: ${request.target}</p>` : null}
       <div class="button-row">
         <button type="button" class="primary" onClick=${() => onAnswer(true)}>Summarize and switch</button>

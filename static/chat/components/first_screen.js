@@ -23,7 +23,7 @@ export function FirstScreen({ agent, onStarter }) {
           </button></li>`,
         )}
       </ul>
-      <p class="muted first-screen-keys">Press <kbd>?</kbd> for keyboard shortcuts. Every answer is a node in the tree: branch from any message with “Continue from here”.</p>
+      <p class="muted first-screen-keys"><span class="keys-hint">Press <kbd>?</kbd> for keyboard shortcuts. </span>Every answer is a node in the tree: branch from any message with “Continue from here”.</p>
     </section>
   `;
 }

@@ -3,17 +3,23 @@
 import { Component } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
+import { useStore } from "./hooks.js";
 import { ToolCard } from "./tool_renderers.js";
 import { SubagentBatchNode } from "./subagent_panel.js";
 import { ActionRetryBar } from "./state_parts.js";
 import { highlightWithin, renderMarkdown } from "../markdown.js";
 import { contentText } from "../tree_model.js";
-import { formatCost, formatTokens } from "../conversation_model.js";
+import { formatCost, formatTokens, streamedTokens, turnParts } from "../conversation_model.js";
 import { blockProblem, entryTypeName, num, text as shown } from "../entry_check.js";
-import { EditInPlace, RegenerateButton, VersionSwitcher } from "./versions.js";
+import { EditInPlace, RegenerateButton, RunBlocked, VersionSwitcher } from "./versions.js";
+import { FeedbackButtons } from "./feedback.js";
+import { splitDocuments } from "../documents.js";
+import { DocumentChips } from "./documents.js";
 import { decorateCodeBlocks } from "./code_block.js";
 import { typesetWithin } from "../typeset.js";
-import { formatDuration, thinkingMs, thinkingSince } from "../thinking_time.js";
+import { Thinking } from "./thinking.js";
+
+export { Thinking };
 
 export function Markdown({ text, streaming = false }) {
   const ref = useRef(null);
@@ -25,19 +31,6 @@ export function Markdown({ text, streaming = false }) {
     typesetWithin(ref.current);
   }, [source, streaming]);
   return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
-}
-
-export function Thinking({ text, streaming, entryId = null, index = 0 }) {
-  const [open, setOpen] = useState(false);
-  const took = entryId ? thinkingMs(entryId, index) : null;
-  const since = streaming && took === null && entryId ? thinkingSince(entryId, index) : null;
-  const label = took !== null ? `Thought for ${formatDuration(took)}` : streaming ? "Thinking…" : "Thinking";
-  return html`
-    <details class=${`thinking state-${streaming && took === null ? "running" : "done"}`} open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)} data-thinking-ms=${took ?? undefined}>
-      <summary>${label}<span class="muted"> · ${since !== null ? `${formatDuration(performance.now() - since)} · ` : ""}${text.length} chars</span></summary>
-      ${open ? html`<div class="thinking-text">${text}</div>` : null}
-    </details>
-  `;
 }
 
 function CopyButton({ text, label = "Copy" }) {
@@ -59,10 +52,12 @@ function CopyButton({ text, label = "Copy" }) {
   return html`<button type="button" class="icon-button" onClick=${copy} aria-label=${label} title=${label}>${done ? "Copied" : "Copy"}</button>`;
 }
 
-function Usage({ usage, turnUsage }) {
+function Usage({ usage, turnUsage, message = null }) {
   if (!usage || typeof usage !== "object") return null;
   // Numbers another writer got wrong (a string, NaN) show as "?", not as a broken page.
-  const parts = [`↑${formatTokens(usage.input ?? 0)}`, `↓${formatTokens(usage.output ?? 0)}`];
+  // An answer stopped mid-stream has no output count from its model: estimated from what streamed.
+  const guessed = !usage.output && message ? streamedTokens(message) : 0;
+  const parts = [`↑${formatTokens(usage.input ?? 0)}`, guessed ? `↓~${formatTokens(guessed)}` : `↓${formatTokens(usage.output ?? 0)}`];
   if (usage.cacheRead) parts.push(`cache ${formatTokens(usage.cacheRead)}`);
   const cost = usage.cost && typeof usage.cost === "object" ? usage.cost.total ?? 0 : usage.cost === undefined ? 0 : null;
   return html`<span class="usage" title="tokens in / out, cost of this message">${parts.join(" ")} · ${formatCost(cost)}${
@@ -99,7 +94,7 @@ function images(content) {
 }
 
 export function UserMessage({ entry, label, actions, store }) {
-  const text = contentText(entry.message.content);
+  const { text, documents } = splitDocuments(entry.message.content);
   const [editing, setEditing] = useState(false);
   return html`
     <article class="msg msg-user" data-entry-id=${entry.id} aria-label="Your message">
@@ -111,65 +106,139 @@ export function UserMessage({ entry, label, actions, store }) {
               return sent;
             }} />`
           : html`<div class="user-text">${text}</div>`}
+        <${DocumentChips} documents=${documents} />
         ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt="attached image" src=${`data:${b.mimeType};base64,${b.data}`} />`)}
         ${badBlocks(entry.message.content, "user").map((problem, i) => html`<${UnknownBlock} key=${`bad${i}`} problem=${problem} />`)}
+        ${store ? html`<${Unanswered} entry=${entry} store=${store} actions=${actions} />` : null}
       </div>
       <footer class="msg-actions">
         ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
         <${Label} label=${label} />
         <${CopyButton} text=${text} label="Copy message" />
-        ${editing ? null : html`<button type="button" class="icon-button" onClick=${() => setEditing(true)} title="Edit this message and send it as a new version">Edit</button>`}
-        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Edit this message and send it as a new branch">Continue from here</button>
+        ${editing || !store ? null : html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => setEditing(true)}
+            title=${busy ? "Available when the run ends" : "Edit this message and send it as a new version"}>Edit</button>`}<//>`}
+        ${store
+          ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.continueFrom(entry.id)}
+              title=${busy ? "Available when the run ends" : "Edit this message and send it as a new branch"}>Continue from here</button>`}<//>`
+          : null}
       </footer>
     </article>
   `;
 }
 
-/** The assistant's blocks in order: thinking, text, tool calls. */
+/** A prompt at the leaf that has no answer (a run that never started, a fork made here): ask for one. */
+function Unanswered({ entry, store, actions }) {
+  useStore(store, ["leaf", "run"]);
+  const snapshot = store.snapshot;
+  if (!snapshot || snapshot.leafId !== entry.id || store.running || store.readOnly) return null;
+  return html`<div class="unanswered" role="note"><span class="muted">No answer yet.</span>
+    <button type="button" class="small" onClick=${() => actions.regenerate(entry.id, "Answer", { prompt: true })}>Answer this message</button></div>`;
+}
+
+/** The assistant's blocks in order: thinking, text, tool calls (the streaming message, a child's stream). */
 export function AssistantBlocks({ message, results = {}, store = null, streaming = false, entryId = null }) {
   const blocks = Array.isArray(message.content) ? message.content : [];
-  return blocks.map((block, i) => {
-    const problem = streaming ? null : blockProblem(block, "assistant");
-    if (problem) return html`<${UnknownBlock} key=${i} problem=${problem} />`;
-    if (block?.type === "thinking") return block.thinking ? html`<${Thinking} key=${i} text=${block.thinking} streaming=${streaming} entryId=${entryId} index=${i} />` : null;
-    if (block?.type === "text") return block.text ? html`<${Markdown} key=${i} text=${block.text} streaming=${streaming} />` : null;
-    if (block?.type === "toolCall") {
-      return html`<${ToolCard} key=${block.id ?? i} call=${block} result=${results[block.id] ?? null} store=${store} streaming=${streaming && block.argsText !== undefined} />`;
-    }
-    return null;
-  });
+  return blocks.map((block, i) => html`<${Block} key=${block?.type === "toolCall" ? block.id ?? i : i} block=${block} index=${i} results=${results} store=${store} streaming=${streaming} entryId=${entryId} />`);
 }
 
-export function AssistantMessage({ entry, results, label, actions, store, turnUsage }) {
-  const message = entry.message;
+/** A cut, failed or aborted answer's outcome bar, with what can be done about it. */
+function Outcome({ message, entryId, actions, store }) {
   const stop = message.stopReason;
-  const text = contentText(message.content);
-  const failed = stop === "error" || stop === "aborted";
+  if (stop === "error") {
+    return html`<${ActionRetryBar} status="failed" label="Error" className="msg-error" text=${shown(message.errorMessage) || "the model returned an error"}
+      onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
+  }
+  if (stop === "aborted") {
+    return html`<${ActionRetryBar} status="aborted" label="Aborted" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
+      onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
+  }
+  if (stop === "length") {
+    return html`<${ActionRetryBar} status="partial" label="Cut short" className="msg-cut" text="The answer reached the model's output limit."
+      action=${store ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button action-retry" disabled=${busy}
+        onClick=${() => actions.continueAnswer(entryId)} title="The model goes on where it stopped (in the same answer)">Continue</button>`}<//>` : null} />`;
+  }
+  return null;
+}
+
+/** The steps of a turn (its tool calls, thinking and interim text) in one box that folds. */
+function Steps({ parts, store, open: openByDefault }) {
+  const [open, setOpen] = useState(null); // null: the default (open until the answer is there)
+  const isOpen = open ?? openByDefault;
+  const label = `${parts.stepCount} ${parts.stepCount === 1 ? "step" : "steps"}`;
   return html`
-    <article class=${`msg msg-assistant${failed ? ` msg-${stop}` : ""}`} data-entry-id=${entry.id} aria-label="Assistant message">
+    <details class="steps" open=${isOpen} onToggle=${(e) => e.currentTarget.open !== isOpen && setOpen(e.currentTarget.open)}>
+      <summary><span class="steps-title">${label}</span>${parts.tools.length ? html`<span class="steps-tools"> · ${parts.tools.join(", ")}</span>` : null}${parts.errors
+        ? html`<span class="steps-errors"> · ${parts.errors} ${parts.errors === 1 ? "error" : "errors"}</span>`
+        : null}</summary>
+      ${isOpen ? html`<div class="steps-body">${parts.steps.map((step) => html`<${StepView} key=${step.member.id} step=${step} store=${store} />`)}</div>` : null}
+    </details>
+  `;
+}
+
+function StepView({ step, store }) {
+  const { member, blocks } = step;
+  return blocks.map(({ block, index }) => html`<${Block} key=${index} block=${block} index=${index} results=${member.results} store=${store} entryId=${member.id} />`);
+}
+
+function Block({ block, index, results = {}, store = null, streaming = false, entryId = null }) {
+  const problem = streaming ? null : blockProblem(block, "assistant");
+  if (problem) return html`<${UnknownBlock} problem=${problem} />`;
+  if (block?.type === "thinking") return block.thinking ? html`<${Thinking} text=${block.thinking} streaming=${streaming} entryId=${entryId} index=${index} />` : null;
+  if (block?.type === "text") return block.text ? html`<${Markdown} text=${block.text} streaming=${streaming} />` : null;
+  if (block?.type === "toolCall") return html`<${ToolCard} call=${block} result=${results[block.id] ?? null} store=${store} streaming=${streaming && block.argsText !== undefined} />`;
+  return null;
+}
+
+/**
+ * One answer, one card: a turn's model calls (item.members: its assistant messages, and
+ * the subagent batches between them) drawn as one assistant answer — the steps (thinking,
+ * tool calls, interim text) in a box that folds, the answer's text, its outcome, and the
+ * actions once (versions of the answer, usage of the whole turn, copy, feedback,
+ * regenerate, continue from here).
+ */
+export function TurnCard({ item, label, actions, store }) {
+  const parts = turnParts(item);
+  const first = item.members[0];
+  const lastEntry = item.entry;
+  const message = lastEntry.message;
+  const stop = message.stopReason;
+  const failed = stop === "error" || stop === "aborted";
+  const copyText = parts.final || item.members.map((m) => (m.kind === "assistant" ? contentText(m.entry.message.content) : "")).filter(Boolean).join("\n\n");
+  const single = item.members.length === 1;
+  return html`
+    <article class=${`msg msg-assistant msg-turn${failed ? ` msg-${stop}` : ""}`} data-entry-id=${first.id} data-last-entry-id=${lastEntry.id} aria-label="Assistant answer">
       <div class="msg-body">
-        <${AssistantBlocks} message=${message} results=${results} store=${store} entryId=${entry.id} />
-        ${stop === "error"
-          ? html`<${ActionRetryBar} status="failed" label="Error" className="msg-error" text=${shown(message.errorMessage) || "the model returned an error"}
-              onRetry=${() => actions.retry(entry.id)} retryTitle="Answer the same message again (a new version beside this one)" />`
-          : null}
-        ${stop === "aborted"
-          ? html`<${ActionRetryBar} status="aborted" label="Aborted" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
-              onRetry=${() => actions.retry(entry.id)} retryTitle="Answer the same message again (a new version beside this one)" />`
-          : null}
-        ${stop === "length" ? html`<${ActionRetryBar} status="partial" label="Cut short" className="msg-cut" text="Stopped at the output limit." />` : null}
+        ${parts.onlyThinking
+          ? parts.steps.map((step) => html`<${StepView} key=${step.member.id} step=${step} store=${store} />`)
+          : html`<${Steps} parts=${parts} store=${store} open=${!parts.final} />`}
+        ${parts.batches.map((member) => html`<${SubagentBatchNode} key=${member.id} entry=${member.entry} results=${member.results} store=${store} />`)}
+        ${parts.final ? html`<${Markdown} text=${parts.final} />` : null}
+        <${Outcome} message=${message} entryId=${lastEntry.id} actions=${actions} store=${store} />
       </div>
       <footer class="msg-actions">
-        ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
+        ${store ? html`<${VersionSwitcher} entry=${first.entry} store=${store} actions=${actions} />` : null}
         <span class="model-name" title="model">${shown(message.model)}</span>
-        <${Usage} usage=${message.usage} turnUsage=${turnUsage} />
+        ${single
+          ? html`<${Usage} usage=${message.usage} message=${message} />`
+          : item.turnUsage
+            ? html`<span class="usage" title=${`tokens in / out, cost of this answer (${item.turnUsage.messages} model calls)`}>↑${formatTokens(item.turnUsage.input)} ↓${item.turnUsage.estimated ? "~" : ""}${formatTokens(item.turnUsage.output)} · ${formatCost(item.turnUsage.cost)}</span>`
+            : null}
         <${Label} label=${label} />
-        ${text ? html`<${CopyButton} text=${text} label="Copy answer" />` : null}
-        ${failed ? null : html`<${RegenerateButton} entry=${entry} actions=${actions} />`}
-        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)} title="Move the leaf here: the next prompt continues from this message">Continue from here</button>
+        ${copyText ? html`<${CopyButton} text=${copyText} label="Copy answer" />` : null}
+        ${store && !failed ? html`<${FeedbackButtons} entryId=${lastEntry.id} store=${store} actions=${actions} />` : null}
+        ${failed || !store ? null : html`<${RegenerateButton} entry=${first.entry} actions=${actions} store=${store} />`}
+        ${store
+          ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.continueFrom(lastEntry.id)}
+              title=${busy ? "Available when the run ends" : "Move the leaf here: the next prompt continues from this answer"}>Continue from here</button>`}<//>`
+          : null}
       </footer>
     </article>
   `;
+}
+
+/** A single assistant message as a card of its own (kept for other pages that draw entries one by one). */
+export function AssistantMessage({ entry, results, label, actions, store }) {
+  return html`<${TurnCard} item=${{ id: entry.id, kind: "turn", members: [{ id: entry.id, kind: "assistant", entry, results: results ?? {}, resultsKey: "" }], entry, turnUsage: null }} label=${label} actions=${actions} store=${store} />`;
 }
 
 function SummaryNode({ entry, title, detail, label, actions, className }) {
@@ -226,6 +295,7 @@ export function NoteLine({ entry, kind }) {
 const VIEWS = {
   user: UserMessage,
   assistant: AssistantMessage,
+  turn: TurnCard,
   compaction: CompactionNode,
   branch_summary: BranchSummaryNode,
   custom_message: CustomMessageNode,
@@ -249,7 +319,7 @@ export class EntryItem extends Component {
     const a = this.props.item;
     const b = next.item;
     if (nextState.error !== this.state.error) return true;
-    return a.entry !== b.entry || a.resultsKey !== b.resultsKey || this.props.label !== next.label || (a.turnUsage?.cost ?? null) !== (b.turnUsage?.cost ?? null);
+    return a.entry !== b.entry || a.resultsKey !== b.resultsKey || a.key !== b.key || this.props.label !== next.label || (a.turnUsage?.cost ?? null) !== (b.turnUsage?.cost ?? null);
   }
 
   render({ item, label, actions, store }, { error, errorEntry }) {
@@ -259,6 +329,7 @@ export class EntryItem extends Component {
     }
     const View = VIEWS[item.kind];
     if (!View) return html`<${NoteLine} entry=${item.entry} kind=${item.kind} />`;
+    if (item.kind === "turn") return html`<${TurnCard} item=${item} label=${label} actions=${actions} store=${store} />`;
     return html`<${View} entry=${item.entry} results=${item.results} label=${label} actions=${actions} store=${store} turnUsage=${item.turnUsage} />`;
   }
 }

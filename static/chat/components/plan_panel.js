@@ -7,14 +7,16 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer } from "./tool_renderers.js";
-import { planAt } from "../plan.js";
+import { planAt, planPinned } from "../plan.js";
 import { stateToken } from "../state_tokens.js";
 
 const MARKS = { pending: "○", in_progress: "◐", completed: "●" };
 
 function openByDefault() {
   try {
-    return localStorage.getItem("neta.planOpen") !== "false";
+    const kept = localStorage.getItem("neta.planOpen");
+    // On a phone the plan shows its head (progress and current item) until opened.
+    return kept === null ? !narrow() : kept !== "false";
   } catch {
     return true;
   }
@@ -52,7 +54,7 @@ export function PlanPanel({ store }) {
   useEffect(() => {
     if (!waiting) setUnfolded(false); // the next question folds it again
   }, [waiting]);
-  if (!plan || plan.total === 0) return null;
+  if (!planPinned(plan, snapshot, (id) => store.entry(id), store.running)) return null;
   // While a question waits on a narrow screen the plan shows its head only (the reader's
   // own choice, kept in localStorage, comes back after the answer).
   const folded = waiting && narrow() && !unfolded;

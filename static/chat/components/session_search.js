@@ -11,8 +11,8 @@ import { sessionApi, sessionsApi } from "../api.js";
 
 const PAUSE_MS = 250;
 
-/** The search box; `onResults(null)` when cleared, else the hits. */
-export function SessionSearch({ agent, onResults }) {
+/** The search box (every session of yours, whatever its agent); `onResults(null)` when cleared, else the hits. */
+export function SessionSearch({ agent = null, onResults }) {
   const [query, setQuery] = useState("");
   const [error, setError] = useState(null);
   const timer = useRef(null);
@@ -42,7 +42,7 @@ export function SessionSearch({ agent, onResults }) {
   return html`
     <div class="session-search">
       <label for="session-search-input" class="visually-hidden">Search sessions</label>
-      <input id="session-search-input" type="search" placeholder="Search titles and messages" maxlength="200" value=${query}
+      <input id="session-search-input" type="search" placeholder="Search all your sessions" maxlength="200" value=${query}
         onInput=${(e) => setQuery(e.currentTarget.value)} onKeyDown=${(e) => e.key === "Escape" && setQuery("")} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
     </div>
@@ -50,7 +50,7 @@ export function SessionSearch({ agent, onResults }) {
 }
 
 /** Archive or delete, after a confirmation in a modal dialog. */
-export function SessionRowActions({ session, title: shownTitle, current, onGone }) {
+export function SessionRowActions({ session, title: shownTitle, current, onGone, onPin = null }) {
   const [asking, setAsking] = useState(null); // "archive" | "delete" | null
   const [error, setError] = useState(null);
   const dialog = useRef(null);
@@ -74,6 +74,7 @@ export function SessionRowActions({ session, title: shownTitle, current, onGone 
   };
   return html`
     <span class="session-actions">
+      ${onPin ? html`<button type="button" class="icon-button" aria-label=${`${session.pinned ? "Unpin" : "Pin"} ${title}`} aria-pressed=${Boolean(session.pinned)} title=${session.pinned ? "Unpin" : "Pin to the top"} onClick=${onPin}>${session.pinned ? "★" : "☆"}</button>` : null}
       <button type="button" class="icon-button" aria-label=${`Archive ${title}`} title="Archive" onClick=${() => { setError(null); setAsking("archive"); }}>Archive</button>
       <button type="button" class="icon-button danger-text" aria-label=${`Delete ${title}`} title="Delete" onClick=${() => { setError(null); setAsking("delete"); }}>Delete</button>
       <dialog ref=${dialog} class="dialog" aria-labelledby=${`confirm-${session.sessionId}`} onCancel=${(e) => { e.preventDefault(); setAsking(null); }}>

@@ -7,6 +7,8 @@ import { useStore } from "./hooks.js";
 import { sessionsApi } from "../api.js";
 import { ArchivedSessions, SessionRowActions, SessionSearch } from "./session_search.js";
 import { liveEntryCount, shownTitle } from "../session_title.js";
+import { groupSessions } from "../session_groups.js";
+import { sessionApi } from "../api.js";
 
 function when(iso) {
   const date = new Date(iso);
@@ -23,7 +25,7 @@ function agentUrl(data, name) {
 
 export function SessionList({ data, store, open, onClose, onNew }) {
   useStore(store, ["session", "tree"]);
-  const [sessions, setSessions] = useState(data.sessions);
+  const [sessions, setSessions] = useState(() => mergePinned(data.sessions, data.pinned));
   const [error, setError] = useState(null);
   const [hits, setHits] = useState(null); // search results (null: not searching)
   const current = data.sessionId;
@@ -35,7 +37,16 @@ export function SessionList({ data, store, open, onClose, onNew }) {
     setHits((list) => list && list.filter((h) => h.session.sessionId !== sessionId));
     if (sessionId === current) window.location.assign(`${data.urls.home}?agent=${encodeURIComponent(data.agent.name)}&new=1`);
   };
-  const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet })) : sessions;
+  const shown = hits ? hits.map((h) => ({ ...h.session, snippet: h.snippet, pinned: false })) : sessions;
+  const groups = hits ? [{ label: null, sessions: shown }] : groupSessions(shown);
+  const togglePin = async (row) => {
+    try {
+      const { pinned } = await sessionApi(row.sessionId).pin(!row.pinned);
+      setSessions((list) => list.map((s) => (s.sessionId === row.sessionId ? { ...s, pinned } : s)));
+    } catch (e) {
+      setError(`Could not ${row.pinned ? "unpin" : "pin"}: ${e.message}`);
+    }
+  };
   const liveTitle = store.snapshot ? shownTitle(store).text : "";
   const liveCount = liveEntryCount(store);
 
@@ -43,7 +54,11 @@ export function SessionList({ data, store, open, onClose, onNew }) {
     if (!open) return;
     sessionsApi
       .list(data.agent.name)
-      .then((page) => setSessions(page.results.filter((s) => s.messageCount || s.title || s.sessionId === current).map((s) => ({ sessionId: s.sessionId, title: s.title, updatedAt: s.updatedAt, entryCount: s.entryCount }))))
+      .then((page) => setSessions((before) => {
+        const pins = new Set(before.filter((s) => s.pinned).map((s) => s.sessionId));
+        const fresh = page.results.filter((s) => s.messageCount || s.title || s.sessionId === current).map((s) => ({ sessionId: s.sessionId, title: s.title, agent: s.agent, updatedAt: s.updatedAt, entryCount: s.entryCount, pinned: pins.has(s.sessionId) }));
+        return mergePinned(fresh, before.filter((s) => s.pinned));
+      }))
       .catch((e) => setError(e.message));
   }, [open]);
 
@@ -60,23 +75,29 @@ export function SessionList({ data, store, open, onClose, onNew }) {
         </select>
       </label>
       <button type="button" class="primary new-session" onClick=${onNew}>+ New session</button>
-      <${SessionSearch} agent=${data.agent.name} onResults=${setHits} />
+      <${SessionSearch} onResults=${setHits} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
       ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">No session matches.</p>` : null}
       <ul class="sessions" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
-        ${shown.map(
-          (s) => html`<li key=${s.sessionId}>
+        ${groups.map((group) => html`
+          ${group.label ? html`<li class="session-group" role="presentation" key=${`g-${group.label}`}><h3>${group.label}</h3></li>` : null}
+          ${group.sessions.map((s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
-              <span class="session-name">${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
-              <span class="muted session-meta">${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
+              <span class="session-name">${s.pinned ? html`<span class="pin-mark" aria-label="pinned">★ </span>` : null}${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
+              <span class="session-meta">${s.agent && s.agent !== data.agent.name ? `${s.agent} · ` : ""}${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
               ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
-            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} />`}
-          </li>`,
-        )}
+            ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} onPin=${hits ? null : () => togglePin(s)} />`}
+          </li>`)}`)}
       </ul>
       <${ArchivedSessions} agent=${data.agent.name} current=${current} added=${archivedNow}
         onRestored=${(row) => setSessions((list) => [row, ...list.filter((s) => s.sessionId !== row.sessionId)])} />
     </nav>
   `;
+}
+
+/** The agent's recent sessions with the pinned ones (of any agent) added, each once. */
+function mergePinned(sessions, pinned = []) {
+  const seen = new Set(sessions.map((s) => s.sessionId));
+  return [...sessions, ...(pinned ?? []).filter((s) => !seen.has(s.sessionId)).map((s) => ({ ...s, pinned: true }))];
 }

@@ -17,7 +17,7 @@ export function StateBadge({ status, label = null }) {
  * the actions (`Retry` when `onRetry` is given). `status` is any status word (a failed
  * answer: "failed", an aborted one: "aborted", one cut at the output limit: "partial").
  */
-export function ActionRetryBar({ status, label = null, text, onRetry = null, retryTitle = "", className = "" }) {
+export function ActionRetryBar({ status, label = null, text, onRetry = null, retryTitle = "", className = "", action = null }) {
   const token = stateToken(status);
   return html`
     <div class=${`panel action-bar state-${token}${className ? ` ${className}` : ""}`} data-state=${token} role=${token === "failed" ? "alert" : "note"}>
@@ -26,6 +26,7 @@ export function ActionRetryBar({ status, label = null, text, onRetry = null, ret
         <span class="action-bar-text">${text}</span>
         <span class="spacer"></span>
         ${onRetry ? html`<button type="button" class="icon-button action-retry" onClick=${onRetry} title=${retryTitle || undefined}>Retry</button>` : null}
+        ${action}
       </div>
     </div>
   `;

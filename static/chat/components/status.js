@@ -7,8 +7,10 @@ import { formatTokens } from "../conversation_model.js";
 import { stateToken } from "../state_tokens.js";
 import { meterTokens } from "../context_meter.js";
 
-const RUN_LABELS = { idle: "idle", queued: "queued", running: "running", waiting: "waiting for you", completed: "done", aborted: "aborted", failed: "failed", lost: "lost" };
-const CONNECTION_LABELS = { connecting: "connecting…", syncing: "syncing…", live: "live", reconnecting: "reconnecting", offline: "offline" };
+// Everyday words: a run that is idle or done and a connection that is live say nothing
+// (their elements stay, quiet, with their data-state); the rest says what is going on.
+const RUN_LABELS = { idle: "", queued: "Starting…", running: "Working…", waiting: "Waiting for you", completed: "", aborted: "Aborted", failed: "Failed", lost: "Lost (the server stopped)" };
+const CONNECTION_LABELS = { connecting: "Connecting…", syncing: "Catching up…", live: "", reconnecting: "Connection lost: reconnecting", offline: "Offline" };
 
 function Countdown({ at }) {
   const [, tick] = useState(0);
@@ -35,29 +37,30 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
   const notes = store.runNotes.runId && store.runNotes.runId === store.run.runId ? store.runNotes.notes : [];
   // The run's latest note (a failover, a clamped thinking level); all of them on hover.
   const lastNote = notes.length ? notes[notes.length - 1] : null;
+  const hasMessages = Boolean(store.snapshot?.entries?.some((e) => e?.type === "message"));
+  const runQuiet = !RUN_LABELS[run];
+  const narrow = typeof matchMedia === "function" && matchMedia("(max-width: 900px)").matches;
   return html`
     <div class="status-bar" role="status" aria-label="Status">
       <span class="status-item context-usage" title="Context used by the active path">
         <span class="meter" aria-hidden="true"><span class=${percent > 80 ? "meter-fill warn" : "meter-fill"} style=${`width:${percent.toFixed(1)}%`}></span></span>
         <span title=${meter.approximate ? "estimated from the summary and the kept messages (compacted since the last answer)" : undefined}>${meter.approximate ? "~" : ""}${formatTokens(tokens)}</span> / ${formatTokens(window)} tokens
       </span>
-      ${onCompact ? html`<button type="button" class="link-button compact-button" disabled=${store.running || !store.snapshot} onClick=${onCompact} title="Summarize the older part of the context to free room (Pi's /compact; /compact instructions also works in the composer)">Compact</button>` : null}
-      <span class="status-item" title="Model">◆ ${model}</span>
-      <span class="status-item" title="Thinking level">θ ${thinking}</span>
-      ${agent.sandbox
+      ${onCompact ? html`<button type="button" class="link-button compact-button" disabled=${store.running || !store.snapshot || !hasMessages || !tokens} onClick=${onCompact} title="Summarize the older part of the context to free room (Pi's /compact; /compact instructions also works in the composer)">Compact</button>` : null}
+      ${narrow ? null : html`<span class="status-item model-name-status" title=${`Model of this conversation: ${model}; thinking level ${thinking}`}>${model}${thinking && thinking !== "off" ? ` · thinking ${thinking}` : ""}</span>`}
+      ${agent.sandbox && agent.sandbox.mode !== "bwrap"
         ? html`<span class=${`status-item sandbox sandbox-${agent.sandbox.mode}`} data-mode=${agent.sandbox.mode}
-            title=${agent.sandbox.mode === "bwrap" ? "Tool commands run in a bubblewrap sandbox" : `Tool commands run without a sandbox: ${agent.sandbox.reason}`}>
-            ${agent.sandbox.mode === "bwrap" ? "" : "⚠ "}sandbox: ${agent.sandbox.mode}</span>`
+            title=${`The agent's shell commands run without isolation: ${agent.sandbox.reason}`}>⚠ Commands not isolated</span>`
         : null}
-      <span class=${`status-item run-state run-${run}${run === "idle" ? "" : ` state-${stateToken(run)}`}`} data-state=${run}>
-        ${run === "running" ? html`<span class="spinner" aria-hidden="true"></span>` : null} Run: ${RUN_LABELS[run] ?? run}
-        ${store.run.error && run !== "running" ? html`<span class="muted run-error" title=${store.run.error}> (${store.run.error.slice(0, 60)})</span>` : null}
+      <span class=${`status-item run-state run-${run}${run === "idle" ? "" : ` state-${stateToken(run)}`}${runQuiet ? " quiet" : ""}`} data-state=${run}>
+        ${run === "running" || run === "queued" ? html`<span class="spinner" aria-hidden="true"></span>` : null} ${RUN_LABELS[run] ?? run}
+        ${store.run.error && run !== "running" && !runQuiet ? html`<span class="run-error" title=${store.run.error}>: ${store.run.error.slice(0, 60)}</span>` : null}
       </span>
       ${lastNote
         ? html`<span class=${`status-item run-note note-${lastNote.kind}`} data-kind=${lastNote.kind}
             title=${notes.map((n) => n.text).join("\n")}>${lastNote.kind === "failover" ? "↪ " : "θ "}${lastNote.text.slice(0, 160)}</span>`
         : null}
-      <span class=${`status-item connection conn-${connection.state}`} data-state=${connection.state}>
+      <span class=${`status-item connection conn-${connection.state}${connection.state === "live" ? " quiet" : ""}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
         ${connection.state === "reconnecting" && connection.retryAt ? html`<${Countdown} at=${connection.retryAt} />` : null}
         ${connection.state === "reconnecting" || connection.state === "offline" ? html` <button type="button" class="link-button" onClick=${onReconnect}>Reconnect now</button>` : null}

@@ -13,10 +13,10 @@ import { registerToolRenderer, ToolCard } from "./tool_renderers.js";
 import { api } from "../api.js";
 import { renderMarkdown } from "../markdown.js";
 import { formatCost, formatTokens } from "../conversation_model.js";
-import { batchRows, heldBatchRows, isTerminalChild, usageCost, usageTokens } from "../subagents.js";
-import { STATE_LABELS } from "../state_tokens.js";
+import { batchOutcome, batchRows, heldBatchRows, isTerminalChild, usageCost, usageTokens } from "../subagents.js";
+import { STATE_LABELS, stateToken } from "../state_tokens.js";
 import { StateBadge } from "./state_parts.js";
-import { Thinking } from "./messages.js";
+import { Thinking } from "./thinking.js";
 
 const REPLAY_PAGE = 500;
 const replaying = new Set(); // runIds with a replay request in flight (one at a time per child)
@@ -208,8 +208,7 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
   const now = useTicker(live && running);
   const counts = {};
   for (const row of rows) counts[row.token] = (counts[row.token] ?? 0) + 1;
-  const worst = ["failed", "timed-out", "aborted", "partial"].find((t) => rows.some((r) => r.token === t));
-  const token = live && running ? "running" : state === "cancelled" ? "aborted" : worst ?? "done";
+  const token = live && running ? "running" : stateToken(batchOutcome(rows.map((r) => r.status), state));
   // Every child not ended, at once (a queued one never starts; a running one is told to stop).
   const cancelAll = async () => {
     const open = rows.filter((r) => !isTerminalChild(r.status));
@@ -262,13 +261,9 @@ export function SubagentRowStatus({ entry, inFlight }) {
   return html`<${StateBadge} status=${inFlight ? "running" : batchStatus(entry)} />`;
 }
 
-/** One word for a finished batch: all completed, else the worst of its children. */
+/** One word for a finished batch (batchOutcome). */
 export function batchStatus(entry) {
-  const state = entry.metadata?.state;
-  if (state === "cancelled") return "cancelled";
-  const statuses = (Array.isArray(entry.runs) ? entry.runs : []).map((r) => r?.status);
-  for (const worst of ["failed", "lost", "timed_out", "cancelled", "partial"]) if (statuses.includes(worst)) return worst;
-  return state === "budget_stopped" ? "partial" : "completed";
+  return batchOutcome((Array.isArray(entry.runs) ? entry.runs : []).map((r) => r?.status), entry.metadata?.state);
 }
 
 registerToolRenderer("delegate_task", delegateRenderer((args) => [args]));
@@ -277,6 +272,14 @@ registerToolRenderer("delegate_chain", delegateRenderer((args) => args?.steps));
 
 function delegateRenderer(tasksOf) {
   return {
+    // The card says how the batch ended, not whether the model was told of a failure: a child
+    // cancelled by hand beside two that completed is "partial", not an error.
+    status: (result) => {
+      const results = result?.message?.details?.results;
+      if (!Array.isArray(results) || !results.length) return null;
+      const outcome = batchOutcome(results.map((r) => r?.status), null);
+      return outcome === "completed" ? "done" : outcome === "partial" ? "partial" : outcome === "cancelled" ? "cancelled" : "error";
+    },
     summary: (args) => {
       const tasks = Array.isArray(tasksOf(args)) ? tasksOf(args) : [];
       return `${tasks.length} ${tasks.length === 1 ? "task" : "tasks"}: ${tasks.map((t) => t?.agent ?? "?").join(", ")}`;

@@ -4,9 +4,9 @@
 // Unknown tools get the generic renderer (arguments as JSON, output as text).
 
 import { Component } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
-import { highlightCode, languageForPath } from "../markdown.js";
+import { highlightCode, languageForPath, languageReady, loadLanguage } from "../markdown.js";
 import { contentText } from "../tree_model.js";
 import { useStore } from "./hooks.js";
 import { stateToken } from "../state_tokens.js";
@@ -39,6 +39,11 @@ function parsedArgs(call) {
 }
 
 function Output({ text, language = null, className = "" }) {
+  // A language not loaded yet: drawn plain, then highlighted once its module is there.
+  const [, loaded] = useState(false);
+  useEffect(() => {
+    if (language && !languageReady(language)) loadLanguage(language).then((ok) => ok && loaded(true));
+  }, [language]);
   const highlighted = language ? highlightCode(text, language) : null;
   if (highlighted !== null) return html`<pre class=${`tool-output ${className}`}><code class="hljs" dangerouslySetInnerHTML=${{ __html: highlighted }}></code></pre>`;
   return html`<pre class=${`tool-output ${className}`}><code>${text}</code></pre>`;
@@ -63,10 +68,13 @@ const GENERIC = {
   `,
 };
 
+// The summary line shows a short one-line command whole: the body repeats only a longer one.
+const SHORT_COMMAND = 72;
+
 registerToolRenderer("bash", {
   summary: (args) => (args?.command ? `$ ${args.command.split("\n")[0]}` : ""),
   Body: ({ args, result, output }) => html`
-    ${args?.command ? html`<${Output} text=${`$ ${args.command}`} language="bash" className="command" />` : null}
+    ${args?.command && (args.command.includes("\n") || args.command.length > SHORT_COMMAND) ? html`<${Output} text=${`$ ${args.command}`} language="bash" className="command" />` : null}
     ${result || output ? html`<${Output} text=${result ? resultText(result) : output.text} className="terminal" />` : null}
   `,
 });
@@ -159,14 +167,15 @@ export class ToolCard extends Component {
     const renderer = rendererFor(call.name);
     const args = parsedArgs(call);
     const isError = Boolean(result?.message?.isError);
-    const status = result ? (isError ? "error" : "done") : streaming ? "calling" : renderer.pendingStatus ?? "running";
+    const own = result && renderer.status ? renderer.status(result) : null;
+    const status = result ? own ?? (isError ? "error" : "done") : streaming ? "calling" : renderer.pendingStatus ?? "running";
     const body = (output) => html`<${renderer.Body} call=${call} args=${args} result=${result} output=${output} running=${!result} />`;
     return html`
-      <details class=${`tool-card tool-${status} state-${stateToken(status)}`} open=${!result || isError} data-tool=${call.name} data-call-id=${call.id}>
+      <details class=${`tool-card tool-${status} state-${stateToken(status)}`} open=${!result || status === "error"} data-tool=${call.name} data-call-id=${call.id}>
         <summary>
           <span class="tool-name">${call.name || "tool"}</span>
           <span class="tool-summary">${renderer.summary(args ?? {})}</span>
-          <span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…", waiting: "waiting for you" }[status]}</span>
+          <span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…", waiting: "waiting for you", partial: "◐ partial", cancelled: "cancelled" }[status]}</span>
         </summary>
         <div class="tool-body">
           ${result || !store ? body(null) : html`<${LiveOutput} store=${store} callId=${call.id}>${(output) => body(output)}</${LiveOutput}>`}

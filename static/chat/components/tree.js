@@ -67,7 +67,7 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle, onExpand }) {
  * `readOnly` (the console's session page): the same tree, with no leaf moves, labels or
  * forks — selecting and folding only.
  */
-export function TreeSidebar({ store, actions, open, onClose, readOnly = false }) {
+export function TreeSidebar({ store, actions, open, onClose, readOnly = false, drawer = false }) {
   useStore(store, ["tree", "leaf"]);
   // The conversation paints first; the tree is built in the task after that paint.
   const [ready, setReady] = useState(false);
@@ -79,6 +79,7 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
   const snapshot = ready ? store.treeSnapshot() : null; // with any older entries paged in
   const older = store.older;
   const [filter, setFilter] = useState("all");
+  const [notes, setNotes] = useState(false); // bookkeeping rows (titles, labels, model changes) shown
   const [collapsed, setCollapsed] = useState(() => new Set());
   const [expanded, setExpanded] = useState(() => new Set());
   const [selected, setSelected] = useState(null);
@@ -89,11 +90,11 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
   const list = useRef(null);
 
   const model = useMemo(
-    () => (snapshot ? buildRows({ snapshot, lookup: (id) => store.entry(id), filter, collapsed, expanded }) : { rows: [], indexById: new Map(), total: 0, shown: 0 }),
-    [snapshot?.entries, snapshot?.activePath, snapshot?.labelsByEntryId, snapshot?.inFlight, filter, collapsed, expanded],
+    () => (snapshot ? buildRows({ snapshot, lookup: (id) => store.entry(id), filter, collapsed, expanded, notes }) : { rows: [], indexById: new Map(), total: 0, shown: 0, leafId: null }),
+    [snapshot?.entries, snapshot?.activePath, snapshot?.labelsByEntryId, snapshot?.inFlight, filter, collapsed, expanded, notes],
   );
   const { rows, indexById } = model;
-  const selectedId = selected !== null && indexById.has(selected) ? selected : snapshot?.leafId ?? null;
+  const selectedId = selected !== null && indexById.has(selected) ? selected : model.leafId ?? null;
   const selectedIndex = selectedId !== null ? indexById.get(selectedId) ?? -1 : -1;
 
   useLayoutEffect(() => {
@@ -122,7 +123,7 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
   const announced = useRef(false);
   useEffect(() => {
     if (!snapshot) return;
-    const index = indexById.get(snapshot.leafId);
+    const index = indexById.get(model.leafId);
     if (index !== undefined) reveal(index);
     if (!announced.current) {
       announced.current = true;
@@ -134,10 +135,16 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
   }, [snapshot?.leafId, snapshot !== null]);
 
   const showInConversation = useMemo(() => frameThrottle((id) => revealEntry(id)), []);
+  const go = readOnly ? () => {} : (id) => (actions.treeGo ?? actions.goTo)(id);
   const select = (id) => {
     setSelected(id);
     setEditing(null);
-    showInConversation(id); // selecting a node scrolls the conversation to it (when on the active path)
+    // Selecting a node scrolls the conversation to it (when on the active path). As a drawer
+    // (a phone) the tree then gets out of the way, so the entry is seen; a node off the path
+    // stays selected in the open drawer, with its actions (Go here, Label, Fork).
+    if (drawer) {
+      if (revealEntry(id)) onClose();
+    } else showInConversation(id);
   };
   const expand = (id) => {
     const next = new Set(expanded);
@@ -177,7 +184,7 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
     if (readOnly && ["Enter", "l", "L", "f", "F"].includes(event.key)) return;
     if (event.key === "Enter") {
       event.preventDefault();
-      actions.goTo(row.id);
+      go(row.id);
     } else if (event.key === "ArrowLeft" && row.branchPoint && !row.collapsed) {
       event.preventDefault();
       toggle(row.id);
@@ -212,8 +219,10 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
             <span class="muted">${snapshot.page.totalEntries - snapshot.entries.length} older not shown</span>
           </div>`
         : null}
-      <div class="tree-filters" role="radiogroup" aria-label="Show">
-        ${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}
+      <div class="tree-filters">
+        <span class="tree-filter-group" role="radiogroup" aria-label="Show">${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}</span>
+        <button type="button" class=${notes ? "chip active notes-toggle" : "chip notes-toggle"} aria-pressed=${notes} onClick=${() => setNotes(!notes)}
+          title="Titles, labels, model and thinking-level changes, feedback: folded into the entry before them unless shown">Notes</button>
       </div>
       <div
         class="tree-viewport"
@@ -225,7 +234,7 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
         onKeyDown=${onKey}
       >
         <div class="tree-spacer" ref=${list} style=${`height:${rows.length * ROW}px`}>
-          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${readOnly ? () => {} : actions.goTo} onToggle=${toggle} onExpand=${expand} />`)}
+          ${visible.map((row, i) => html`<${TreeRow} key=${row.id} row=${row} top=${(start + i) * ROW} selected=${row.id === selectedId} onSelect=${select} onGo=${go} onToggle=${toggle} onExpand=${expand} />`)}
         </div>
       </div>
       ${selectedRow
@@ -241,7 +250,7 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false })
               : html`
                   <span class="selected-text" title=${rowText(selectedRow)}>${kindIcon(selectedRow.kind)} ${rowText(selectedRow)}</span>
                   <div class="button-row">
-                    <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${() => actions.goTo(selectedRow.id)} title="Enter">Go here</button>
+                    <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${async () => { await go(selectedRow.id); if (drawer) onClose(); }} title="Enter">Go here</button>
                     <button type="button" class="small" onClick=${() => setEditing(selectedRow.id)} title="L">Label</button>
                     <button type="button" class="small" onClick=${() => actions.fork(selectedRow.id)} title="F: a new session holding the path up to here">Fork</button>
                   </div>

@@ -6,30 +6,38 @@
 
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
-import { useStore } from "./hooks.js";
+import { useBusy, useStore } from "./hooks.js";
 import { stepVersion, versionsOf } from "../versions_model.js";
+
+/** Renders `children(busy)`: busy while a run is active (moves in the tree wait for it). */
+export function RunBlocked({ store, children }) {
+  return children(useBusy(store));
+}
 
 export function VersionSwitcher({ entry, store, actions }) {
   useStore(store, ["tree"]);
+  const busy = useBusy(store);
   const snapshot = store.snapshot ? store.treeSnapshot() : null;
   const versions = snapshot ? versionsOf(snapshot, (id) => store.entry(id), entry.id) : null;
   if (!versions) return null;
   const { ids, index } = versions;
+  const why = busy ? " (available when the run ends)" : "";
   const go = (step) => {
     const target = stepVersion(snapshot, (id) => store.entry(id), entry.id, step);
     if (target) actions.switchVersion(target);
   };
   return html`
     <span class="versions" role="group" aria-label=${`Version ${index + 1} of ${ids.length}`}>
-      <button type="button" class="icon-button version-step" aria-label="Previous version" title="Previous version" disabled=${index === 0} onClick=${() => go(-1)}>‹</button>
+      <button type="button" class="icon-button version-step" aria-label="Previous version" title=${`Previous version${why}`} disabled=${index === 0 || busy} onClick=${() => go(-1)}>‹</button>
       <span class="version-count" aria-hidden="true">${index + 1}/${ids.length}</span>
-      <button type="button" class="icon-button version-step" aria-label="Next version" title="Next version" disabled=${index === ids.length - 1} onClick=${() => go(+1)}>›</button>
+      <button type="button" class="icon-button version-step" aria-label="Next version" title=${`Next version${why}`} disabled=${index === ids.length - 1 || busy} onClick=${() => go(+1)}>›</button>
     </span>
   `;
 }
 
-export function RegenerateButton({ entry, actions }) {
-  return html`<button type="button" class="icon-button" onClick=${() => actions.regenerate(entry.id)} title="A new answer to the same message (the old one stays as a version)">Regenerate</button>`;
+export function RegenerateButton({ entry, actions, store }) {
+  return html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.regenerate(entry.id)}
+    title=${busy ? "Available when the run ends" : "A new answer to the same message (the old one stays as a version)"}>Regenerate</button>`}<//>`;
 }
 
 /** The user message's text as an editor: Save sends it as a sibling message, Escape gives up. */

@@ -1,0 +1,142 @@
+"""Documents in a prompt: a PDF, text, markdown or code file whose text goes into the
+user message (docs/chat.md, "Documents"; docs/api.md, ``documents`` of a prompt).
+
+A document is sent as ``{name, data (base64), mimeType?}``. Its text — a PDF's through
+pypdf, any other file decoded as UTF-8 — is stored in the user message as one text block
+with a document wrapper, so Pi, every model and every reader of the session see plain text:
+
+    <document name="notes.md" type="text/markdown" chars="1234">
+    …the text…
+    </document>
+
+A file that is too large, not readable (a PDF without a text layer, an encrypted one, a
+binary file, text that is not UTF-8) or whose text is over the limit is refused with the
+field ``documents[i]`` and what is wrong; nothing is written (the page keeps the prompt).
+"""
+
+from __future__ import annotations
+
+import binascii
+import io
+import logging
+
+from runtime.errors import RuntimeInputError
+
+logger = logging.getLogger(__name__)
+
+MAX_DOCUMENTS = 8
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024  # the file itself
+MAX_DOCUMENT_BASE64 = (MAX_DOCUMENT_BYTES + 2) // 3 * 4
+MAX_DOCUMENT_CHARS = 200_000  # its text (about 50,000 tokens)
+MAX_PDF_PAGES = 500
+MAX_NAME = 255
+
+PDF = "application/pdf"
+TEXT_TYPES = {
+    "md": "text/markdown", "markdown": "text/markdown", "txt": "text/plain", "csv": "text/csv", "json": "application/json",
+    "html": "text/html", "htm": "text/html", "xml": "application/xml", "yaml": "application/x-yaml", "yml": "application/x-yaml",
+}  # fmt: skip
+
+
+def _escape(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def wrap_document(name: str, mime_type: str, text: str, *, pages: int | None = None) -> str:
+    """The text block's text for a document (the wrapper the chat page shows as a chip)."""
+    extra = f' pages="{pages}"' if pages is not None else ""
+    return f'<document name="{_escape(name)}" type="{_escape(mime_type)}" chars="{len(text)}"{extra}>\n{text}\n</document>'
+
+
+def _clean_name(value, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RuntimeInputError(field, "needs a 'name' (the file's name)")
+    name = " ".join(value.split())  # one line
+    if len(name) > MAX_NAME:
+        raise RuntimeInputError(field, f"name is longer than {MAX_NAME} characters")
+    return name
+
+
+def _mime_type(name: str, given, data: bytes) -> str:
+    if given is not None and (not isinstance(given, str) or len(given) > 100):
+        raise RuntimeInputError("mimeType", "must be a media type such as text/plain")
+    if given == PDF or name.lower().endswith(".pdf") or data.startswith(b"%PDF-"):
+        return PDF
+    if given and given != "application/octet-stream":
+        return given
+    return TEXT_TYPES.get(name.rsplit(".", 1)[-1].lower(), "text/plain")
+
+
+def _pdf_text(data: bytes, field: str, name: str) -> tuple[str, int]:
+    from pypdf import PdfReader  # the PDF parser loads only when a PDF comes
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise RuntimeInputError(field, f"{name} is encrypted: save it without a password and attach it again")
+        pages = reader.pages
+        if len(pages) > MAX_PDF_PAGES:
+            raise RuntimeInputError(field, f"{name} has {len(pages)} pages; at most {MAX_PDF_PAGES} are read")
+        texts = []
+        total = 0
+        for page in pages:
+            text = page.extract_text() or ""
+            total += len(text)
+            if total > MAX_DOCUMENT_CHARS:
+                raise RuntimeInputError(field, f"the text of {name} is over {MAX_DOCUMENT_CHARS:,} characters: attach a part of it")
+            texts.append(text.strip())
+    except RuntimeInputError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError, NotImplementedError) as exc:
+        logger.info("document %r: not a readable PDF (%s)", name, exc)
+        raise RuntimeInputError(field, f"{name} could not be read as a PDF") from None
+    text = "\n\n".join(t for t in texts if t)
+    if not text.strip():
+        raise RuntimeInputError(field, f"{name} has no text to read (a scanned PDF?): attach it as images, or paste its text")
+    return text, len(pages)
+
+
+def _plain_text(data: bytes, field: str, name: str) -> str:
+    if b"\x00" in data[:8192]:
+        raise RuntimeInputError(field, f"{name} is not a text file: attach PDF, text, markdown or code files")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RuntimeInputError(field, f"{name} is not UTF-8 text") from None
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise RuntimeInputError(field, f"{name} holds {len(text):,} characters; at most {MAX_DOCUMENT_CHARS:,} fit a prompt: attach a part of it")
+    if not text.strip():
+        raise RuntimeInputError(field, f"{name} is empty")
+    return text.replace("\r\n", "\n")
+
+
+def clean_documents(documents) -> list[dict]:
+    """The prompt's documents as text blocks (``{"type": "text", "text": <wrapper>}``), in order."""
+    if documents in (None, []):
+        return []
+    if not isinstance(documents, list) or len(documents) > MAX_DOCUMENTS:
+        raise RuntimeInputError("documents", f"must be a list of at most {MAX_DOCUMENTS} documents")
+    blocks = []
+    for i, doc in enumerate(documents):
+        field = f"documents[{i}]"
+        if not isinstance(doc, dict):
+            raise RuntimeInputError(field, "must be an object {name, data, mimeType?}")
+        name = _clean_name(doc.get("name"), field)
+        raw = doc.get("data")
+        if not isinstance(raw, str) or not raw:
+            raise RuntimeInputError(field, "needs base64 'data' (the file's bytes)")
+        if len(raw) > MAX_DOCUMENT_BASE64:
+            raise RuntimeInputError(field, f"{name} is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB")
+        try:
+            data = binascii.a2b_base64(raw, strict_mode=True)
+        except (binascii.Error, ValueError):
+            raise RuntimeInputError(field, "'data' is not base64 (no whitespace or data URL prefix)") from None
+        mime_type = _mime_type(name, doc.get("mimeType"), data)
+        if mime_type == PDF:
+            text, pages = _pdf_text(data, field, name)
+            blocks.append({"type": "text", "text": wrap_document(name, PDF, text, pages=pages)})
+        else:
+            text = _plain_text(data, field, name)
+            blocks.append({"type": "text", "text": wrap_document(name, mime_type, text)})
+    return blocks

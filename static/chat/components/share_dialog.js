@@ -1,0 +1,97 @@
+// *Share* in the top bar: download the session (Pi JSONL, Markdown, an HTML page) and
+// read-only share links (made, copied, revoked here; docs/chat.md, "Share").
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { sessionApi } from "../api.js";
+import { download, fileName, htmlPage } from "../export_doc.js";
+import { copyText } from "./code_block.js";
+
+async function fetchText(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+  return response.text();
+}
+
+export function ShareDialog({ sessionId, title, open, onClose, readOnly }) {
+  const ref = useRef(null);
+  const [links, setLinks] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [copied, setCopied] = useState(null);
+  const api = sessionApi(sessionId);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (open && !dialog.open) dialog.showModal();
+    if (!open && dialog.open) dialog.close();
+    if (open) {
+      setError(null);
+      api.shares().then((body) => setLinks(body.results)).catch((e) => setError(e.message));
+    }
+  }, [open]);
+  const exportUrl = (format) => `/api/sessions/${encodeURIComponent(sessionId)}/export/${format ? `?as=${format}` : ""}`;
+  const save = async (kind) => {
+    setError(null);
+    try {
+      if (kind === "markdown") download(fileName(title, "md"), await fetchText(exportUrl("markdown")), "text/markdown");
+      else download(fileName(title, "html"), htmlPage(title, await fetchText(exportUrl("markdown"))), "text/html");
+    } catch (e) {
+      setError(`Could not download: ${e.message}`);
+    }
+  };
+  const share = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const link = await api.share();
+      setLinks((now) => [link, ...(now ?? [])]);
+      await copy(link);
+    } catch (e) {
+      setError(`Could not make a link: ${e.message}`);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const copy = async (link) => {
+    await copyText(new URL(link.url, window.location.origin).href);
+    setCopied(link.id);
+    setTimeout(() => setCopied(null), 1500);
+  };
+  const revoke = async (link) => {
+    try {
+      const done = await api.unshare(link.id);
+      setLinks((now) => now.map((l) => (l.id === link.id ? done : l)));
+    } catch (e) {
+      setError(`Could not revoke: ${e.message}`);
+    }
+  };
+  const live = (links ?? []).filter((l) => !l.revokedAt);
+  return html`
+    <dialog ref=${ref} class="dialog share-dialog" aria-labelledby="share-title" onClose=${onClose}>
+      <h2 id="share-title">Share and download</h2>
+      <h3 class="dialog-section">Download</h3>
+      <div class="button-row">
+        <a class="button-link" href=${exportUrl("")} download>Pi session (JSONL)</a>
+        <button type="button" onClick=${() => save("markdown")}>Markdown</button>
+        <button type="button" onClick=${() => save("html")}>HTML page</button>
+      </div>
+      <h3 class="dialog-section">Read-only link</h3>
+      <p class="muted small-text">Anyone with the link sees this conversation as it is now (the current branch), without signing in. Later messages are not shown; revoking stops the link at once.</p>
+      ${readOnly ? null : html`<div class="button-row"><button type="button" class="primary" disabled=${busy} onClick=${share}>${busy ? "Making a link…" : "Make a link and copy it"}</button></div>`}
+      ${live.length
+        ? html`<ul class="share-links" aria-label="Share links">
+            ${live.map((link) => html`<li key=${link.id}>
+              <a href=${link.url} target="_blank" rel="noopener">${new URL(link.url, window.location.origin).href}</a>
+              <span class="muted">${new Date(link.createdAt).toLocaleString()} · ${link.views} views</span>
+              <button type="button" class="small" onClick=${() => copy(link)}>${copied === link.id ? "Copied" : "Copy"}</button>
+              ${readOnly ? null : html`<button type="button" class="small danger-text" onClick=${() => revoke(link)}>Revoke</button>`}
+            </li>`)}
+          </ul>`
+        : links !== null
+          ? html`<p class="muted small-text">No live link.</p>`
+          : null}
+      ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
+      <div class="button-row dialog-close-row"><button type="button" onClick=${() => ref.current?.close()}>Close</button></div>
+    </dialog>
+  `;
+}
