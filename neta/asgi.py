@@ -6,7 +6,7 @@ of CSRF_TRUSTED_ORIGINS), exactly as Django's CSRF check wants it
 ``Authorization: Token …`` header (integrations).
 
 Requests and sockets run their synchronous code on fixed sets of threads that
-keep their database connections (``neta.http_threads``).
+keep their database connections (``infra.http_threads``).
 """
 
 import os
@@ -20,7 +20,7 @@ import django  # noqa: E402
 # Initialize Django (apps, settings) before anything imports models.
 django.setup(set_prefix=False)
 
-from neta.http_threads import PooledASGIHandler, keep_socket_connections  # noqa: E402
+from infra.http_threads import PooledASGIHandler, keep_socket_connections  # noqa: E402
 
 django_asgi_app = PooledASGIHandler(settings.NETA_HTTP_THREADS)
 keep_socket_connections()

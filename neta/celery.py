@@ -26,11 +26,11 @@ app.autodiscover_tasks(["runtime.runs", "runtime.subagents"])
 def _worker_process_setup(**_):
     """A worker runs its tasks one at a time on one thread for as long as it lives (the main
     thread with ``-P solo``, each prefork child's): that thread keeps its database
-    connection from task to task (``runtime.db_threads``; Celery's Django fixup still
+    connection from task to task (``infra.db_threads``; Celery's Django fixup still
     closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says. The
-    collector is set for a long-lived process (``neta.gc_tuning``)."""
-    from neta.gc_tuning import tune
-    from runtime.db_threads import keep_connections
+    collector is set for a long-lived process (``infra.gc_tuning``)."""
+    from infra.gc_tuning import tune
+    from infra.db_threads import keep_connections
 
     keep_connections()
     tune()

@@ -119,7 +119,7 @@ def database_from_url(url: str, *, base: Path) -> dict:
 
 def sqlite_database(path: Path) -> dict:
     return {
-        "ENGINE": "neta.sqlite_backend",  # Django's, with writers queued (neta/sqlite_backend/base.py)
+        "ENGINE": "infra.sqlite_backend",  # Django's, with writers queued (infra/sqlite_backend/base.py)
         "NAME": str(path),
         # Several processes (web, workers, tests' children) share the file.
         "OPTIONS": {

@@ -21,8 +21,8 @@ API), where Twisted would drop the connection or answer a bare 400
 (``install_long_line_answers``). Third: Twisted does not parse POST form fields Daphne never reads
 (``install_no_form_parsing``), and autobahn does not style the arguments of debug lines
 it drops (``install_quiet_autobahn``). Fourth: the garbage collector is set for a server
-once the application is built (``neta.gc_tuning``). Fifth: the embedded server's
-threads share one CPU (``neta.cpu_pin``, ``NETA_WEB_CPU``).
+once the application is built (``infra.gc_tuning``). Fifth: the embedded server's
+threads share one CPU (``infra.cpu_pin``, ``NETA_WEB_CPU``).
 """
 
 from __future__ import annotations
@@ -176,17 +176,17 @@ def _as_is(value, *args, **kwargs):
 
 def serve_tuned_gc() -> None:
     """Build the application now (Daphne then finds it imported) and tune the collector
-    around what it left alive (``neta.gc_tuning``)."""
+    around what it left alive (``infra.gc_tuning``)."""
     import neta.asgi  # noqa: F401 - Django set up, the application built
-    from neta.gc_tuning import tune
+    from infra.gc_tuning import tune
 
     tune()
 
 
 def serve_pinned() -> None:
-    """Pin the process's threads to one CPU (``neta.cpu_pin``); a bad ``NETA_WEB_CPU`` ends
+    """Pin the process's threads to one CPU (``infra.cpu_pin``); a bad ``NETA_WEB_CPU`` ends
     the start with its message."""
-    from neta.cpu_pin import pin
+    from infra.cpu_pin import pin
 
     try:
         pin()

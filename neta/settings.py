@@ -107,7 +107,7 @@ if _test_mysql_url:
     DATABASES["mysql"] = database_from_url(_test_mysql_url, base=BASE_DIR)
 # Persistent connections: a thread keeps its connection between its jobs (closed when
 # older than this many seconds; 0: after each one) and checks it before reusing it. The
-# threads a process runs its work on keep theirs whatever this says (runtime/db_threads.py):
+# threads a process runs its work on keep theirs whatever this says (infra/db_threads.py):
 # the inline pool, the HTTP request threads, the sockets' database thread and a Celery
 # worker's task thread — they are few and stay. This is for the rest.
 NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
@@ -183,7 +183,7 @@ NETA_WORKSPACE_DIR = env_path("NETA_WORKSPACE_DIR", VAR_DIR / "workspace", base=
 # at 2 turns/s); `python -m bench runtime_turn concurrent` measures it.
 NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
 # The web process runs requests' synchronous code (sync middleware, views) on this many
-# threads, reused (neta/http_threads.py); a request waits for a free one when all are busy.
+# threads, reused (infra/http_threads.py); a request waits for a free one when all are busy.
 NETA_HTTP_THREADS = env_int("NETA_HTTP_THREADS", 32, minimum=1)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
@@ -207,10 +207,10 @@ NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
 # budget / rate each gets its share (runtime/realtime/sinks.py StreamBudget); 0: no budget.
 NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
 # The server's and workers' garbage collector: the young generation's threshold (Python's
-# is 700) and a frozen startup heap (neta/gc_tuning.py); 0: Python's defaults.
+# is 700) and a frozen startup heap (infra/gc_tuning.py); 0: Python's defaults.
 NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
-# The CPU of the web process's threads (neta/cpu_pin.py): auto (the embedded server, inline
+# The CPU of the web process's threads (infra/cpu_pin.py): auto (the embedded server, inline
 # backend, on the CPU it starts on, when it may use several), off, or a CPU number.
 NETA_WEB_CPU = env_str("NETA_WEB_CPU", "auto")
 CELERY_BROKER_URL = env_str("NETA_CELERY_BROKER_URL", NETA_REDIS_URL or "redis://127.0.0.1:6379/0")
@@ -226,7 +226,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes every connection before and after each task unless connections
 # may be reused for this many tasks; a worker's task thread keeps its connection instead
-# (neta/celery.py, runtime/db_threads.py), checked at each task's start (runtime/runs/tasks.py).
+# (neta/celery.py, infra/db_threads.py), checked at each task's start (runtime/runs/tasks.py).
 CELERY_DB_REUSE_MAX = 1000
 # A round no worker picked up within one interval is dropped (the next one comes anyway), so a
 # beat left running while the workers are down does not pile up rounds in the broker.

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolcatalog.memo import recent
+from infra.memo import recent
 from toolcatalog.shared_types import ResolvedPaths, ToolError
 
 VAR_SECRETS = ("secret_key", "admin-password")

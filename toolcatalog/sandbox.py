@@ -45,8 +45,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolcatalog.cpu_affinity import spawning
-from toolcatalog.memo import recent
+from infra.cpu_affinity import spawning
+from infra.memo import recent
 from toolcatalog.shared_types import CancelSignal
 
 logger = logging.getLogger(__name__)
@@ -684,7 +684,7 @@ def run_command(
     clock = _Clock()
     outcome = CommandOutcome(exit_code=None, containment=cage.describe)
     try:
-        with spawning():  # the command gets every CPU, not the web process's one (toolcatalog/cpu_affinity.py)
+        with spawning():  # the command gets every CPU, not the web process's one (infra/cpu_affinity.py)
             proc = subprocess.Popen(
                 launcher_argv(argv, limits=limits, cage=cage),
                 cwd=os.fspath(cwd),

@@ -22,7 +22,7 @@ from django.db import DatabaseError
 from runtime.llm.clients import endpoint_origin
 from runtime.models import LlmProviderKind, ModelConfig
 from toolcatalog.environment import server_setting_reason
-from toolcatalog.memo import recent
+from infra.memo import recent
 
 logger = logging.getLogger(__name__)
 REUSE_SECONDS = 5.0

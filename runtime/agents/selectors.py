@@ -8,7 +8,7 @@ from runtime.models import (
     Agent,
 )
 from sessions_tree.models import AgentSession
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 
 
 def agent_for_session(meta: AgentSession) -> Agent:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from audit.services import record
 from runtime.models import ApiToken, TokenScope
 from runtime.realtime.publisher import withdraw_token
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 
 TOKEN_PREFIX = "neta_"
 PREFIX_CHARS = 12

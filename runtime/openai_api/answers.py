@@ -1,5 +1,5 @@
 """The answers: a stream of events, or one JSON body written when the turn has ended. Both
-give the request's thread back before they wait (``frees_thread``: neta/http_threads.py)."""
+give the request's thread back before they wait (``frees_thread``: infra/http_threads.py)."""
 
 from __future__ import annotations
 

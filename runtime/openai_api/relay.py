@@ -12,7 +12,7 @@ handed out in order and only once: a reply's text after the replies before it ar
 a block's after the blocks before it are complete.
 
 Its database reads run on a small pool of their own (``NETA_HTTP_THREADS`` stay free for
-requests: neta/http_threads.py). A request whose client goes away aborts the run as the
+requests: infra/http_threads.py). A request whose client goes away aborts the run as the
 chat page's Abort does (``run_abort`` as the caller).
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 
-from runtime import db_threads
+from infra import db_threads
 from runtime.models import AgentRun
 from runtime.openai_api.start import Started
 from runtime.openai_api.turns import Turn, turn_of
@@ -57,7 +57,7 @@ def _executor():
 
 
 def _job(fn, *args):
-    close_old_connections()  # a kept connection that broke is replaced (runtime/db_threads.py)
+    close_old_connections()  # a kept connection that broke is replaced (infra/db_threads.py)
     return fn(*args)
 
 

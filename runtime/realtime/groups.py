@@ -9,7 +9,7 @@ import time
 
 from runtime.realtime.sinks import bound_row
 from sessions_tree.models import AgentSession
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 
 GROUP_PREFIX = "neta.session."
 

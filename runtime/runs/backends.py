@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from runtime import db_threads
+from infra import db_threads
 from runtime.crash_points import crash_point
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.lifecycle import record_submission
@@ -151,7 +151,7 @@ def _inline_job(run_id: str, event: threading.Event) -> None:
 
 def _reuse_connections() -> None:
     """A pool thread keeps its database connection from one run to the next, whatever
-    ``NETA_DB_CONN_MAX_AGE`` says (``runtime.db_threads``): one that is broken, or left in
+    ``NETA_DB_CONN_MAX_AGE`` says (``infra.db_threads``): one that is broken, or left in
     a transaction, is closed, and the next use health-checks the rest."""
     close_old_connections()
 

@@ -49,7 +49,7 @@ from runtime.realtime import stream_events
 from runtime.realtime.sinks import StreamSink, default_sink
 from runtime.runs.locks import lock_session_id, lock_session_key, retry_on_deadlock
 from sessions_tree.models import AgentSession
-from sessions_tree.prepared import P, Prepared, insert, update_rows
+from infra.prepared import P, Prepared, insert, update_rows
 from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)

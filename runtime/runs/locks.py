@@ -52,7 +52,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transacti
 
 from sessions_tree.errors import SessionNotFound
 from sessions_tree.models import AgentSession
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 from sessions_tree.providers.base import load_meta_any
 
 logger = logging.getLogger(__name__)

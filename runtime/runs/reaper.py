@@ -45,7 +45,7 @@ from runtime.runs.questions import expire_questions
 from runtime.runs.selectors import runs_with_status
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)

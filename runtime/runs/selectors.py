@@ -7,7 +7,7 @@ from django.db.models import Count, Prefetch, Sum
 from django.db.models.functions import Substr, TruncDate
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, RunStatus
-from sessions_tree.prepared import P, Prepared
+from infra.prepared import P, Prepared
 
 
 def active_run(session_id: str) -> AgentRun | None:

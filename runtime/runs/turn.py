@@ -60,7 +60,7 @@ from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.models import AgentSession
-from sessions_tree.prepared import Increment, update_rows
+from infra.prepared import Increment, update_rows
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog import catalog_version

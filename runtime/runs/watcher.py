@@ -9,7 +9,7 @@ the same with a query each (50 sessions: 200 flag reads and 50 heartbeat writes 
 each write taking SQLite's writer lock, and one database connection per run).
 
 The thread keeps its database connection from one busy spell to the next
-(``runtime.db_threads``; checked when it wakes): closing it whenever no run was left cost
+(``infra.db_threads``; checked when it wakes): closing it whenever no run was left cost
 a new connection per turn in a Celery pool process, which runs one turn at a time. A
 process that has never run a turn has no watcher and no connection. A failed poll is
 logged and tried again at the next one: the watcher never ends a run. After a fork
@@ -26,7 +26,7 @@ import time
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from runtime.db_threads import keep_connections
+from infra.db_threads import keep_connections
 from runtime.models import AgentRun, RunStatus
 
 logger = logging.getLogger(__name__)

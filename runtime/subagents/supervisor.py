@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.subagents.envelope import TaskEnvelope
-from toolcatalog.cpu_affinity import unpin_thread
+from infra.cpu_affinity import unpin_thread
 from toolcatalog.environment import server_setting_reason
 from runtime.subagents.protocol import (
     PROTOCOL_VERSION,
@@ -222,7 +222,7 @@ class ChildSupervisor:
     # -- the monitor thread --------------------------------------------------------------
 
     def _main(self) -> None:
-        unpin_thread()  # the child gets every CPU, not the web process's one (toolcatalog/cpu_affinity.py)
+        unpin_thread()  # the child gets every CPU, not the web process's one (infra/cpu_affinity.py)
         try:
             self.proc = subprocess.Popen(
                 self.argv,

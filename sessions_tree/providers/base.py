@@ -54,7 +54,7 @@ from sessions_tree.limits import (
     check_header,
 )
 from sessions_tree.models import AgentSession, SessionEvent
-from sessions_tree.prepared import P, Prepared, insert, update_rows
+from infra.prepared import P, Prepared, insert, update_rows
 from sessions_tree.path import PathError
 from sessions_tree.snapshot import build_snapshot, session_summary
 from sessions_tree.tree import label_state

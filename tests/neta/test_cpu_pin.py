@@ -1,5 +1,5 @@
-"""The embedded web process on one CPU, its children on all (neta/cpu_pin.py,
-toolcatalog/cpu_affinity.py): the rules, a fresh interpreter, the real sandbox and a
+"""The embedded web process on one CPU, its children on all (infra/cpu_pin.py,
+infra/cpu_affinity.py): the rules, a fresh interpreter, the real sandbox and a
 real ``neta.serve``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from neta.cpu_pin import choose
+from infra.cpu_pin import choose
 
 REPO = Path(__file__).resolve().parents[2]
 ALL = set(range(4))
@@ -84,7 +84,7 @@ def cpus(tid):
     text = Path(f"/proc/self/task/{tid}/status").read_text()
     return next(l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("Cpus_allowed_list"))
 threads = {str(t.native_id): cpus(t.native_id) for t in (threading.main_thread(), before, after)}
-from toolcatalog.cpu_affinity import spawning, unpin_thread
+from infra.cpu_affinity import spawning, unpin_thread
 from toolcatalog.sandbox import run_command
 out = []
 outcome = run_command(["nproc"], cwd=Path("/tmp"), env=dict(os.environ), timeout=30, cancel=threading.Event(), on_output=out.append)

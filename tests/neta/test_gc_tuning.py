@@ -1,4 +1,4 @@
-"""The collector set for a long-lived process (neta/gc_tuning.py), in fresh interpreters."""
+"""The collector set for a long-lived process (infra/gc_tuning.py), in fresh interpreters."""
 
 from __future__ import annotations
 

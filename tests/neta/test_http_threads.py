@@ -1,5 +1,5 @@
 """Requests run their sync code on a fixed set of threads that keep their database connections
-(``neta.http_threads``, ``runtime.db_threads``), and the audit middleware runs on the event loop.
+(``infra.http_threads``, ``infra.db_threads``), and the audit middleware runs on the event loop.
 
 Driven through ``neta.asgi.application`` (the app Daphne serves), in-process.
 """
@@ -16,7 +16,7 @@ from channels.testing import HttpCommunicator
 from django.db.backends.signals import connection_created
 
 from audit.models import AuditEntry
-from neta.http_threads import PooledASGIHandler, _ExecutorPool
+from infra.http_threads import PooledASGIHandler, _ExecutorPool
 from runtime.api.tokens import api_token_create
 from runtime.sessions.services import session_start
 from tests.api.builders import default_agent
@@ -149,7 +149,7 @@ async def test_a_request_crosses_to_its_thread_a_few_times_not_once_per_middlewa
     chain made ~14 crossings (each sync-only middleware's request and response halves)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from runtime import db_threads
+    from infra import db_threads
 
     submits = []
 

@@ -56,7 +56,7 @@ def test_file_variant_for_secrets(monkeypatch, tmp_path):
 
 def test_database_urls(tmp_path):
     sqlite = database_from_url("sqlite:///var/x.sqlite3", base=tmp_path)
-    assert sqlite["ENGINE"] == "neta.sqlite_backend" and sqlite["NAME"] == str(tmp_path / "var/x.sqlite3")
+    assert sqlite["ENGINE"] == "infra.sqlite_backend" and sqlite["NAME"] == str(tmp_path / "var/x.sqlite3")
     mysql = database_from_url("mysql://root:p%40ss@127.0.0.1:3307/neta", base=tmp_path)
     assert (mysql["NAME"], mysql["USER"], mysql["PASSWORD"], mysql["PORT"]) == ("neta", "root", "p@ss", "3307")
     assert mysql["OPTIONS"]["charset"] == "utf8mb4"

@@ -1,4 +1,4 @@
-"""The SQLite backend's writer queue (neta/sqlite_backend): the threads of one process that
+"""The SQLite backend's writer queue (infra/sqlite_backend): the threads of one process that
 open a transaction queue on one lock per database file, held from ``BEGIN IMMEDIATE`` to
 the commit or rollback, so the next writer starts when the lock is released instead of
 sleeping in SQLite's busy handler."""
@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
-from neta.sqlite_backend.base import _queue
+from infra.sqlite_backend.base import _queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,7 +74,7 @@ def test_statements_are_converted_once_and_the_memory_of_them_stays_bounded(monk
     """Cursors remember each statement's SQLite form (``%s`` → ``?``, ``%%`` → ``%``):
     the same rows come back the second time, from the remembered form, and a process
     running ever-new statement texts empties the memory instead of growing it."""
-    from neta.sqlite_backend import base as backend
+    from infra.sqlite_backend import base as backend
 
     backend._converted.clear()
     get_user_model().objects.create_user("percent%user")

@@ -146,7 +146,7 @@ def test_the_editor_keeps_what_it_has_no_field_for(console, agent):
 
 
 def test_the_agent_page_leads_with_its_state_and_loses_no_field(console, agent):
-    from runtime.admin import grouped
+    from runtime.admin.common import grouped
 
     page = console.get(reverse("admin:runtime_agent_change", args=[agent.pk]))
     sets = page.context["adminform"].fieldsets

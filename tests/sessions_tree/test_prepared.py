@@ -1,4 +1,4 @@
-"""Prepared statements (``sessions_tree.prepared``) read and write what the ORM would, on
+"""Prepared statements (``infra.prepared``) read and write what the ORM would, on
 SQLite and on the real MariaDB server, compiling each shape once per connection."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sessions_tree.models import AgentSession, SessionEvent
-from sessions_tree import prepared
-from sessions_tree.prepared import Increment, P, Prepared, insert, update_rows
+from infra import prepared
+from infra.prepared import Increment, P, Prepared, insert, update_rows
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolcatalog.cpu_affinity import unpin_thread
+from infra.cpu_affinity import unpin_thread
 from toolcatalog.mcp.specs import ServerSpec
 
 logger = logging.getLogger(__name__)
@@ -448,7 +448,7 @@ class McpConnections:
                 ready = threading.Event()
 
                 def run() -> None:
-                    unpin_thread()  # it starts the stdio servers: they get every CPU (toolcatalog/cpu_affinity.py)
+                    unpin_thread()  # it starts the stdio servers: they get every CPU (infra/cpu_affinity.py)
                     asyncio.set_event_loop(loop)
                     loop.call_soon(ready.set)
                     loop.run_forever()

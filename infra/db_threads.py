@@ -4,7 +4,7 @@ Django gives every thread its own connection and, with ``CONN_MAX_AGE = 0``
 (``NETA_DB_CONN_MAX_AGE``' default), closes it after each request or job. That is
 right for threads that come and go, and wasteful for the fixed sets of threads a
 Neta process runs its work on: the inline pool (turns), the HTTP request threads
-(``neta.http_threads``), the sockets' database thread and a Celery worker's task
+(``infra.http_threads``), the sockets' database thread and a Celery worker's task
 thread (``neta.celery``). A new connection costs
 ~2 ms of CPU with SQLite (Django registers its functions and pragmas on each) and a
 round trip plus a login on MariaDB.
@@ -50,4 +50,4 @@ def _no_age_limit(sender, connection, **kwargs) -> None:
         connection.close_at = None
 
 
-connection_created.connect(_no_age_limit, dispatch_uid="runtime.db_threads.no_age_limit")
+connection_created.connect(_no_age_limit, dispatch_uid="infra.db_threads.no_age_limit")

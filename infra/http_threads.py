@@ -11,7 +11,7 @@ threads that are gone).
 ``PooledASGIHandler`` gives each request one of ``NETA_HTTP_THREADS`` executors
 of one thread each instead (``ThreadSensitiveContext(executor=…)``, asgiref's way
 to name the thread): the threads stay, keep their connections
-(``runtime.db_threads``), and a request waits for a free one when all are busy.
+(``infra.db_threads``), and a request waits for a free one when all are busy.
 Requests still never share a thread at the same time, so what Django keeps per
 thread (the connection, an open transaction) is the request's alone while it runs.
 
@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 
-from runtime import db_threads
+from infra import db_threads
 
 
 class _ExecutorPool:

@@ -21,7 +21,7 @@ may use more than one, and leaves a server whose turns run in Celery workers alo
 ``off`` never pins; a number pins to that CPU (it must be one the process may use).
 
 Children get the CPUs the process had before (a child starts with its creator
-thread's CPUs): ``toolcatalog.cpu_affinity`` keeps that set, and the places that start
+thread's CPUs): ``infra.cpu_affinity`` keeps that set, and the places that start
 children (a tool's command, a subagent's supervisor, an MCP server's connection)
 widen the starting thread to it. The other CPUs stay free for them and for the rest
 of the machine.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 
-from toolcatalog import cpu_affinity
+from infra import cpu_affinity
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The CPUs child processes start on when the web process is pinned to one (``neta/cpu_pin.py``).
+"""The CPUs child processes start on when the web process is pinned to one (``infra/cpu_pin.py``).
 
 A child starts with the CPUs of the thread that starts it. A pinned web process
 would hand its one CPU to every tool command, subagent and MCP server (``nproc`` in

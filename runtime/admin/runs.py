@@ -1,0 +1,237 @@
+"""Runs and subagent runs in the console: read-only pages, the abort and cancel actions (through
+the runs' services), the run's notes and feedback."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
+from django.db.models.functions import Substr
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from runtime.admin.common import ERROR_SHOWN, grouped
+from runtime.models import (
+    Agent,
+    AgentRun,
+    RunInput,
+    SubprocessRun,
+)
+from runtime.runs.prompts import run_abort
+from runtime.sessions.sharing import run_feedback
+from runtime.subagents.services import subprocess_run_cancel
+from sessions_tree.admin import ViewOnly
+from sessions_tree.admin_lists import (
+    LightListAdmin,
+    LightRelatedFilter,
+)
+
+
+class RunInputInline(ViewOnly, admin.TabularInline):
+    """A run's queued follow-ups and steers, as the runtime stored them (prompts add them)."""
+
+    model = RunInput
+    extra = 0
+    can_delete = False
+    readonly_fields = ("kind", "text", "consumed", "created_at")
+    fields = readonly_fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("images")  # not shown here (a prompt's images: megabytes)
+
+
+@admin.register(SubprocessRun)
+class SubprocessRunAdmin(ViewOnly, LightListAdmin):
+    """Subagent children: the host's records (docs/subagents.md); read-only, cancel through the service."""
+
+    list_display = ("run_id", "session_id", "agent", "task_index", "status", "error_code", "pid", "event_count", "created_at")
+    list_filter = ("status", "mode", "backend")
+
+    def lookup_allowed(self, lookup, value, request=None):
+        return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)  # the runs list links here
+    search_fields = ("run_id", "session_id", "batch_id")
+    show_full_result_count = False
+    readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
+    exclude = ("envelope",)
+    actions = ["cancel_runs"]
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
+
+    @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
+    def cancel_runs(self, request, queryset):
+        count = 0
+        for run in queryset:
+            if run.is_active:
+                subprocess_run_cancel(run, by=f"staff {request.user.username} (console)", actor=request.user)
+                count += 1
+        self.message_user(request, f"asked {count} subagent run(s) to stop")
+
+
+class RunDateFilter(admin.DateFieldListFilter):
+    title = "created"
+
+
+@admin.register(AgentRun)
+class AgentRunAdmin(ViewOnly, LightListAdmin):
+    """Runs: who, which agent and model, how long, what it cost, how it ended (the error's first
+    line, cut in the database: the column itself may be long), with links to the session and
+    the run's subagent children. Searchable by run, session, user and agent; filterable by date."""
+
+    list_display = (
+        "run_id_short", "user", "agent", "model_used", "status", "duration", "tokens", "cost_usd", "error_head", "session_link",
+        "subagent_link", "aborted_by", "created_at",
+    )
+    list_filter = ("status", ("created_at", RunDateFilter), ("agent", LightRelatedFilter))
+    search_fields = ("=run_id", "=session_id", "user__username", "agent__name")  # as get_search_results reads them
+    search_help_text = "A run or session id (whole), or part of a user's or agent's name."
+
+    def get_search_results(self, request, queryset, search_term):
+        """The search_fields, but the names are looked up in the users' and agents' tables first and
+        the runs filtered by those ids: no join, so the runs' indexes answer (a joined LIKE over
+        100k runs takes seconds)."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        users = get_user_model().objects.filter(username__icontains=term).values_list("id", flat=True)[:1000]
+        agents = Agent.objects.filter(name__icontains=term).values_list("id", flat=True)[:1000]
+        match = Q(session_id=term) | Q(user_id__in=list(users)) | Q(agent_id__in=list(agents))
+        try:
+            match |= Q(run_id=uuid.UUID(term))
+        except ValueError:
+            pass
+        return queryset.filter(match), False
+    # Prefetched, not joined (see list_queryset): no list_select_related.
+    list_select_related = ()
+    list_per_page = 50
+    show_full_result_count = False
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes", "feedback"]
+    inlines = [RunInputInline]
+    page_groups = (
+        (None, ("run_id", "status", "error", "run_notes", "feedback", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
+        ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
+        ("Where it ran", (
+            "backend", "worker", "host", "pid", "process_started", "submitted_at", "submissions", "heartbeat_at", "cancel_requested",
+            "in_flight_entry_id",
+        ), ("collapse",)),
+    )  # fmt: skip
+
+    def get_fieldsets(self, request, obj=None):
+        return grouped(self.get_fields(request, obj), self.page_groups, rest="More")
+    actions = ["abort_runs"]
+
+    def list_queryset(self, queryset):
+        children = (
+            SubprocessRun.objects.filter(parent_run=OuterRef("pk")).order_by().values("parent_run").annotate(n=Count("id")).values("n")
+        )
+        # The agent, its model and the users come in three small queries after the page's: joined,
+        # the database may start from the agents and sort every run (seconds at 100k runs) where
+        # the runs' created_at index alone yields the page (bench/console_lists.py).
+        users = get_user_model().objects.only("id", "username")
+        return (
+            super()
+            .list_queryset(queryset)
+            .annotate(error_first=Substr("error", 1, ERROR_SHOWN), subagent_total=Subquery(children))
+            .prefetch_related(
+                Prefetch("agent", queryset=Agent.objects.select_related("model").only("id", "name", "model__name")),
+                Prefetch("user", queryset=users),
+                Prefetch("cancelled_by", queryset=users),
+            )
+        )
+
+    @admin.display(description="run", ordering="created_at")
+    def run_id_short(self, obj):
+        return str(obj.run_id)[:8]
+
+    @admin.display(description="model")
+    def model_used(self, obj):
+        name = obj.model_name or obj.agent.model.name
+        if "notes" in obj.get_deferred_fields():  # the list (no blobs loaded): the run page says more
+            return name
+        answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
+        return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
+
+    @admin.display(description="notes")
+    def run_notes(self, obj):
+        """What the run did on its own (runtime/runs/notes.py): failovers, clamped thinking levels."""
+        notes = obj.notes or []
+        if not notes:
+            return "none"
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
+
+    @admin.display(description="feedback")
+    def feedback(self, obj):
+        """👍 / 👎 and notes the chat page stored on this run's answers (neta.feedback entries)."""
+        given = run_feedback(obj)
+        if not given:
+            return "none"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join("", "<li>{} {}{} <span class=\"muted\">({}, answer {})</span></li>", (
+                ("👍" if f["rating"] == "up" else "👎", f.get("note") or "", "", f.get("by") or "?", f["entryId"][:8]) for f in given
+            )),
+        )  # fmt: skip
+
+    @admin.display(description="duration")
+    def duration(self, obj):
+        if not obj.started_at:
+            return "—"
+        end = obj.finished_at or timezone.now()
+        seconds = (end - obj.started_at).total_seconds()
+        return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+    @admin.display(description="cost $", ordering="cost")
+    def cost_usd(self, obj):
+        return f"{obj.cost:.4f}"
+
+    @admin.display(description="tokens in / out")
+    def tokens(self, obj):
+        return f"{obj.input_tokens} / {obj.output_tokens}"
+
+    @admin.display(description="error")
+    def error_head(self, obj):
+        text = getattr(obj, "error_first", "") or ""
+        if not text:
+            return ""
+        line = text.splitlines()[0] if text.strip() else text
+        return format_html('<span class="error-text">{}{}</span>', line[:160], "…" if len(text) >= ERROR_SHOWN or len(line) > 160 else "")
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
+        return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
+
+    @admin.display(description="session")
+    def session_page(self, obj):
+        url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a>', url, obj.session_id)
+
+    @admin.display(description="subagents")
+    def subagent_link(self, obj):
+        n = getattr(obj, "subagent_total", None) or 0
+        if not n:
+            return "—"
+        url = reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, n)
+
+    @admin.display(description="aborted by")
+    def aborted_by(self, obj):
+        return obj.cancelled_by.get_username() if obj.cancelled_by_id else ""
+
+    # Runs are the runtime's records: no add or edit, and no delete (ViewOnly: they go with
+    # their session, through session_delete). Staff who may change runs may abort them.
+    def has_abort_permission(self, request):
+        return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
+
+    @admin.action(description="Abort the selected runs", permissions=["abort"])
+    def abort_runs(self, request, queryset):
+        count = 0
+        for run in queryset:
+            if run.is_active:
+                run_abort(run=run, actor=request.user)
+                count += 1
+        self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
