@@ -145,7 +145,7 @@ def test_a_console_change_goes_through_the_service_the_api_uses(client, staff, m
 
     model = ModelConfig.objects.create(name="m1", provider_kind="scripted", model_id="s", context_window=100000)
     called = []  # the real service, watched
-    monkeypatch.setattr("runtime.admin.model_config_update", lambda **kw: called.append(kw) or model_config_update(**kw))
+    monkeypatch.setattr("runtime.admin.models.model_config_update", lambda **kw: called.append(kw) or model_config_update(**kw))
     client.force_login(staff)
     url = reverse("admin:runtime_modelconfig_change", args=[model.pk])
     answer = client.post(url, form(name="renamed", context_window=200000, options='{"delay_ms": 0}'))

@@ -85,10 +85,20 @@ def entry_field(name: str):
 
 
 class SessionApi(APIView):
-    """Base for per-session endpoints: the session must be visible to the caller."""
+    """Base for per-session endpoints (``<session_id>`` in the URL). Before any handler runs,
+    ``initial`` finds the session and checks the caller's access to it — what the method needs
+    (``required_access``: read, write, delete) unless ``session_needs`` says otherwise for a
+    method — so a handler cannot forget it; the handler reads the session as ``self.meta``. A
+    session the caller may not read is 404 exactly like a missing one; read-only access to a
+    write is 403."""
 
-    def session(self, request, session_id: str) -> AgentSession:
-        return session_or_404(request, session_id)
+    session_needs: dict[str, str] = {}
+    meta: AgentSession
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authentication, permissions, throttles first
+        need = self.session_needs.get(request.method) or required_access(request)
+        self.meta = session_or_404(request, kwargs["session_id"], need=need)
 
 
 def safe_filename(value: str) -> str:

@@ -34,7 +34,7 @@ class SessionPromptApi(SessionApi):
         responses={202: S.PromptOut, **WRITE_ERRORS},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.PromptInput, request.data)
         with entry_field("fromEntryId"):
             outcome = session_prompt(
@@ -62,7 +62,7 @@ class SessionRegenerateApi(SessionApi):
         responses={202: S.RegenerateOut, **WRITE_ERRORS},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.RegenerateInput, request.data)
         with entry_field("entryId"):
             run = session_regenerate(
@@ -78,7 +78,7 @@ class SessionContinueApi(SessionApi):
         responses={202: S.RegenerateOut, **WRITE_ERRORS},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.ContinueInput, request.data)
         with entry_field("entryId"):
             run = session_continue(session_id=meta.session_id, entry_id=data["entryId"], actor=request.user)
@@ -88,14 +88,14 @@ class SessionContinueApi(SessionApi):
 class SessionQueuedApi(SessionApi):
     @extend_schema(summary="The prompts queued on the active run, not in the tree yet", request=None, responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         return Response({"inputs": queued_inputs(meta.session_id)})
 
 
 class SessionAbortApi(SessionApi):
     @extend_schema(summary="Abort the active run (cooperative)", request=None, responses={200: S.AbortOut, **WRITE_ERRORS})
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         run = run_abort(session_id=meta.session_id, actor=request.user)
         if run is not None:
             run = AgentRun.objects.select_related("agent").get(pk=run.pk)
@@ -109,7 +109,7 @@ class SessionAnswerApi(SessionApi):
         responses={200: S.AnswerOut, **WRITE_ERRORS},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.AnswerInput, request.data)
         run = answer_question(session_id=meta.session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=request.user)
         run = AgentRun.objects.select_related("agent").get(pk=run.pk)

@@ -151,7 +151,7 @@ class SessionSnapshotApi(SessionApi):
         responses={200: S.SnapshotOut, **READ_ERRORS},
     )
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         return Response(session_snapshot(meta.session_id))
 
 
@@ -162,7 +162,7 @@ class SessionEntriesApi(SessionApi):
         responses={200: S.EntryPageOut, **READ_ERRORS, 400: ERROR},
     )
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         query = parse(EntriesQuery, request.query_params)
         cursor, limit = query["cursor"], query["limit"]
         entries = get_provider(meta.provider).list_entries(meta.session_id, offset=cursor, limit=limit + 1)
@@ -187,7 +187,7 @@ class SessionEventsApi(SessionApi):
         responses={200: S.EventPageOut, 410: ERROR, **READ_ERRORS, 400: ERROR},
     )
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         query = parse(EventsQuery, request.query_params)
         since, limit = query["sinceRevision"], query["limit"]
         events = get_provider(meta.provider).events_since(meta.session_id, since)
@@ -211,7 +211,7 @@ class SessionLeafSwitchApi(SessionApi):
         responses={200: S.SwitchLeafOut, **WRITE_ERRORS, 502: ERROR},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.SwitchLeafInput, request.data)
         with entry_field("entryId"):
             result = session_switch_leaf(
@@ -227,7 +227,7 @@ class SessionLeafSwitchApi(SessionApi):
 class SessionLabelApi(SessionApi):
     @extend_schema(summary="Set or clear an entry's label", request=S.LabelInput, responses={201: S.EntryResultOut, **WRITE_ERRORS})
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.LabelInput, request.data)
         with entry_field("entryId"):
             entry = session_label(session_id=meta.session_id, entry_id=data["entryId"], label=data["label"], actor=request.user)
@@ -241,7 +241,7 @@ class SessionCompactApi(SessionApi):
         responses={201: S.EntryResultOut, **WRITE_ERRORS, 502: ERROR},
     )
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.CompactInput, request.data)
         entry = session_compact(session_id=meta.session_id, actor=request.user, instructions=data.get("instructions") or None)
         return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
@@ -250,7 +250,7 @@ class SessionCompactApi(SessionApi):
 class SessionForkApi(SessionApi):
     @extend_schema(summary="Fork: a new session holding the root→entry path", request=S.ForkInput, responses={201: S.SessionOut, **WRITE_ERRORS})
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.ForkInput, request.data)
         with entry_field("entryId"):
             fork = session_fork(session_id=meta.session_id, entry_id=data["entryId"], actor=request.user)
@@ -289,7 +289,7 @@ class SessionExportApi(SessionApi):
         responses={(200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="Pi v3 JSONL"), **READ_ERRORS},
     )
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         query = parse(S.ExportQuery, request.query_params)
         if query["as"] == "markdown":
             response = HttpResponse(session_markdown(meta), content_type="text/markdown; charset=utf-8")
@@ -310,7 +310,7 @@ class SessionExportApi(SessionApi):
 class SessionFeedbackApi(SessionApi):
     @extend_schema(summary="👍 / 👎 (with an optional note) on an answer: a custom entry the model never reads", request=S.FeedbackInput, responses={201: S.EntryResultOut, **WRITE_ERRORS})
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         data = parse(S.FeedbackInput, request.data)
         with entry_field("entryId"):
             entry = session_feedback(session_id=meta.session_id, entry_id=data["entryId"], rating=data["rating"], note=data.get("note") or "", actor=request.user)
@@ -320,19 +320,21 @@ class SessionFeedbackApi(SessionApi):
 class SessionSharesApi(SessionApi):
     @extend_schema(summary="The session's share links", responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         return Response({"results": [share_row(s) for s in SessionShare.objects.filter(session=meta)]})
 
     @extend_schema(summary="A read-only link to the active path as it is now (no login needed to open it)", request=None, responses={201: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def post(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         return Response(share_row(share_create(meta=meta, actor=request.user)), status=status.HTTP_201_CREATED)
 
 
 class SessionShareApi(SessionApi):
+    session_needs = {"DELETE": "write"}  # revoking a link is a write, not the session's deletion
+
     @extend_schema(summary="Revoke a share link (it stops working at once)", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def delete(self, request, session_id: str, share_id: int):
-        meta = session_or_404(request, session_id, need="write")
+        meta = self.meta
         share = SessionShare.objects.filter(session=meta, pk=share_id).first()
         if share is None:
             raise ApiError("not_found", f"no share link {share_id} of this session", status_code=404)
@@ -340,12 +342,12 @@ class SessionShareApi(SessionApi):
 
 
 class SessionPinApi(SessionApi):
+    session_needs = {"PUT": "read", "DELETE": "read"}  # your own list: reading the session is enough
+
     @extend_schema(summary="Pin the session to the top of your session list", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def put(self, request, session_id: str):
-        meta = session_or_404(request, session_id, need="read")  # your own list: reading it is enough
-        return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=True)})
+        return Response({"pinned": pin_set(meta=self.meta, user=request.user, pinned=True)})
 
     @extend_schema(summary="Unpin the session", request=None, responses={200: OpenApiTypes.OBJECT, **WRITE_ERRORS})
     def delete(self, request, session_id: str):
-        meta = session_or_404(request, session_id, need="read")
-        return Response({"pinned": pin_set(meta=meta, user=request.user, pinned=False)})
+        return Response({"pinned": pin_set(meta=self.meta, user=request.user, pinned=False)})

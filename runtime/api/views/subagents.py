@@ -9,6 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from runtime.api.errors import ApiError
 from runtime.api.views.base import (
@@ -132,7 +133,7 @@ class SessionSubagentRunsApi(SessionApi):
         responses={200: SubagentRunOut(many=True), **READ_ERRORS, 400: ERROR},
     )
     def get(self, request, session_id: str):
-        meta = self.session(request, session_id)
+        meta = self.meta
         query = parse(SubagentRunsQuery, request.query_params)
         runs = (
             SubprocessRun.objects.select_related("parent_run", "parent_subprocess")
@@ -143,13 +144,13 @@ class SessionSubagentRunsApi(SessionApi):
         return Response(SubagentRunOut(runs[offset : offset + query["limit"]], many=True).data)
 
 
-class SubagentRunApi(SessionApi):
+class SubagentRunApi(APIView):  # by run id: ``_run_for`` checks the run's session
     @extend_schema(summary="One subagent run, with its full final text", responses={200: SubagentRunDetailOut, **READ_ERRORS})
     def get(self, request, run_id: str):
         return Response(SubagentRunDetailOut(_run_for(request, run_id, "read")).data)
 
 
-class SubagentRunEventsApi(SessionApi):
+class SubagentRunEventsApi(APIView):  # by run id: ``_run_for`` checks the run's session
     @extend_schema(
         summary="A subagent run's events after afterSeq (replay, bounded pages)",
         parameters=[SubagentEventsQuery],
@@ -172,7 +173,7 @@ class SubagentRunEventsApi(SessionApi):
         return Response(body)
 
 
-class SubagentRunCancelApi(SessionApi):
+class SubagentRunCancelApi(APIView):  # by run id: ``_run_for`` checks the run's session
     @extend_schema(summary="Cancel a subagent run (queued: never starts; running: cancel → SIGTERM 3 s → SIGKILL 8 s)", request=None, responses={200: SubagentRunOut, **WRITE_ERRORS})
     def post(self, request, run_id: str):
         run = _run_for(request, run_id, "write")
