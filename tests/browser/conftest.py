@@ -140,6 +140,7 @@ def server_env(var_dir: Path, **extra: str) -> dict:
         DJANGO_SETTINGS_MODULE="neta.settings",
         PYTHONUNBUFFERED="1",
         CONSOLE_TEST_API_KEY="sk-browser-console",  # a key variable the console's model test finds set
+        BACKUP_TEST_API_KEY="sk-browser-backup",  # a second one: one key variable goes to one endpoint
     )
     env.update(extra)
     return env

@@ -23,7 +23,7 @@ primary, _ = ModelConfig.objects.update_or_create(name="fo-primary", defaults=di
     options={{"max_retries": 0, "timeout": 5}}, enabled=True,
 ))
 ModelConfig.objects.update_or_create(name="fo-backup", defaults=dict(
-    provider_kind="openai", model_id="gpt-up", base_url="{backup}", api_key_env="CONSOLE_TEST_API_KEY",
+    provider_kind="openai", model_id="gpt-up", base_url="{backup}", api_key_env="BACKUP_TEST_API_KEY",
     options={{"max_retries": 0, "timeout": 10}}, enabled=True,
 ))
 Agent.objects.update_or_create(name="failover", defaults=dict(
