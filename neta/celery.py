@@ -29,8 +29,8 @@ def _worker_process_setup(**_):
     connection from task to task (``infra.db_threads``; Celery's Django fixup still
     closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says. The
     collector is set for a long-lived process (``infra.gc_tuning``)."""
-    from infra.gc_tuning import tune
-    from infra.db_threads import keep_connections
+    from infra.gc_tuning import tune  # app code loads once Django is set up (the signal)
+    from infra.db_threads import keep_connections  # app code loads once Django is set up (the signal)
 
     keep_connections()
     tune()
@@ -38,11 +38,11 @@ def _worker_process_setup(**_):
 
 @worker_ready.connect
 def _start_reaper(**_):
-    from runtime.runs.reaper import start_reaper_timer
-    from toolcatalog.sandbox import effective_sandbox
+    from runtime.runs.reaper import start_reaper_timer  # app code loads once Django is set up (the signal)
+    from toolcatalog.sandbox import effective_sandbox  # app code loads once Django is set up (the signal)
 
     effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up
-    from toolcatalog.services import mcp_servers_discover_in_background
+    from toolcatalog.services import mcp_servers_discover_in_background  # app code loads once Django is set up (the signal)
 
     # MCP servers list their tools (docs/tools.md, "MCP tools"); this parent process runs no
     # tool, so the servers stop again (each forked child connects on its first call).

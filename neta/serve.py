@@ -23,6 +23,10 @@ API), where Twisted would drop the connection or answer a bare 400
 it drops (``install_quiet_autobahn``). Fourth: the garbage collector is set for a server
 once the application is built (``infra.gc_tuning``). Fifth: the embedded server's
 threads share one CPU (``infra.cpu_pin``, ``NETA_WEB_CPU``).
+
+Each function imports what it patches when it runs: this module is imported before Django
+is set up (``main`` sets ``DJANGO_SETTINGS_MODULE``), and Twisted's modules before Daphne has
+installed its asyncio reactor would install Twisted's default one.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import sys
 
 def daphne_argv(argv: list[str]) -> list[str]:
     """Daphne's arguments: the configured websocket limits, then ``argv`` (later options win)."""
-    from django.conf import settings
+    from django.conf import settings  # Django is set up by main()
 
     return [
         "--websocket-max-message-size",
@@ -57,9 +61,9 @@ class _Discard:
 
 def install_body_limits() -> None:
     """Count API request bodies in Daphne's request as they arrive (see the module doc)."""
-    from daphne.http_protocol import WebRequest
+    from daphne.http_protocol import WebRequest  # Daphne installs its reactor first (module doc)
 
-    from neta.body_limit import body_limit, refusal
+    from neta.body_limit import body_limit, refusal  # needs Django's settings: set up by main()
 
     if getattr(WebRequest, "_neta_body_limits", False):
         return
@@ -102,9 +106,9 @@ def install_long_line_answers() -> None:
     answers headers over 16 KiB in all with a bare 400. Here the first is answered ``414 URI Too
     Long``, the second ``431 Request Header Fields Too Large``, with the API's JSON error for
     ``/api/`` paths (``neta.body_limit.line_refusal``), then the connection is closed."""
-    from twisted.web.http import HTTPChannel
+    from twisted.web.http import HTTPChannel  # Daphne installs its reactor first (module doc)
 
-    from neta.body_limit import line_refusal
+    from neta.body_limit import line_refusal  # needs Django's settings: set up by main()
 
     if getattr(HTTPChannel, "_neta_long_lines", False):
         return
@@ -141,7 +145,7 @@ def install_no_form_parsing() -> None:
     the web process's CPU under a load of prompts (the ``email`` package's header registry
     for each ``Content-Type``), parsed a multipart upload a second time, and answered a
     malformed multipart body with its own empty 400 instead of the API's error. Off."""
-    from daphne.http_protocol import WebRequest
+    from daphne.http_protocol import WebRequest  # Daphne installs its reactor first (module doc)
 
     if getattr(WebRequest, "_neta_no_form_parsing", False):
         return
@@ -160,12 +164,12 @@ def install_quiet_autobahn() -> None:
     a qualified name and ANSI colours through ``click``, four calls a frame) before it
     knows the line is dropped: ~8 % of the event loop's CPU when it streams to many
     sockets. Unless its log level is debug, those arguments are passed as they are."""
-    import txaio
+    import txaio  # Daphne installs its reactor first (module doc)
 
     txaio.use_twisted()
     if txaio.get_global_log_level() in ("debug", "trace"):
         return
-    from autobahn.websocket import protocol
+    from autobahn.websocket import protocol  # Daphne installs its reactor first (module doc)
 
     protocol.hltype = protocol.hlval = _as_is
 
@@ -178,7 +182,7 @@ def serve_tuned_gc() -> None:
     """Build the application now (Daphne then finds it imported) and tune the collector
     around what it left alive (``infra.gc_tuning``)."""
     import neta.asgi  # noqa: F401 - Django set up, the application built
-    from infra.gc_tuning import tune
+    from infra.gc_tuning import tune  # after the application is built (the heap it freezes)
 
     tune()
 
@@ -186,7 +190,7 @@ def serve_tuned_gc() -> None:
 def serve_pinned() -> None:
     """Pin the process's threads to one CPU (``infra.cpu_pin``); a bad ``NETA_WEB_CPU`` ends
     the start with its message."""
-    from infra.cpu_pin import pin
+    from infra.cpu_pin import pin  # after the application is built
 
     try:
         pin()
@@ -196,7 +200,7 @@ def serve_pinned() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
-    from daphne.cli import CommandLineInterface
+    from daphne.cli import CommandLineInterface  # Daphne installs its reactor first (module doc)
 
     install_body_limits()
     install_long_line_answers()

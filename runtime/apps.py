@@ -38,14 +38,14 @@ class RuntimeConfig(AppConfig):
         # the session's Channels group, from whichever process produced them; sockets
         # whose rights went are closed or re-checked.
         from runtime.gateway import access
-        from runtime.realtime import publisher
+        from runtime.realtime import publisher  # app code loads in ready(), once every app's models are
 
         publisher.install()
         access.install()
 
         # No tool is handed a provider key a model sends (toolcatalog.environment).
         from runtime.agents.keys import tool_key_names
-        from toolcatalog.environment import set_key_names
+        from toolcatalog.environment import set_key_names  # app code loads in ready(), once every app's models are
 
         set_key_names("models", tool_key_names)
 
@@ -53,8 +53,8 @@ class RuntimeConfig(AppConfig):
         from runtime.subagents.tools import register_delegate_tools
 
         register_delegate_tools()
-        from runtime.runs.reaper import add_round_hook
-        from runtime.subagents.services import subprocess_runs_reap
+        from runtime.runs.reaper import add_round_hook  # app code loads in ready(), once every app's models are
+        from runtime.subagents.services import subprocess_runs_reap  # app code loads in ready(), once every app's models are
 
         add_round_hook(subprocess_runs_reap)
 
@@ -74,6 +74,6 @@ class RuntimeConfig(AppConfig):
 
             mcp_servers_discover_in_background()
         if settings.NETA_TASK_BACKEND == "inline" and serves_asgi():
-            from runtime.runs.reaper import start_reaper_timer
+            from runtime.runs.reaper import start_reaper_timer  # app code loads in ready(), once every app's models are
 
             start_reaper_timer()

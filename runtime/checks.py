@@ -22,6 +22,8 @@ import datetime as dt
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
+from django.utils import timezone
 
 from runtime.models import AgentRun
 from runtime.runs.backends import HOST, process_gone
@@ -75,9 +77,6 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
         return []
     if settings.NETA_TASK_BACKEND != "inline" or not _layer_is_process_local():
         return []
-    from django.db import DatabaseError
-    from django.utils import timezone
-
 
     now = timezone.now()
     fresh = now - dt.timedelta(seconds=settings.NETA_RUN_STALE_SECONDS)

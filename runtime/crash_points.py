@@ -51,14 +51,14 @@ def fault_point(name: str, **rows) -> None:
 
 
 def _provoke_deadlock(run_pk: int, session_pk: int) -> None:
-    import threading
+    import threading  # a test-only hook: loaded only when a fault fires
 
-    from django.db import connections
+    from django.db import connections  # a test-only hook: loaded only when a fault fires
 
     from runtime.models import (
         AgentRun,  # a test-only hook: the models load only when a fault fires
     )
-    from sessions_tree.models import AgentSession
+    from sessions_tree.models import AgentSession  # a test-only hook: loaded only when a fault fires
 
     holding = threading.Event()
 

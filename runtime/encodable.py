@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from rest_framework.utils.encoders import JSONEncoder
+
 from sessions_tree.clean import clean_text
 
 MAX_RENDER_DEPTH = 512
@@ -57,8 +59,6 @@ def renderable(value, *, limit: int = MAX_RENDER_DEPTH):
 
 
 def _safe_scalar(item):
-    from rest_framework.utils.encoders import JSONEncoder
-
     try:
         value = JSONEncoder().default(item)
     except TypeError:

@@ -9,14 +9,15 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from django.utils import timezone
 
 from runtime.llm.clients import default_base_url, endpoint_origin
 from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
-from toolcatalog.environment import server_setting_reason, tool_variable_reason
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
 from sessions_tree.models import IdField  # exact comparison on MariaDB (binary, no pad)
+from toolcatalog.environment import server_setting_reason, tool_variable_reason
 
 SLUG = RegexValidator(r"^[a-z0-9][a-z0-9._-]{0,63}$", "lowercase letters, digits, '.', '_' and '-' (max 64)")
 #: The permission that lets a person choose where API keys go: a model's provider kind, base
@@ -30,7 +31,7 @@ CREDENTIAL_FIELDS = ("provider_kind", "base_url", "api_key_env")
 def rules_dirs() -> tuple[str, ...]:
     """Where a scripted model's ``rules`` file may come from: the rules shipped with Neta and
     ``NETA_SCRIPTED_RULES_DIR``."""
-    from runtime.llm.scripted import PACKAGE_DIR
+    from runtime.llm.scripted import PACKAGE_DIR  # runtime.llm.scripted parses YAML: loaded when a rules path is checked
 
     return (str(PACKAGE_DIR), str(settings.NETA_SCRIPTED_RULES_DIR))
 
@@ -520,8 +521,6 @@ class ApiToken(models.Model):
         return self.scope == TokenScope.READ_ONLY
 
     def is_usable(self, now=None) -> bool:
-        from django.utils import timezone
-
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 

@@ -17,12 +17,12 @@ import logging
 from collections import defaultdict
 
 from django.core.exceptions import SynchronousOnlyOperation
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
+from infra.memo import recent
 from runtime.llm.clients import endpoint_origin
 from runtime.models import LlmProviderKind, ModelConfig
 from toolcatalog.environment import server_setting_reason
-from infra.memo import recent
 
 logger = logging.getLogger(__name__)
 REUSE_SECONDS = 5.0
@@ -52,8 +52,6 @@ def _read_anywhere() -> dict[str, dict[tuple, list[str]]]:
 
 
 def _read_and_close():
-    from django.db import connection
-
     try:
         return _read()
     finally:

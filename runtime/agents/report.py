@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from runtime.agents.specs import model_spec
 from runtime.agents.tools import agent_tool_projection
+from runtime.llm.thinking import clamp_thinking
 from runtime.models import Agent, LlmProviderKind, ModelConfig
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
@@ -69,9 +71,6 @@ def model_problems(model) -> list[str]:
 def thinking_and_fallback_warnings(agent: Agent) -> list[str]:
     """The agent's thinking level as its model takes it (clamped: docs/llm.md), and fallback
     models a failover would skip now (gone, disabled, no key). No query without fallbacks."""
-    from runtime.agents.specs import model_spec
-    from runtime.llm.thinking import clamp_thinking
-
     warnings = []
     # A list page loads its rows without their JSON columns (sessions_tree/admin_lists.py) and
     # shows no warnings: what a row did not load is not read here (no query per row).

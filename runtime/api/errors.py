@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from django.views.defaults import server_error as html_server_error
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -205,6 +206,5 @@ def server_error(request, *args, **kwargs):
     if request.path.startswith("/v1/"):  # the OpenAI-compatible endpoints: OpenAI's shape (runtime/openai_api/errors.py)
         body = {"error": {"message": "internal error (logged on the server)", "type": "server_error", "param": None, "code": "server_error"}}
         return JsonResponse(body, status=500)
-    from django.views.defaults import server_error as html_server_error
 
     return html_server_error(request, *args, **kwargs)

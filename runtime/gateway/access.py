@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
+
 from runtime.api.tokens import token_problem
 from runtime.models import ApiToken
 from runtime.realtime.publisher import recheck_users, withdraw_token, withdraw_user
@@ -18,9 +22,6 @@ def _permissions_changed(sender, instance, action, model, pk_set, **kwargs) -> N
     """``m2m_changed`` of users' permissions or groups, or of a group's permissions,
     from either side. A clear is handled before it happens (``pre_clear``), while the
     rows still say whom it concerns; the recheck itself goes out after commit."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group, Permission
-
     if action not in ("post_add", "post_remove", "pre_clear"):
         return
     user_model = get_user_model()
@@ -67,10 +68,6 @@ def install() -> None:
     and saving (a revocation included) or deleting a token that no longer works. Other saves
     of a user and changes to user or group permissions, from either side, make the user's
     sockets check their rights again at once."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-    from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete
-
     user_model = get_user_model()
     post_save.connect(_user_saved, sender=user_model, dispatch_uid="neta.realtime.user_saved")
     post_delete.connect(_user_deleted, sender=user_model, dispatch_uid="neta.realtime.user_deleted")

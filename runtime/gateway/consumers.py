@@ -21,6 +21,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from audit.context import audit_context, clean_request_id
@@ -123,8 +124,6 @@ def _check(binding: Binding, need: str = "read"):
     gone (4401), or the session row deleted or no longer readable (4404);
     ``FrameError`` ``permission_denied`` when it may be read but not written.
     """
-    from django.contrib.auth import get_user_model
-
 
     user = get_user_model().objects.filter(pk=binding.user_pk).first()
     if user is None or not user.is_active:

@@ -19,10 +19,16 @@ from runtime.openai_api import ids, shapes
 from runtime.openai_api.answers import chat_answer, response_answer
 from runtime.openai_api.errors import OpenAIError, exception_handler, invalid
 from runtime.openai_api.inputs import chat_call, responses_call
-from runtime.openai_api.start import SESSION_HEADER, start_chat, start_response, usable_agent
+from runtime.openai_api.start import (
+    SESSION_HEADER,
+    start_chat,
+    start_response,
+    usable_agent,
+)
 from runtime.openai_api.turns import run_of, turn_of
 from runtime.runs.locks import session_or_none
 from runtime.sessions.access import session_access
+from sessions_tree.providers import provider_for_session
 
 
 class BearerAuthentication(ApiTokenAuthentication):
@@ -114,7 +120,6 @@ def _previous(turn) -> str | None:
     """The response the turn continued: the nearest assistant reply above its user message."""
     if turn.prompt is None or not turn.prompt.get("parentId"):
         return None
-    from sessions_tree.providers import provider_for_session
 
     provider = provider_for_session(turn.session_id)
     for entry in reversed(provider.get_active_path(turn.session_id, turn.prompt["parentId"])):

@@ -25,8 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--username", default="admin")
 
     def handle(self, *args, username: str, **options):
-        from runtime.agents.bootstrap import runtime_bootstrap
-        from skills_registry.services import skills_startup_sync
+        from runtime.agents.bootstrap import runtime_bootstrap  # the command module loads with every manage.py call: its imports at use
+        from skills_registry.services import skills_startup_sync  # the command module loads with every manage.py call: its imports at use
 
         for item in runtime_bootstrap():
             self.stdout.write(f"created {item}")

@@ -24,6 +24,7 @@ from runtime.api.pagination import (
 from runtime.api.views.base import ERROR, READ_ERRORS
 from runtime.models import Agent, ModelConfig
 from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
+from runtime.subagents.host import child_projections
 from skills_registry.models import SkillResource
 from toolcatalog.policy import PolicyError
 
@@ -108,7 +109,6 @@ class AgentToolsApi(APIView):
     )
     def get(self, request, name: str):
 
-
         qs = Agent.objects.all() if request.user.is_staff else usable_agents(request.user)
         agent = qs.filter(name=name).first()
         if agent is None:
@@ -127,8 +127,6 @@ class AgentToolsApi(APIView):
             raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
         body = {"agent": agent.name, **projection.to_dict()}
         if role == "subagent":
-            from runtime.subagents.host import child_projections
-
             body["children"] = child_projections(agent)
         return Response(body)
 
