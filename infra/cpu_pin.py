@@ -32,6 +32,8 @@ from __future__ import annotations
 import logging
 import os
 
+from django.conf import settings
+
 from infra import cpu_affinity
 
 logger = logging.getLogger(__name__)
@@ -68,8 +70,6 @@ def choose(setting: str, *, backend: str, allowed: set[int], running_on: int | N
 
 def pin() -> int | None:
     """Pin every thread of this process to the configured CPU; returns it (None: not pinned)."""
-    from django.conf import settings
-
     if not hasattr(os, "sched_setaffinity"):
         return None
     allowed = os.sched_getaffinity(0)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import gc
 
+from django.conf import settings
+
 OLDER_EVERY = 20
 
 
 def tune() -> tuple[int, int, int] | None:
     """Freeze the startup heap and set the thresholds; returns them (None: left alone)."""
-    from django.conf import settings
-
     young = settings.NETA_GC_YOUNG
     if not young:
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib.staticfiles import finders
+from django.contrib.staticfiles.storage import staticfiles_storage
 from django.core.files.base import ContentFile
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
@@ -83,8 +84,6 @@ class ChatStaticStorage(CompressedManifestStaticFilesStorage):
 
 def collected(name: str) -> bool:
     """Whether ``name`` is in the collected manifest (the page then uses the bundle)."""
-    from django.contrib.staticfiles.storage import staticfiles_storage
-
     try:
         return name in getattr(staticfiles_storage, "hashed_files", {})
     except Exception:  # a storage without a manifest

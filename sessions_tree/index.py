@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import orjson
+from django.conf import settings
 
 from sessions_tree import jsonl
 from sessions_tree.clean import clean_value
@@ -505,14 +506,10 @@ class IndexCache:
 
 
 def _cache_limit() -> int:
-    from django.conf import settings
-
     return settings.NETA_INDEX_CACHE_ENTRIES
 
 
 def _cache_sessions() -> int:
-    from django.conf import settings
-
     return settings.NETA_INDEX_CACHE_SESSIONS
 
 

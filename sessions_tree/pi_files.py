@@ -27,6 +27,7 @@ from sessions_tree.migration import migrate_to_current
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider, provider_for_session
 from sessions_tree.providers.base import PendingEntry
+from sessions_tree.providers.file import fsync_dir, write_all
 
 MAX_REPORTED_LINES = 100
 
@@ -213,8 +214,6 @@ def export_session(session_id: str, destination: Path, *, using: str = "default"
     """Write the session's Pi file to ``destination``, streamed (memory stays constant in the
     session's size): lines go to a temp file beside it a megabyte at a time, then fsync and
     rename, so a reader sees the old file or the whole new one, never half."""
-    from sessions_tree.providers.file import fsync_dir, write_all
-
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = destination.with_name(f".{destination.name}.tmp-{os.getpid()}-{threading.get_ident()}")

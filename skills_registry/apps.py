@@ -9,13 +9,13 @@ class SkillsRegistryConfig(AppConfig):
         # No database access here (Django warns about queries in ready()); the
         # start-up sync is ``services.skills_startup_sync``, called by the run command.
         from skills_registry import checks  # noqa: F401 - registers the system checks
-        from skills_registry.tools import register_skill_tools
+        from skills_registry.tools import register_skill_tools  # app code loads in ready(), once every app's models are
 
         register_skill_tools()
 
-        from django.db.models.signals import post_delete, post_save
+        from django.db.models.signals import post_delete, post_save  # app code loads in ready(), once every app's models are
 
-        from skills_registry.models import SkillResource
+        from skills_registry.models import SkillResource  # app code loads in ready(), once every app's models are
 
         # A skill row's change is a new catalog version (toolcatalog/catalog_version.py):
         # processes that keep the skill index at the old one read the rows again.
@@ -24,6 +24,6 @@ class SkillsRegistryConfig(AppConfig):
 
 
 def _bump(sender, **kwargs) -> None:
-    from toolcatalog.catalog_version import bump
+    from toolcatalog.catalog_version import bump  # app code loads in ready(), once every app's models are
 
     bump()

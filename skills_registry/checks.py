@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core import checks
 
+from skills_registry.conf import managed_dir
 from skills_registry.diagnostics import VALIDATION_MODES
 
 
@@ -38,7 +39,6 @@ def check_skill_settings(app_configs=None, **kwargs):
                     id="skills_registry.W001",
                 )
             )
-    from skills_registry.conf import managed_dir
 
     managed = os.path.realpath(managed_dir())
     for index, raw in enumerate(dirs):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
+from toolcatalog import web_guard
+from toolcatalog.sandbox import bwrap_status, effective_sandbox
+from toolcatalog.web_search_backends import search_config
+
 
 @checks.register(checks.Tags.security)
 def check_sandbox_available(app_configs=None, **kwargs):
     """NETA_SANDBOX=bwrap must actually work here, or every bash call would fail."""
     if getattr(settings, "NETA_SANDBOX", "auto") != "bwrap":
         return []
-    from toolcatalog.sandbox import bwrap_status
 
     status = bwrap_status()
     if status.available:
@@ -30,7 +33,6 @@ def check_sandbox_fallback(app_configs=None, **kwargs):
     """NETA_SANDBOX=auto found no working bubblewrap: commands run unsandboxed."""
     if getattr(settings, "NETA_SANDBOX", "auto") != "auto":
         return []
-    from toolcatalog.sandbox import effective_sandbox
 
     choice = effective_sandbox()
     if not choice.fell_back:
@@ -52,7 +54,6 @@ def check_sandbox_used(app_configs=None, **kwargs):
     """``check --deploy``: bubblewrap works here but commands run unsandboxed."""
     if getattr(settings, "NETA_SANDBOX", "auto") != "none":
         return []
-    from toolcatalog.sandbox import bwrap_status
 
     if not bwrap_status().available:
         return []
@@ -68,9 +69,6 @@ def check_sandbox_used(app_configs=None, **kwargs):
 @checks.register()
 def check_web_tools(app_configs=None, **kwargs):
     """A search backend selected but unusable, and allow/deny entries that cannot be read."""
-    from toolcatalog import web_guard
-    from toolcatalog.web_search_backends import search_config
-
     found = []
     config = search_config()
     if config.configured and config.problem:

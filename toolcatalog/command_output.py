@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from django.conf import settings
+
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, truncate_tail
 
 MAX_SAVED_BYTES = 64 * 1024 * 1024
@@ -38,8 +40,6 @@ KEEP_SECONDS = 7 * 24 * 3600
 def default_output_dir() -> Path:
     """``settings.NETA_TOOL_OUTPUT_DIR`` when set, else ``$TMPDIR/neta-tool-output``."""
     try:
-        from django.conf import settings
-
         configured = getattr(settings, "NETA_TOOL_OUTPUT_DIR", None) if settings.configured else None
     except ImportError:
         configured = None

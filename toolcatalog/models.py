@@ -7,8 +7,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from toolcatalog.environment import is_valid_env_name, key_names, tool_variable_reason
 from toolcatalog.manifest import WORKER_ROUTES
 from toolcatalog.mcp.specs import ALL_AGENTS
+from toolcatalog.protected_paths import read_only_path_problem
 
 
 class ToolConfig(models.Model):
@@ -38,7 +40,7 @@ class ToolConfig(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from toolcatalog.protocol import UnknownTool, get_tool, refresh_registry
+        from toolcatalog.protocol import UnknownTool, get_tool, refresh_registry  # the registry holds the builtins only once the app is ready (apps.ready registers them)
 
         refresh_registry()
         try:
@@ -125,9 +127,6 @@ class McpServer(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from toolcatalog.environment import is_valid_env_name, key_names, tool_variable_reason
-        from toolcatalog.protected_paths import read_only_path_problem
-
         errors: dict[str, str] = {}
         if self.transport == self.STDIO:
             if not self.command.strip():
@@ -179,8 +178,6 @@ def http_url_problem(url: str) -> str | None:
     """Why a streamable-HTTP MCP server may not be at ``url`` (``None``: it may): the web tools'
     guard (no loopback, private, link-local or metadata address, the deny list) unless
     ``NETA_MCP_HTTP_ALLOW`` names the host (or ``host:port``)."""
-    from django.conf import settings
-
     from toolcatalog import web_guard  # resolves the host: loaded when a URL is checked
 
     policy = web_guard.policy_from_settings()

@@ -28,6 +28,7 @@ from typing import Any
 
 from toolcatalog.environment import is_valid_env_name, server_setting_reason
 from toolcatalog.manifest import WORKER_ROUTES
+from toolcatalog.protocol import all_tools
 
 MAX_PROMPT_HINT = 4000
 MAX_PASSTHROUGH = 64
@@ -99,8 +100,6 @@ class ToolPolicy:
 
 
 def _known(known_tools: Iterable[str] | None) -> dict[str, Any]:
-    from toolcatalog.protocol import all_tools
-
     tools = {t.name: t for t in all_tools()}
     if known_tools is None:
         return tools

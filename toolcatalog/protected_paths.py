@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from django.conf import settings
 
 from infra.memo import recent
 from toolcatalog.shared_types import ResolvedPaths, ToolError
@@ -39,8 +42,6 @@ class HardLinkRefused(ToolError):
 def protected_paths() -> tuple[Path, ...]:
     """The protected paths for this process's settings (real paths; they need not exist)."""
     try:
-        from django.conf import settings
-
         if not settings.configured:
             return ResolvedPaths()
         var_dir = getattr(settings, "VAR_DIR", None)
@@ -84,8 +85,6 @@ SYSTEM_PRIVATE = ("/etc", "/root", "/proc", "/sys", "/dev", "/boot", "/run", "/v
 def var_dir() -> Path | None:
     """The state directory (``VAR_DIR``), resolved; ``None`` without settings."""
     try:
-        from django.conf import settings
-
         value = getattr(settings, "VAR_DIR", None) if settings.configured else None
     except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
         return None
@@ -127,12 +126,8 @@ SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", *
 
 def _installation_dirs() -> list[tuple[str, str]]:
     """The server's code and interpreter, with what each is."""
-    import sys
-
     found = [(os.path.realpath(sys.prefix), "the server's Python installation"), (os.path.realpath(sys.base_prefix), "the server's Python installation")]
     try:
-        from django.conf import settings
-
         if settings.configured and getattr(settings, "BASE_DIR", None):
             found.append((os.path.realpath(settings.BASE_DIR), "the server's code"))
     except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)

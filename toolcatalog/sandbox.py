@@ -30,11 +30,12 @@ docs/tools.md).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import glob
-import os
 import logging
+import os
 import selectors
 import shutil
 import signal
@@ -44,6 +45,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from django.conf import settings
 
 from infra.cpu_affinity import spawning
 from infra.memo import recent
@@ -90,8 +93,6 @@ class ProcessLimits:
 
     @classmethod
     def from_settings(cls) -> ProcessLimits:
-        from django.conf import settings
-
         if not settings.configured:
             return cls()
         return cls(
@@ -186,8 +187,6 @@ def _reap_stale(base: Path) -> None:
 
 @functools.cache
 def cgroup_support() -> CgroupSupport:
-    from django.conf import settings
-
     if settings.configured and getattr(settings, "NETA_TOOLS_NO_CGROUP", False):  # tests exercise the fallback
         return CgroupSupport(reason="disabled by NETA_TOOLS_NO_CGROUP")
     mounts = _mounts()
@@ -342,8 +341,6 @@ def bwrap_binary() -> tuple[str, str | None]:
     """(what ``NETA_SANDBOX_BWRAP`` names, the executable it resolves to or None)."""
     configured = "bwrap"
     try:
-        from django.conf import settings
-
         if settings.configured:
             configured = str(getattr(settings, "NETA_SANDBOX_BWRAP", "") or "bwrap")
     except Exception:  # noqa: BLE001 - plain-Python use
@@ -443,8 +440,6 @@ def effective_sandbox() -> SandboxChoice:
     """This process's sandbox: ``settings.NETA_SANDBOX`` (default ``auto``) resolved."""
     configured = "auto"
     try:
-        from django.conf import settings
-
         if settings.configured:
             configured = getattr(settings, "NETA_SANDBOX", "auto")
     except Exception:  # noqa: BLE001 - plain-Python use
@@ -475,8 +470,6 @@ def _system_binds() -> tuple[str, ...]:
 
 def _extra_ro_bind_paths() -> list[str]:
     try:
-        from django.conf import settings
-
         return [str(p) for p in getattr(settings, "NETA_SANDBOX_RO_BINDS", []) or []]
     except Exception:
         return []
@@ -609,7 +602,6 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
 
 
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child, only without setpriv
-    import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolcatalog.mcp.connections import manager
+from toolcatalog.models import McpServer
 from toolcatalog.projection import governance_rules
 from toolcatalog.protocol import all_tools
 
@@ -32,9 +34,6 @@ def tool_catalog() -> list[dict[str, Any]]:
 def mcp_server_states() -> list[dict[str, Any]]:
     """Every ``McpServer`` with what the rows say (tools listed, last error, restarts in any
     process) and what *this* process's connection manager knows (connected or not)."""
-    from toolcatalog.mcp.connections import manager
-    from toolcatalog.models import McpServer
-
     live = manager().states()
     out = []
     for row in McpServer.objects.order_by("name"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -299,8 +299,6 @@ def _mcp_error(name: str, message: str, *, restarts: int | None = None) -> None:
 def mcp_event_record(server: str, kind: str, **data: Any) -> None:
     """The connection manager's events (run on its event thread): a connection's tools
     (at connect and after ``tools/list_changed``) and its errors, onto the row."""
-    from django.db import connection
-
     try:
         if kind in ("connected", "tools"):
             mcp_tools_record(name=server, listed=data.get("tools") or [])
@@ -323,8 +321,6 @@ def mcp_servers_discover_in_background(*, keep_connections: bool = True) -> thre
     worker's start-up: a slow server never delays it, and ``ready()`` reads no row).
     ``keep_connections=False``: stop the servers afterwards (a Celery worker's parent
     process runs no tool; its forked children connect on their first call)."""
-    from django.db import DatabaseError, connection
-
     def work() -> None:
         try:
             mcp_servers_discover()

@@ -63,7 +63,7 @@ def decode_text(body: bytes, charset: str | None) -> str:
 
 
 def html_to_markdown(body: bytes, *, url: str, charset: str | None) -> PageText:
-    import trafilatura
+    import trafilatura  # trafilatura and lxml (~0.5 s) load with the first page fetched
 
     # No charset in the headers: trafilatura reads the page's own <meta charset> (and guesses).
     html: str | bytes = decode_text(body, charset) if charset else body
@@ -88,8 +88,8 @@ def html_to_markdown(body: bytes, *, url: str, charset: str | None) -> PageText:
 
 
 def pdf_to_text(body: bytes) -> PageText:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf import PdfReader  # pypdf loads with the first PDF
+    from pypdf.errors import PdfReadError  # pypdf loads with the first PDF
 
     try:
         reader = PdfReader(io.BytesIO(body))

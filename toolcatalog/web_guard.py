@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
+from django.conf import settings
+
 USER_AGENT = "Neta-WebFetch/1.0 (+https://github.com/neta; an AI agent's web tool)"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0
@@ -258,8 +260,6 @@ class WebPolicy:
 
 def _setting(name: str, default: Any) -> Any:
     try:
-        from django.conf import settings
-
         return getattr(settings, name, default) if settings.configured else default
     except ImportError:  # pragma: no cover - django is a dependency
         return default

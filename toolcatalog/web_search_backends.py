@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from django.conf import settings
+
 from toolcatalog.environment import server_setting_reason
 
 BACKENDS = ("searxng", "brave", "tavily")
@@ -73,8 +75,6 @@ class SearchConfig:
 
 
 def _setting(name: str, default: Any = "") -> Any:
-    from django.conf import settings
-
     return getattr(settings, name, default) if settings.configured else default
 
 

@@ -19,12 +19,7 @@ from runtime.openai_api import ids, shapes
 from runtime.openai_api.answers import chat_answer, response_answer
 from runtime.openai_api.errors import OpenAIError, exception_handler, invalid
 from runtime.openai_api.inputs import chat_call, responses_call
-from runtime.openai_api.start import (
-    SESSION_HEADER,
-    start_chat,
-    start_response,
-    usable_agent,
-)
+from runtime.openai_api.start import SESSION_HEADER, start_chat, start_response, usable_agent
 from runtime.openai_api.turns import run_of, turn_of
 from runtime.runs.locks import session_or_none
 from runtime.sessions.access import session_access

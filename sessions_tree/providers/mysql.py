@@ -62,8 +62,8 @@ def _cursor(connection):
         with connection.cursor() as cursor:
             yield cursor
         return
-    from django.db.backends.mysql.base import CursorWrapper
-    from MySQLdb.cursors import SSCursor
+    from django.db.backends.mysql.base import CursorWrapper  # mysqlclient is optional (the mysql extra): loaded with the first streamed read
+    from MySQLdb.cursors import SSCursor  # mysqlclient is optional (the mysql extra): loaded with the first streamed read
 
     connection.ensure_connection()
     with connection.wrap_database_errors:

@@ -14,9 +14,13 @@ with a reason. A subagent gets an MCP tool only when its agent's policy enables 
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from typing import Any
+
+from django.core.exceptions import SynchronousOnlyOperation
+from django.db import DatabaseError
 
 from toolcatalog import catalog_version
 from toolcatalog.manifest import ToolManifest
@@ -60,10 +64,10 @@ class McpTool(Tool):
         )
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-        from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import MCPError  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
 
-        from toolcatalog.mcp.connections import McpCallCancelled, McpUnavailable, manager
-        from toolcatalog.mcp.content import convert_result
+        from toolcatalog.mcp.connections import McpCallCancelled, McpUnavailable, manager  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it) (connections imports it)
+        from toolcatalog.mcp.content import convert_result  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
 
         try:
             result = manager().call(self.spec, self.remote_name, args, cancel=ctx.cancel)
@@ -82,7 +86,7 @@ class McpTool(Tool):
 def usable_tools(spec: ServerSpec, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """(tools that can be registered, why the others cannot): names over 64 characters,
     two tools that map to one name, an invalid JSON schema."""
-    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema import Draft202012Validator, SchemaError  # jsonschema (~0.3 s) loads with the first schema checked
 
     usable, skipped, seen = [], [], set()
     for item in listed:
@@ -111,7 +115,7 @@ _FIELDS = ("name", "transport", "command", "args", "url", "env_names", "connect_
 
 
 def _read_rows() -> tuple[tuple[ServerSpec, tuple[str, ...], tuple], ...]:
-    from toolcatalog.models import McpServer
+    from toolcatalog.models import McpServer  # the catalog's rows: read when the registry refreshes, after the apps are ready
 
     rows = McpServer.objects.filter(enabled=True).order_by("name").values(*_FIELDS)
     out = []
@@ -123,8 +127,6 @@ def _read_rows() -> tuple[tuple[ServerSpec, tuple[str, ...], tuple], ...]:
 
 
 def _freeze(value: Any) -> Any:
-    import json
-
     return json.dumps(value, sort_keys=True)
 
 
@@ -136,8 +138,6 @@ _registered: set[str] = set()
 def sync_registry() -> None:
     """Make this process's registry hold exactly the enabled servers' usable tools."""
     global _applied
-    from django.core.exceptions import SynchronousOnlyOperation
-    from django.db import DatabaseError
 
     try:
         rows = catalog_version.cached("mcp_servers", _read_rows)
@@ -148,7 +148,6 @@ def sync_registry() -> None:
     with _lock:
         if rows == _applied:
             return
-        import json
 
         wanted: dict[str, McpTool] = {}
         for spec, agents, tools in rows:

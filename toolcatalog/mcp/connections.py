@@ -42,7 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from infra.cpu_affinity import unpin_thread
+from toolcatalog.environment import scrub_environment
 from toolcatalog.mcp.specs import ServerSpec
+from toolcatalog.protected_paths import confined_protected, read_only_path_problem
+from toolcatalog.sandbox import SANDBOX_HOME, _pdeathsig_prefix, bwrap_argv, effective_sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -96,11 +99,10 @@ def tool_to_dict(tool: Any) -> dict[str, Any]:
 def _stdio_transport(spec: ServerSpec, errlog):
     """The SDK's stdio transport for ``spec``: scrubbed environment, parent-death signal,
     bubblewrap when the sandbox is on."""
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    from toolcatalog.environment import scrub_environment
-    from toolcatalog.protected_paths import confined_protected, read_only_path_problem
-    from toolcatalog.sandbox import SANDBOX_HOME, _pdeathsig_prefix, bwrap_argv, effective_sandbox
+    from mcp.client.stdio import (  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
+        StdioServerParameters,
+        stdio_client,
+    )
 
     env = scrub_environment(os.environ, passthrough=spec.env_names, defaults={})
     command = spec.resolved_command()
@@ -136,9 +138,13 @@ def program_dirs(command: str) -> list[str]:
 
 
 def _http_transport(spec: ServerSpec):
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.streamable_http import (
+        streamable_http_client,  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
+    )
 
-    from toolcatalog.models import http_url_problem
+    from toolcatalog.models import (
+        http_url_problem,  # the guard's rules live with the row (models); read at connection time, after the apps are ready
+    )
 
     problem = http_url_problem(spec.url)
     if problem:  # checked again at each connection: a row stored earlier, or a name that moved
@@ -151,7 +157,7 @@ def _http_transport(spec: ServerSpec):
 async def _watched(inner, on_closed: Callable[[], None]):
     """``inner``'s streams, with a relay on the read side that calls ``on_closed`` when the
     server's side ends (EOF on a crashed stdio server's stdout, a dropped HTTP stream)."""
-    import anyio
+    import anyio  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
 
     async with inner as (read, write):
         relay_send, relay_recv = anyio.create_memory_object_stream(0)
@@ -229,7 +235,7 @@ class _Connection:
         self.manager._emit(self.spec.name, "tools", tools=tools)
 
     async def _own(self) -> None:
-        from mcp import Client
+        from mcp import Client  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
 
         transport = None
         try:
@@ -381,7 +387,9 @@ class _Connection:
             self.errlog = None
 
     async def call(self, tool: str, arguments: dict[str, Any]):
-        from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import (
+            MCPError,  # the mcp SDK loads with the first MCP server (a process that runs none never pays for it)
+        )
 
         client = await self.ensure()
         try:

@@ -8,6 +8,8 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from toolcatalog.environment import key_names, tool_variable_reason
+
 #: ``McpServer.agents`` = ``["*"]``: every agent (chosen on purpose; an empty list is no agent).
 ALL_AGENTS = "*"
 
@@ -16,8 +18,6 @@ def usable_env_names(names) -> tuple[str, ...]:
     """The names a server may be handed: a stored row's names that the rule refuses (a server
     setting, a provider key in use: ``toolcatalog.environment``) are dropped here, where the
     models can be read, and again when the process starts."""
-    from toolcatalog.environment import key_names, tool_variable_reason
-
     keys = key_names()
     return tuple(name for name in names if isinstance(name, str) and tool_variable_reason(name, keys=keys) is None)
 

@@ -79,10 +79,10 @@ class Command(BaseCommand):
 
     def _from_store(self, session_id: str):
         try:
-            from sessions_tree.providers import session_source
+            from sessions_tree.providers import session_source  # manage.py imports every command module: their imports at use
         except ImportError as exc:
             raise _fail(f"stored sessions are not available (sessions_tree.providers.session_source: {exc})") from exc
-        from sessions_tree.errors import SessionTreeError
+        from sessions_tree.errors import SessionTreeError  # manage.py imports every command module: their imports at use
 
         try:
             header, entries, leaf_id = session_source(session_id)
