@@ -72,8 +72,9 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
         ("Timestamps", {"classes": ("collapse",), "fields": ("created_at", "updated_at")}),
     )
 
-    def list_queryset(self, queryset):
-        return super().list_queryset(queryset).annotate(agent_total=Count("agents"))
+    def get_queryset(self, request):
+        # Annotated before the list orders it: the agents column sorts by the count (?o=…).
+        return super().get_queryset(request).annotate(agent_total=Count("agents"))
 
     @admin.display(description="capabilities")
     def capabilities(self, obj):
