@@ -1,8 +1,10 @@
 """Shared fixtures: who is acting, where sessions live, which real services exist.
 
-A test that needs a real service (MariaDB, Redis, node for the Pi oracle) uses
-it. When the service is missing the test fails under CI (``CI=true``) and is
-skipped on a laptop, with the reason printed.
+What tests import lives in ``tests/support/`` (a test module or a conftest is never
+imported: ``tests/test_layout.py``). A test that needs a real service (MariaDB, Redis,
+node for the Pi oracle) uses it; when the service is missing the test fails under CI
+(``CI=true``) and is skipped on a laptop, with the reason printed
+(``tests.support.services.require``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-ORACLE = SHARED / "pi-oracle" / "oracle"
-FIXTURES = SHARED / "pi-oracle" / "fixtures"
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.support.services import ORACLE, require
+
+# The harness: shared deployments, where each test runs, the reports (tests/support/harness.py).
+pytest_plugins = ["tests.support.harness"]
 
 
 def pytest_configure(config):
@@ -36,15 +37,6 @@ def pytest_configure(config):
         home.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-al", str(shared / "node_modules"), str(home / "node_modules")], check=False)
     os.environ["PI_ORACLE_HOME"] = str(home)
-
-
-def require(condition: bool, reason: str) -> None:
-    """Skip on a laptop, fail in CI, when a real part the test needs is missing."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"required service missing in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture
@@ -80,16 +72,6 @@ def outsider(django_user_model):
 @pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True, is_superuser=True)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Files with slow tests first (in collection order), the quick ones after them.
-
-    ``make test`` hands whole files to its two workers in collection order (``--dist
-    loadfile``); a long file handed out last leaves one core idle while the other runs
-    it. With the long ones first, the quick ones even the two queues out at the end."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within each group is kept
 
 
 def pytest_unconfigure(config):
