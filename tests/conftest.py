@@ -9,6 +9,7 @@ node for the Pi oracle) uses it; when the service is missing the test fails unde
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -25,18 +26,29 @@ pytest_plugins = ["tests.support.harness"]
 
 
 def pytest_configure(config):
-    """Under pytest-xdist each worker runs the Pi oracle from a folder of its own: the
-    oracle script refreshes its cache folder on every call, so two concurrent calls on
-    one folder race. The worker's folder starts as hard links of the shared install."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or "PI_ORACLE_HOME" in os.environ:
+    """Each test process runs Pi's oracle from a cache folder of its own, removed at the end:
+    the oracle script refreshes its folder on every call, so two concurrent calls on one
+    folder race (two xdist workers, or two runs on one machine). The folder starts as hard
+    links of the shared install, which the first process to need it makes (under a lock)."""
+    if "PI_ORACLE_HOME" in os.environ or not ORACLE.exists():
         return
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return  # the xdist controller runs no test
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    shared, home = cache / "neta-pi-oracle", cache / f"neta-pi-oracle-{worker}"
-    if (shared / "node_modules").is_dir() and not (home / "node_modules").exists():
-        home.mkdir(parents=True, exist_ok=True)
+    shared, home = cache / "neta-pi-oracle", cache / f"neta-pi-oracle-{os.getpid()}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "neta-pi-oracle.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "node_modules").is_dir() and shutil.which("npm"):
+            shared.mkdir(exist_ok=True)
+            for name in ("package.json", "install.sh"):
+                shutil.copy(ORACLE.parent / name, shared / name)
+            subprocess.run(["sh", "install.sh"], cwd=shared, capture_output=True, timeout=600, check=False)
+    home.mkdir()
+    if (shared / "node_modules").is_dir():
         subprocess.run(["cp", "-al", str(shared / "node_modules"), str(home / "node_modules")], check=False)
     os.environ["PI_ORACLE_HOME"] = str(home)
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
 @pytest.fixture

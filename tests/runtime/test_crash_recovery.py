@@ -12,8 +12,10 @@ Inline: Daphne on SQLite with the file provider. Distributed: Daphne + a Celery 
   follow-up queued), after a tool result (``after_tool``), between commit and claim
   (``claim``, inline and in the Celery worker), while writing a post-turn compaction.
 
-After the restart, within ``NETA_RUN_STALE_SECONDS`` + one reaper period every run that
-was active is terminal; then every accepted prompt is in the tree with a reply, every
+After the restart, with no request made, every run that was active ends (the reaper's
+work: ``NETA_RUN_STALE_SECONDS`` + one period, or at once for a process known gone; the
+wait allows a busy machine far more, and a restarted server's 600 s staleness cannot be
+what ends them); then every accepted prompt is in the tree with a reply, every
 tool call has a result, Pi (the oracle) reads every export, and each session answers a
 new prompt.
 """
@@ -39,7 +41,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.oracle]
 STALE_SECONDS = 4
 REAPER_SECONDS = 1
 CLAIM_SECONDS = 4
-RECOVERY_SLACK = 3  # the reaper round itself, a loaded machine
+RECOVERY_SLACK = 30  # the reaper round itself, on a loaded machine (a wait, not a measure)
 
 RULES = {
     "version": 1,

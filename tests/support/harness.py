@@ -139,6 +139,15 @@ class GroupScheduling(LoadScopeScheduling):
         return self.groups.get(nodeid) or nodeid.split("::", 1)[0]
 
 
+def _worker_groups(config) -> dict[str, str]:
+    """The groups the xdist workers wrote (``XdistGroups``), on the controller."""
+    plugin = config.pluginmanager.get_plugin("neta-xdist-groups")
+    if plugin is None:
+        return {}
+    written = sorted(plugin.folder.glob("groups.*"))
+    return json.loads(written[0].read_text()) if written else {}
+
+
 class XdistGroups:
     """On the controller of a ``--dist loadgroup`` run: the scheduler above, and a file for
     each worker to write its groups to."""
@@ -168,13 +177,17 @@ class Durations:
         self.config = config
         self.phases: list[tuple[float, str, str]] = []
         self.groups: dict[str, str] = {}
+        self.workers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # busy seconds, last report at
         self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report):
         self.phases.append((report.duration, report.when, report.nodeid))
+        worker = self.workers[getattr(getattr(report, "node", None), "gateway", None) and report.node.gateway.id or "main"]
+        worker[0] += report.duration
+        worker[1] = time.monotonic() - self.started
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items):
+    def pytest_collection_modifyitems(self, items):  # without xdist: this process collected
         for item in items:
             self.groups[item.nodeid] = item.stash.get(GROUP, "")
 
@@ -182,29 +195,31 @@ class Durations:
         if not self.phases:
             return
         REPORTS.mkdir(parents=True, exist_ok=True)
+        groups = self.groups or _worker_groups(self.config)
         per_test: dict[str, float] = defaultdict(float)
         per_group: dict[str, float] = defaultdict(float)
         for duration, _, nodeid in self.phases:
-            test, _, group = nodeid.partition("@")  # xdist's loadgroup names the group after an @
-            per_test[test] += duration
-            per_group[group or self.groups.get(test) or test.split("::", 1)[0]] += duration
+            per_test[nodeid] += duration
+            per_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += duration
         wall = time.monotonic() - self.started
         lines = [
             f"wall time {wall:.1f} s; {len(per_test)} tests, {sum(per_test.values()):.1f} s of test time "
             f"(setup + call + teardown); workers: {os.environ.get('PYTEST_XDIST_WORKER_COUNT') or self.config.getoption('numprocesses', None) or 1}",
+            *(f"{name}: {busy:.1f} s in tests, its last one ended at {last:.1f} s" for name, (busy, last) in sorted(self.workers.items())),
             "",
             "groups (one worker each), by total seconds:",
             *(f"{seconds:8.2f}  {group}" for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])),
             "",
             "test phases, by duration:",
-            *(f"{d:8.2f}  {when:<8} {nodeid.split('@', 1)[0]}" for d, when, nodeid in sorted(self.phases, reverse=True) if d >= 0.005),
+            *(f"{d:8.2f}  {when:<8} {nodeid}" for d, when, nodeid in sorted(self.phases, reverse=True) if d >= 0.005),
         ]
         (REPORTS / "durations.txt").write_text("\n".join(lines) + "\n")
         previous = _last_durations()
         (REPORTS / "durations.json").write_text(json.dumps({**previous, **per_test}, indent=0, sort_keys=True))
 
     def pytest_terminal_summary(self, terminalreporter):
-        terminalreporter.write_line(f"durations report: {REPORTS / 'durations.txt'}")
+        if self.phases:
+            terminalreporter.write_line(f"durations report: {REPORTS / 'durations.txt'}")
 
 
 def pytest_configure(config):
