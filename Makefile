@@ -6,10 +6,11 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # The contract suite runs the mysql provider on this server too.
 NETA_TEST_MYSQL_URL ?= mysql://root@127.0.0.1:3306/neta
-# Both cores: the suite waits on servers, browsers and child processes as much as it computes.
+# Three workers on two cores: the suite waits on servers, browsers and child processes as much
+# as it computes (with two, the cores were idle a third of the time).
 # Each test's xdist group stays on one worker: its module, or the shared deployment it uses
 # (tests/support/harness.py, which also hands the groups out longest first).
-PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
+PYTEST_ARGS ?= -n 3 --dist loadgroup
 
 .PHONY: run test test-quick deps deps-test bench clean
 

@@ -320,7 +320,7 @@ def test_rich_answers_long_talks_and_the_tree(browser, server, polish, artifacts
     expect(answer.locator(".markdown")).to_contain_text("dollars like $5 and $10 stay text")
     assert answer.locator("a[href^='javascript']").count() == 0
     assert answer.locator("img").count() == 0
-    assert page.evaluate("() => document.fonts.check('16px KaTeX_Main')")
+    page.wait_for_function("() => document.fonts.check('16px KaTeX_Main')")  # KaTeX's font loads (it may still be on its way)
     # Code: a language label and a copy button.
     block = answer.locator(".code-block")
     expect(block.locator(".code-lang")).to_have_text("python")

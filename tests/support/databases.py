@@ -1,9 +1,9 @@
-"""Migrated databases for the suite's deployments, made once per test process and copied.
+"""Migrated databases for the suite's deployments, made once per test run and copied.
 
 A deployment test (a Celery worker, Daphne servers, ``manage.py`` children) needs a database
 of its own, migrated like a fresh installation. ``manage.py migrate`` costs a Django start and
 some seventy DDL statements each time; on two busy cores that was 20-50 s per test. Here the
-first deployment of a process migrates a template (and, for ``bootstrapped=True``, runs
+first deployment of a run migrates a template (and, for ``bootstrapped=True``, runs
 ``neta_bootstrap`` on a copy of it; for a ``seed``, runs that Python code on a copy of the
 bootstrapped one and keeps what it printed); every deployment then gets a copy:
 
@@ -13,27 +13,60 @@ bootstrapped one and keeps what it printed); every deployment then gets a copy:
 
 A copy holds exactly what ``migrate`` (and ``neta_bootstrap``) would have written, down to
 the ``django_migrations`` rows, so the processes started on it see a migrated installation.
-The templates are dropped when the process ends.
+
+The templates belong to the run: the xdist workers of one run share them (whoever needs one
+first makes it, under a lock; ``NETA_TEST_RUN``, set by the controller, names the run), and
+the process that started the run drops them at its end.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
+import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CHARSET = "CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 
-_mariadb_templates: dict[tuple, str] = {}  # (server, stage) -> database name
-_sqlite_templates: dict[object, Path] = {}  # stage -> file
-_seed_output: dict[tuple, str] = {}  # (engine, seed) -> what the seed printed on the template
-_scratch = Path(tempfile.mkdtemp(prefix="neta-db-templates-"))
+# The run's templates: made by any of its processes, dropped by the one that started it.
+RUN = os.environ.get("NETA_TEST_RUN") or f"p{os.getpid()}"
+OWNER = os.environ.get("NETA_TEST_RUN_OWNER", str(os.getpid())) == str(os.getpid())
+SCRATCH = Path(tempfile.gettempdir()) / f"neta-db-templates-{RUN}"
+
+_known: dict[str, str] = {}  # template key -> database name or file (checked in this process)
+_lock_held = False
+
+
+@contextmanager
+def _run_lock():
+    """The run's lock on its templates (re-entered freely by the process holding it)."""
+    global _lock_held
+    if _lock_held:
+        yield
+        return
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    with open(SCRATCH / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _lock_held = True
+        try:
+            yield
+        finally:
+            _lock_held = False
+
+
+def _key(engine: str, stage, server: dict | None = None) -> str:
+    """A template's name in the run: its engine, its server, its stage (a seed by its hash)."""
+    stage_name = f"seed-{hashlib.sha1(stage[1].encode()).hexdigest()[:10]}" if isinstance(stage, tuple) else ("bootstrapped" if stage else "migrated")
+    where = "" if server is None else "-" + hashlib.sha1(repr(sorted(server.items())).encode()).hexdigest()[:6]
+    return f"{engine}{where}-{stage_name}"
 
 
 def _server_url(server: dict, database: str) -> str:
@@ -58,14 +91,9 @@ def _seed(env: dict, code: str) -> str:
     return result.stdout
 
 
-def _stage(bootstrapped: bool, seed: str | None):
-    """The template a deployment is copied from: migrated, bootstrapped, or a seed's."""
-    return ("seed", seed) if seed is not None else bootstrapped
-
-
-def _template_env(database_url: str) -> dict:
+def _template_env(database_url: str, key: str) -> dict:
     """What a fresh installation's ``manage.py`` sees: no NETA_* of the test run, a var dir of its own."""
-    var = _scratch / secrets.token_hex(4)
+    var = SCRATCH / f"{key}.var"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_")}
     env.update(
         DJANGO_SETTINGS_MODULE="neta.settings",
@@ -75,6 +103,16 @@ def _template_env(database_url: str) -> dict:
         NETA_WORKSPACE_DIR=str(var / "workspace"),
     )
     return env
+
+
+def _stage(bootstrapped: bool, seed: str | None):
+    """The template a deployment is copied from: migrated, bootstrapped, or a seed's."""
+    return ("seed", seed) if seed is not None else bootstrapped
+
+
+def _seed_output(key: str) -> str:
+    path = SCRATCH / f"{key}.out"
+    return path.read_text() if path.exists() else ""
 
 
 # ---------------------------------------------------------------------------- MariaDB
@@ -104,22 +142,31 @@ def _copy_mariadb(server: dict, source: str, target: str) -> None:
 
 
 def _mariadb_template(server: dict, stage) -> str:
-    key = (tuple(sorted(server.items())), stage)
-    if key not in _mariadb_templates:
-        name = f"neta_tmpl_{os.getpid()}_{secrets.token_hex(3)}"
-        if isinstance(stage, tuple):  # a seed, on a copy of the bootstrapped template
-            _copy_mariadb(server, _mariadb_template(server, True), name)
-            _seed_output[("mysql", stage[1])] = _seed(_template_env(_server_url(server, name)), stage[1])
-        elif stage:
-            _copy_mariadb(server, _mariadb_template(server, False), name)
-            _manage(_template_env(_server_url(server, name)), "neta_bootstrap")
-        else:
+    key = _key("mysql", stage, server)
+    if key in _known:
+        return _known[key]
+    with _run_lock():
+        done = SCRATCH / f"{key}.done"
+        if not done.exists():
+            name = f"neta_tmpl_{RUN}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"[:64]
             conn = _connect(server)
-            conn.cursor().execute(f"CREATE DATABASE `{name}` {CHARSET}")
+            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")  # a half-made one
             conn.close()
-            _manage(_template_env(_server_url(server, name)), "migrate", "--noinput", "-v0")
-        _mariadb_templates[key] = name
-    return _mariadb_templates[key]
+            env = _template_env(_server_url(server, name), key)
+            if isinstance(stage, tuple):  # a seed, on a copy of the bootstrapped template
+                _copy_mariadb(server, _mariadb_template(server, True), name)
+                (SCRATCH / f"{key}.out").write_text(_seed(env, stage[1]))
+            elif stage:
+                _copy_mariadb(server, _mariadb_template(server, False), name)
+                _manage(env, "neta_bootstrap")
+            else:
+                conn = _connect(server)
+                conn.cursor().execute(f"CREATE DATABASE `{name}` {CHARSET}")
+                conn.close()
+                _manage(env, "migrate", "--noinput", "-v0")
+            done.write_text(json.dumps({"server": server, "name": name}))
+        _known[key] = json.loads(done.read_text())["name"]
+    return _known[key]
 
 
 def mariadb_migrated(server: dict, database: str, *, bootstrapped: bool = False, seed: str | None = None) -> str:
@@ -127,50 +174,60 @@ def mariadb_migrated(server: dict, database: str, *, bootstrapped: bool = False,
     ``neta_bootstrap``, then ``seed``) would leave it; return what the seed printed."""
     stage = _stage(bootstrapped, seed)
     _copy_mariadb(server, _mariadb_template(server, stage), database)
-    return _seed_output.get(("mysql", seed), "")
+    return _seed_output(_key("mysql", stage, server))
 
 
 # ---------------------------------------------------------------------------- SQLite
 
 
 def _sqlite_template(stage) -> Path:
-    if stage not in _sqlite_templates:
-        path = _scratch / f"{secrets.token_hex(4)}.sqlite3"
-        if isinstance(stage, tuple):  # a seed, on a copy of the bootstrapped template
-            shutil.copyfile(_sqlite_template(True), path)
-            _seed_output[("sqlite", stage[1])] = _seed(_template_env(f"sqlite:///{path}"), stage[1])
-        elif stage:
-            shutil.copyfile(_sqlite_template(False), path)
-            _manage(_template_env(f"sqlite:///{path}"), "neta_bootstrap")
-        else:
-            _manage(_template_env(f"sqlite:///{path}"), "migrate", "--noinput", "-v0")
-        _sqlite_templates[stage] = path
-    return _sqlite_templates[stage]
+    key = _key("sqlite", stage)
+    if key in _known:
+        return Path(_known[key])
+    with _run_lock():
+        path, done = SCRATCH / f"{key}.sqlite3", SCRATCH / f"{key}.done"
+        if not done.exists():
+            env = _template_env(f"sqlite:///{path}", key)
+            if isinstance(stage, tuple):  # a seed, on a copy of the bootstrapped template
+                shutil.copyfile(_sqlite_template(True), path)
+                (SCRATCH / f"{key}.out").write_text(_seed(env, stage[1]))
+            elif stage:
+                shutil.copyfile(_sqlite_template(False), path)
+                _manage(env, "neta_bootstrap")
+            else:
+                path.unlink(missing_ok=True)
+                _manage(env, "migrate", "--noinput", "-v0")
+            done.write_text(str(path))
+        _known[key] = str(path)
+    return path
 
 
 def sqlite_migrated(path: Path, *, bootstrapped: bool = False, seed: str | None = None) -> str:
     """Write at ``path`` the SQLite file ``migrate`` (then ``neta_bootstrap``, then ``seed``)
     would leave; return what the seed printed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    template = _sqlite_template(_stage(bootstrapped, seed))
+    stage = _stage(bootstrapped, seed)
+    template = _sqlite_template(stage)
     shutil.copyfile(template, path)
     wal = template.with_name(template.name + "-wal")  # left when a connection was not closed
     if wal.exists():
         shutil.copyfile(wal, path.with_name(path.name + "-wal"))
-    return _seed_output.get(("sqlite", seed), "")
+    return _seed_output(_key("sqlite", stage))
 
 
 @atexit.register
 def drop_templates() -> None:
-    """Drop this process's templates (at exit, and from ``pytest_unconfigure``)."""
-    for (server, _), name in _mariadb_templates.items():
+    """Drop the run's templates (at exit, and from ``pytest_unconfigure``): in the process
+    that started the run only (the others may still be copying)."""
+    _known.clear()
+    if not OWNER or not SCRATCH.exists():
+        return
+    for done in SCRATCH.glob("mysql*.done"):
         try:
-            conn = _connect(dict(server))
-            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+            made = json.loads(done.read_text())
+            conn = _connect(made["server"])
+            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{made['name']}`")
             conn.close()
         except Exception:  # noqa: BLE001 - the server may be gone at exit
             pass
-    _mariadb_templates.clear()
-    _sqlite_templates.clear()
-    _seed_output.clear()
-    shutil.rmtree(_scratch, ignore_errors=True)
+    shutil.rmtree(SCRATCH, ignore_errors=True)

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
+from tests.support import databases
 from tests.support.deployment import Deployment
 from tests.support.rules import TEST_RULES
 from tests.support.services import REPO, require_mariadb_and_redis
@@ -226,5 +227,7 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the reports
         return
     config.pluginmanager.register(Durations(config), "neta-durations")
+    if config.getoption("dist", "no") != "no":  # the workers share this run's database templates
+        os.environ["NETA_TEST_RUN"], os.environ["NETA_TEST_RUN_OWNER"] = databases.RUN, str(os.getpid())
     if config.getoption("dist", "no") == "loadgroup":
         config.pluginmanager.register(XdistGroups(), "neta-xdist-groups")
