@@ -51,6 +51,23 @@ def pytest_configure(config):
     config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """pytest-django's, but each test database is a copy of a template migrated once per run
+    rather than once per xdist worker (tests/support/databases.py). pytest-django's
+    ``--reuse-db``, ``--create-db`` and ``--nomigrations`` are not used by the suite."""
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    from tests.support import databases
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    with django_db_blocker.unblock():
+        made = databases.django_test_databases(aliases, serialized_aliases)
+    yield
+    with django_db_blocker.unblock():
+        databases.drop_django_test_databases(made)
+
+
 @pytest.fixture
 def sessions_dir(tmp_path, settings):
     path = tmp_path / "sessions"

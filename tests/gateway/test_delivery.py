@@ -152,11 +152,12 @@ async def _small_capacity_and_hiccup(cluster: Deployment) -> None:
     # Heartbeats went on on every socket, after the drops too.
     marks = {id(w): w.count("heartbeat") for r in results for w in r["watchers"]}
     try:
-        async with asyncio.timeout(HEARTBEAT_SECONDS * 3):  # a new heartbeat on every socket within 3 periods
+        # A new heartbeat on every socket (a wait, not a measure: a busy machine may take many periods).
+        async with asyncio.timeout(HEARTBEAT_SECONDS * 30):
             while not all(w.count("heartbeat") > marks[id(w)] for r in results for w in r["watchers"]):
                 await asyncio.sleep(0.05)
     except TimeoutError:
-        raise AssertionError("a socket got no heartbeat for 3 heartbeat periods after the drops") from None
+        raise AssertionError("a socket got no heartbeat for 30 heartbeat periods after the drops") from None
 
     # A Redis hiccup in the middle of a turn: every connection of the layer is killed.
     first = results[0]

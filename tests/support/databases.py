@@ -15,7 +15,7 @@ A copy holds exactly what ``migrate`` (and ``neta_bootstrap``) would have writte
 the ``django_migrations`` rows, so the processes started on it see a migrated installation.
 
 The templates belong to the run: the xdist workers of one run share them (whoever needs one
-first makes it, under a lock; ``NETA_TEST_RUN``, set by the controller, names the run), and
+first makes it, under a lock; ``TESTS_SUPPORT_RUN``, set by the controller, names the run), and
 the process that started the run drops them at its end.
 """
 
@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHARSET = "CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 
 # The run's templates: made by any of its processes, dropped by the one that started it.
-RUN = os.environ.get("NETA_TEST_RUN") or f"p{os.getpid()}"
-OWNER = os.environ.get("NETA_TEST_RUN_OWNER", str(os.getpid())) == str(os.getpid())
+RUN = os.environ.get("TESTS_SUPPORT_RUN") or f"p{os.getpid()}"
+OWNER = os.environ.get("TESTS_SUPPORT_RUN_OWNER", str(os.getpid())) == str(os.getpid())
 SCRATCH = Path(tempfile.gettempdir()) / f"neta-db-templates-{RUN}"
 
 _known: dict[str, str] = {}  # template key -> database name or file (checked in this process)
@@ -197,7 +197,7 @@ def _sqlite_template(stage) -> Path:
             else:
                 path.unlink(missing_ok=True)
                 _manage(env, "migrate", "--noinput", "-v0")
-            done.write_text(str(path))
+            done.write_text(json.dumps({"name": str(path)}))
         _known[key] = str(path)
     return path
 
@@ -215,6 +215,69 @@ def sqlite_migrated(path: Path, *, bootstrapped: bool = False, seed: str | None 
     return _seed_output(_key("sqlite", stage))
 
 
+# ---------------------------------------------------------------------------- the test process's own
+
+
+def _mysql_server(settings_dict: dict) -> dict:
+    server = {"host": settings_dict.get("HOST") or "127.0.0.1", "port": int(settings_dict.get("PORT") or 3306), "user": settings_dict.get("USER") or "root"}
+    if settings_dict.get("PASSWORD"):
+        server["password"] = settings_dict["PASSWORD"]
+    return server
+
+
+def django_test_databases(aliases, serialized_aliases) -> list[tuple]:
+    """What ``django.test.utils.setup_databases`` does for ``aliases``, the test databases
+    copied from templates migrated once per run (by ``create_test_db`` itself) instead of
+    migrated in every process. Returns what ``drop_django_test_databases`` takes."""
+    from django.conf import settings
+    from django.db import connections
+
+    made = []
+    for alias in sorted(aliases):
+        connection = connections[alias]
+        engine, old_name = connection.vendor, connection.settings_dict["NAME"]
+        test_name = connection.creation._get_test_db_name()
+        key = f"django-{alias}-{engine}"
+        with _run_lock():
+            done = SCRATCH / f"{key}.done"
+            if not done.exists():
+                template = str(SCRATCH / f"{key}.sqlite3") if engine == "sqlite" else f"test_tmpl_{RUN}_{alias}"[:64]
+                test_settings = connection.settings_dict["TEST"]
+                own_test_name = test_settings.get("NAME")
+                test_settings["NAME"] = template
+                try:
+                    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+                finally:
+                    connection.close()
+                    test_settings["NAME"] = own_test_name
+                    settings.DATABASES[alias]["NAME"] = connection.settings_dict["NAME"] = old_name
+                server = _mysql_server(connection.settings_dict) if engine == "mysql" else None
+                done.write_text(json.dumps({"engine": engine, "name": template, "server": server}))
+            template = json.loads(done.read_text())
+        if engine == "sqlite":
+            Path(test_name).unlink(missing_ok=True)
+            shutil.copyfile(template["name"], test_name)
+            if Path(template["name"] + "-wal").exists():
+                shutil.copyfile(template["name"] + "-wal", test_name + "-wal")
+        else:
+            conn = _connect(template["server"])
+            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{test_name}`")
+            conn.close()
+            _copy_mariadb(template["server"], template["name"], test_name)
+        connection.close()
+        settings.DATABASES[alias]["NAME"] = connection.settings_dict["NAME"] = test_name
+        if alias in serialized_aliases:
+            connection._test_serialized_contents = connection.creation.serialize_db_to_string()
+        connection.ensure_connection()
+        made.append((connection, old_name))
+    return made
+
+
+def drop_django_test_databases(made: list[tuple]) -> None:
+    for connection, old_name in made:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
 @atexit.register
 def drop_templates() -> None:
     """Drop the run's templates (at exit, and from ``pytest_unconfigure``): in the process
@@ -222,9 +285,11 @@ def drop_templates() -> None:
     _known.clear()
     if not OWNER or not SCRATCH.exists():
         return
-    for done in SCRATCH.glob("mysql*.done"):
+    for done in SCRATCH.glob("*.done"):
         try:
             made = json.loads(done.read_text())
+            if not made.get("server"):
+                continue  # a file: removed with the folder
             conn = _connect(made["server"])
             conn.cursor().execute(f"DROP DATABASE IF EXISTS `{made['name']}`")
             conn.close()

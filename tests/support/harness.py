@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -170,6 +171,29 @@ class XdistGroups:
 
 # --------------------------------------------------------------------------- reports
 
+CPU_AT_START = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """CPU this process and its reaped children used so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_AT_START] = _cpu_seconds()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The test's CPU seconds (its process and the children it waited for) on its last report."""
+    report = yield
+    if call.when == "teardown" and CPU_AT_START in item.stash:
+        report.user_properties.append(("cpu_seconds", round(_cpu_seconds() - item.stash[CPU_AT_START], 3)))
+    return report
+
+
 
 class Durations:
     """Collects every test phase's duration (on the controller, from every worker)."""
@@ -177,12 +201,16 @@ class Durations:
     def __init__(self, config):
         self.config = config
         self.phases: list[tuple[float, str, str]] = []
+        self.cpu: dict[str, float] = {}
         self.groups: dict[str, str] = {}
         self.workers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # busy seconds, last report at
         self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report):
         self.phases.append((report.duration, report.when, report.nodeid))
+        cpu = dict(report.user_properties).get("cpu_seconds")
+        if cpu is not None:
+            self.cpu[report.nodeid] = cpu
         worker = self.workers[getattr(getattr(report, "node", None), "gateway", None) and report.node.gateway.id or "main"]
         worker[0] += report.duration
         worker[1] = time.monotonic() - self.started
@@ -199,17 +227,20 @@ class Durations:
         groups = self.groups or _worker_groups(self.config)
         per_test: dict[str, float] = defaultdict(float)
         per_group: dict[str, float] = defaultdict(float)
+        cpu_group: dict[str, float] = defaultdict(float)
         for duration, _, nodeid in self.phases:
             per_test[nodeid] += duration
             per_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += duration
+        for nodeid, cpu in self.cpu.items():
+            cpu_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += cpu
         wall = time.monotonic() - self.started
         lines = [
             f"wall time {wall:.1f} s; {len(per_test)} tests, {sum(per_test.values()):.1f} s of test time "
-            f"(setup + call + teardown); workers: {os.environ.get('PYTEST_XDIST_WORKER_COUNT') or self.config.getoption('numprocesses', None) or 1}",
+            f"(setup + call + teardown), {sum(self.cpu.values()):.1f} CPU seconds; workers: {os.environ.get('PYTEST_XDIST_WORKER_COUNT') or self.config.getoption('numprocesses', None) or 1}",
             *(f"{name}: {busy:.1f} s in tests, its last one ended at {last:.1f} s" for name, (busy, last) in sorted(self.workers.items())),
             "",
-            "groups (one worker each), by total seconds:",
-            *(f"{seconds:8.2f}  {group}" for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])),
+            "groups (one worker each), by total seconds (and CPU seconds: the workers' and the children they waited for):",
+            *(f"{seconds:8.2f}  {cpu_group[group]:8.2f}  {group}" for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])),
             "",
             "test phases, by duration:",
             *(f"{d:8.2f}  {when:<8} {nodeid}" for d, when, nodeid in sorted(self.phases, reverse=True) if d >= 0.005),
@@ -228,6 +259,6 @@ def pytest_configure(config):
         return
     config.pluginmanager.register(Durations(config), "neta-durations")
     if config.getoption("dist", "no") != "no":  # the workers share this run's database templates
-        os.environ["NETA_TEST_RUN"], os.environ["NETA_TEST_RUN_OWNER"] = databases.RUN, str(os.getpid())
+        os.environ["TESTS_SUPPORT_RUN"], os.environ["TESTS_SUPPORT_RUN_OWNER"] = databases.RUN, str(os.getpid())
     if config.getoption("dist", "no") == "loadgroup":
         config.pluginmanager.register(XdistGroups(), "neta-xdist-groups")
