@@ -13,13 +13,13 @@ a test that uses it isolates itself by a user, an agent or a session of its own:
 A test that kills a process, or needs settings no other test may see, starts a
 deployment of its own (``tests/support/deployment.py``).
 
-Where each test runs (``make test``: ``-n 2 --dist loadgroup``). Every test belongs to a
+Where each test runs (``make test``: ``-n 3 --dist loadgroup``). Every test belongs to a
 group, and a group runs on one worker: the tests using a shared deployment form one group
 (``distributed``, ``browser``), so each is started once per run; every other test is
 grouped with its module (its module fixtures start once); an ``xdist_group`` mark names a
 group outright. Groups are handed out longest first, by the durations of the last run on
-this machine (``var/test-reports/``), else by the ``slow`` mark, so that the two workers
-end together. The workers tell the controller the groups (``GroupScheduling``).
+this machine (``var/test-reports/``), else by the ``slow`` mark, so that the workers end
+together. The workers tell the controller the groups (``GroupScheduling``).
 
 Reports. Every run writes ``var/test-reports/junit.xml`` (``--junitxml``) and
 ``var/test-reports/durations.txt``: every test phase by duration, the groups by total,
