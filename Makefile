@@ -6,11 +6,13 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 # The contract suite runs the mysql provider on this server too.
 NETA_TEST_MYSQL_URL ?= mysql://root@127.0.0.1:3306/neta
-# Both cores: the suite waits on servers, browsers and child processes as much as it computes.
-# Tests of one file stay on one worker (their module fixtures start servers once).
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# Three workers on two cores: the suite waits on servers, browsers and child processes as much
+# as it computes (with two, the cores were idle a third of the time).
+# Each test's xdist group stays on one worker: its module, or the shared deployment it uses
+# (tests/support/harness.py, which also hands the groups out longest first).
+PYTEST_ARGS ?= -n 3 --dist loadgroup
 
-.PHONY: run test deps deps-test bench clean
+.PHONY: run test test-quick deps deps-test bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +41,11 @@ test: deps-test
 	$(VENV)/bin/lint-imports --no-cache
 	node --test tests/js/
 	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+# The edit loop: no slow tests (deployments, browsers, crash scenarios), stop at the first failure.
+test-quick: deps-test
+	bin/setup-system --services
+	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS) -m "not slow" -x
 
 bench: deps-test
 	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m bench

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, login, prepare, server_env, start_daphne, stop_daphne
+from tests.support import browser as browser_support
+from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, Site, browser_deployment, login
 
 STREAM_DELTAS = 500  # 10 s at 50 deltas/s
 BENCH_RULE = {"match": {"contains": "bench stream"}, "reply": [{"text": "word " * (STREAM_DELTAS * 4 // 5), "chunk_size": 4, "delay_ms": 20}]}
@@ -152,12 +153,11 @@ def main(argv=None) -> int:
     from bench.chat_subagents import measure_real, report_real
     from playwright.sync_api import sync_playwright
 
-    import tests.browser.conftest as browser_conftest
-
-    browser_conftest.RULES["rules"].insert(1, BENCH_RULE)
+    browser_support.RULES["rules"].insert(1, BENCH_RULE)
     var_dir = Path(tempfile.mkdtemp(prefix="neta-bench-chat-"))
-    env = server_env(var_dir, NETA_STREAM_RATE="50", NETA_SNAPSHOT_ENTRY_LIMIT=str(args.snapshot_limit), NETA_EVENT_LOG_SIZE="1000")
-    server = prepare(var_dir, env)
+    deployment = browser_deployment(var_dir, NETA_STREAM_RATE="50", NETA_SNAPSHOT_ENTRY_LIMIT=str(args.snapshot_limit), NETA_EVENT_LOG_SIZE="1000")
+    deployment.prepare()
+    server = Site(deployment)
     big = pi_session_file(var_dir / "big.jsonl", args.entries)
     small = pi_session_file(var_dir / "small.jsonl", 20, seed=3)
     t = time.perf_counter()
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     print(f"imported {args.entries} entries in {time.perf_counter() - t:.1f} s (session {big_id})")
     small_id = server.python(IMPORT.format(path=str(var_dir / "small.jsonl"))).strip().splitlines()[-1].split()[0]
     assert big_id == big and small_id == small
-    proc, base_url = start_daphne(env, var_dir / "daphne.log")
+    base_url = server.start().base_url
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
             batch = measure_real(browser, server, base_url, children=args.subagents, seconds=args.subagent_seconds) if args.subagents else None
             browser.close()
     finally:
-        stop_daphne(proc)
+        deployment.close()
     first = runs[0]
     paint = statistics.median(r["paint"] for r in runs)
     tree = statistics.median(r["tree"] for r in runs)

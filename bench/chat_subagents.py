@@ -30,15 +30,7 @@ import tempfile
 from pathlib import Path
 
 from bench.chat_page import LONGTASKS
-from tests.browser.conftest import (
-    CHROMIUM,
-    CHROMIUM_FLAGS,
-    login,
-    prepare,
-    server_env,
-    start_daphne,
-    stop_daphne,
-)
+from tests.support.browser import CHROMIUM, CHROMIUM_FLAGS, Site, browser_deployment, login
 
 FEED = """
 async ({children, seconds, rate, expand}) => {
@@ -239,9 +231,9 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     var_dir = Path(tempfile.mkdtemp(prefix="neta-bench-subagents-"))
-    env = server_env(var_dir)
-    server = prepare(var_dir, env)
-    proc, base_url = start_daphne(env, var_dir / "daphne.log")
+    deployment = browser_deployment(var_dir)
+    server = Site(deployment).start()
+    base_url = server.base_url
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
@@ -278,7 +270,7 @@ def main(argv=None) -> int:
             idle = page.evaluate(f"() => window.__longtasks.filter((t) => t.start >= {idle_t0}).map((t) => Math.round(t.duration))")
             browser.close()
     finally:
-        stop_daphne(proc)
+        deployment.close()
     print(f"{args.children} children × {args.rate} frames/s for {args.seconds:.0f} s: {result['frames']} subagent frames, "
           f"{result['rows']} rows, {result['streams']} streams drawn, {result['items']} stream items")
     print(f"store.receive per frame: p50 {result['p50']:.2f} ms, p99 {result['p99']:.2f} ms, max {result['max']:.1f} ms")

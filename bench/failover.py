@@ -45,7 +45,7 @@ from runtime.realtime.sinks import InMemorySink  # noqa: E402
 from runtime.runs.prompts import session_prompt  # noqa: E402
 from runtime.runs.turn import execute_run  # noqa: E402
 from runtime.sessions.services import session_start  # noqa: E402
-from tests.runtime.wire_servers import Reply, Status, WireServer  # noqa: E402
+from tests.support.wire_servers import Reply, Status, WireServer  # noqa: E402
 
 KEY = "BENCH_FAILOVER_API_KEY"
 

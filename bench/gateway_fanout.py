@@ -2,7 +2,7 @@
 
     python -m bench.gateway_fanout [--clients 200] [--modes inline,celery] [--client-procs 4]
 
-Modes (real processes, see tests/gateway/cluster.py):
+Modes (real processes, see tests/support/deployment.py):
 
 * ``inline`` — the embedded default: one Daphne, in-memory channel layer, the
   run on the web process's thread pool, SQLite.
@@ -34,7 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.gateway.cluster import Cluster, cleanup_workdir, mariadb_available, redis_available  # noqa: E402
+from tests.support.deployment import Deployment as Cluster  # noqa: E402
+from tests.support.deployment import cleanup_workdir  # noqa: E402
+from tests.support.services import mariadb_available, redis_available  # noqa: E402
 
 TREE_TYPES = {
     "session_entry_added",

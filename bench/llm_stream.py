@@ -95,7 +95,7 @@ def bench_long_outputs() -> None:
 
 
 def bench_wire() -> None:
-    from tests.runtime.wire_servers import Reply, WireServer
+    from tests.support.wire_servers import Reply, WireServer
 
     text = "streaming text over the wire " * 300  # ~8.7 KB
     for protocol, kind in (("anthropic", "anthropic"), ("openai", "openai")):

@@ -39,7 +39,7 @@ from toolcatalog.protocol import ToolContext, get_tool, run_tool  # noqa: E402
 from toolcatalog.sandbox import bwrap_status, reset_sandbox_probe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = ROOT / "tests" / "toolcatalog" / "mcp_test_server.py"
+SERVER = ROOT / "tests" / "support" / "mcp_server.py"
 CALLS = 200
 connections.set_event_handler(None)  # nothing recorded: the bench has no McpServer rows
 

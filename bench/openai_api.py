@@ -47,7 +47,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.gateway.cluster import Cluster, cleanup_workdir, mariadb_available  # noqa: E402
+from tests.support.deployment import Deployment as Cluster  # noqa: E402
+from tests.support.deployment import cleanup_workdir  # noqa: E402
+from tests.support.services import mariadb_available  # noqa: E402
 
 TERMINAL = ("completed", "aborted", "failed", "lost")
 
@@ -314,8 +316,8 @@ print(json.dumps({"lookup_first_ms": first_lookup, "lookup_p50_ms": statistics.m
 
 def matching(cluster: Cluster, args) -> None:
     env = {"B_SESSIONS": str(args.sessions), "B_MESSAGES": str(args.messages), "B_EXTRA": str(args.extra_nodes)}
-    built = json.loads(cluster._run([sys.executable, "-c", POPULATE], env=env).strip().splitlines()[-1])
-    measured = json.loads(cluster._run([sys.executable, "-c", MEASURE]).strip().splitlines()[-1])
+    built = json.loads(cluster.run([sys.executable, "-c", POPULATE], env=env).strip().splitlines()[-1])
+    measured = json.loads(cluster.run([sys.executable, "-c", MEASURE]).strip().splitlines()[-1])
     print(
         f"\nMatching: {measured['sessions']} sessions x {args.messages} messages of the caller and agent"
         f" + {args.extra_nodes} more nodes ({built['nodes']} rows), a history of {measured['depth']} messages + 1"

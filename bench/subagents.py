@@ -8,7 +8,7 @@ child event → stream sink p95 (the child's timestamp to the host's publish), h
 per event (a child's wall time on the host beyond its own clock, per event it sent), and
 an 8-way batch's wall time against its slowest child.
 
-Served (real processes, ``tests/gateway/cluster.py``): *embedded* is one Daphne (SQLite,
+Served (real processes, ``tests/support/deployment.py``): *embedded* is one Daphne (SQLite,
 in-memory channel layer, children supervised by the web process); *celery* is one
 Daphne, a Celery worker for runs and one for ``NETA_SUBAGENT_QUEUE`` (prefork, 8
 processes, prefetch 1), MariaDB and Redis. Printed: child event → websocket client p50/p95
@@ -197,7 +197,9 @@ def served(mode: str, rounds: int) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.gateway.cluster import VENV_BIN, Cluster, cleanup_workdir, mariadb_available, redis_available
+    from tests.support.deployment import Deployment as Cluster
+    from tests.support.deployment import cleanup_workdir
+    from tests.support.services import mariadb_available, redis_available
 
     celery = mode == "celery"
     if celery and not (mariadb_available() and redis_available()):
@@ -211,12 +213,9 @@ def served(mode: str, rounds: int) -> None:
     )  # fmt: skip
     try:
         with cluster:
-            policy = f"import django; django.setup(); from runtime.models import Agent; Agent.objects.filter(name='default').update(subagent_policy={SERVED_POLICY!r})"
-            cluster._run([sys.executable, "-c", policy])
+            cluster.python(f"from runtime.models import Agent; Agent.objects.filter(name='default').update(subagent_policy={SERVED_POLICY!r})")
             if celery:
-                cluster._spawn("subworker", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", queue, "-P", "prefork", "-c", "8",
-                                             "--prefetch-multiplier", "1", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"])  # fmt: skip
-                cluster._wait_log("subworker", "ready.", timeout=180)
+                cluster.start_worker("subworker", queues=queue, concurrency=8, options=("--prefetch-multiplier", "1"))
             out = asyncio.run(_served_rounds(cluster, rounds))
     finally:
         cleanup_workdir(workdir)

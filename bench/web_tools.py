@@ -1,7 +1,7 @@
 """Benchmarks for the web tools: what the guard and the extraction cost per call.
 
 Run: ``.venv/bin/python -m bench.web_tools`` (from the repository root). Prints figures,
-never asserts. A local site (``tests/toolcatalog/web_servers.py``) serves the pages over
+never asserts. A local site (``tests/support/web_servers.py``) serves the pages over
 real sockets; 127.0.0.1 is allowed for the run. Measured here:
 
 * the guard's URL check alone (parse, resolve an IP literal, classify): median per call;
@@ -25,7 +25,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from tests.toolcatalog.web_servers import SearchServer, SiteServer  # noqa: E402
+from tests.support.web_servers import SearchServer, SiteServer  # noqa: E402
 from toolcatalog import web_guard  # noqa: E402
 from toolcatalog.protocol import ToolContext, get_tool, run_tool  # noqa: E402
 

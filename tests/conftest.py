@@ -1,12 +1,15 @@
 """Shared fixtures: who is acting, where sessions live, which real services exist.
 
-A test that needs a real service (MariaDB, Redis, node for the Pi oracle) uses
-it. When the service is missing the test fails under CI (``CI=true``) and is
-skipped on a laptop, with the reason printed.
+What tests import lives in ``tests/support/`` (a test module or a conftest is never
+imported: ``tests/test_layout.py``). A test that needs a real service (MariaDB, Redis,
+node for the Pi oracle) uses it; when the service is missing the test fails under CI
+(``CI=true``) and is skipped on a laptop, with the reason printed
+(``tests.support.services.require``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -16,35 +19,53 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-ORACLE = SHARED / "pi-oracle" / "oracle"
-FIXTURES = SHARED / "pi-oracle" / "fixtures"
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from tests.support.services import ORACLE, require
+
+# The harness: shared deployments, where each test runs, the reports (tests/support/harness.py).
+pytest_plugins = ["tests.support.harness"]
 
 
 def pytest_configure(config):
-    """Under pytest-xdist each worker runs the Pi oracle from a folder of its own: the
-    oracle script refreshes its cache folder on every call, so two concurrent calls on
-    one folder race. The worker's folder starts as hard links of the shared install."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or "PI_ORACLE_HOME" in os.environ:
+    """Each test process runs Pi's oracle from a cache folder of its own, removed at the end:
+    the oracle script refreshes its folder on every call, so two concurrent calls on one
+    folder race (two xdist workers, or two runs on one machine). The folder starts as hard
+    links of the shared install, which the first process to need it makes (under a lock)."""
+    if "PI_ORACLE_HOME" in os.environ or not ORACLE.exists():
         return
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return  # the xdist controller runs no test
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    shared, home = cache / "neta-pi-oracle", cache / f"neta-pi-oracle-{worker}"
-    if (shared / "node_modules").is_dir() and not (home / "node_modules").exists():
-        home.mkdir(parents=True, exist_ok=True)
+    shared, home = cache / "neta-pi-oracle", cache / f"neta-pi-oracle-{os.getpid()}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "neta-pi-oracle.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "node_modules").is_dir() and shutil.which("npm"):
+            shared.mkdir(exist_ok=True)
+            for name in ("package.json", "install.sh"):
+                shutil.copy(ORACLE.parent / name, shared / name)
+            subprocess.run(["sh", "install.sh"], cwd=shared, capture_output=True, timeout=600, check=False)
+    home.mkdir()
+    if (shared / "node_modules").is_dir():
         subprocess.run(["cp", "-al", str(shared / "node_modules"), str(home / "node_modules")], check=False)
     os.environ["PI_ORACLE_HOME"] = str(home)
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
-def require(condition: bool, reason: str) -> None:
-    """Skip on a laptop, fail in CI, when a real part the test needs is missing."""
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"required service missing in CI: {reason}")
-    pytest.skip(reason)
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """pytest-django's, but each test database is a copy of a template migrated once per run
+    rather than once per xdist worker (tests/support/databases.py). pytest-django's
+    ``--reuse-db``, ``--create-db`` and ``--nomigrations`` are not used by the suite."""
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    from tests.support import databases
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    with django_db_blocker.unblock():
+        made = databases.django_test_databases(aliases, serialized_aliases)
+    yield
+    with django_db_blocker.unblock():
+        databases.drop_django_test_databases(made)
 
 
 @pytest.fixture
@@ -80,16 +101,6 @@ def outsider(django_user_model):
 @pytest.fixture
 def staff(django_user_model):
     return django_user_model.objects.create_user("staff", password="pw-staff", is_staff=True, is_superuser=True)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Files with slow tests first (in collection order), the quick ones after them.
-
-    ``make test`` hands whole files to its two workers in collection order (``--dist
-    loadfile``); a long file handed out last leaves one core idle while the other runs
-    it. With the long ones first, the quick ones even the two queues out at the end."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within each group is kept
 
 
 def pytest_unconfigure(config):

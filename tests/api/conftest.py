@@ -4,7 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from sessions_tree import events as ev
-from tests.api.builders import build_tree, default_agent, owner_tokens
+from tests.support.builders import build_tree, default_agent, owner_tokens
 
 
 @pytest.fixture

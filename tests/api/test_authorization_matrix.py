@@ -16,9 +16,9 @@ import pytest
 from runtime.models import AgentRun
 from runtime.subagents.services import subprocess_runs_create
 from sessions_tree.models import AgentSession
-from tests.api.builders import build_tree
-from tests.api.roles import ROLE_PERMS, role_user
-from tests.conftest import FIXTURES
+from tests.support.builders import build_tree
+from tests.support.roles import ROLE_PERMS, role_user
+from tests.support.services import FIXTURES
 
 ROLES = ("superuser", *ROLE_PERMS)
 ACTORS = ("anonymous", "owner", "outsider", *ROLES, "read_only", "revoked", "expired")

@@ -13,8 +13,8 @@ from runtime.runs.prompts import session_prompt, session_regenerate
 from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_fork, session_rename, session_start
 from sessions_tree.providers import get_provider
-from tests.api.test_sessions import assert_error
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.builders import assert_error
+from tests.support.entries import assistant_message, user_message
 
 
 def children(provider, sid, parent_id):

@@ -13,9 +13,9 @@ from runtime.realtime.sinks import InMemorySink
 from runtime.runs.prompts import session_prompt
 from runtime.runs.turn import execute_run
 from sessions_tree.providers import get_provider
-from tests.api.test_sessions import assert_error
-from tests.browser.test_chat_everyday import tiny_pdf
-from tests.sessions_tree.conftest import assistant_message
+from tests.support.builders import assert_error
+from tests.support.documents import tiny_pdf
+from tests.support.entries import assistant_message
 
 pytestmark = pytest.mark.django_db
 

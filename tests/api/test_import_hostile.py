@@ -22,16 +22,8 @@ from sessions_tree import jsonl
 from sessions_tree.clean import needs_cleaning
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
-from tests.api.test_sessions import assert_error
-from tests.sessions_tree.hostile import (
-    TS,
-    assistant,
-    bad_content,
-    header_line,
-    hostile_headers,
-    store_behind_back,
-    user,
-)
+from tests.support.builders import assert_error
+from tests.support.hostile import TS, assistant, bad_content, header_line, hostile_headers, store_behind_back, user
 
 TAG = f"neta-h1-api-{uuid.uuid4().hex[:8]}"
 HEADERS = hostile_headers(TAG)

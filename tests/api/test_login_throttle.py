@@ -10,7 +10,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from tests.conftest import require
+from tests.support.services import require
 
 FORMS = ["/login/", "/admin/login/"]
 REDIS_URL = os.environ.get("NETA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{10 + os.getpid() % 6}")

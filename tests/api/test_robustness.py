@@ -17,7 +17,7 @@ from runtime.api.tokens import api_token_create
 from runtime.encodable import TOO_DEEP, renderable
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
-from tests.api.builders import build_tree
+from tests.support.builders import build_tree
 
 DEEP = "[" * 10_000 + "]" * 10_000
 DEEP_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000

@@ -16,7 +16,7 @@ from runtime.models import AgentRun, RunStatus
 from runtime.runs.questions import waiting_run
 from runtime.runs.selectors import active_run, run_state
 from sessions_tree.models import AgentSession
-from tests.api.builders import build_tree
+from tests.support.builders import build_tree
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from schemathesis.checks import not_a_server_error
 
 from runtime.api.tokens import api_token_create
 from runtime.models import AgentRun
-from tests.api.builders import build_tree, default_agent
-from tests.conftest import REPO
+from tests.support.builders import build_tree, default_agent
+from tests.support.services import REPO
 
 
 def test_schema_validates_without_warnings():

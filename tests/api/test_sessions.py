@@ -7,18 +7,8 @@ import json
 
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import SessionTreeProvider, get_provider
-from tests.conftest import FIXTURES
-
-
-def assert_error(response, status: int, code: str, field: str | None = None):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert set(body) == {"error"}
-    assert body["error"]["code"] == code
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    if field is not None:
-        assert field in body["error"]["fields"], body
-    return body["error"]
+from tests.support.builders import assert_error
+from tests.support.services import FIXTURES
 
 
 def test_create_session_uses_the_agent_and_names_it_with_a_session_info_entry(client_for, agent, owner):
@@ -224,7 +214,7 @@ def test_fork_copies_the_path_into_a_session_of_the_caller(client_for, tree):
 
 
 def test_a_busy_session_answers_409(client_for, tree):
-    from tests.sessions_tree.conftest import assistant_message
+    from tests.support.entries import assistant_message
 
     provider = get_provider("file")
     provider.begin_in_flight(tree.session_id, assistant_message(""))

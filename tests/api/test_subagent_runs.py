@@ -6,7 +6,7 @@ import pytest
 
 from runtime.models import AgentRun, SubprocessRun
 from runtime.subagents.services import subprocess_events_record, subprocess_run_claim, subprocess_runs_create
-from tests.api.builders import build_tree
+from tests.support.builders import build_tree
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from runtime.sessions.services import session_rename
 from sessions_tree.models import AgentSession
 from skills_registry.models import SkillResource
 from skills_registry.services import skills_set_disabled
-from tests.api.builders import build_tree, default_agent
+from tests.support.builders import build_tree, default_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -225,7 +225,7 @@ def test_user_and_group_edits_in_the_console_are_recorded_without_the_password(c
 
 
 def test_a_staff_import_over_the_api_is_recorded(agent, staff):
-    from tests.conftest import FIXTURES
+    from tests.support.services import FIXTURES
 
     client = APIClient()
     client.force_login(staff)

@@ -10,7 +10,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, login
+from tests.support.browser import Console, login
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import conftest
-from tests.browser.conftest import PASSWORD, Console, api, login, send, store_eval, wait_idle
+from tests.support.browser import Console, api, login, send, shot, store_eval, wait_idle
+from tests.support.deployment import PASSWORD
+from tests.support.documents import tiny_pdf
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +93,7 @@ def everyday(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    conftest.shot(page, artifacts, f"everyday-{name}", f"chat-everyday-{name}")
+    shot(page, artifacts, f"everyday-{name}", f"chat-everyday-{name}")
 
 
 def open_page(browser, server, viewport=DESKTOP, agent="everyday", **context):
@@ -496,29 +497,6 @@ def test_a_page_load_is_few_requests_with_long_lived_caching(browser, server, ev
 
 
 # --------------------------------------------------------------------------- what the peers have
-
-
-def tiny_pdf(text: str) -> bytes:
-    """A one-page PDF whose text layer says ``text`` (Helvetica, no compression)."""
-    content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 400 144] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for offset in offsets:
-        out += b"%010d 00000 n \n" % offset
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
 
 
 def test_documents_are_attached_read_and_shown_as_chips(browser, server, everyday, artifacts, tmp_path):

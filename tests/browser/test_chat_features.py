@@ -15,8 +15,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import conftest
-from tests.browser.conftest import Console, api, login, send, store_eval, wait_idle
+from tests.support import browser as support
+from tests.support.browser import Console, api, login, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def features_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    conftest.shot(page, artifacts, f"features-{name}", f"chat-{name}")
+    support.shot(page, artifacts, f"features-{name}", f"chat-{name}")
 
 
 def answers(page):

@@ -16,9 +16,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import conftest
-from tests.browser.conftest import Console, answered, api, login, send, store_eval
-from tests.browser.test_chat_polish import CONTRAST
+from tests.support import browser as support
+from tests.support.browser import Console, answered, api, login, send, store_eval
+from tests.support.browser import CONTRAST
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def gaps_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    conftest.shot(page, artifacts, f"gaps-{name}", f"chat-{name}")
+    support.shot(page, artifacts, f"gaps-{name}", f"chat-{name}")
 
 
 def sessions_of(page, agent: str, status: str = "active") -> list[dict]:

@@ -7,16 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import (
-    PASSWORD,
-    answered,
-    SLOW_TEXT,
-    login,
-    send,
-    server_snapshot,
-    store_eval,
-    wait_idle,
-)
+from tests.support.browser import PASSWORD, answered, SLOW_TEXT, login, send, server_snapshot, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 

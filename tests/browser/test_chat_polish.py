@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PASSWORD, Console, answered, login, reached, send, store_eval, wait_idle
+from tests.support.browser import CONTRAST, PASSWORD, Console, answered, login, reached, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -155,25 +155,6 @@ def goto_session(page, server, session_id: str) -> None:
     page.goto(f"{server.base_url}/sessions/{session_id}/")
     page.wait_for_selector("html[data-conversation-ready]")
 
-
-CONTRAST = """(el) => {
-  const rgb = (s) => s.match(/[\\d.]+/g).map(Number);
-  const lum = ([r, g, b]) => {
-    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
-  let bg = null;
-  for (let n = el; n && !bg; n = n.parentElement) {
-    const c = rgb(getComputedStyle(n).backgroundColor);
-    if (c.length < 4 || c[3] > 0.99) bg = c.slice(0, 3);
-  }
-  bg = bg ?? [255, 255, 255];
-  let alpha = 1;
-  for (let n = el; n; n = n.parentElement) alpha *= Number(getComputedStyle(n).opacity);
-  const fg = rgb(getComputedStyle(el).color).slice(0, 3).map((c, i) => c * alpha + bg[i] * (1 - alpha));
-  const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-  return (a + 0.05) / (b + 0.05);
-}"""
 
 def tokens_of(text: str) -> float:
     figure = re.search(r"([\d.]+)(k?)\s*/", text)
@@ -339,7 +320,7 @@ def test_rich_answers_long_talks_and_the_tree(browser, server, polish, artifacts
     expect(answer.locator(".markdown")).to_contain_text("dollars like $5 and $10 stay text")
     assert answer.locator("a[href^='javascript']").count() == 0
     assert answer.locator("img").count() == 0
-    assert page.evaluate("() => document.fonts.check('16px KaTeX_Main')")
+    page.wait_for_function("() => document.fonts.check('16px KaTeX_Main')")  # KaTeX's font loads (it may still be on its way)
     # Code: a language label and a copy button.
     block = answer.locator(".code-block")
     expect(block.locator(".code-lang")).to_have_text("python")

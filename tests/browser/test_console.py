@@ -13,9 +13,9 @@ import zipfile
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, PASSWORD, Console
-from tests.conftest import REPO
-from tests.runtime.wire_servers import Reply, WireServer
+from tests.support.browser import ARTIFACTS, PASSWORD, Console
+from tests.support.services import REPO
+from tests.support.wire_servers import Reply, WireServer
 
 # The docs' screenshots are refreshed on request (NETA_CONSOLE_SCREENSHOTS=1), else they go with the test artifacts.
 SHOTS = REPO / "docs" / "screenshots" if os.environ.get("NETA_CONSOLE_SCREENSHOTS") == "1" else ARTIFACTS

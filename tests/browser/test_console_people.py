@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, PASSWORD, RULES, Console
-from tests.conftest import REPO
-from tests.skills_registry.test_zip_import import good, raw_zip
+from tests.support.browser import ARTIFACTS, PASSWORD, RULES, Console
+from tests.support.services import REPO
+from tests.support.skills import good, raw_zip
 
 pytestmark = pytest.mark.slow
 

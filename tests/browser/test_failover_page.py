@@ -11,8 +11,8 @@ import socket
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console, login, send, wait_idle
-from tests.runtime.wire_servers import Reply, WireServer
+from tests.support.browser import Console, login, send, wait_idle
+from tests.support.wire_servers import Reply, WireServer
 
 pytestmark = pytest.mark.slow
 

@@ -8,16 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import (
-    Console,
-    login,
-    prepare,
-    require_browser,
-    server_env,
-    start_daphne,
-    stop_daphne,
-    store_eval,
-)
+from tests.support.browser import Console, Site, login, store_eval
 
 pytestmark = pytest.mark.slow
 
@@ -51,14 +42,11 @@ print(json.dumps({"sid": sid, "total": len(provider.list_entries(sid))}))
 
 
 @pytest.fixture(scope="module")
-def long_session(tmp_path_factory):
-    require_browser()
-    var_dir = tmp_path_factory.mktemp("neta-browser-paged")
-    server = prepare(var_dir, server_env(var_dir, NETA_SNAPSHOT_ENTRY_LIMIT="10"))
+def long_session(browser_deployment):
+    """A server of its own on the browser deployment, whose snapshots ship 10 entries."""
+    server = Site(browser_deployment, "paged").start(NETA_SNAPSHOT_ENTRY_LIMIT="10")
     made = json.loads(server.python(BUILD).strip().splitlines()[-1])
-    proc, server.base_url = start_daphne(server.env, var_dir / "daphne.log")
-    yield server, made
-    stop_daphne(proc)
+    return server, made
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import conftest
-from tests.browser.conftest import Console, login, send, store_eval, wait_idle
+from tests.support import browser as support
+from tests.support.browser import Console, login, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +117,7 @@ def panels_agent(server):
 
 
 def shot(page, artifacts, name: str) -> None:
-    conftest.shot(page, artifacts, name, name)
+    support.shot(page, artifacts, name, name)
 
 
 def open_page(browser, server, viewport=DESKTOP, agent="panels"):

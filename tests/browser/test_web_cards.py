@@ -1,4 +1,5 @@
-"""The web tools' cards on the chat page, in a real browser against a Daphne whose settings
+"""The web tools' cards on the chat page, in a real browser against a Daphne (of the browser
+deployment) whose settings
 select a (local, SearXNG-speaking) search backend and allow a local site: the search card lists
 the results as links (http(s) only), the fetch card links the page and shows its markdown, and
 a refused fetch is an error card that says why."""
@@ -10,21 +11,29 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PASSWORD, SETUP, Console, Server, login, send, server_env, start_daphne, stop_daphne, wait_idle
-from tests.support.databases import sqlite_migrated
-from tests.toolcatalog.web_servers import SearchServer, SiteServer
+from tests.support.browser import Console, Site, login, send, wait_idle
+from tests.support.web_servers import SearchServer, SiteServer
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def web_server(tmp_path_factory):
-    from tests.browser.conftest import require_browser
+AGENT = """
+import json
+from runtime.models import Agent, ModelConfig
+model = ModelConfig.objects.create(
+    name="web-cards-scripted", display_name="Web cards", provider_kind="scripted", provider_name="scripted",
+    model_id="web-cards-scripted", context_window=64000, max_output_tokens=4096, price_input=1, price_output=2,
+    options={{"rules": json.loads({rules!r})}},
+)
+Agent.objects.create(name="web-cards", model=model, workspace_mode="shared", restore_last_session=False, description="web cards")
+"""
 
-    require_browser()
+
+@pytest.fixture(scope="module")
+def web_server(browser_deployment):
+    """A server of its own on the browser deployment whose settings name the local search
+    backend and allow the local site; an agent of its own whose model looks things up there."""
     with SearchServer() as search, SiteServer() as site:
-        var_dir = tmp_path_factory.mktemp("neta-browser-web")
-        (var_dir / "workspace").mkdir(parents=True)
         rules = {
             "version": 1,
             "chunk_size": 0,
@@ -41,20 +50,14 @@ def web_server(tmp_path_factory):
             ],
             "default": {"reply": [{"text": "Noted: {{user}}"}]},
         }
-        env = server_env(
-            var_dir,
-            NETA_WEB_SEARCH_BACKEND="searxng",
-            NETA_WEB_SEARCH_URL=search.base_url,
-            NETA_WEB_FETCH_ALLOW=f"127.0.0.1:{site.port}",
-        )
-        server = Server(base_url="", env=env, var_dir=var_dir)
-        sqlite_migrated(var_dir / "neta.sqlite3", bootstrapped=True)
-        server.python(SETUP.format(rules=json.dumps(rules), password=PASSWORD))
-        proc, server.base_url = start_daphne(env, var_dir / "daphne.log")
+        server = Site(browser_deployment, "web-tools").start(
+            NETA_WEB_SEARCH_BACKEND="searxng", NETA_WEB_SEARCH_URL=search.base_url, NETA_WEB_FETCH_ALLOW=f"127.0.0.1:{site.port}",
+        )  # fmt: skip
+        server.python(AGENT.format(rules=json.dumps(rules)))
         try:
             yield server, search, site
         finally:
-            stop_daphne(proc)
+            browser_deployment.kill("web-tools")  # its settings name servers that stop with this module
 
 
 def test_search_and_fetch_cards(browser, web_server, artifacts):
@@ -63,7 +66,7 @@ def test_search_and_fetch_cards(browser, web_server, artifacts):
     page = context.new_page()
     page.set_default_timeout(30_000)
     console = Console(page)
-    login(page, server.base_url)
+    login(page, server.base_url, path="/?agent=web-cards")
     send(page, "look it up")
     wait_idle(page, timeout=60_000)
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Found and read it.")

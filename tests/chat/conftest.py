@@ -3,4 +3,4 @@ kernel's contract suite."""
 
 from __future__ import annotations
 
-from tests.sessions_tree.conftest import provider  # noqa: F401 - the fixture, shared
+from tests.support.providers import provider  # noqa: F401 - the fixture

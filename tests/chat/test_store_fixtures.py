@@ -17,7 +17,7 @@ import pytest
 
 from sessions_tree.events import TREE_EVENT_TYPES, apply_events
 from tests.chat import store_fixtures
-from tests.conftest import REPO, require
+from tests.support.services import REPO, require
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

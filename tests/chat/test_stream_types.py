@@ -24,7 +24,7 @@ import pytest
 from runtime.realtime import stream_events
 from runtime.realtime.sinks import STREAM_EVENT_TYPES
 from sessions_tree import tree_events
-from tests.conftest import REPO, require
+from tests.support.services import REPO, require
 
 CHAT = REPO / "static" / "chat"
 PRINT = "const m = await import(process.argv[1]); console.log(JSON.stringify(m[process.argv[2]], (k, v) => v instanceof Set ? [...v] : v));"

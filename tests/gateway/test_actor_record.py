@@ -9,7 +9,7 @@ from django.test import Client
 
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession, SessionEvent
-from tests.gateway.conftest import Socket, api, command, rest, run_finished, session_cookie
+from tests.support.sockets import Socket, api, command, rest, run_finished, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

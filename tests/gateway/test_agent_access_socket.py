@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 
 from runtime.agents.services import agent_set_access
 from runtime.models import AgentRun
-from tests.gateway.conftest import Socket, command
+from tests.support.sockets import Socket, command
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -9,8 +9,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun, ModelConfig
-from tests.api.builders import TEST_RULES
-from tests.gateway.conftest import Socket, command, run_finished
+from tests.support.rules import TEST_RULES
+from tests.support.sockets import Socket, command, run_finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -9,8 +9,8 @@ from asgiref.sync import sync_to_async
 
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
-from tests.gateway.conftest import Socket, command
-from tests.sessions_tree.hostile import bad_content, store_behind_back
+from tests.support.sockets import Socket, command
+from tests.support.hostile import bad_content, store_behind_back
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

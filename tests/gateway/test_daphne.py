@@ -1,5 +1,6 @@
 """The gateway under a real Daphne (served as `make run` serves it: ``python -m
-neta.serve``), with the real Redis channel layer, through real websocket handshakes:
+neta.serve``), with the real Redis channel layer, through real websocket handshakes
+(the shared ``distributed`` deployment, tests/support/harness.py):
 
 * the Origin check compares scheme, host and port (another port of the same host
   is refused with HTTP 403);
@@ -15,33 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 
 import pytest
 
-from tests.conftest import require
-from tests.gateway.cluster import Cluster, cleanup_workdir, free_port, redis_available
+from tests.support.deployment import Deployment
+from tests.support.services import free_port
 
 pytestmark = [pytest.mark.slow]
 
 MIB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require(redis_available(), "Redis is not reachable")
-    workdir = tmp_path_factory.mktemp("daphne")
-    # No heartbeat during the tests: a socket that closes was closed by the withdrawal's message.
-    env = {"NETA_WS_HEARTBEAT_SECONDS": "600"}
-    with Cluster(workdir, servers=1, workers=0, database="sqlite", redis=True, backend="inline", extra_env=env) as running:
-        yield running
-    cleanup_workdir(workdir)
+@pytest.fixture
+def server(distributed):
+    """The shared distributed deployment: its heartbeat is off (a socket that closes was
+    closed by the withdrawal's message); each test acts as a user of its own."""
+    return distributed
 
 
-def in_another_process(cluster: Cluster, code: str, **env: str) -> str:
+def in_another_process(cluster: Deployment, code: str, **env: str) -> str:
     """Run ``code`` in a fresh Python process of the deployment (like `manage.py shell -c`)."""
-    script = "import os, django\ndjango.setup()\n" + code
-    return cluster._run([sys.executable, "-c", script], env=env)
+    return cluster.python("import os\n" + code, env=env)
 
 
 NEW_TOKEN = """
@@ -52,21 +47,17 @@ print(api_token_create(user=user).secret)
 """
 
 
-def new_token(cluster: Cluster, username: str = "alice") -> str:
+def new_token(cluster: Deployment, username: str = "alice") -> str:
     return in_another_process(cluster, NEW_TOKEN, USERNAME_=username).strip().splitlines()[-1]
 
 
-def new_session(cluster: Cluster, token: str) -> str:
-    saved, cluster.token = cluster.token, token
-    try:
-        status, body = cluster.http(0, "post", "/api/sessions/", {"title": "daphne"})
-    finally:
-        cluster.token = saved
+def new_session(cluster: Deployment, token: str) -> str:
+    status, body = cluster.http(0, "post", "/api/sessions/", {"title": "daphne"}, token=token)
     assert status == 201, body
     return body["sessionId"]
 
 
-async def connect(cluster: Cluster, session_id: str, token: str, *, origin: str | None = None):
+async def connect(cluster: Deployment, session_id: str, token: str, *, origin: str | None = None):
     import websockets
 
     return await websockets.connect(
@@ -193,11 +184,7 @@ def test_deleting_a_session_closes_its_sockets(server):
     async def scenario():
         ws = await connect(server, sid, token)
         assert (await recv(ws))["type"] == "hello"
-        saved, server.token = server.token, token
-        try:
-            status, _ = await asyncio.to_thread(server.http, 0, "delete", f"/api/sessions/{sid}/")
-        finally:
-            server.token = saved
+        status, _ = await asyncio.to_thread(server.http, 0, "delete", f"/api/sessions/{sid}/", token=token)
         assert status == 204
         code, frames = await close_code(ws)
         assert code == 4404 and frames[-1]["code"] == "session_not_found"
@@ -244,7 +231,7 @@ def test_post_bodies_reach_the_api_unparsed_by_twisted(server):
     assert json.loads(body)["run"]["sessionId"] == session_id
 
 
-def _partial_upload(cluster: Cluster, path: str, declared: int, *, chunked: bool = False) -> tuple[int | None, bytes]:
+def _partial_upload(cluster: Deployment, path: str, declared: int, *, chunked: bool = False) -> tuple[int | None, bytes]:
     """Send headers declaring ``declared`` bytes (or chunked), then 1 MiB of body, and
     read: the answer must come without the rest of the body (None: it never came)."""
     import socket

@@ -1,5 +1,5 @@
 """Delivery under load, on the real distributed stack: two Daphne servers, a Celery
-worker, MariaDB and Redis (``tests/gateway/cluster.py``), the deployed channel layer
+worker, MariaDB and Redis (``tests/support/deployment.py``), the deployed channel layer
 (Redis pub/sub, one bounded queue per socket: docs/realtime.md, "Channel layers").
 
 - 20 sessions × 5 turns, two clients per session (one on each server): every run
@@ -19,14 +19,14 @@ worker, MariaDB and Redis (``tests/gateway/cluster.py``), the deployed channel l
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from sessions_tree.events import TREE_EVENT_TYPES, apply_events
-from tests.api.builders import TEST_RULES
-from tests.conftest import require
-from tests.gateway.cluster import REDIS_URL, Cluster, cleanup_workdir, mariadb_available, redis_available
+from tests.support.deployment import Deployment
+from tests.support.rules import TEST_RULES
+from tests.support.services import REDIS_URL, require_mariadb_and_redis
+from tests.support.sockets import Watcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb]
 
@@ -34,97 +34,24 @@ TERMINAL = ("completed", "aborted", "failed", "lost")
 HEARTBEAT_SECONDS = 1
 
 
-class Watcher:
-    """One websocket client that records every frame in the background."""
-
-    def __init__(self, cluster: Cluster, server: int, session_id: str):
-        self.cluster, self.server, self.session_id = cluster, server, session_id
-        self.frames: list[dict] = []
-        self.closed: int | None = None
-        self.changed = asyncio.Event()
-
-    async def open(self, since_revision: int | None = None) -> dict | None:
-        import websockets
-
-        for attempt in range(5):
-            try:
-                self.ws = await websockets.connect(
-                    self.cluster.ws_url(self.server, self.session_id),
-                    additional_headers={"Authorization": f"Token {self.cluster.token}"},
-                    origin=self.cluster.origin(self.server),
-                    max_size=None,
-                    ping_interval=None,
-                )
-                break
-            except websockets.InvalidMessage:
-                # Daphne drops a handshake its application has not answered within 5 s (a
-                # storm of 40 connects on two busy cores): a client tries again, as the page does.
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(0.5 * (attempt + 1))
-        self.reader = asyncio.create_task(self._read())
-        await self.ws.send(json.dumps({"type": "subscribe", "sinceRevision": since_revision}))
-        await self.until(lambda f: f["type"] == "subscribed")
-        snapshots = [f["snapshot"] for f in self.frames if f["type"] == "snapshot"]
-        return snapshots[0] if snapshots else None
-
-    async def _read(self) -> None:
-        import websockets
-
-        try:
-            async for raw in self.ws:
-                self.frames.append(json.loads(raw))
-                self.changed.set()
-        except websockets.ConnectionClosed:
-            pass
-        self.closed = self.ws.close_code if self.ws.close_code is not None else -1
-        self.changed.set()
-
-    async def until(self, predicate, timeout: float = 90) -> dict:
-        async with asyncio.timeout(timeout):
-            seen = 0
-            while True:
-                for frame in self.frames[seen:]:
-                    if predicate(frame):
-                        return frame
-                seen = len(self.frames)
-                assert self.closed is None, f"socket closed ({self.closed})"
-                self.changed.clear()
-                await self.changed.wait()
-
-    async def close(self) -> None:
-        await self.ws.close()
-        await self.reader
-
-    def tree_events(self) -> list[dict]:
-        return [f for f in self.frames if f.get("type") in TREE_EVENT_TYPES]
-
-    def terminal_states(self) -> dict[str, str]:
-        return {f["runId"]: f["state"] for f in self.frames if f.get("type") == "run_state" and f["state"] in TERMINAL}
-
-    def count(self, kind: str) -> int:
-        return sum(1 for f in self.frames if f.get("type") == kind)
-
-
-def start_cluster(tmp_path_factory, **env) -> tuple[Cluster, object]:
-    require(mariadb_available(), "MariaDB is not reachable on 127.0.0.1:3306")
-    require(redis_available(), "Redis is not reachable")
-    workdir = tmp_path_factory.mktemp("delivery")
-    cluster = Cluster(
-        workdir, servers=2, workers=1, worker_concurrency=2, rules=TEST_RULES,
-        extra_env={"NETA_WS_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS), **env},
+def start_cluster(tmp_path_factory, **env) -> Deployment:
+    """A deployment of its own: ``env`` (a provoked deadlock, tiny socket queues) is for this test alone."""
+    require_mariadb_and_redis()
+    cluster = Deployment(
+        tmp_path_factory.mktemp("delivery"), servers=2, workers=1, worker_concurrency=2, rules=TEST_RULES,
+        database="mysql", redis=True, backend="celery", extra_env={"NETA_WS_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS), **env},
     )  # fmt: skip
     cluster.__enter__()
-    return cluster, workdir
+    return cluster
 
 
-async def _prompt(cluster: Cluster, server: int, sid: str, text: str) -> str:
+async def _prompt(cluster: Deployment, server: int, sid: str, text: str) -> str:
     status, body = await asyncio.to_thread(cluster.http, server, "post", f"/api/sessions/{sid}/prompt/", {"text": text})
     assert status == 202, body
     return body["run"]["runId"]
 
 
-async def _session(cluster: Cluster, index: int, watchers_per_server: int, turns: int, text) -> dict:
+async def _session(cluster: Deployment, index: int, watchers_per_server: int, turns: int, text) -> dict:
     """One session driven through ``turns`` prompts; every watcher must see every run end."""
     status, session = await asyncio.to_thread(cluster.http, index % 2, "post", "/api/sessions/", {"title": f"load {index}"})
     assert status == 201, session
@@ -142,7 +69,7 @@ async def _session(cluster: Cluster, index: int, watchers_per_server: int, turns
     return {"sid": sid, "before": before, "watchers": watchers, "runs": runs}
 
 
-async def _check_everything_arrived(cluster: Cluster, result: dict) -> list[str]:
+async def _check_everything_arrived(cluster: Deployment, result: dict) -> list[str]:
     """Every watcher got every tree event and every run's end; returns the errors of runs
     that did not complete."""
     sid, before, watchers, runs = result["sid"], result["before"], result["watchers"], result["runs"]
@@ -166,15 +93,14 @@ async def _check_everything_arrived(cluster: Cluster, result: dict) -> list[str]
 
 
 def test_twenty_sessions_five_turns_every_client_gets_every_event(tmp_path_factory):
-    cluster, workdir = start_cluster(tmp_path_factory, NETA_TEST_FAULT_AT="finish_deadlock")
+    cluster = start_cluster(tmp_path_factory, NETA_TEST_FAULT_AT="finish_deadlock")
     try:
         asyncio.run(_load(cluster))
     finally:
-        cluster.stop()
-        cleanup_workdir(workdir)
+        cluster.close()
 
 
-async def _load(cluster: Cluster) -> None:
+async def _load(cluster: Deployment) -> None:
     results = await asyncio.gather(*(_session(cluster, i, 1, 5, lambda i, t: f"session {i} turn {t}") for i in range(20)))
     failed = [error for result in results for error in await _check_everything_arrived(cluster, result)]
     assert failed == []
@@ -195,15 +121,14 @@ async def _load(cluster: Cluster) -> None:
 
 
 def test_full_socket_queues_and_a_redis_hiccup_lose_nothing_for_good(tmp_path_factory):
-    cluster, workdir = start_cluster(tmp_path_factory, NETA_WS_CHANNEL_CAPACITY="2")
+    cluster = start_cluster(tmp_path_factory, NETA_WS_CHANNEL_CAPACITY="2")
     try:
         asyncio.run(_small_capacity_and_hiccup(cluster))
     finally:
-        cluster.stop()
-        cleanup_workdir(workdir)
+        cluster.close()
 
 
-def _kill_layer_connections(cluster: Cluster) -> int:
+def _kill_layer_connections(cluster: Deployment) -> int:
     """Close every Redis connection of this cluster's channel layer (named after its prefix)."""
     import redis
 
@@ -216,7 +141,7 @@ def _kill_layer_connections(cluster: Cluster) -> int:
     return killed
 
 
-async def _small_capacity_and_hiccup(cluster: Cluster) -> None:
+async def _small_capacity_and_hiccup(cluster: Deployment) -> None:
     # 3 sessions, 5 sockets each on each server: 15 on each Daphne, queues of 2 messages;
     # each turn streams slowly (many deltas), so queues overflow.
     results = await asyncio.gather(*(_session(cluster, i, 5, 3, lambda i, t: f"please answer slowly {i}.{t}") for i in range(3)))
@@ -227,11 +152,12 @@ async def _small_capacity_and_hiccup(cluster: Cluster) -> None:
     # Heartbeats went on on every socket, after the drops too.
     marks = {id(w): w.count("heartbeat") for r in results for w in r["watchers"]}
     try:
-        async with asyncio.timeout(HEARTBEAT_SECONDS * 3):  # a new heartbeat on every socket within 3 periods
+        # A new heartbeat on every socket (a wait, not a measure: a busy machine may take many periods).
+        async with asyncio.timeout(HEARTBEAT_SECONDS * 30):
             while not all(w.count("heartbeat") > marks[id(w)] for r in results for w in r["watchers"]):
                 await asyncio.sleep(0.05)
     except TimeoutError:
-        raise AssertionError("a socket got no heartbeat for 3 heartbeat periods after the drops") from None
+        raise AssertionError("a socket got no heartbeat for 30 heartbeat periods after the drops") from None
 
     # A Redis hiccup in the middle of a turn: every connection of the layer is killed.
     first = results[0]

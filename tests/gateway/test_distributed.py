@@ -1,5 +1,6 @@
 """The gateway across processes, with real parts: two Daphne servers and one
-Celery worker sharing MariaDB, Redis and the sessions directory.
+Celery worker sharing MariaDB, Redis and the sessions directory (the shared
+``distributed`` deployment, tests/support/harness.py).
 
 A client subscribes on server 1, a prompt is posted to server 2, the run
 executes on the worker; the client receives every tree event in revision order
@@ -16,14 +17,7 @@ import json
 import pytest
 
 from sessions_tree.events import TREE_EVENT_TYPES, apply_events
-from tests.api.builders import TEST_RULES
-from tests.conftest import require
-from tests.gateway.cluster import (
-    Cluster,
-    cleanup_workdir,
-    mariadb_available,
-    redis_available,
-)
+from tests.support.deployment import Deployment
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb]
 
@@ -31,7 +25,7 @@ TERMINAL = ("completed", "aborted", "failed", "lost")
 
 
 class Client:
-    def __init__(self, cluster: Cluster, server: int, session_id: str):
+    def __init__(self, cluster: Deployment, server: int, session_id: str):
         self.cluster, self.server, self.session_id = cluster, server, session_id
         self.frames: list[dict] = []
 
@@ -78,21 +72,11 @@ def text_of(entry: dict) -> str:
     return "".join(b.get("text", "") for b in entry["message"]["content"] if b.get("type") == "text")
 
 
-@pytest.fixture
-def cluster(tmp_path_factory):
-    require(mariadb_available(), "MariaDB is not reachable on 127.0.0.1:3306")
-    require(redis_available(), "Redis is not reachable")
-    workdir = tmp_path_factory.mktemp("cluster")
-    with Cluster(workdir, servers=2, workers=1, rules=TEST_RULES) as running:
-        yield running
-    cleanup_workdir(workdir)
+def test_two_servers_and_a_worker(distributed):
+    asyncio.run(_scenario(distributed))
 
 
-def test_two_servers_and_a_worker(cluster):
-    asyncio.run(_scenario(cluster))
-
-
-async def _scenario(cluster: Cluster):
+async def _scenario(cluster: Deployment):
     status, session = cluster.http(1, "post", "/api/sessions/", {"title": "distributed"})
     assert status == 201, session
     sid = session["sessionId"]

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from runtime.models import AgentRun
-from tests.gateway.conftest import Socket, command
+from tests.support.sockets import Socket, command
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from runtime.api.parsers import MAX_JSON_DEPTH
 from runtime.models import AgentRun
 from sessions_tree.providers import get_provider
-from tests.gateway.conftest import Socket, command
+from tests.support.sockets import Socket, command
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

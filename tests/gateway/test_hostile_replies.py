@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from runtime.models import ModelConfig
-from tests.gateway.conftest import Socket, api, command, rest, run_finished
+from tests.support.sockets import Socket, api, command, rest, run_finished
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

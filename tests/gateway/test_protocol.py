@@ -16,8 +16,8 @@ from sessions_tree.events import apply_events
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.providers import get_provider
 from sessions_tree.tree_events import TREE_EVENTS_VERSION
-from tests.gateway.conftest import Socket, api, command, rest
-from tests.sessions_tree.conftest import user_message
+from tests.support.sockets import Socket, api, command, rest
+from tests.support.entries import user_message
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

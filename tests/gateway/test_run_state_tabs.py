@@ -16,7 +16,7 @@ from django.utils import timezone
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.prompts import session_prompt
 from runtime.runs.reaper import reap_session
-from tests.gateway.conftest import Socket, command
+from tests.support.sockets import Socket, command
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -15,8 +15,8 @@ from asgiref.sync import sync_to_async
 
 from runtime.models import AgentRun
 from sessions_tree.models import AgentSession
-from tests.api.roles import role_user
-from tests.gateway.conftest import Socket, command, session_cookie
+from tests.support.roles import role_user
+from tests.support.sockets import Socket, command, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -139,7 +139,7 @@ async def test_trusted_origins_and_a_proxys_https_follow_djangos_csrf_settings(t
     ]
     from channels.testing import WebsocketCommunicator
 
-    from tests.gateway.conftest import application
+    from tests.support.sockets import application
 
     for origin, extra, accepted in cases:
         headers = [(b"host", b"testserver"), (b"origin", origin), (b"authorization", f"Token {tokens.read_write}".encode()), *extra]

@@ -32,10 +32,9 @@ from runtime.realtime.messages import stream_messages, tree_message
 from runtime.realtime.publisher import publish_tree_event
 from sessions_tree import events as ev
 from sessions_tree.models import AgentSession
-from tests.api.roles import role_user
-from tests.conftest import require
-from tests.gateway.cluster import REDIS_URL, redis_available
-from tests.gateway.conftest import Socket, api, command, rest, session_cookie
+from tests.support.roles import role_user
+from tests.support.services import REDIS_URL, redis_available, require
+from tests.support.sockets import Socket, api, command, rest, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

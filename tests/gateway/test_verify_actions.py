@@ -12,9 +12,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_tree.events import TREE_EVENT_TYPES, apply_events
-from tests.api.builders import SLOW_TEXT
-from tests.conftest import FIXTURES
-from tests.gateway.conftest import Socket, api, command, rest, run_finished
+from tests.support.rules import SLOW_TEXT
+from tests.support.services import FIXTURES
+from tests.support.sockets import Socket, api, command, rest, run_finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

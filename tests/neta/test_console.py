@@ -207,7 +207,7 @@ def test_runs_list_columns_search_date_filter_links_and_who_aborted(client, staf
 def test_the_console_pages_writes_are_in_the_audit_log(client, staff, owner, agent):
     from audit.models import AuditEntry
 
-    from tests.runtime.test_console_models import form
+    from tests.support.builders import model_form as form
 
     client.force_login(staff)
     assert client.post(reverse("admin:runtime_modelconfig_add"), form(name="audited", options='{"delay_ms": 0}')).status_code == 302

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from tests.toolcatalog.mcp_fixtures import SERVER, TESTS, marks, mcp_clean, no_sandbox, stdio_server  # noqa: F401 - fixtures
+from tests.support.mcp_fixtures import SERVER, TESTS, marks, mcp_clean, no_sandbox, stdio_server  # noqa: F401 - fixtures
 from toolcatalog.models import McpServer
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from audit.models import AuditEntry
 from infra.http_threads import PooledASGIHandler, _ExecutorPool
 from runtime.api.tokens import api_token_create
 from runtime.sessions.services import session_start
-from tests.api.builders import default_agent
+from tests.support.builders import default_agent
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from neta.env import database_from_url, env_bool, env_choice, env_int, env_list, env_str
-from tests.conftest import REPO
+from tests.support.services import REPO
 
 
 @pytest.mark.parametrize("value, expected", [("true", True), ("false", False), ("TRUE", True), (" false ", False)])

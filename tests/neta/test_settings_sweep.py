@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.services import REPO
 
 APP_PACKAGES = ("neta", "runtime", "sessions_tree", "toolcatalog", "skills_registry")
 SETTINGS_FILES = ("neta/settings.py", "neta/env.py")

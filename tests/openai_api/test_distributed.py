@@ -11,9 +11,11 @@ import time
 import openai
 import pytest
 
-from tests.conftest import require
-from tests.gateway.cluster import Cluster, cleanup_workdir, mariadb_available, redis_available
-from tests.openai_api.conftest import RULES, SETUP, Deployment, conversation
+from tests.support.services import require
+from tests.support.deployment import Deployment as Cluster
+from tests.support.deployment import cleanup_workdir
+from tests.support.services import mariadb_available, redis_available
+from tests.openai_api.openai_support import RULES, SETUP, Deployment, conversation
 
 pytestmark = [pytest.mark.slow, pytest.mark.mariadb]
 
@@ -27,7 +29,7 @@ def distributed(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("openai-distributed")
     rules = json.loads(json.dumps(RULES).replace("@GO@", str(workdir / "go")))
     with Cluster(workdir, servers=1, workers=1, worker_concurrency=2, database="mysql", redis=True, backend="celery", rules=rules) as cluster:
-        out = cluster._run([sys.executable, "-c", SETUP])
+        out = cluster.run([sys.executable, "-c", SETUP])
         yield Deployment(cluster, json.loads(out.strip().splitlines()[-1]))
     cleanup_workdir(workdir)
 

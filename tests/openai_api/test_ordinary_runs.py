@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from sessions_tree.pi_view import session_view
-from tests.openai_api.conftest import conversation, role
+from tests.openai_api.openai_support import conversation, role
 
 pytestmark = [pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import httpx2 as httpx
 import openai
 import pytest
 
-from tests.openai_api.conftest import role, text_of
+from tests.openai_api.openai_support import role, text_of
 
 pytestmark = [pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from tests.openai_api.conftest import by_id, children, conversation, role, text_of
+from tests.openai_api.openai_support import by_id, children, conversation, role, text_of
 
 pytestmark = [pytest.mark.slow]
 

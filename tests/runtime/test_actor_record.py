@@ -28,7 +28,7 @@ from runtime.sessions.services import (
 from sessions_tree.acting import acting_as, current_actor_id
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules, summary_rule
+from tests.support.rules import rules, summary_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

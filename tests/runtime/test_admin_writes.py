@@ -25,8 +25,8 @@ from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from sessions_tree.models import AgentSession, SessionEntry, SessionEvent
 from sessions_tree.providers import get_provider
-from tests.api.builders import default_agent
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.builders import default_agent
+from tests.support.entries import assistant_message, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,6 @@
-"""A question (``ask_user``) on the celery backend with real parts: a Celery
-worker with one slot (``-P solo``), Redis, MariaDB, every step in its own process.
+"""A question (``ask_user``) on the celery backend with real parts: the shared
+``distributed`` deployment's runs worker with one slot (``-P solo``), Redis, MariaDB,
+every step in its own process, an agent of the test's own.
 
 While the run waits for the answer its task has returned: the worker's one slot runs
 another session's prompt to the end. The answer, given in yet another process (as the
@@ -9,9 +10,9 @@ the answer as the tool's result.
 
 from __future__ import annotations
 
-import pytest
+import uuid
 
-from tests.runtime.test_celery_worker import Deployment
+import pytest
 
 pytestmark = pytest.mark.slow
 
@@ -28,23 +29,17 @@ RULES = {
 }
 
 
-@pytest.fixture
-def deployment(tmp_path):
-    d = Deployment(tmp_path)
-    d.set_rules(RULES)
-    yield d
-    d.close()
-
-
-def test_a_waiting_run_holds_no_celery_slot_and_the_answer_resumes_it(deployment):
-    deployment.start_worker()
-    asked_session, asked = deployment.prompt("please ask me")
+def test_a_waiting_run_holds_no_celery_slot_and_the_answer_resumes_it(distributed):
+    deployment = distributed
+    agent = deployment.add_agent(f"asker-{uuid.uuid4().hex[:6]}", RULES)
+    log_start = len(deployment.log("runs"))
+    asked_session, asked = deployment.prompt("please ask me", agent=agent)
     deployment.wait_run(asked, lambda r: r["status"] == "waiting")
     # The one slot is free: another session's prompt runs to the end while the question waits.
-    _, other = deployment.prompt("hello there")
+    _, other = deployment.prompt("hello there", agent=agent)
     assert deployment.wait_run(other, lambda r: r["status"] not in ("queued", "running"))["status"] == "completed"
     assert deployment.run_row(asked)["status"] == "waiting"
-    log = (deployment.tmp / "worker.log").read_text()
+    log = deployment.log("runs")[log_start:]
     assert log.count("succeeded") >= 2, log[-3000:]  # the asking task returned, then the other one
 
     out = deployment.python(

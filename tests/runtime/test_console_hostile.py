@@ -20,7 +20,7 @@ from runtime.runs.prompts import session_prompt
 from sessions_tree.models import AgentSession, SessionEntry
 from skills_registry.models import SkillResource
 from toolcatalog.models import ToolConfig
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,20 +7,11 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from runtime.models import Agent, ModelConfig
-
-from .wire_servers import Reply, Status, serve
+from tests.support.builders import model_form as form
+from tests.support.wire_servers import Reply, Status, serve
 
 pytestmark = pytest.mark.django_db
 openai_server, _clean = serve("openai", "openai_server")
-
-
-def form(**overrides):
-    data = {
-        "name": "m1", "display_name": "", "provider_kind": "scripted", "provider_name": "", "model_id": "s", "base_url": "",
-        "api_key_env": "", "context_window": 100000, "max_output_tokens": 8192, "supports_tools": "on",
-        "price_input": 0, "price_output": 0, "price_cache_read": 0, "price_cache_write": 0, "options": "{}", "enabled": "on",
-    }
-    return {**data, **overrides}
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from audit.models import AuditEntry
 from runtime.models import AgentRun
 from runtime.runs.prompts import session_prompt
 from sessions_tree.models import AgentSession
-from tests.runtime.conftest import rules, summary_rule
+from tests.support.rules import rules, summary_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ delete arrives; after each race the run is aborted and the session deleted.
 
 On SQLite the two requests go through Django's test client on two threads
 (two connections to the test database file); on MariaDB through two Daphne
-servers of a real deployment (tests/gateway/cluster.py), i.e. two processes.
+servers of a real deployment (tests/support/deployment.py), i.e. two processes.
 """
 
 from __future__ import annotations
@@ -31,14 +31,10 @@ from runtime.models import ACTIVE_RUN_STATUSES, AgentRun, RunInput
 from runtime.runs.prompts import run_abort
 from runtime.sessions.services import session_start
 from sessions_tree.models import AgentSession, SessionEntry
-from tests.api.builders import TEST_RULES, default_agent
-from tests.conftest import require
-from tests.gateway.cluster import (
-    Cluster,
-    cleanup_workdir,
-    mariadb_available,
-    redis_available,
-)
+from tests.support.builders import default_agent
+from tests.support.deployment import Deployment
+from tests.support.rules import TEST_RULES
+from tests.support.services import require_mariadb_and_redis
 
 RACES = 30
 LONG_REPLY = {"match": {"contains": "race"}, "reply": {"steps": [{"pause_ms": 60_000}, {"text": "late"}]}}
@@ -140,28 +136,17 @@ def test_delete_racing_a_prompt_on_sqlite(race_agent, owner, provider):
 # --------------------------------------------------------------------------- MariaDB, two servers
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mariadb_cluster(tmp_path_factory):
-    require(mariadb_available(), "MariaDB is not reachable on 127.0.0.1:3306")
-    require(redis_available(), "Redis is not reachable")
-    workdir = tmp_path_factory.mktemp("race-cluster")
-    with Cluster(workdir, servers=2, workers=0, backend="inline", rules=RULES) as running:
+    """Two servers of the inline backend on MariaDB and Redis, for this module's races alone."""
+    require_mariadb_and_redis()
+    deployment = Deployment(tmp_path_factory.mktemp("race-cluster"), servers=2, database="mysql", redis=True, rules=RULES)
+    with deployment as running:
         yield running
-    cleanup_workdir(workdir)
 
 
-def _mariadb_rows(cluster: Cluster, sql: str, args) -> list:
-    import MySQLdb
-
-    from tests.gateway.cluster import MARIADB
-
-    conn = MySQLdb.connect(**MARIADB, database=cluster.name)
-    try:
-        cursor = conn.cursor()
-        cursor.execute(sql, args)
-        return list(cursor.fetchall())
-    finally:
-        conn.close()
+def _mariadb_rows(cluster: Deployment, sql: str, args) -> list:
+    return cluster.sql(sql, *args)
 
 
 @pytest.mark.slow
@@ -214,7 +199,7 @@ def test_delete_takes_runs_and_queued_inputs_with_it(make_agent, provider):
     from runtime.runs.prompts import session_prompt
     from runtime.runs.turn import execute_run
     from runtime.sessions.services import session_delete
-    from tests.runtime.conftest import rules
+    from tests.support.rules import rules
 
     agent = make_agent(rules(), provider=provider)
     meta = session_start(agent=agent)
@@ -244,7 +229,7 @@ def test_delete_is_refused_while_a_run_is_queued_or_running(make_agent, provider
     from runtime.runs.prompts import session_prompt
     from runtime.sessions.services import session_delete
     from sessions_tree.errors import SessionBusy
-    from tests.runtime.conftest import rules
+    from tests.support.rules import rules
 
     agent = make_agent(rules(), provider=provider)
     meta = session_start(agent=agent)
@@ -264,7 +249,7 @@ def test_prompt_to_a_deleted_session_is_not_found_and_leaves_no_run(make_agent):
     from runtime.runs.prompts import session_prompt
     from runtime.sessions.services import session_delete
     from sessions_tree.errors import SessionNotFound
-    from tests.runtime.conftest import rules
+    from tests.support.rules import rules
 
     meta = session_start(agent=make_agent(rules()))
     session_delete(actor=None, session_id=meta.session_id)
@@ -286,7 +271,7 @@ def test_a_run_whose_worker_died_does_not_keep_the_session_from_being_deleted(ma
 
     from runtime.runs.prompts import session_prompt
     from runtime.sessions.services import session_delete
-    from tests.runtime.conftest import rules
+    from tests.support.rules import rules
 
     meta = session_start(agent=make_agent(rules()))
     run = session_prompt(actor=None, session_id=meta.session_id, text="hello", dispatch=False).run

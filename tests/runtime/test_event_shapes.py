@@ -16,7 +16,7 @@ from runtime.realtime import stream_events
 from runtime.realtime.sinks import InMemorySink, set_default_sink
 from runtime.runs.prompts import session_prompt
 from runtime.runs.reaper import reap_stale_runs
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,9 @@ from django.urls import reverse
 from runtime.models import Agent, AgentRun, ModelConfig, RunStatus
 from sessions_tree.pi_view import session_view
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import Driver, rules
-from tests.runtime.wire_servers import Reply, Status, serve
+from tests.support.driver import Driver
+from tests.support.rules import rules
+from tests.support.wire_servers import Reply, Status, serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,7 +221,7 @@ def test_a_fallback_failing_after_its_output_began_is_the_calls_error(agent_with
 
 def test_an_abort_while_the_fallback_streams(agent_with, anthropic_server, openai_server):
     from runtime.runs.prompts import run_abort
-    from tests.runtime.test_turn import wait_for
+    from tests.support.services import wait_until as wait_for
 
     driver = Driver(agent_with("backup"))
     anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))

@@ -23,8 +23,8 @@ from runtime.runs.backends import this_process
 from runtime.runs.locks import lock_session, retry_on_deadlock, session_or_not_found
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.turn import execute_run
-from tests.conftest import REPO
-from tests.runtime.conftest import rules
+from tests.support.services import REPO
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from tests.api.builders import TEST_RULES
-from tests.conftest import require
-from tests.gateway.cluster import MARIADB, Cluster, cleanup_workdir, mariadb_available
+from tests.support.deployment import Deployment
+from tests.support.rules import TEST_RULES
+from tests.support.services import mariadb_available, require
 
 SESSIONS = 20
 TURNS = 5
@@ -27,22 +27,17 @@ TERMINAL = ("completed", "failed", "aborted", "lost")
 @pytest.fixture
 def server(tmp_path_factory):
     require(mariadb_available(), "MariaDB is not reachable on 127.0.0.1:3306")
-    workdir = tmp_path_factory.mktemp("lifecycle")
-    cluster = Cluster(
-        workdir,
-        servers=1,
-        workers=0,
+    deployment = Deployment(
+        tmp_path_factory.mktemp("lifecycle"),
+        database="mysql",
         rules=TEST_RULES,
-        backend="inline",
-        redis=False,
         extra_env={"NETA_TEST_FAULT_AT": "finish_deadlock", "NETA_INLINE_WORKERS": "8"},
     )
-    with cluster as running:
+    with deployment as running:
         yield running
-    cleanup_workdir(workdir)
 
 
-def wait_run(server: Cluster, run_id: str, timeout: float = 120) -> dict:
+def wait_run(server: Deployment, run_id: str, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status, run = server.http(0, "get", f"/api/runs/{run_id}/")
@@ -53,18 +48,8 @@ def wait_run(server: Cluster, run_id: str, timeout: float = 120) -> dict:
     raise AssertionError(f"run {run_id} still {run['status']} after {timeout} s")
 
 
-def run_counts(server: Cluster) -> dict[str, int]:
-    import MySQLdb
-
-    from runtime.models import AgentRun
-
-    conn = MySQLdb.connect(**MARIADB, database=server.name)
-    try:
-        cursor = conn.cursor()
-        cursor.execute(f"SELECT status, COUNT(*) FROM {AgentRun._meta.db_table} GROUP BY status")
-        return dict(cursor.fetchall())
-    finally:
-        conn.close()
+def run_counts(server: Deployment) -> dict[str, int]:
+    return dict(server.sql("SELECT status, COUNT(*) FROM runtime_agentrun GROUP BY status"))
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ from runtime.llm.transcript import (
     openai_tool_call_id,
     prepare_transcript,
 )
-from tests.conftest import FIXTURES
+from tests.support.services import FIXTURES
 
 # -- cost ---------------------------------------------------------------------------------------
 

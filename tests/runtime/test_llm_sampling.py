@@ -7,7 +7,7 @@ from __future__ import annotations
 from runtime.llm import complete
 from runtime.llm.sampling import capped_max_tokens
 
-from .wire_servers import Reply, ask, serve, wire_spec
+from tests.support.wire_servers import Reply, ask, serve, wire_spec
 
 openai_server, _clean_openai = serve("openai", "openai_server")
 anthropic_server, _clean_anthropic = serve("anthropic", "anthropic_server")

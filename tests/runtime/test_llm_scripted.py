@@ -292,7 +292,7 @@ def test_a_broken_or_missing_file_is_an_error_message(tmp_path):
 def test_the_documented_example_is_valid():
     import yaml
 
-    from tests.conftest import REPO
+    from tests.support.services import REPO
 
     doc = (REPO / "docs" / "llm.md").read_text(encoding="utf-8")
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]

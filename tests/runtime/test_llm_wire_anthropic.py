@@ -8,8 +8,7 @@ import pytest
 
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.anthropic_messages import build_params
-
-from .wire_servers import (
+from tests.support.wire_servers import (
     Reply,
     Status,
     anthropic_events,

@@ -7,8 +7,7 @@ import threading
 
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_completions import build_params
-
-from .wire_servers import (
+from tests.support.wire_servers import (
     Reply,
     Status,
     ask,

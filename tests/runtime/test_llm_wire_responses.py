@@ -10,8 +10,7 @@ import pytest
 
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
 from runtime.llm.openai_responses import build_params
-
-from .wire_servers import (
+from tests.support.wire_servers import (
     FAST_RETRY,
     Reply,
     Status,

@@ -9,8 +9,8 @@ import pytest
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import AgentRun, RunStatus
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules
-from tests.toolcatalog.mcp_fixtures import marks, mcp_clean, no_sandbox, stdio_server, wait_for  # noqa: F401 - fixtures
+from tests.support.rules import rules
+from tests.support.mcp_fixtures import marks, mcp_clean, no_sandbox, stdio_server, wait_for  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import ModelConfig, RunStatus
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

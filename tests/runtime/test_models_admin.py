@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runtime.models import Agent, ModelConfig
-from tests.runtime.conftest import rules, summary_rule
+from tests.support.rules import rules, summary_rule
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_agent_admin_shows_the_effective_tools(client, staff):
 
 def test_agent_admin_shows_the_effective_skills_and_the_system_prompt(client, staff, settings, tmp_path):
     from skills_registry.services import skills_sync
-    from tests.skills_registry.conftest import write_skill
+    from tests.support.skills import write_skill
 
     workspace = tmp_path / "skills"
     write_skill(workspace, "lint", description="Checks the code style.")

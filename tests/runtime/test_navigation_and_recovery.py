@@ -21,8 +21,7 @@ from runtime.runs.reaper import reap_stale_runs
 from runtime.sessions.services import session_compact, session_switch_leaf
 from sessions_tree.pi_view import session_view
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules, summary_rule
-from tests.runtime.test_turn import WRITE_THEN_READ
+from tests.support.rules import WRITE_THEN_READ, rules, summary_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from runtime.runs.reaper import reap_stale_runs
 from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from sessions_tree.providers import provider_for_session
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -22,7 +22,7 @@ from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.reaper import MAX_SUBMISSIONS, reap_session, reap_stale_runs
 from runtime.runs.turn import llm_messages
 from sessions_tree.providers import provider_for_session
-from tests.runtime.conftest import rules, summary_rule
+from tests.support.rules import rules, summary_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,7 @@ from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy
 from skills_registry.services import skills_set_privilege, skills_sync
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 from toolcatalog.services import tool_config_update
 
 pytestmark = pytest.mark.django_db(transaction=True)

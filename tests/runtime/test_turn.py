@@ -10,7 +10,7 @@ from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.prompts import run_abort, session_prompt
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules, summary_rule
+from tests.support.rules import WRITE_THEN_READ, rules, summary_rule
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,19 +30,6 @@ def wait_for(predicate, timeout=10.0):
             return True
         time.sleep(0.02)
     raise AssertionError("condition not reached in time")
-
-
-WRITE_THEN_READ = {
-    "match": {"contains": "make a file"},
-    "replies": [
-        [
-            {"thinking": "I will write the file, then read it back."},
-            {"tool_call": {"name": "write", "arguments": {"path": "notes/a.txt", "content": "hello ✓\n"}}},
-            {"tool_call": {"name": "read", "arguments": {"path": "notes/a.txt"}}},
-        ],
-        [{"text": "Wrote and read **notes/a.txt**."}],
-    ],
-}
 
 
 @pytest.mark.parametrize("provider", ["file", "mysql"])

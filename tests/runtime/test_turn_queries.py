@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runtime.models import RunStatus
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from runtime.runs import lifecycle
 from runtime.runs.backends import this_process
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.watcher import RunWatcher
-from tests.runtime.conftest import rules
+from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

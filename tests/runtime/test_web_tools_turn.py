@@ -9,8 +9,8 @@ import pytest
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import RunStatus
 from sessions_tree.providers import get_provider
-from tests.runtime.conftest import rules
-from tests.toolcatalog.web_servers import SearchServer, SiteServer
+from tests.support.rules import rules
+from tests.support.web_servers import SearchServer, SiteServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

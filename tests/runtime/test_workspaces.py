@@ -26,8 +26,8 @@ from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_fork, session_start
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
-from tests.conftest import require
-from tests.runtime.conftest import rules
+from tests.support.services import require
+from tests.support.rules import rules
 from toolcatalog import sandbox
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
-from django.test import Client
 
 from runtime.agents import keys
 from runtime.models import ModelConfig
 
 from .canary import Canary
-
-SECRET = "canary-secret-key-7f3a"  # what NETA_SECRET_KEY holds in the environment
-DB_URL = "mysql://root:canary-db-pw-7f3a@127.0.0.1/x"
-PROVIDER_KEY = "canary-anthropic-key-7f3a"  # the Anthropic key the model 'claude' sends
-PLANTED = (SECRET, "canary-db-pw-7f3a", PROVIDER_KEY)
+from .security_support import DB_URL, PROVIDER_KEY, SECRET, perms
 
 
 @pytest.fixture
@@ -45,19 +39,6 @@ def planted(monkeypatch, db):
     keys.forget()
 
 
-def perms(*names: str) -> list[Permission]:
-    """Permissions by ``app.codename``; ``app.model:*`` is the model's add/change/delete/view."""
-    found = []
-    for name in names:
-        app, codename = name.split(".", 1)
-        if codename.endswith(":*"):
-            model = codename[:-2]
-            found += list(Permission.objects.filter(content_type__app_label=app, codename__in=[f"{a}_{model}" for a in ("add", "change", "delete", "view")]))
-        else:
-            found.append(Permission.objects.get(content_type__app_label=app, codename=codename))
-    return found
-
-
 @pytest.fixture
 def account(db):
     def make(username: str, *names: str, staff: bool = True, superuser: bool = False):
@@ -67,9 +48,3 @@ def account(db):
         return user
 
     return make
-
-
-def logged_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client

@@ -4,7 +4,6 @@ take a superuser's identity with a token."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from django.conf import settings as django_settings
@@ -23,7 +22,7 @@ from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from sessions_tree.providers import get_provider
 
-from .conftest import PROVIDER_KEY, SECRET, logged_in
+from .security_support import PROVIDER_KEY, SECRET, logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from runtime.runs.turn import execute_run
 from sessions_tree.providers import provider_for_session
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 
-from .conftest import logged_in
+from .security_support import logged_in
 
 pytestmark = pytest.mark.django_db
 

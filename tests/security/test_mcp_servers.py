@@ -12,7 +12,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 
-from tests.conftest import require
+from tests.support.services import require
 from toolcatalog import catalog_version
 from toolcatalog.mcp import catalog as mcp_catalog
 from toolcatalog.mcp import connections
@@ -23,11 +23,12 @@ from toolcatalog.protocol import ToolContext
 from toolcatalog.sandbox import bwrap_argv, bwrap_status, reset_sandbox_probe
 from toolcatalog.services import mcp_server_refresh, mcp_server_save, tool_execute
 
-from .conftest import PROVIDER_KEY, SECRET, logged_in
+from tests.support.mcp_fixtures import SERVER  # the real MCP test server
+
+from .security_support import PROVIDER_KEY, SECRET, logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SERVER = Path(__file__).resolve().parents[1] / "toolcatalog" / "mcp_test_server.py"
 TESTS = SERVER.parents[1]
 MCP_STAFF = ("toolcatalog.mcpserver:*",)
 

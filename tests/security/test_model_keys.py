@@ -18,7 +18,7 @@ from runtime.agents.connection import model_test_connection
 from runtime.agents.services import model_config_create, model_config_update
 from runtime.models import ModelConfig
 
-from .conftest import PLANTED, PROVIDER_KEY, SECRET, logged_in
+from .security_support import PLANTED, SECRET, logged_in
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -30,12 +29,13 @@ from toolcatalog.models import McpServer
 from toolcatalog.sandbox import reset_sandbox_probe
 from toolcatalog.services import mcp_server_refresh, mcp_server_save
 
-from .conftest import PLANTED, PROVIDER_KEY, logged_in
+from tests.support.mcp_fixtures import SERVER  # the real MCP test server
+
+from .security_support import PLANTED, PROVIDER_KEY, logged_in
 from .forms import resubmit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SERVER = Path(__file__).resolve().parents[1] / "toolcatalog" / "mcp_test_server.py"
 
 ROLES = {
     "superuser": None,

@@ -8,7 +8,7 @@ import pytest
 
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.providers import get_provider, resolve_session_provider_kind
-from tests.conftest import FIXTURES
+from tests.support.services import FIXTURES
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +28,7 @@ def test_staff_see_sessions_with_counts_and_the_active_path(client, staff, sessi
 
 def branched_session(kind: str = "file"):
     """u1 → a1 → u2 → a2, and a second answer to u1 (the leaf; u1 labeled "start"); returns (meta, ids)."""
-    from tests.sessions_tree.conftest import assistant_message, user_message
+    from tests.support.entries import assistant_message, user_message
 
     provider = get_provider(kind)
     sid = provider.create_session(cwd="/w").session_id

@@ -18,7 +18,7 @@ from sessions_tree.branch_summary import (
 )
 from sessions_tree.compaction import FileOps
 from sessions_tree.path import CycleError, MissingLeafError, index_by_id
-from tests.sessions_tree.test_compaction_oracle import SessionBuilder
+from tests.sessions_tree.pi_sessions import SessionBuilder
 
 
 def tree():

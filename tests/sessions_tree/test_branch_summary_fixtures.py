@@ -24,7 +24,7 @@ from sessions_tree.branch_summary import (
 )
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.path import get_path
-from tests.conftest import FIXTURES
+from tests.support.services import FIXTURES
 
 SESSION = parse_session_text((FIXTURES / "02-branches.jsonl").read_text(encoding="utf-8"))
 CALLS = json.loads((FIXTURES / "02-branches.summarizer-calls.json").read_text(encoding="utf-8"))

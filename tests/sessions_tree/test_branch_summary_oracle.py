@@ -23,13 +23,7 @@ from sessions_tree.branch_summary import (
     prepare_branch_entries,
 )
 from sessions_tree.jsonl import parse_session_text
-from tests.sessions_tree.test_compaction_oracle import (
-    SessionBuilder,
-    as_js,
-    prose,
-    random_turn,
-    run_pi_batch,
-)
+from tests.sessions_tree.pi_sessions import SessionBuilder, as_js, prose, random_turn, run_pi_batch
 
 
 def build_tree() -> tuple[SessionBuilder, dict]:

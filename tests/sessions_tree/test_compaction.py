@@ -28,7 +28,7 @@ from sessions_tree.compaction import (
 from sessions_tree.context import context_from_path, estimate_tokens
 from sessions_tree.entries import compaction_entry
 from sessions_tree.ids import ms_to_iso
-from tests.sessions_tree.test_compaction_oracle import SessionBuilder
+from tests.sessions_tree.pi_sessions import SessionBuilder
 
 
 def session(turns: int = 6, words: int = 200) -> SessionBuilder:

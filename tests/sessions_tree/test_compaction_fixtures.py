@@ -24,7 +24,7 @@ from sessions_tree.compaction import (
 from sessions_tree.context import context_from_path
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.path import get_path
-from tests.conftest import FIXTURES
+from tests.support.services import FIXTURES
 
 SESSION = parse_session_text((FIXTURES / "03-compaction.jsonl").read_text(encoding="utf-8"))
 CALLS = json.loads((FIXTURES / "03-compaction.summarizer-calls.json").read_text(encoding="utf-8"))

@@ -26,8 +26,8 @@ from django.db import close_old_connections, connections
 from sessions_tree.events import apply_events
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.providers import get_provider
-from tests.conftest import REPO
-from tests.sessions_tree.conftest import appender_env, forget_process_caches
+from tests.support.services import REPO
+from tests.support.entries import appender_env, forget_process_caches
 
 APPENDER = Path(__file__).with_name("appender.py")
 

@@ -28,7 +28,7 @@ from sessions_tree.ids import (
     now_ms,
 )
 from sessions_tree.jsonl import dumps, parse_session_text
-from tests.conftest import FIXTURES, require
+from tests.support.services import FIXTURES, require
 
 # --------------------------------------------------------------------------- ids
 

@@ -32,12 +32,7 @@ from sessions_tree.jsonl import parse_session_text
 from sessions_tree.models import AgentSession, SessionEvent
 from sessions_tree.path import get_path
 from sessions_tree.providers import get_provider
-from tests.sessions_tree.conftest import (
-    assistant_message,
-    forget_process_caches,
-    tool_result,
-    user_message,
-)
+from tests.support.entries import assistant_message, forget_process_caches, tool_result, user_message
 
 pytestmark = pytest.mark.django_db
 

@@ -42,12 +42,8 @@ from sessions_tree.errors import EntryNotFound
 from sessions_tree.events import apply_events
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.providers import get_provider
-from tests.conftest import REPO
-from tests.sessions_tree.conftest import (
-    appender_env,
-    forget_process_caches,
-    user_message,
-)
+from tests.support.services import REPO
+from tests.support.entries import appender_env, forget_process_caches, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

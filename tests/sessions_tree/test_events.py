@@ -15,7 +15,7 @@ from sessions_tree import events as ev
 from sessions_tree import tree_events
 from sessions_tree.errors import ResyncNeeded
 from sessions_tree.events import RevisionGap, apply_event, apply_events
-from tests.sessions_tree.conftest import assistant_message, tool_result, user_message
+from tests.support.entries import assistant_message, tool_result, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

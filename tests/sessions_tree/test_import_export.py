@@ -23,13 +23,8 @@ from sessions_tree.errors import InvalidSessionFile
 from sessions_tree.models import AgentSession
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.pi_view import session_view
-from tests.conftest import FIXTURES
-from tests.sessions_tree.conftest import (
-    assistant_message,
-    forget_process_caches,
-    tool_result,
-    user_message,
-)
+from tests.support.services import FIXTURES
+from tests.support.entries import assistant_message, forget_process_caches, tool_result, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

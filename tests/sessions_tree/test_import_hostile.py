@@ -27,12 +27,8 @@ from sessions_tree.errors import (
 from sessions_tree.models import AgentSession
 from sessions_tree.pi_files import import_session_file
 from sessions_tree.pi_view import session_view
-from tests.sessions_tree.conftest import (
-    assistant_message,
-    forget_process_caches,
-    user_message,
-)
-from tests.sessions_tree.hostile import (
+from tests.support.entries import assistant_message, forget_process_caches, user_message
+from tests.support.hostile import (
     TS,
     assistant,
     bad_content,

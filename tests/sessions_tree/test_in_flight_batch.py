@@ -7,7 +7,7 @@ import pytest
 
 from sessions_tree.errors import EntryNotFound, InvalidEntry, SessionBusy
 from sessions_tree.jsonl import dumps
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.entries import assistant_message, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

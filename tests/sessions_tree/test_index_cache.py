@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessions_tree.index import INDEXES, IndexCache, Record, SessionIndex
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.entries import assistant_message, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

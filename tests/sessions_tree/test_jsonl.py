@@ -24,7 +24,7 @@ from sessions_tree.jsonl import (
     loads,
     parse_session_text,
 )
-from tests.conftest import require
+from tests.support.services import require
 
 # --------------------------------------------------------------------------- node
 

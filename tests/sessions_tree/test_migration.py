@@ -11,7 +11,7 @@ import pytest
 from sessions_tree.jsonl import parse_session_text
 from sessions_tree.migration import migrate_to_current
 from sessions_tree.path import get_path
-from tests.conftest import FIXTURES
+from tests.support.services import FIXTURES
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from sessions_tree.index import INDEXES, SessionIndex
 from sessions_tree.providers import get_provider
 from sessions_tree.providers import mysql as mysql_provider
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.entries import assistant_message, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

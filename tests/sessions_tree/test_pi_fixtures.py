@@ -26,12 +26,12 @@ from django.core.management.base import CommandError
 
 from sessions_tree import entries as E
 from sessions_tree.ids import ms_to_iso, new_entry_id, new_session_id
-from sessions_tree.jsonl import dumps, dumps_pretty, parse_session_text
-from sessions_tree.migration import migrate_to_current
+from sessions_tree.jsonl import dumps, dumps_pretty
 from sessions_tree.path import PathError, get_path
 from sessions_tree.pi_view import DEFAULT, session_view
 from sessions_tree.tree import TreeTooLargeError
-from tests.conftest import FIXTURES, REPO
+from tests.support.entries import pi_view_of_file
+from tests.support.services import FIXTURES, REPO
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -269,14 +269,6 @@ def _run_oracle_batch(oracle, tmp_path: Path, jobs: list[dict]) -> list[bytes]:
     return [Path(job["out"]).read_bytes() for job in jobs]
 
 
-def _ours_from_file(path: Path, leaf, canonical: bool) -> bytes:
-    parsed = parse_session_text(path.read_bytes().decode("utf-8", errors="replace"))
-    assert parsed.header is not None, parsed.header_error
-    header, entries, _ = migrate_to_current(parsed.header, parsed.entries, positions=parsed.positions)
-    view = session_view(header, entries, leaf, file_version=parsed.file_version, canonical_ids=canonical)
-    return dumps_pretty(view).encode("utf-8")
-
-
 def _leaf_arg(leaf):
     return None if leaf is DEFAULT else ("@root" if leaf is None else leaf)
 
@@ -294,7 +286,7 @@ def test_oracle_round_trip_of_generated_sessions(oracle, tmp_path):
         for leaf in leaves:
             canonical = rng.random() < 0.2
             in_memory = dumps_pretty(session_view(header, entries, leaf, file_version=3, canonical_ids=canonical))
-            from_file = _ours_from_file(path, leaf, canonical)
+            from_file = pi_view_of_file(path, leaf, canonical)
             assert from_file == in_memory.encode("utf-8")
             jobs.append({"file": str(path), "leaf": _leaf_arg(leaf), "canonical": canonical})
             ours.append(from_file)
@@ -407,7 +399,7 @@ def test_oracle_fuzz_odd_and_damaged_files(oracle, tmp_path):
 
     def add(path: Path, leaf, canonical: bool) -> None:
         try:
-            mine = _ours_from_file(path, leaf, canonical)
+            mine = pi_view_of_file(path, leaf, canonical)
         except (PathError, TreeTooLargeError) as exc:
             mine = exc
         jobs.append({"file": str(path), "leaf": _leaf_arg(leaf), "canonical": canonical})

@@ -25,12 +25,8 @@ from sessions_tree.errors import (
 from sessions_tree.ids import iso_to_ms
 from sessions_tree.models import AgentSession, SessionEntry
 from sessions_tree.providers.base import ROOT
-from tests.conftest import REPO
-from tests.sessions_tree.conftest import (
-    assistant_message,
-    forget_process_caches,
-    user_message,
-)
+from tests.support.services import REPO
+from tests.support.entries import assistant_message, forget_process_caches, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -26,8 +26,8 @@ from sessions_tree.models import SessionEvent
 from sessions_tree.providers.base import SessionTreeProvider
 from sessions_tree.providers.file import FileProvider
 from sessions_tree.providers.mysql import MysqlProvider
-from tests.conftest import REPO
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.services import REPO
+from tests.support.entries import assistant_message, user_message
 
 PACKAGES = ("runtime", "neta", "toolcatalog", "skills_registry", "bench", "sessions_tree")
 PROVIDER_CLASSES = (SessionTreeProvider, FileProvider, MysqlProvider)

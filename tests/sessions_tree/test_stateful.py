@@ -36,7 +36,7 @@ from sessions_tree.errors import SessionTreeError
 from sessions_tree.events import apply_events
 from sessions_tree.index import Record, SessionIndex
 from sessions_tree.providers import get_provider
-from tests.sessions_tree.conftest import assistant_message, tool_result, user_message
+from tests.support.entries import assistant_message, tool_result, user_message
 
 pytestmark = pytest.mark.django_db
 

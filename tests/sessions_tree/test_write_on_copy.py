@@ -11,7 +11,7 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from tests.sessions_tree.conftest import assistant_message, user_message
+from tests.support.entries import assistant_message, user_message
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from skills_registry.models import SkillResource
 from skills_registry.services import skills_sync
-from tests.skills_registry.conftest import write_skill
-from tests.skills_registry.test_zip_import import entry, good, raw_zip
+from tests.support.skills import write_skill
+from tests.support.skills import entry, good, raw_zip
 
 pytestmark = pytest.mark.django_db
 

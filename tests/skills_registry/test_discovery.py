@@ -12,7 +12,7 @@ from skills_registry.discovery import (
     project_roots,
     walk_root,
 )
-from tests.skills_registry.conftest import write_skill
+from tests.support.skills import write_skill
 
 
 def names(result, status=None):

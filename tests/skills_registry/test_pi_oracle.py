@@ -18,8 +18,8 @@ import pytest
 
 from skills_registry.discovery import SkillRoot, discover_skills
 from skills_registry.prompt_index import format_skill_index
-from tests.conftest import FIXTURES
-from tests.skills_registry.conftest import write_skill
+from tests.support.services import FIXTURES
+from tests.support.skills import write_skill
 
 SKILLS = FIXTURES / "skills"
 EXPECTED = FIXTURES / "skills.expected.json"

@@ -14,7 +14,7 @@ from skills_registry.services import (
     skills_startup_sync,
     skills_sync,
 )
-from tests.skills_registry.conftest import write_skill
+from tests.support.skills import write_skill
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from skills_registry.services import (
     skills_set_subagent_access,
     skills_sync,
 )
-from tests.skills_registry.conftest import write_skill
+from tests.support.skills import write_skill
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 
 pytestmark = pytest.mark.django_db

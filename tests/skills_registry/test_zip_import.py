@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-import struct
 import zipfile
 import zlib
 from pathlib import Path
@@ -26,18 +25,9 @@ from skills_registry.services import (
     skill_import_remove,
     skill_import_zip,
 )
-from tests.skills_registry.conftest import tree_snapshot, write_skill
+from tests.support.skills import GOOD_MD, MiB, deflate, entry, good, raw_zip, tree_snapshot, write_skill
 
 pytestmark = pytest.mark.django_db
-
-GOOD_MD = b"---\nname: good\ndescription: A good skill.\n---\nDo good things.\n"
-REG = (stat.S_IFREG | 0o644) << 16
-MiB = 1024 * 1024
-
-
-def deflate(data: bytes) -> bytes:
-    c = zlib.compressobj(9, zlib.DEFLATED, -15)
-    return c.compress(data) + c.flush()
 
 
 def deflate_zeros(n: int) -> bytes:
@@ -58,53 +48,6 @@ def crc_zeros(n: int) -> int:
         crc = zlib.crc32(chunk[: min(n, MiB)], crc)
         n -= MiB
     return crc
-
-
-def entry(name, data: bytes = b"x", *, method=8, attr=REG, flags=0, usize=None, csize=None, crc=None, comp=None):
-    raw_name = name if isinstance(name, bytes) else name.encode()
-    if comp is None:
-        comp = deflate(data) if method == 8 else data
-    return {
-        "name": raw_name,
-        "comp": comp,
-        "method": method,
-        "attr": attr,
-        "flags": flags,
-        "usize": len(data) if usize is None else usize,
-        "csize": len(comp) if csize is None else csize,
-        "crc": zlib.crc32(data) if crc is None else crc,
-    }
-
-
-def raw_zip(entries, *, share_first_local=False) -> bytes:
-    """A ZIP written field by field. ``share_first_local``: every central entry points at entry 0's data."""
-    out = bytearray()
-    central = bytearray()
-    first_offset = None
-    for e in entries:
-        if share_first_local and first_offset is not None:
-            offset = first_offset
-        else:
-            offset = len(out)
-            out += struct.pack(
-                "<4sHHHHHIIIHH", b"PK\x03\x04", 20, e["flags"], e["method"], 0, 0x21,
-                e["crc"], e["csize"], e["usize"], len(e["name"]), 0,
-            )
-            out += e["name"] + e["comp"]
-            first_offset = offset if first_offset is None else first_offset
-        central += struct.pack(
-            "<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", (3 << 8) | 20, 20, e["flags"], e["method"], 0, 0x21,
-            e["crc"], e["csize"], e["usize"], len(e["name"]), 0, 0, 0, 0, e["attr"], offset,
-        )
-        central += e["name"]
-    cd_offset = len(out)
-    out += central
-    out += struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), cd_offset, 0)
-    return bytes(out)
-
-
-def good(*extra, folder="good/"):
-    return [entry(f"{folder}SKILL.md", GOOD_MD), *extra]
 
 
 def many_files(n: int) -> bytes:

@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from tests.subagents.test_celery_subagents import RULES, deployment  # noqa: F401 - the fixture
+from tests.subagents.celery_helpers import children, delegating_rules, own_deployment, terminal_events, wait_running_children
 
 pytestmark = pytest.mark.slow
 
 # Children that take a while: Redis goes away while both run.
-SLOW_CHILDREN = {**RULES, "default": {"replies": [
+SLOW_CHILDREN = delegating_rules("default", {"replies": [
     [{"pause_ms": 4000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}],
     [{"pause_ms": 2000}, {"text": "Child done: {{user}}"}],
-]}}  # fmt: skip
+]})  # fmt: skip
 TERMINAL = {"completed", "partial", "failed", "cancelled", "timed_out", "lost"}
 REDIS_PORT = 6379
 
@@ -82,34 +82,34 @@ def kill_worker_connections(*workers) -> int:
         client.close()
 
 
-def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(deployment):  # noqa: F811
-    deployment.set_rules(SLOW_CHILDREN)
-    runs, subs = deployment.start_runs_and_subagents(["-c", "2"])
-    session_id, run_id = deployment.prompt("please delegate")
-    deployment.wait_running_children(2, timeout=90)
-    # The "restart": every connection of both workers to Redis is dropped, twice, a second apart.
-    killed = kill_worker_connections(runs, subs)
-    assert killed > 0  # the provocation happened
-    time.sleep(1)
-    kill_worker_connections(runs, subs)
+def test_a_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(tmp_path):
+    deployment = own_deployment(tmp_path / "deployment", 2, SLOW_CHILDREN)
+    try:
+        runs, subs = deployment.processes["runs"], deployment.processes["subagents"]
+        session_id, run_id = deployment.prompt("please delegate")
+        wait_running_children(deployment, session_id, 2, timeout=90)
+        # The "restart": every connection of both workers to Redis is dropped, twice, a second apart.
+        killed = kill_worker_connections(runs, subs)
+        assert killed > 0  # the provocation happened
+        time.sleep(1)
+        kill_worker_connections(runs, subs)
 
-    row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
-    logs = deployment.logs("runs", "subagents")
-    assert row["status"] == "completed", (row, logs)
-    children = deployment.rows("SELECT status, error_code, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
-    assert len(children) == 2 and all(c[0] in TERMINAL and c[3] is not None for c in children), (children, logs)
-    # Each child's terminal state is recorded as exactly one terminal event.
-    ends = deployment.rows(
-        "SELECT e.run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent e WHERE e.type IN ('run_end', 'run_error') GROUP BY e.run_id"
-    )
-    assert sorted(n for _, n in ends) == [1, 1], ends
-    assert [c[0] for c in children] == ["completed", "completed"], (children, logs)
-    assert [c[2] for c in children] == ["Child done: first look", "Child done: second look"]
-    lines = deployment.export(session_id)
-    kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
-    kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
-    # ..., then the title the session gives itself after its first answer (runs/titles.py).
-    assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]
+        row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150, logs=("runs", "subagents"))
+        logs = deployment.log("runs")[-3000:] + deployment.log("subagents")[-3000:]
+        assert row["status"] == "completed", (row, logs)
+        rows = children(deployment, session_id, "status, error_code, final_text, ended_at")
+        assert len(rows) == 2 and all(c[0] in TERMINAL and c[3] is not None for c in rows), (rows, logs)
+        # Each child's terminal state is recorded as exactly one terminal event.
+        assert terminal_events(deployment, session_id) == [1, 1]
+        assert [c[0] for c in rows] == ["completed", "completed"], (rows, logs)
+        assert [c[2] for c in rows] == ["Child done: first look", "Child done: second look"]
+        lines = deployment.export(session_id)
+        kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
+        kinds = [k for k in kinds if k not in ("model_change", "thinking_level_change")]
+        # ..., then the title the session gives itself after its first answer (runs/titles.py).
+        assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]
+    finally:
+        deployment.close()
 
 
 class OwnRedis:
@@ -154,32 +154,27 @@ class OwnRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
-def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(deployment):  # noqa: F811
+def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_and_the_parent_finishes(tmp_path):
     """The deployment's Redis (broker, results, channel layer) is a server of its own, SIGKILLed
     while two children run and started again on the same port a second later."""
-    own = OwnRedis(deployment.tmp)
+    own = OwnRedis(tmp_path)
     own.start()
-    shared = {k: deployment.env[k] for k in ("NETA_REDIS_URL", "NETA_CELERY_BROKER_URL")}
+    deployment = None
     try:
-        deployment.env.update({"NETA_REDIS_URL": own.url, "NETA_CELERY_BROKER_URL": own.url})
-        deployment.set_rules(SLOW_CHILDREN)
-        deployment.start_runs_and_subagents(["-c", "2"])
+        deployment = own_deployment(tmp_path / "deployment", 2, SLOW_CHILDREN, env={"NETA_REDIS_URL": own.url, "NETA_CELERY_BROKER_URL": own.url})
         session_id, run_id = deployment.prompt("please delegate")
-        running = deployment.wait_running_children(2, timeout=90)
+        running = wait_running_children(deployment, session_id, 2, timeout=90)
         own.kill()  # the restart: the server dies (SIGKILL) …
         time.sleep(1)
         own.start()  # … and comes back on the same port with its append-only file
 
-        row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150)
-        logs = deployment.logs("runs", "subagents")
+        row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=150, logs=("runs", "subagents"))
+        logs = deployment.log("runs")[-3000:] + deployment.log("subagents")[-3000:]
         assert row["status"] == "completed", (row, logs)
-        children = deployment.rows("SELECT status, final_text, ended_at FROM `{db}`.runtime_subprocessrun ORDER BY task_index")
-        assert [c[0] for c in children] == ["completed", "completed"], (children, logs)
-        assert [c[1] for c in children] == ["Child done: first look", "Child done: second look"]
-        ends = deployment.rows(
-            "SELECT e.run_id, COUNT(*) FROM `{db}`.runtime_subprocessevent e WHERE e.type IN ('run_end', 'run_error') GROUP BY e.run_id"
-        )
-        assert sorted(n for _, n in ends) == [1, 1], ends
+        rows = children(deployment, session_id, "status, final_text, ended_at")
+        assert [c[0] for c in rows] == ["completed", "completed"], (rows, logs)
+        assert [c[1] for c in rows] == ["Child done: first look", "Child done: second look"]
+        assert terminal_events(deployment, session_id) == [1, 1]
         assert not [pid for pid in running if group_pids(pid)]  # 0 orphans
         lines = deployment.export(session_id)
         kinds = [line["type"] if line["type"] != "message" else line["message"]["role"] for line in lines[1:]]
@@ -189,6 +184,6 @@ def test_a_real_redis_restart_during_a_celery_batch_ends_every_child_recorded_an
         _, again = deployment.prompt("please delegate")
         assert deployment.wait_run(again, lambda r: r["status"] not in ("queued", "running"), timeout=150)["status"] == "completed"
     finally:
-        deployment.stop()
-        deployment.env.update(shared)  # the fixture's cleanup talks to the shared server
+        if deployment is not None:
+            deployment.close()
         own.kill()

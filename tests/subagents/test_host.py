@@ -346,7 +346,7 @@ def test_pi_reads_an_exported_session_with_a_finished_batch_as_neta_does(workspa
 
     from sessions_tree.pi_files import export_session
     from sessions_tree.pi_view import DEFAULT
-    from tests.sessions_tree.test_pi_fixtures import _ours_from_file
+    from tests.support.entries import pi_view_of_file as _ours_from_file
 
     parent = parent_with(workspace, delegating("delegate_parallel", TWO), ls_then(ANSWER), provider=provider)
     assert parent.prompt().status == RunStatus.COMPLETED
@@ -411,7 +411,7 @@ def test_kill_9_of_the_child_at_random_points_always_ends_recorded(workspace):
 def test_skills_reach_a_child_only_through_the_allowlist_and_the_host(workspace, tmp_path, settings):
     from skills_registry.models import SkillResource
     from skills_registry.services import skills_set_privilege, skills_sync
-    from tests.skills_registry.conftest import write_skill
+    from tests.support.skills import write_skill
 
     roots = tmp_path / "skills"
     settings.NETA_SKILLS_DIRS = [str(roots)]

@@ -16,7 +16,7 @@ from django.db import connection
 
 from runtime.models import ModelConfig, RunStatus, SubprocessEvent, SubprocessRun
 from sessions_tree.index import INDEXES
-from tests.conftest import require
+from tests.support.services import require
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script
 from toolcatalog.sandbox import bwrap_status, reset_sandbox_probe
 

@@ -1,69 +1,63 @@
-"""Live and replay against a real server: one Daphne (the embedded default: SQLite, the
-in-memory channel layer, children supervised by the web process), websocket clients and
-the REST replay. What a live socket received equals the event table, seq without gaps;
+"""Live and replay against a real server: one Daphne of its own (the embedded default:
+SQLite, the in-memory channel layer, children supervised by the web process), and the shared
+distributed deployment (a runs worker and a subagent worker on MariaDB and Redis); websocket
+clients and the REST replay. What a live socket received equals the event table, seq without gaps;
 a client that reloads mid-batch (a fresh snapshot plus the replay) ends with the same state."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import uuid
 
 import pytest
 
-from tests.gateway.cluster import Cluster, cleanup_workdir
-from tests.gateway.test_delivery import Watcher
+from tests.support.deployment import Deployment
+from tests.support.sockets import Watcher
+
+pytestmark = pytest.mark.slow
 
 LONG = "The workspace holds a few files; here is what each of them is for, in some detail. " * 8
-RULES = {
-    "version": 1, "chunk_size": 6, "delay_ms": 40,
-    "rules": [
-        {
-            "match": "delegate",
-            "replies": [
-                [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
-                    {"agent": "default", "task": "look one"}, {"agent": "default", "task": "look two"}]}}}],
-                [{"text": "Summarized."}],
-            ],
-        }
-    ],
-    "default": {"replies": [[{"text": "Let me look first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": LONG}]]},
-}  # fmt: skip
-POLICY = {"enabled": True, "agents": ["default"], "max_concurrency": 8}
 
 
-@pytest.fixture(scope="module", params=["embedded", pytest.param("celery", marks=pytest.mark.slow)])
-def server(request, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("subagents-live")
+def rules_for(agent: str) -> dict:
+    """The agent delegates two looks to itself; each child lists the workspace, then answers at length."""
+    return {
+        "version": 1, "chunk_size": 6, "delay_ms": 40,
+        "rules": [
+            {
+                "match": "delegate",
+                "replies": [
+                    [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                        {"agent": agent, "task": "look one"}, {"agent": agent, "task": "look two"}]}}}],
+                    [{"text": "Summarized."}],
+                ],
+            }
+        ],
+        "default": {"replies": [[{"text": "Let me look first."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": LONG}]]},
+    }  # fmt: skip
+
+
+def policy_for(agent: str) -> dict:
+    return {"enabled": True, "agents": [agent], "max_concurrency": 8}
+
+
+@pytest.fixture(scope="module", params=["embedded", "celery"])
+def server(request, tmp_path_factory, distributed):
+    """(deployment, agent): an embedded server of this module's own, or the shared distributed
+    deployment with an agent of this module's own."""
     if request.param == "embedded":
-        cluster = Cluster(workdir, servers=1, workers=0, database="sqlite", redis=False, backend="inline", rules=RULES, extra_env={"NETA_SANDBOX": "none"})
+        deployment = Deployment(tmp_path_factory.mktemp("subagents-live"), rules=rules_for("default"), extra_env={"NETA_SANDBOX": "none"})
+        deployment.prepare()
+        deployment.set_rules(rules_for("default"), subagent_policy=policy_for("default"))
+        with deployment:
+            yield deployment, "default"
     else:
-        # Distributed: MariaDB, Redis (channel layer and broker), a runs worker, and a prefork
-        # worker of its own for the subagent queue (unique per test process).
-        from tests.gateway.cluster import VENV_BIN, mariadb_available, redis_available
-
-        if not (mariadb_available() and redis_available()):
-            pytest.fail("the celery case needs MariaDB and Redis (NETA_TEST_MYSQL_URL, NETA_TEST_REDIS_URL)")
-        queue = f"neta-sub-live-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        cluster = Cluster(workdir, servers=1, workers=1, database="mysql", redis=True, backend="celery", rules=RULES,
-                          extra_env={"NETA_SANDBOX": "none", "NETA_SUBAGENT_QUEUE": queue})  # fmt: skip
-    cluster.__enter__()
-    try:
-        if request.param == "celery":
-            cluster._spawn("subagents", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", queue, "-P", "prefork", "-c", "2",
-                                         "--prefetch-multiplier", "1", "-n", f"{cluster.name}-sub@%h", "--without-gossip", "--without-mingle",
-                                         "--without-heartbeat"])  # fmt: skip
-            cluster._wait_log("subagents", "ready.")
-        cluster._run([sys.executable, "-c", f"import django; django.setup(); from runtime.models import Agent; Agent.objects.filter(name='default').update(subagent_policy={POLICY!r})"])
-        cluster.backend_name = request.param
-        yield cluster
-    finally:
-        cluster.__exit__(None, None, None)
-        cleanup_workdir(workdir)
+        agent = f"live-{uuid.uuid4().hex[:6]}"
+        distributed.add_agent(agent, rules_for(agent), subagent_policy=policy_for(agent))
+        yield distributed, agent
 
 
-def replay(cluster: Cluster, run_id: str, *, page: int = 7) -> list[dict]:
+def replay(cluster: Deployment, run_id: str, *, page: int = 7) -> list[dict]:
     events, after = [], 0
     while True:
         status, body = cluster.http(0, "get", f"/api/subagent-runs/{run_id}/events/?afterSeq={after}&limit={page}")
@@ -102,8 +96,10 @@ def same_as_table(frames: list[dict], table: list[dict], *, from_seq: int = 1) -
 
 
 def test_live_events_equal_the_replay_and_a_reload_mid_batch_ends_in_the_same_state(server):
+    server, agent = server
+
     async def scenario():
-        status, session = server.http(0, "post", "/api/sessions/", {"title": "live"})
+        status, session = server.http(0, "post", "/api/sessions/", {"title": "live", "agent": agent})
         assert status == 201, session
         sid = session["sessionId"]
         first = Watcher(server, 0, sid)
@@ -151,7 +147,7 @@ def test_live_events_equal_the_replay_and_a_reload_mid_batch_ends_in_the_same_st
         # Both clients agree with REST on the final state of the batch.
         status, listed = await asyncio.to_thread(server.http, 0, "get", f"/api/sessions/{sid}/subagent-runs/")
         assert {r["runId"]: r["status"] for r in listed} == dict.fromkeys(child_ids, "completed")
-        if server.backend_name == "celery":  # the children really ran under the subagent worker
+        if server.backend == "celery":  # the children really ran under the subagent worker
             assert "runtime.supervise_subagent" in server.log("subagents")
         await first.close()
         await second.close()

@@ -9,7 +9,7 @@ import pytest
 from runtime.subagents.envelope import parse_envelope, tool_settings_from_django
 from runtime.subagents.supervisor import ChildSupervisor, Timings
 from tests.subagents.helpers import Recorder, envelope_dict, scripted_rules
-from tests.toolcatalog.web_servers import SiteServer
+from tests.support.web_servers import SiteServer
 
 FAST = Timings(term_after=0.5, kill_after=1.5, exit_grace=2.0, wall_clock_grace=0.5)
 

@@ -10,7 +10,7 @@ import pytest
 from runtime.models import RunStatus, SubprocessEvent, SubprocessRun
 from sessions_tree.index import INDEXES
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script
-from tests.toolcatalog.web_servers import SearchServer, SiteServer
+from tests.support.web_servers import SearchServer, SiteServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

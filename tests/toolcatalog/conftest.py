@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.support.services import require
+from tests.toolcatalog.helpers import SECRET
 from toolcatalog.protocol import ToolContext, ToolResult, get_tool, run_tool
 from toolcatalog.sandbox import bwrap_status, cgroup_support
-
-SECRET = "TOP-SECRET-CANARY-7f3a"
 
 
 @pytest.fixture
@@ -74,25 +71,3 @@ def pids_limit_ok() -> None:
 @pytest.fixture
 def bwrap_ctx(bwrap_ok, workspace, output_dir) -> ToolContext:
     return ToolContext(roots=(workspace,), sandbox="bwrap", output_dir=output_dir)
-
-
-def processes_with(marker: str) -> list[int]:
-    """PIDs whose command line contains ``marker`` (to find survivors)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(int(entry))
-    return found
-
-
-def cancel_after(event: threading.Event, seconds: float) -> threading.Timer:
-    timer = threading.Timer(seconds, event.set)
-    timer.start()
-    return timer

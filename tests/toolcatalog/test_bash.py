@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
-from tests.toolcatalog.conftest import cancel_after, processes_with
+from tests.support.services import require
+from tests.toolcatalog.helpers import cancel_after, processes_with
 from toolcatalog import sandbox
 from toolcatalog.protocol import ToolContext, ToolResult, get_tool, run_tool
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolcatalog.conftest import SECRET
+from tests.toolcatalog.helpers import SECRET
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 
 CLEAR_ERROR = re.compile(

@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from runtime.runs.health import health_report
-from tests.toolcatalog.mcp_fixtures import http_url, marks, mcp_clean, no_sandbox, stdio_server, wait_for  # noqa: F401 - fixtures
+from tests.support.mcp_fixtures import http_url, marks, mcp_clean, no_sandbox, stdio_server, wait_for  # noqa: F401 - fixtures
 from toolcatalog.mcp import connections
 from toolcatalog.models import McpServer, ToolConfig
 from toolcatalog.projection import resolve_tools
@@ -230,7 +230,7 @@ def test_stdio_server_runs_under_bwrap(db, marks, settings, tmp_path):
     reset_sandbox_probe()
     import sys
 
-    from tests.toolcatalog.mcp_fixtures import SERVER, TESTS
+    from tests.support.mcp_fixtures import SERVER, TESTS
 
     refresh = mcp_server_save(
         actor=None, name="boxed", transport="stdio", command=sys.executable, args=[str(SERVER), "stdio"],

@@ -17,8 +17,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from neta.env import secret_files
-from tests.conftest import REPO
-from tests.toolcatalog.conftest import SECRET
+from tests.support.services import REPO
+from tests.toolcatalog.helpers import SECRET
 from toolcatalog.protected_paths import outside_hard_links, protected_paths
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.services import REPO
 from toolcatalog import sandbox
 from toolcatalog.protocol import ToolContext, get_tool, run_tool
 

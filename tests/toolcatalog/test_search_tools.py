@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.toolcatalog.conftest import SECRET
+from tests.toolcatalog.helpers import SECRET
 
 
 @pytest.fixture

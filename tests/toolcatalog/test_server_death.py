@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support.services import REPO, require
 from toolcatalog import sandbox
 
 SERVER = """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.toolcatalog.web_servers import SiteServer
+from tests.support.web_servers import SiteServer
 from toolcatalog import web_guard
 
 

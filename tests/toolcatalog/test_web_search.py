@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.toolcatalog.web_servers import SearchServer
+from tests.support.web_servers import SearchServer
 from toolcatalog import checks
 from toolcatalog.policy import PolicyError
 from toolcatalog.projection import GovernanceRule, resolve_tools

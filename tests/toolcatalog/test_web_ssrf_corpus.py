@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.toolcatalog.web_servers import SiteServer, _SiteHandler
+from tests.support.web_servers import SiteServer, _SiteHandler
 from toolcatalog import web_guard
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for the MCP tests: a real MCP server (``mcp_test_server.py``, the official SDK)
+"""Fixtures for the MCP tests: a real MCP server (``mcp_server.py``, the official SDK)
 over stdio and over streamable HTTP, saved as ``McpServer`` rows through the service."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from toolcatalog.mcp import connections
 from toolcatalog.sandbox import reset_sandbox_probe
 from toolcatalog.services import mcp_server_save
 
-SERVER = Path(__file__).with_name("mcp_test_server.py").resolve()
+SERVER = Path(__file__).with_name("mcp_server.py").resolve()
 TESTS = SERVER.parent.parent
 
 

@@ -1,6 +1,6 @@
 """A real MCP server for the tests, written with the official SDK (``mcp.server.mcpserver``).
 
-``python mcp_test_server.py stdio`` or ``python mcp_test_server.py http PORT``. Tools: text,
+``python mcp_server.py stdio`` or ``python mcp_server.py http PORT``. Tools: text,
 an image, an error, a resource link, one that hangs (it writes ``$MCP_TEST_MARKS/hang-cancelled``
 when the client cancels it), one that crashes the process, one that adds a tool and sends
 ``notifications/tools/list_changed``, one that reports its environment and process group, and

@@ -9,27 +9,8 @@ from runtime.api.tokens import api_token_create, api_token_revoke
 from runtime.models import Agent
 from runtime.sessions.services import session_start
 from sessions_tree.providers import get_provider
-from tests.sessions_tree.conftest import assistant_message, user_message
-
-SLOW_TEXT = " ".join(f"word{i:03d}" for i in range(120))  # 959 characters
-
-# The scripted model's rules for these tests: instant replies, one slow stream
-# (for abort and dropped sockets), one tool round, and short summaries.
-TEST_RULES = {
-    "version": 1,
-    "chunk_size": 8,
-    "delay_ms": 0,
-    "rules": [
-        {"match": {"system": "context summarization assistant"}, "reply": "## Goal\nThe branch, summarized."},
-        {"match": {"contains": "slowly"}, "reply": {"delay_ms": 4, "chunk_size": 3, "steps": [{"text": SLOW_TEXT}]}},
-        {
-            "match": {"contains": "use a tool"},
-            "replies": [[{"text": "Looking around."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], "Done looking."],
-        },
-    ],
-    "default": {"reply": "You said: {{user}}"},
-}
-
+from tests.support.entries import assistant_message, user_message
+from tests.support.rules import TEST_RULES
 
 def default_agent() -> Agent:
     """The bootstrap's default agent on the scripted model, with the test rules."""
@@ -93,3 +74,24 @@ def owner_tokens(user) -> Tokens:
         revoked=revoked.secret,
         expired=expired.secret,
     )
+
+
+def assert_error(response, status: int, code: str, field: str | None = None):
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    if field is not None:
+        assert field in body["error"]["fields"], body
+    return body["error"]
+
+
+def model_form(**overrides):
+    """The console's model form, filled in for a scripted model (``overrides`` replace fields)."""
+    data = {
+        "name": "m1", "display_name": "", "provider_kind": "scripted", "provider_name": "", "model_id": "s", "base_url": "",
+        "api_key_env": "", "context_window": 100000, "max_output_tokens": 8192, "supports_tools": "on",
+        "price_input": 0, "price_output": 0, "price_cache_read": 0, "price_cache_write": 0, "options": "{}", "enabled": "on",
+    }
+    return {**data, **overrides}
