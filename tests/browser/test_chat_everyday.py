@@ -92,7 +92,7 @@ def everyday(server):
     return "everyday"
 
 
-def shot(page, artifacts, name: str) -> None:
+def everyday_shot(page, artifacts, name: str) -> None:
     shot(page, artifacts, f"everyday-{name}", f"chat-everyday-{name}")
 
 
@@ -160,7 +160,7 @@ def test_everyday_moves_never_ask_and_the_tree_asks_for_a_long_branch(browser, s
     page.get_by_role("button", name="Go here").click()
     expect(dialog(page)).to_be_visible()
     expect(dialog(page)).to_contain_text("holds 6 messages")
-    shot(page, artifacts, "summary-asked")
+    everyday_shot(page, artifacts, "summary-asked")
     dialog(page).get_by_role("button", name="Switch without summary").click()
     expect(answers(page).last).to_contain_text("Noted: first question")
     wait_idle(page)
@@ -192,7 +192,7 @@ def test_one_answer_is_one_card_and_a_tool_error_shows_its_command_once(browser,
     bash = card.locator(".tool-card[data-tool=bash]")
     expect(bash).to_have_attribute("open", "")  # an error stays open
     assert bash.inner_text().count("ls /no-such-folder-here") == 1
-    shot(page, artifacts, "one-card")
+    everyday_shot(page, artifacts, "one-card")
     # The tree still has every entry, and selecting a tool result shows the card.
     tree_row(page, "bash:").click()
     expect(card).to_have_class(re.compile("revealed"))
@@ -251,7 +251,7 @@ def test_cancelling_one_child_makes_the_batch_partial_not_an_error(browser, serv
     expect(badge).to_have_text("partial")
     assert "line-through" not in badge.evaluate("(el) => getComputedStyle(el).textDecorationLine")
     expect(page.locator(".stable-list .subagent-panel")).to_have_attribute("data-state", "partial")
-    shot(page, artifacts, "partial-batch")
+    everyday_shot(page, artifacts, "partial-batch")
     ctx.close()
 
 
@@ -302,7 +302,7 @@ def test_the_tree_folds_bookkeeping_and_rows_are_plain_text(browser, server, eve
         expect(page.locator(f".tree-row.kind-{kind}")).to_have_count(0)
     expect(page.locator(".tree-row.is-leaf")).to_have_class(re.compile("kind-assistant"))
     expect(page.locator(".tree-row.kind-assistant").first.locator(".row-text")).to_have_text("name · size notes.md · 1 KB")
-    shot(page, artifacts, "tree-folded")
+    everyday_shot(page, artifacts, "tree-folded")
     page.get_by_role("button", name="Notes").click()
     expect(page.locator(".tree-row.kind-label")).to_have_count(1)
     expect(page.locator(".tree-row.kind-session_info")).to_have_count(1)
@@ -351,7 +351,7 @@ def test_phone_gives_the_conversation_the_height(browser, server, everyday, arti
     )
     print(f"phone: status bar and composer {chrome:.0f} px of 844")
     assert chrome <= 150, chrome
-    shot(page, artifacts, "phone")
+    everyday_shot(page, artifacts, "phone")
     page.locator(".tree-toggle").tap()
     expect(page.locator(".tree-sidebar")).to_be_visible()
     tree_row(page, "hello from the phone").first.tap()
@@ -510,7 +510,7 @@ def test_documents_are_attached_read_and_shown_as_chips(browser, server, everyda
     pending = page.get_by_role("list", name="Documents to send")
     expect(pending.locator(".file-chip")).to_have_count(2)
     expect(page.locator("#composer-input")).to_have_value("what do these say?")  # nothing lost
-    shot(page, artifacts, "documents-pending")
+    everyday_shot(page, artifacts, "documents-pending")
     page.get_by_role("button", name="Send", exact=True).click()
     expect(answers(page).last).to_contain_text("Noted: what do these say?")
     wait_idle(page)
@@ -524,7 +524,7 @@ def test_documents_are_attached_read_and_shown_as_chips(browser, server, everyda
     assert blocks[0] == "what do these say?" and blocks[1].startswith('<document name="notes.md" type="text/markdown"'), blocks
     assert blocks[2].startswith('<document name="figures.pdf" type="application/pdf"'), blocks
     expect(tree_row(page, "what do these say?").first).to_contain_text("[notes.md] [figures.pdf]")
-    shot(page, artifacts, "documents")
+    everyday_shot(page, artifacts, "documents")
     # A file over the limit says so and keeps the rest.
     (tmp_path / "big.txt").write_bytes(b"a" * (10 * 1024 * 1024 + 10))
     page.fill("#composer-input", "and this one")
@@ -558,7 +558,7 @@ def test_export_and_a_read_only_share_link(browser, server, everyday, artifacts)
     link = share.get_by_role("list", name="Share links").get_by_role("link").first
     url = link.get_attribute("href")
     assert url.startswith("/share/")
-    shot(page, artifacts, "share")
+    everyday_shot(page, artifacts, "share")
     # Opened without signing in: the shared path, read-only.
     guest = browser.new_context(viewport=DESKTOP)
     visitor = guest.new_page()
@@ -567,7 +567,7 @@ def test_export_and_a_read_only_share_link(browser, server, everyday, artifacts)
     expect(visitor.locator(".stable-list .msg-assistant")).to_contain_text("The workspace holds")
     expect(visitor.locator("#composer-input")).to_have_count(0)
     expect(visitor.get_by_role("button", name="Regenerate")).to_be_hidden()
-    shot(visitor, artifacts, "shared-page")
+    everyday_shot(visitor, artifacts, "shared-page")
     # Later messages are not shared; revoking ends the link.
     share.get_by_role("button", name="Close").click()
     said(page, "a later message", "Noted: a later message")
@@ -608,7 +608,7 @@ def test_search_every_session_pins_and_date_groups(browser, server, everyday, ar
     expect(hits.get_by_role("listitem")).to_have_count(1)
     expect(hits).to_contain_text("everyday-other")  # another agent's session, named as such
     expect(hits.get_by_role("link")).to_have_attribute("href", other.replace(server.base_url, ""))
-    shot(page, artifacts, "search-pins")
+    everyday_shot(page, artifacts, "search-pins")
     ctx.close()
 
 
@@ -657,7 +657,7 @@ def test_custom_instructions_reach_the_system_prompt(browser, server, everyday, 
     settings.get_by_label("Custom instructions").fill("Always answer like a pirate.")
     settings.get_by_role("button", name="Save").click()
     expect(settings).to_contain_text("Saved")
-    shot(page, artifacts, "settings")
+    everyday_shot(page, artifacts, "settings")
     settings.get_by_role("button", name="Close").click()
     said(page, "hello sailor", "Arr, noted: hello sailor")
     page.get_by_role("button", name="Settings").click()

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 SETUP = """
 from runtime.models import Agent, ModelConfig
 primary, _ = ModelConfig.objects.update_or_create(name="fo-primary", defaults=dict(
-    provider_kind="anthropic", model_id="claude-down", base_url="{primary}", api_key_env="CONSOLE_TEST_API_KEY",
+    provider_kind="anthropic", model_id="claude-down", base_url="{primary}", api_key_env="FAILOVER_TEST_API_KEY",
     options={{"max_retries": 0, "timeout": 5}}, enabled=True,
 ))
 ModelConfig.objects.update_or_create(name="fo-backup", defaults=dict(

@@ -104,7 +104,7 @@ def test_an_answer_never_sent_aborts_its_run(owner, sessions_dir, tmp_path, sett
     from runtime.models import AgentRun
     from runtime.openai_api.answers import chat_answer, response_answer
     from runtime.openai_api.start import start_chat, start_response
-    from tests.api.builders import default_agent
+    from tests.support.builders import default_agent
 
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
     agent = default_agent()
@@ -134,7 +134,7 @@ def test_conversation_nodes_go_with_their_session(owner, sessions_dir, tmp_path,
     from runtime.openai_api.start import stored_message
     from runtime.sessions.services import session_delete, session_start
     from sessions_tree.providers import get_provider
-    from tests.api.builders import default_agent
+    from tests.support.builders import default_agent
 
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
     agent = default_agent()

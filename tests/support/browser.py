@@ -93,6 +93,7 @@ SERVER_ENV = {
     "NETA_WS_HEARTBEAT_SECONDS": "3",
     "CONSOLE_TEST_API_KEY": "sk-browser-console",  # a key variable the console's model test finds set
     "BACKUP_TEST_API_KEY": "sk-browser-backup",  # a second one: one key variable goes to one endpoint
+    "FAILOVER_TEST_API_KEY": "sk-browser-failover",  # the failover page's primary (its own endpoint)
 }
 
 _STATIC_ROOT: Path | None = None
