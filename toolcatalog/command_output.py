@@ -18,8 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from django.conf import settings
-
+from infra.lazy_settings import settings  # no Django at a subagent child's start-up
 from toolcatalog.truncation import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Truncation, truncate_tail
 
 MAX_SAVED_BYTES = 64 * 1024 * 1024

@@ -26,8 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
+from infra.lazy_settings import settings  # no Django at a subagent child's start-up
 from infra.memo import recent
 from toolcatalog.shared_types import ResolvedPaths, ToolError
 

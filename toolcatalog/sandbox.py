@@ -46,9 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.conf import settings
-
 from infra.cpu_affinity import spawning
+from infra.lazy_settings import settings  # no Django at a subagent child's start-up
 from infra.memo import recent
 from toolcatalog.shared_types import CancelSignal
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from django.conf import settings
-
+from infra.lazy_settings import settings  # no Django at a subagent child's start-up
 from toolcatalog.environment import server_setting_reason
 
 BACKENDS = ("searxng", "brave", "tavily")
