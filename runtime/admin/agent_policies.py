@@ -11,8 +11,12 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from runtime.agents.subagent_policy import (
+    DELEGATE_TOOLS,
+    SubagentPolicy,
+    SubagentPolicyError,
+)
 from runtime.models import Agent
-from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from toolcatalog.manifest import WORKER_ROUTES
