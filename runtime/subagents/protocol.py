@@ -10,6 +10,9 @@ Child → host, one JSON object a line on stdout, every event with ``v, runId, s
 ``tool_call``       ``turn, toolCallId, name, arguments, route``
 ``tool_result``     ``toolCallId, name, isError, preview, truncated, chars, details`` (bounded)
 ``proxy_request``   ``requestId, toolCallId, name, arguments`` — the host runs it and answers
+``text_part``       ``field`` (finalText | partialText), ``text`` — one piece of a terminal event's
+                    text too long for one line; the terminal event that follows names the field
+                    in ``textParts`` and carries it empty, the host joins the pieces back
 ``run_end``         terminal: ``status`` (completed | partial), ``finalText``, ``stopReason``,
                     ``usage``, ``counts``
 ``run_error``       terminal: ``code`` (:data:`ERROR_CODES`), ``message``, ``partialText``,
@@ -44,6 +47,7 @@ EVENT_TYPES = (
     "tool_call",
     "tool_result",
     "proxy_request",
+    "text_part",
     "run_end",
     "run_error",
 )
@@ -66,6 +70,10 @@ HEARTBEAT_PHASES = ("starting", "model", "tool", "proxy", "finishing")
 
 #: Bounds. A line longer than MAX_LINE_BYTES is cut and reported as noise.
 MAX_LINE_BYTES = 1024 * 1024
+#: The writer splits a text longer than this (characters) over several events: a character
+#: is at most 6 bytes in a JSON line (``\\u001f``), so a piece stays well under MAX_LINE_BYTES.
+PART_CHARS = 96 * 1024
+PART_FIELDS = ("finalText", "partialText")
 PREVIEW_CHARS = 2000
 MAX_MESSAGE_TEXT_CHARS = 256 * 1024
 NOISE_KEEP_LINES = 50
@@ -79,6 +87,7 @@ _REQUIRED = {
     "tool_call": {"toolCallId": str, "name": str},
     "tool_result": {"toolCallId": str, "name": str, "isError": bool},
     "proxy_request": {"requestId": str, "name": str},
+    "text_part": {"field": str, "text": str},
     "heartbeat": {"phase": str},
 }
 
@@ -134,16 +143,32 @@ class EventWriter:
                 if type_ in TERMINAL_TYPES:
                     raise ProtocolError(f"the run already ended with {self.terminal['type']}")
                 return None
-            self._seq += 1
-            event = {"v": PROTOCOL_VERSION, "runId": self.run_id, "seq": self._seq, "ts": now_ms(), "type": type_, **payload}
+            if type_ == "assistant_delta" and len(payload.get("delta") or "") > PART_CHARS:
+                delta = payload["delta"]
+                for start in range(0, len(delta), PART_CHARS):
+                    event = self._write(type_, {**payload, "delta": delta[start : start + PART_CHARS]})
+                return event
             if type_ in TERMINAL_TYPES:
-                self.terminal = event
-            try:
-                self._stream.write(encode_line(event))
-                self._stream.flush()
-            except (BrokenPipeError, ValueError, OSError):
-                pass  # the host is gone; the child notices on stdin and stops
-            return event
+                long_fields = [f for f in PART_FIELDS if isinstance(payload.get(f), str) and len(payload[f]) > PART_CHARS]
+                if long_fields:
+                    for field in long_fields:
+                        text = payload[field]
+                        for start in range(0, len(text), PART_CHARS):
+                            self._write("text_part", {"field": field, "text": text[start : start + PART_CHARS]})
+                    payload = {**payload, **{f: "" for f in long_fields}, "textParts": long_fields}
+            return self._write(type_, payload)
+
+    def _write(self, type_: str, payload: dict) -> dict:
+        self._seq += 1
+        event = {"v": PROTOCOL_VERSION, "runId": self.run_id, "seq": self._seq, "ts": now_ms(), "type": type_, **payload}
+        if type_ in TERMINAL_TYPES:
+            self.terminal = event
+        try:
+            self._stream.write(encode_line(event))
+            self._stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # the host is gone; the child notices on stdin and stops
+        return event
 
 
 def check_host_message(obj: Any) -> dict:
@@ -199,11 +224,40 @@ def check_event(obj: Any, *, run_id: str | None = None, last_seq: int = 0) -> di
     for key, typ in _REQUIRED.get(kind, {}).items():
         if not isinstance(obj.get(key), typ):
             raise ProtocolError(f"{kind}.{key} must be a {typ.__name__}, got {obj.get(key)!r}")
+    if kind == "text_part" and obj["field"] not in PART_FIELDS:
+        raise ProtocolError(f"text_part.field must be one of {', '.join(PART_FIELDS)}, got {obj['field']!r}")
+    parts = obj.get("textParts")
+    if parts is not None and (kind not in TERMINAL_TYPES or not isinstance(parts, list) or not set(parts) <= set(PART_FIELDS)):
+        raise ProtocolError(f"textParts must be a list of {', '.join(PART_FIELDS)} on a terminal event, got {parts!r}")
     if kind == "run_end" and obj["status"] not in RUN_END_STATUSES:
         raise ProtocolError(f"run_end.status must be one of {', '.join(RUN_END_STATUSES)}, got {obj['status']!r}")
     if kind == "run_error" and obj["code"] not in ERROR_CODES:
         raise ProtocolError(f"run_error.code must be one of {', '.join(ERROR_CODES)}, got {obj['code']!r}")
     return obj
+
+
+class TextParts:
+    """The host's side of ``text_part``: collects the pieces and puts them back into the
+    terminal event that names their field in ``textParts``."""
+
+    def __init__(self):
+        self._parts: dict[str, list[str]] = {}
+
+    def add(self, event: dict) -> None:
+        self._parts.setdefault(event["field"], []).append(event["text"])
+
+    def partial(self, field: str) -> str:
+        return "".join(self._parts.get(field, ()))
+
+    def complete(self, terminal: dict) -> dict:
+        """``terminal`` with its long texts whole again (``textParts`` dropped)."""
+        fields = terminal.get("textParts")
+        if not fields:
+            return terminal
+        out = {k: v for k, v in terminal.items() if k != "textParts"}
+        for field in fields:
+            out[field] = self.partial(field)
+        return out
 
 
 class LineReader:

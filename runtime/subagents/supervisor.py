@@ -60,6 +60,7 @@ from runtime.subagents.protocol import (
     ByteTail,
     LineReader,
     NoiseLog,
+    TextParts,
     cancel_message,
     decode_line,
     encode_line,
@@ -173,6 +174,7 @@ class ChildSupervisor:
         self._last_seq = 0
         self._events = 0
         self._texts: dict[int, str] = {}
+        self._parts = TextParts()
         self._last_usage: dict | None = None
         self._last_counts: dict | None = None
         self._spawn_error: str | None = None
@@ -364,6 +366,11 @@ class ChildSupervisor:
         self._last_seq = event["seq"]
         self._events += 1
         self._last_activity = time.monotonic()
+        if event["type"] == "text_part":  # a piece of the terminal event's text: joined there, not recorded alone
+            self._parts.add(event)
+            return
+        if event["type"] in TERMINAL_TYPES:
+            event = self._parts.complete(event)
         self._track(event)
         if event["type"] in TERMINAL_TYPES:
             self._terminal = event

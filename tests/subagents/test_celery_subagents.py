@@ -7,6 +7,7 @@ one slot, has a deployment of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -47,6 +48,39 @@ def test_children_run_on_their_own_queue_and_worker(distributed):
     assert kinds == ["user", "assistant", "subagent_batch", "subagent_result", "subagent_result", "toolResult", "assistant", "session_info"]
     result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
     assert "Child done: first look" in result["content"][0]["text"] and "Child done: second look" in result["content"][0]["text"]
+
+
+def test_a_child_answering_2_mib_of_chinese_completes_with_its_text_and_usage(distributed):
+    """The child's answer is longer than one protocol line may be: it still completes (not
+    ``child_crash``), the run keeps the whole text and the usage, the tree gets its result."""
+
+    def rules_for(agent: str) -> dict:
+        one = {"tasks": [{"agent": agent, "task": "write the long report"}]}
+        return {
+            "version": 1,
+            "rules": [{"match": "delegate", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": one}}], [{"text": "Read it."}]]}],
+            "default": {"reply": [{"text": "placeholder"}]},
+        }
+
+    agent = new_agent(distributed, rules_for)
+    # The long answer is made where it is stored (an environment variable could not carry 2 MiB).
+    distributed.python(
+        "from runtime.models import ModelConfig\n"
+        f"model = ModelConfig.objects.get(name={agent + '-model'!r})\n"
+        "rules = model.options['rules']\n"
+        "rules['default'] = {'replies': [{'chunk_size': 0, 'steps': [{'text': '这是一个很长的回答。' * 70000}], 'usage': {'input': 1000, 'output': 377000}}]}\n"
+        "model.options = {**model.options, 'rules': rules}\n"
+        "model.save()\n"
+    )
+    session_id, run_id = distributed.prompt("please delegate", agent=agent)
+    row = distributed.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=120)
+    assert row["status"] == "completed", (row.get("error"), distributed.log("runs")[-3000:])
+    [(status, code, length, usage)] = children(distributed, session_id, "status, error_code, CHAR_LENGTH(final_text), `usage`")
+    assert (status, code, length) == ("completed", "", 700_000)
+    assert json.loads(usage)["output"] == 377_000
+    result = next(line for line in distributed.export(session_id) if line["type"] == "subagent_result")
+    [entry] = result["content"]["results"]
+    assert (entry["status"], entry["finalTextChars"], entry["usage"]["output"]) == ("completed", 700_000, 377_000)
 
 
 def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(tmp_path):

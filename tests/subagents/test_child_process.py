@@ -97,6 +97,21 @@ def test_context_summary_reaches_the_model_as_part_of_the_system_prompt(workspac
     assert outcome.terminal["finalText"] == "saw the fact"
 
 
+def test_a_final_answer_over_the_line_limit_arrives_whole_with_its_usage(workspace):
+    """~2 MiB of Chinese as the answer: a completed run (not ``child_crash``), the text whole,
+    the usage reported, no noise."""
+    text = "这是一个很长的回答。" * 70_000  # 700 000 characters, 2.1 MB of UTF-8
+    rules = scripted_rules({"steps": [{"text": text}], "chunk_size": 0, "usage": {"input": 1000, "output": 377_000}})
+    sup, rec = supervise(make_envelope(workspace, rules=rules))
+    outcome = sup.run()
+    end = outcome.terminal
+    assert (end["type"], end.get("status"), outcome.synthetic) == ("run_end", "completed", False), end.get("message")
+    assert end["finalText"] == text and "textParts" not in end
+    assert end["usage"]["output"] == 377_000
+    assert outcome.noise["count"] == 0 and outcome.exit_code == 0
+    assert rec.events[-1]["finalText"] == text  # what the host records is the whole text too
+
+
 # --------------------------------------------------------------------------- isolation
 
 

@@ -11,7 +11,9 @@ from runtime.subagents.protocol import (
     EventWriter,
     LineReader,
     NoiseLog,
+    MAX_LINE_BYTES,
     ProtocolError,
+    TextParts,
     check_event,
     check_host_message,
     decode_line,
@@ -32,6 +34,27 @@ def test_writer_numbers_events_and_allows_one_terminal():
     last = 0
     for event in lines:
         last = check_event(event, run_id="run-1", last_seq=last)["seq"]
+
+
+def test_a_terminal_text_over_the_line_limit_travels_in_parts_and_comes_back_whole():
+    out = io.BytesIO()
+    writer = EventWriter(out, "run-1")
+    text = "长文本" * 400_000  # 1.2 M characters, 3.6 MB of UTF-8
+    writer.emit("assistant_delta", turn=1, kind="text", delta=text)
+    writer.emit("run_end", status="completed", finalText=text, stopReason="stop", usage={"totalTokens": 377_000})
+    raw = out.getvalue().splitlines()
+    assert max(len(line) for line in raw) < MAX_LINE_BYTES // 2
+    events, last, parts = [], 0, TextParts()
+    for line in raw:
+        event = check_event(json.loads(line), run_id="run-1", last_seq=last)
+        last = event["seq"]
+        if event["type"] == "text_part":
+            parts.add(event)
+        else:
+            events.append(parts.complete(event) if event["type"] == "run_end" else event)
+    assert "".join(e["delta"] for e in events if e["type"] == "assistant_delta") == text
+    end = events[-1]
+    assert end["type"] == "run_end" and end["finalText"] == text and end["usage"] == {"totalTokens": 377_000} and "textParts" not in end
 
 
 @pytest.mark.parametrize(
