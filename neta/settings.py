@@ -185,6 +185,12 @@ NETA_INLINE_WORKERS = env_int("NETA_INLINE_WORKERS", 64, minimum=1)
 # The web process runs requests' synchronous code (sync middleware, views) on this many
 # threads, reused (infra/http_threads.py); a request waits for a free one when all are busy.
 NETA_HTTP_THREADS = env_int("NETA_HTTP_THREADS", 32, minimum=1)
+# A model call that fails with a failure that may pass (overloaded, 5xx, 429, a dropped
+# connection) after its output began is tried again this many times, after
+# base × 2, 4, 8 … ms (Pi's auto-retry: 3 retries, 2/4/8 s); then the agent's next fallback
+# model takes it (runtime/runs/retries.py).
+NETA_LLM_RETRIES = env_int("NETA_LLM_RETRIES", 3, minimum=0)
+NETA_LLM_RETRY_BASE_MS = env_int("NETA_LLM_RETRY_BASE_MS", 2000, minimum=0)
 # A running run whose heartbeat is older than this is finalized by the reaper.
 NETA_RUN_STALE_SECONDS = env_int("NETA_RUN_STALE_SECONDS", 30, minimum=2)
 # The reaper runs this often: a timer thread in the inline backend's web process and

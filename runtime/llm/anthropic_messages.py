@@ -317,7 +317,7 @@ class Decoder:
     def finish(self) -> str:
         """The Pi stop reason; raises ProviderError when the stream did not end properly."""
         if not self.saw_stop:
-            raise ProviderError(Failure("Anthropic stream ended before message_stop", retryable=not self.b.has_output))
+            raise ProviderError(Failure("Anthropic stream ended before message_stop", retryable=True))
         reason = self.stop_reason
         if reason in STOP_REASONS:
             return STOP_REASONS[reason]

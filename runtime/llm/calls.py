@@ -9,7 +9,8 @@ Contract (what the turn loop relies on):
   aborted") keeping what was streamed, within ~50 ms even if the server is silent;
 - failures before any content block are retried (`retry.py`), never after; when the
   retries are spent (or not worth waiting for), the `error` event says `retryable`, so the
-  caller may ask another model (failover, runtime/runs/failover.py).
+  caller may ask another model (failover, runtime/runs/failover.py); a failure of that kind
+  after output began says `transient` (the turn loop retries the call, runtime/runs/retries.py).
 """
 
 from __future__ import annotations
@@ -134,5 +135,6 @@ def _stream_wire(provider, model: ModelSpec, request: LlmRequest, cancel: thread
             return
         event = b.fail(failure.message)
         event.retryable = failure.retryable and not b.has_output
+        event.transient = failure.retryable
         yield event
         return

@@ -255,7 +255,7 @@ class Decoder:
     def finish(self) -> str:
         reason = self.finish_reason
         if reason is None:
-            raise ProviderError(Failure("Stream ended before a finish_reason", retryable=not self.b.has_output))
+            raise ProviderError(Failure("Stream ended before a finish_reason", retryable=True))
         if reason in FINISH_REASONS:
             return FINISH_REASONS[reason]
         raise ProviderError(Failure(f"Provider finish_reason: {reason}"))

@@ -240,11 +240,11 @@ class Decoder:
             error = getattr(event.response, "error", None)
             message = getattr(error, "message", None) or "The response failed"
             code = getattr(error, "code", None)
-            raise ProviderError(Failure(f"{code}: {message}" if code else message, retryable=code in RETRYABLE_STREAM_ERRORS and not b.has_output))
+            raise ProviderError(Failure(f"{code}: {message}" if code else message, retryable=code in RETRYABLE_STREAM_ERRORS))
         elif kind == "error":
             code = getattr(event, "code", None)
             message = getattr(event, "message", None) or "An error occurred during streaming"
-            raise ProviderError(Failure(f"{code}: {message}" if code else message, retryable=code in RETRYABLE_STREAM_ERRORS and not b.has_output))
+            raise ProviderError(Failure(f"{code}: {message}" if code else message, retryable=code in RETRYABLE_STREAM_ERRORS))
         return events
 
     def _item_done(self, output_index: int, item) -> list[StreamEvent]:
@@ -292,7 +292,7 @@ class Decoder:
 
     def finish(self) -> str:
         if self.status is None:
-            raise ProviderError(Failure("Stream ended before the response completed", retryable=not self.b.has_output))
+            raise ProviderError(Failure("Stream ended before the response completed", retryable=True))
         if self.status == "incomplete":
             if self.incomplete_reason in (None, "max_output_tokens"):
                 return "length"

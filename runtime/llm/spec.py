@@ -97,6 +97,10 @@ class StreamEvent:
     # overloaded) and nothing was streamed, so another model may be asked instead
     # (the turn loop's failover, runtime/runs/failover.py). Never set once output began.
     retryable: bool = False
+    # On an `error` event: the failure is of a kind that may pass (as above), whether or not
+    # output had begun: the turn loop retries such a call after its output began
+    # (runtime/runs/retries.py).
+    transient: bool = False
 
 
 class WireProvider:

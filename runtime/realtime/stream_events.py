@@ -124,7 +124,8 @@ class RunState(_StreamEvent):
 class RunNote(_StreamEvent):
     """Something the run did on its own that its user should know, also kept in the run's
     ``notes`` (runtime/runs/notes.py): ``kind`` ``failover`` ("answered by X after Y failed:
-    reason") or ``thinking`` (the level clamped to what the model accepts)."""
+    reason"), ``retry`` (a call made again after its stream broke: "X failed: reason; retry
+    1/3 in 2 s") or ``thinking`` (the level clamped to what the model accepts)."""
 
     type: Literal["run_note"]
     runId: str

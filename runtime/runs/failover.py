@@ -70,6 +70,11 @@ class CallPlan:
         return None, reason
 
 
+def short_reason(text: str) -> str:
+    """An error message on one line, at most REASON_CHARS long."""
+    return _short(text)
+
+
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"

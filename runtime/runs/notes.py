@@ -1,7 +1,8 @@
 """A run's notes: what it did on its own that its user should know (``AgentRun.notes``).
 
-Kinds: ``failover`` (a model call answered by a fallback, runtime/runs/failover.py) and
-``thinking`` (the requested thinking level clamped to what the model accepts). Each note
+Kinds: ``failover`` (a model call answered by a fallback, runtime/runs/failover.py, or
+handed to one after its retries, runtime/runs/retries.py), ``retry`` (a call made again after
+its stream broke, retries.py) and ``thinking`` (the requested thinking level clamped to what the model accepts). Each note
 is kept in the run's row — written with the next UPDATE the turn makes of the row anyway
 (``RunBook``), so a note costs no statement of its own — and sent to the page at once as
 a ``run_note`` streaming event (the chat page shows the latest beside the run's state).

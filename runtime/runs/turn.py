@@ -51,7 +51,7 @@ from runtime.realtime.sinks import (
     process_budget,
     streaming_row,
 )
-from runtime.runs import failover, lifecycle
+from runtime.runs import failover, lifecycle, retries
 from runtime.runs.notes import add_note
 from runtime.runs.process import HOST, this_process
 from runtime.runs.summaries import (
@@ -188,6 +188,12 @@ class Turn:
     call_spec: llm.ModelSpec = field(init=False)
     answering: object | None = None
     overflow_retried: bool = False
+    # The model that made the last call, whether its error may pass, and the retries of a
+    # call whose output had begun (runtime/runs/retries.py).
+    call_candidate: object | None = None
+    call_transient: bool = False
+    retry_attempt: int = 0
+    retry_failed: set = field(default_factory=set)
 
     def __post_init__(self):
         self.spec = model_spec(self.model)
@@ -343,8 +349,11 @@ def _run(turn: Turn) -> None:
             _finish(turn, RunStatus.ABORTED, abort_when="")
             return
         if stop == "error":
+            if retries.should_retry(turn, final):
+                continue  # the broken reply stays in the tree; the context leaves it out
             _finish(turn, RunStatus.FAILED, error=final.get("errorMessage") or "the model returned an error")
             return
+        retries.call_succeeded(turn)
         calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
@@ -508,15 +517,18 @@ def _stream_assistant(turn: Turn) -> dict:
     last_checkpoint = time.monotonic()
     partial: dict | None = None
     streaming = None
+    turn.call_transient = False
     try:
         for candidate, event in failover.stream(turn, request_for, cancel=turn.control.cancel):
             if candidate is not streaming:
                 streaming, partial = candidate, None  # a fallback took the call: nothing of the failed one is kept
                 turn.call_spec = candidate.spec
+                turn.call_candidate = candidate
             partial = event.partial or partial
             _forward(turn, entry_id, event)
             if event.type in ("done", "error"):
                 final = event.message
+                turn.call_transient = event.type == "error" and event.transient
             elif partial is not None and time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
                 provider.update_in_flight_entry(session_id, entry_id, partial, meta=turn.meta)
                 last_checkpoint = time.monotonic()

@@ -169,23 +169,92 @@ def test_a_silent_primary_times_out_and_fails_over(agent_with, models, anthropic
     assert "primary failed: Request timed out" in AgentRun.objects.get(pk=run.pk).notes[-1]["text"]
 
 
-@pytest.mark.parametrize("broken", ["error_event", "dropped_connection"])
-def test_no_failover_once_output_was_streamed(agent_with, anthropic_server, openai_server, broken):
-    driver = Driver(agent_with("backup"))
-    long_text = "Partial answer that is streamed in many small pieces before the failure."
+@pytest.fixture(autouse=True)
+def _quick_retries(settings):
+    """Mid-stream retries wait 1, 2, 4 ms here (2, 4, 8 s in a deployment)."""
+    settings.NETA_LLM_RETRY_BASE_MS = 1
+    settings.NETA_LLM_RETRIES = 3
+
+
+LONG_TEXT = "Partial answer that is streamed in many small pieces before the failure."
+
+
+def broken_reply(broken: str) -> Reply:
     how = {"error_after": 6} if broken == "error_event" else {"cut_after": 6}
-    anthropic_server.script(text_reply(long_text, chunk=3, **how))
+    return text_reply(LONG_TEXT, chunk=3, **how)
+
+
+def path_messages(driver: Driver) -> list[dict]:
+    """The assistant messages on the active path (what the file keeps, errored ones too)."""
+    path = get_provider("file").get_active_path(driver.session_id)
+    return [e["message"] for e in path if e["type"] == "message" and e["message"]["role"] == "assistant"]
+
+
+@pytest.mark.parametrize("broken", ["error_event", "dropped_connection", "529_on_the_retry"])
+def test_a_call_broken_after_its_output_began_is_retried_and_the_run_completes(agent_with, anthropic_server, openai_server, broken):
+    # A fallback is there to be passed over (a 529 before any output would rightly go to it).
+    driver = Driver(agent_with() if broken == "529_on_the_retry" else agent_with("backup"))
+    if broken == "529_on_the_retry":  # broken mid-stream, then the retry meets 529 twice (the call and its own retry)
+        anthropic_server.script(broken_reply("error_event"), Status(529, "Overloaded"), Status(529, "Overloaded"), text_reply(ANSWER))
+    else:
+        anthropic_server.script(broken_reply(broken), text_reply(ANSWER))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(openai_server.requests) == 0  # retried on its own model, no failover
+    # The broken reply stays in the file with its error; the answer follows it.
+    broken_msg, *_, answer = path_messages(driver)
+    assert broken_msg["stopReason"] == "error" and broken_msg["errorMessage"]
+    assert LONG_TEXT.startswith(broken_msg["content"][0]["text"]) and broken_msg["content"][0]["text"]
+    assert answer["stopReason"] == "stop" and answer["content"] == [{"type": "text", "text": ANSWER}]
+    # ... but not in the context: the retry was sent the prompt alone, as the next prompt will be.
+    retried = anthropic_server.requests[-1].body["messages"]
+    assert [m["role"] for m in retried] == ["user"]
+    # Each retry is in the run's record and was sent to the page.
+    notes = [n for n in AgentRun.objects.get(pk=run.pk).notes if n["kind"] == "retry"]
+    attempts = 2 if broken == "529_on_the_retry" else 1
+    assert [n["attempt"] for n in notes] == [*range(1, attempts + 1), attempts]
+    assert notes[0]["text"].startswith("primary failed: ") and notes[0]["text"].endswith("; retry 1/3 in 0.001 s")
+    assert notes[-1]["text"] == f"primary answered after {attempts} retries"
+    assert [e["text"] for e in driver.sink.of_type("run_note") if e["kind"] == "retry"] == [n["text"] for n in notes]
+
+
+def test_three_failed_retries_hand_the_call_to_the_next_model(agent_with, anthropic_server, openai_server):
+    driver = Driver(agent_with("backup"))
+    anthropic_server.script(*[broken_reply("error_event") for _ in range(4)])  # the call and its three retries
     openai_server.script(text_reply(ANSWER))
     run = driver.prompt("hello")
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(anthropic_server.requests) == 4 and len(openai_server.requests) == 1
+    messages = path_messages(driver)
+    assert [m["stopReason"] for m in messages] == ["error"] * 4 + ["stop"]
+    assert messages[-1]["model"] == "gpt-backup" and messages[-1]["content"][0]["text"] == ANSWER
+    assert [m["role"] for m in openai_server.requests[0].body["messages"] if m["role"] != "system"] == ["user"]
+    notes = AgentRun.objects.get(pk=run.pk).notes
+    assert [n["kind"] for n in notes] == ["retry", "retry", "retry", "failover"]
+    assert notes[-1]["text"].startswith("primary failed after 3 retries: ") and notes[-1]["text"].endswith("; backup takes over")
+
+
+def test_a_broken_call_without_a_fallback_fails_after_its_retries(agent_with, anthropic_server):
+    driver = Driver(agent_with())
+    anthropic_server.script(*[broken_reply("dropped_connection") for _ in range(4)])
+    run = driver.prompt("hello")
     assert run.status == RunStatus.FAILED
-    assert len(openai_server.requests) == 0  # the fallback was never asked
-    assert len(anthropic_server.requests) == 1  # nor the primary again (output had begun)
+    assert len(anthropic_server.requests) == 4
+    assert [m["stopReason"] for m in path_messages(driver)] == ["error"] * 4
+    assert AgentRun.objects.get(pk=run.pk).notes[-1]["text"].startswith("primary failed after 3 retries: ")
+
+
+def test_no_retry_when_retries_are_off_and_no_failover_once_output_was_streamed(agent_with, anthropic_server, openai_server, settings):
+    settings.NETA_LLM_RETRIES = 0
+    driver = Driver(agent_with())
+    anthropic_server.script(broken_reply("error_event"))
+    run = driver.prompt("hello")
+    assert run.status == RunStatus.FAILED
+    assert len(anthropic_server.requests) == 1
     (reply,) = assistant_messages(driver)
     assert reply["stopReason"] == "error" and reply["model"] == "claude-primary"
     kept = reply["content"][0]["text"]
-    assert kept and long_text.startswith(kept) and streamed_text(driver) == kept  # what was shown, once
-    assert not [n for n in AgentRun.objects.get(pk=run.pk).notes if n["kind"] == "failover"]
-    assert not [e for e in driver.sink.of_type("run_note") if e["kind"] == "failover"]
+    assert kept and LONG_TEXT.startswith(kept) and streamed_text(driver) == kept  # what was shown, once
 
 
 def test_each_model_is_asked_once_per_call(agent_with, models, anthropic_server, openai_server):
@@ -206,7 +275,8 @@ def test_each_model_is_asked_once_per_call(agent_with, models, anthropic_server,
     assert note == "no model answered: primary failed: 529 overloaded_error: Overloaded; backup failed: 503 busy; backup-2 failed: 500 down"
 
 
-def test_a_fallback_failing_after_its_output_began_is_the_calls_error(agent_with, anthropic_server, openai_server):
+def test_a_fallback_failing_after_its_output_began_is_the_calls_error(agent_with, anthropic_server, openai_server, settings):
+    settings.NETA_LLM_RETRIES = 0  # with retries, the backup would be asked again (the tests above)
     driver = Driver(agent_with("backup"))
     anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
     openai_server.script(text_reply("Half an answer from the backup, then", chunk=3, error_after=4))
