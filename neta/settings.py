@@ -225,6 +225,10 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("NETA_CELERY_QUEUE", "celery")
 # Subagent children are supervised by Celery tasks on their own queue (docs/subagents.md):
 # parent turns and children never wait on each other in one worker pool.
 NETA_SUBAGENT_QUEUE = env_str("NETA_SUBAGENT_QUEUE", "subagents")
+# A child still queued this long makes its parent ask the workers (a control broadcast)
+# whether any consumes NETA_SUBAGENT_QUEUE; with none, the children fail at once ("no
+# subagent worker") instead of after their whole budget. 0: never ask.
+NETA_SUBAGENT_WORKER_CHECK_SECONDS = env_int("NETA_SUBAGENT_WORKER_CHECK_SECONDS", 3, minimum=0)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

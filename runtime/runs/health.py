@@ -8,6 +8,7 @@ fails when Redis is down would hide the one thing it should show.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 
 from django.conf import settings
@@ -18,7 +19,10 @@ from runtime.models import ProcessBeat
 from toolcatalog.sandbox import effective_sandbox
 from toolcatalog.selectors import mcp_server_states
 
+logger = logging.getLogger(__name__)
+
 CELERY_TIMEOUT = 0.5  # seconds a worker has to answer the broadcast
+CONSUMER_CHECK_TIMEOUT = 1.0  # the same, when a parent asks before failing its children
 
 
 def database_ok() -> tuple[bool, str, float]:
@@ -87,8 +91,25 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
             queues.setdefault(name, []).append({"worker": node, "lastHeartbeat": beat["at"] if beat else None})
     missing = [name for name in celery_queues() if not queues.get(name)]
     if missing:
-        result.update(ok=False, detail="no worker answered for " + ", ".join(missing))
+        said = [f"no subagent worker (nothing consumes {name!r})" if name == settings.NETA_SUBAGENT_QUEUE else name for name in missing]
+        result.update(ok=False, detail="no worker answered for " + ", ".join(said))
     return result
+
+
+def queue_consumers(queue: str, *, timeout: float = CONSUMER_CHECK_TIMEOUT) -> list[str] | None:
+    """The live workers that consume ``queue`` (each answers a broadcast within ``timeout``);
+    None when the broker cannot be asked. A prefork worker answers while its pool is busy;
+    a ``solo`` worker busy with a task does not."""
+    from celery import (
+        current_app,  # the project's app (neta/celery.py), bound when Django loads
+    )
+
+    try:
+        answers = current_app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception:  # noqa: BLE001 - kombu raises the transport's errors (broker down)
+        logger.warning("could not ask the workers which queues they consume", exc_info=True)
+        return None
+    return sorted(node for node, consumed in answers.items() if any(q.get("name") == queue for q in consumed or []))
 
 
 def last_beats(duty: str = "reaper", limit: int = 20) -> list[dict]:

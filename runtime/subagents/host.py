@@ -44,6 +44,7 @@ from runtime.agents.subagent_policy import (
 )
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
+from runtime.runs.health import queue_consumers
 from runtime.subagents import services
 from runtime.subagents.envelope import (
     ENVELOPE_VERSION,
@@ -223,6 +224,7 @@ class Batch:
         self.budget_stop: dict | None = None  # which batch budget stopped the call
         self.rows: list[SubprocessRun] = []
         self.threads: list[threading.Thread] = []
+        self.worker_checked_at = float("-inf")  # when the workers were last asked (monotonic)
         self.started_at = time.time()
         wall = policy.batch_budget.wall_clock_seconds
         self.deadline_ms = int((self.started_at + wall) * 1000) if wall else None
@@ -387,7 +389,14 @@ class Batch:
         """A child far past its limits whose supervisor says nothing: recorded lost (the
         parent never hangs on a dead worker); one never claimed by any worker: failed."""
         now = timezone.now()
-        for row in SubprocessRun.objects.filter(pk__in=[r.pk for r in running]):
+        rows = list(SubprocessRun.objects.filter(pk__in=[r.pk for r in running]))
+        if not self._subagent_worker_alive(rows, now):
+            why = f"no subagent worker: no live worker consumes queue {settings.NETA_SUBAGENT_QUEUE!r}"
+            for row in rows:
+                if row.status == SubprocessStatus.QUEUED and row.backend == "celery":
+                    mark_lost_if_unclaimed(row, why)
+            return
+        for row in rows:
             limits = row.limits or {}
             budget = float(limits.get("wallClockSeconds") or 600) + float(limits.get("idleSeconds") or 60) + LOST_GRACE_SECONDS
             if row.status == SubprocessStatus.QUEUED:
@@ -400,6 +409,21 @@ class Batch:
             if (now - beat).total_seconds() > settings.NETA_RUN_STALE_SECONDS or (row.started_at and (now - row.started_at).total_seconds() > budget):
                 services.subprocess_runs_reap(stale_seconds=settings.NETA_RUN_STALE_SECONDS)
                 break
+
+    def _subagent_worker_alive(self, rows: list[SubprocessRun], now) -> bool:
+        """False when a child has been queued on Celery for NETA_SUBAGENT_WORKER_CHECK_SECONDS
+        and no live worker consumes the subagent queue (asked at most once that often)."""
+        every = settings.NETA_SUBAGENT_WORKER_CHECK_SECONDS
+        if not every:
+            return True
+        waiting = [r for r in rows if r.status == SubprocessStatus.QUEUED and r.backend == "celery"]
+        if not any((now - r.created_at).total_seconds() >= every for r in waiting):
+            return True
+        if time.monotonic() - self.worker_checked_at < every:
+            return True
+        consumers = queue_consumers(settings.NETA_SUBAGENT_QUEUE)
+        self.worker_checked_at = time.monotonic()
+        return consumers != []  # None: the broker could not be asked; the claim timeout still holds
 
     def _check_batch_budget(self, rows: list[SubprocessRun]) -> None:
         """``batch_budget``: turns, tool calls, tokens and cost summed over the call's whole
@@ -679,6 +703,7 @@ def _run_record(row: SubprocessRun) -> dict:
         "exitCode": row.exit_code,
         "signal": row.exit_signal or None,
         "errorCode": row.error_code or None,
+        "error": row.error or None,
         "cancelledBy": row.cancelled_by or None,
         "usage": row.usage or {},
         "counts": row.counts or {},

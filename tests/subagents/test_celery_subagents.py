@@ -83,7 +83,7 @@ def test_a_child_answering_2_mib_of_chinese_completes_with_its_text_and_usage(di
     assert (entry["status"], entry["finalTextChars"], entry["usage"]["output"]) == ("completed", 700_000, 377_000)
 
 
-def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(tmp_path):
+def test_a_killed_subagent_worker_loses_its_children_and_the_next_batch_fails_at_once(tmp_path):
     deployment = own_deployment(tmp_path / "deployment", 2, delegating_rules("default", HOLD))
     try:
         session_id, run_id = deployment.prompt("please delegate")
@@ -98,6 +98,23 @@ def test_a_killed_subagent_worker_loses_its_children_and_the_parent_goes_on(tmp_
             line["message"] for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "toolResult"
         )
         assert result["isError"] is True and "lost" in result["content"][0]["text"]
+        # No worker consumes the subagent queue now: the next batch fails within seconds
+        # (NETA_SUBAGENT_WORKER_CHECK_SECONDS, 3 s), not after the children's whole budget.
+        started = time.monotonic()
+        session_id, run_id = deployment.prompt("please delegate")
+        row = deployment.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=60)
+        print(f"time to fail with no subagent worker: {time.monotonic() - started:.1f} s")
+        assert row["status"] == "completed", row
+        rows = children(deployment, session_id, "status, error")
+        assert [c[0] for c in rows] == ["failed", "failed"], rows
+        assert all(c[1].startswith("no subagent worker") for c in rows), rows
+        lines = deployment.export(session_id)
+        batch = next(line for line in lines if line["type"] == "subagent_batch")
+        assert all(r["error"].startswith("no subagent worker") for r in batch["metadata"]["runs"])
+        result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
+        assert "no subagent worker" in result["content"][0]["text"]
+        health = deployment.python("from runtime.runs.health import celery_status; print(celery_status()['detail'])")
+        assert "no subagent worker" in health
     finally:
         deployment.close()
 
