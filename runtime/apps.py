@@ -57,6 +57,10 @@ class RuntimeConfig(AppConfig):
         from runtime.subagents.services import subprocess_runs_reap  # app code loads in ready(), once every app's models are
 
         add_round_hook(subprocess_runs_reap)
+        from runtime.runs.reaper import add_batch_settler  # app code loads in ready(), once every app's models are
+        from runtime.subagents.host import settle_lost_batch  # app code loads in ready(), once every app's models are
+
+        add_batch_settler(settle_lost_batch)
 
         # Crash recovery: a web process that runs turns itself (inline backend) reaps at
         # start-up the runs its dead predecessors left, and then on a timer. Celery

@@ -122,6 +122,17 @@ def record_pass(*, changed: int, error: str = "") -> None:
 _round_hooks: list = []
 
 
+_batch_settlers: list = []
+
+
+def add_batch_settler(settler) -> None:
+    """``settler(session_id, entry, provider) -> bool`` closes the in-flight ``subagent_batch``
+    entry of a lost run and answers its tool call (``runtime.subagents`` adds one: the
+    children that finished become results the next prompt sees); False: not handled."""
+    if settler not in _batch_settlers:
+        _batch_settlers.append(settler)
+
+
 def add_round_hook(hook) -> None:
     """Run ``hook()`` at the end of every reaper round (``runtime.subagents`` adds its reaper)."""
     if hook not in _round_hooks:
@@ -198,6 +209,17 @@ def finalize_abandoned_entry(session_id: str) -> dict | None:
     provider = provider_for_session(session_id)
     entry = provider.get_in_flight(session_id)
     fields = None
+    if entry is not None and entry.get("type") == "subagent_batch":
+        for settle in _batch_settlers:
+            try:
+                settled = settle(session_id, entry, provider)
+            except Exception:  # the batch is still closed below, as lost
+                logger.exception("could not settle the subagent batch %s of session %s", entry.get("id"), session_id)
+                settled = False
+            if settled:
+                close_open_tool_calls(provider, session_id, text=LOST_TOOL_TEXT)
+                return provider.get_entry(session_id, entry["id"])
+        entry = provider.get_in_flight(session_id)  # a settler that failed midway may have closed it
     if entry is not None and entry.get("type") == "subagent_batch":
         # The parent's host died with its turn: the batch says so (its children are cancelled
         # by the subagent reaper; their runs hold their ends).

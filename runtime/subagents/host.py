@@ -224,6 +224,7 @@ class Batch:
         self.budget_stop: dict | None = None  # which batch budget stopped the call
         self.rows: list[SubprocessRun] = []
         self.threads: list[threading.Thread] = []
+        self.lost = False  # settled by the reaper after the parent's process was lost
         self.worker_checked_at = float("-inf")  # when the workers were last asked (monotonic)
         self.started_at = time.time()
         wall = policy.batch_budget.wall_clock_seconds
@@ -529,6 +530,7 @@ class Batch:
         caps = self._caps(rows)
         budget_stop = bool(self.cancelled_by and self.cancelled_by.startswith(services.BUDGET_CANCEL_PREFIX))
         aborted = bool(self.cancelled_by) and not budget_stop
+        state = "lost" if self.lost else "cancelled" if aborted else "budget_stopped" if budget_stop else "finished"
         self.provider.finalize_in_flight(
             self.session_id,
             self.entry_id,
@@ -538,7 +540,7 @@ class Batch:
                 "metadata": {
                     "toolCallId": self.call_id,
                     "parentRunId": str(self.turn.run.run_id),
-                    "state": "cancelled" if aborted else "budget_stopped" if budget_stop else "finished",
+                    "state": state,
                     "cancelledBy": self.cancelled_by,
                     **({"budgetStop": self.budget_stop} if self.budget_stop else {}),
                     "runs": [run_record(r, with_subagents=True) for r in rows],
@@ -584,7 +586,9 @@ class Batch:
         caps = self._caps(rows)
         failed = [r for r in rows if r.status in services.FAILED_STATUSES]
         done = sum(1 for r in rows if r.status == SubprocessStatus.COMPLETED)
-        head = f"Subagents: {done}/{len(rows)} completed" + (f", {len(failed)} failed" if failed else "")
+        head = f"Subagents: {done}/{len(rows)} completed" + "".join(
+            f", {n} {label}" for label, n in _ends(rows) if n
+        )  # fmt: skip
         if self.cancelled_by:
             head += f" (stopped: {self.cancelled_by})"
         if replayed:
@@ -605,6 +609,64 @@ class Batch:
 
 
 # --------------------------------------------------------------------------- pieces
+
+#: How the head line of a tool result counts the children that did not complete.
+_END_LABELS = (
+    (SubprocessStatus.PARTIAL, "partial"),
+    (SubprocessStatus.FAILED, "failed"),
+    (SubprocessStatus.CANCELLED, "cancelled"),
+    (SubprocessStatus.TIMED_OUT, "timed out"),
+    (SubprocessStatus.LOST, "lost"),
+)
+
+
+def _ends(rows) -> list[tuple[str, int]]:
+    return [(label, sum(1 for r in rows if r.status == status)) for status, label in _END_LABELS]
+
+
+def settle_lost_batch(session_id: str, entry: dict, provider) -> bool:
+    """The reaper's settler for the open batch of a lost parent run (``runs/reaper.py``).
+
+    The children still out are cancelled (their parent turn is gone: nothing would collect
+    a result they finish later, and they would keep spending). The batch entry is closed
+    ``state: lost`` with every child's record; each child gets its ``subagent_result`` —
+    the finished ones with their answers, the ones still out as ``cancelled`` with what
+    they had streamed — and the delegate call its tool result, so the next prompt's
+    context sees the work that was done."""
+    meta = entry.get("metadata") or {}
+    rows = list(SubprocessRun.objects.filter(batch_entry_id=entry["id"], parent_subprocess__isnull=True).select_related("parent_run__agent").order_by("task_index", "pk"))
+    if not rows:
+        return False
+    parent = rows[0].parent_run
+    by = f"parent run {parent.run_id} was lost"
+    for row in rows:
+        if row.is_active:
+            services.subprocess_run_cancel(row, by=by)
+    rows = [SubprocessRun.objects.get(pk=r.pk) for r in rows]
+    for row in rows:  # the record's view: a child still stopping is cancelled, with its text so far
+        if row.is_active:
+            row.status, row.error_code, row.error = SubprocessStatus.CANCELLED, "cancelled", by
+        if not row.final_text and row.status != SubprocessStatus.COMPLETED:
+            row.final_text = services.streamed_text(row)
+    policy, _ = parse_policy_or_disabled(parent.agent.subagent_policy)
+    batch = Batch.__new__(Batch)  # the batch as its host would have ended it, without a turn
+    batch.turn = _LostParent(parent)
+    batch.provider, batch.session_id, batch.entry_id = provider, session_id, entry["id"]
+    batch.call_id, batch.mode, batch.policy, batch.nested = meta.get("toolCallId") or rows[0].tool_call_id, rows[0].mode, policy, False
+    batch.batch_id, batch.cancelled_by, batch.budget_stop, batch.lost = rows[0].batch_id, by, None, True
+    batch._write_entries(rows)
+    result = batch._tool_result(rows)
+    provider.append_message(session_id, result.to_pi_tool_result(batch.call_id, _tool_name(rows[0].mode)))
+    return True
+
+
+class _LostParent:
+    def __init__(self, run):
+        self.run = run
+
+
+def _tool_name(mode: str) -> str:
+    return {"single": "delegate_task", "parallel": "delegate_parallel", "chain": "delegate_chain"}.get(mode, "delegate_parallel")
 
 
 def cap_text(text: str, cap: int, run_id: str) -> tuple[str, bool]:

@@ -280,6 +280,25 @@ def subprocess_runs_cancel_for_parent(parent_run_pk: int, *, by: str) -> int:
     return len(runs)
 
 
+def streamed_text(row: SubprocessRun) -> str:
+    """What a child wrote as its answer so far, from its recorded events: each turn's text
+    (the whole message once it ended, else its streamed deltas), joined as the child joins
+    them. For a child that ended without a final text of its own (lost, or still out)."""
+    texts: dict[int, str] = {}
+    events = SubprocessEvent.objects.filter(run=row, type__in=("assistant_delta", "assistant_message")).order_by("seq")
+    for event in events.only("type", "payload"):
+        p = event.payload or {}
+        turn = p.get("turn")
+        if not isinstance(turn, int):
+            continue
+        if event.type == "assistant_delta" and p.get("kind") == "text":
+            texts[turn] = texts.get(turn, "") + str(p.get("delta") or "")
+        elif event.type == "assistant_message":
+            content = (p.get("message") or {}).get("content") or []
+            texts[turn] = "".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return "\n\n".join(t for _, t in sorted(texts.items()) if t)
+
+
 def subprocess_runs_reap(*, stale_seconds: float | None = None) -> list[SubprocessRun]:
     """Children whose supervisor is gone (its process on this host no longer runs, or its
     heartbeat went stale) end ``lost``: a synthetic terminal event is recorded, the usage
@@ -298,8 +317,9 @@ def subprocess_runs_reap(*, stale_seconds: float | None = None) -> list[Subproce
             "type": "run_error", "code": "child_crash", "message": f"lost: {why}", "partialText": "", "synthetic": True,
         }  # fmt: skip
         with transaction.atomic():
+            # The error code says "lost"; the error says why (the result's title shows both).
             updated = SubprocessRun.objects.filter(pk=run.pk, status=run.status).update(
-                status=SubprocessStatus.LOST, error_code="lost", error=f"lost: {why}", ended_at=timezone.now()
+                status=SubprocessStatus.LOST, error_code="lost", error=why, ended_at=timezone.now(), final_text=streamed_text(run)
             )
             if updated:
                 subprocess_events_record(run, [terminal])

@@ -119,6 +119,60 @@ def test_a_killed_subagent_worker_loses_its_children_and_the_next_batch_fails_at
         deployment.close()
 
 
+def test_a_lost_parent_keeps_its_finished_childs_work_for_the_next_prompt(tmp_path):
+    """kill -9 of the worker running the parent turn, one child finished and one running:
+    the batch is closed ``lost``, the finished child's answer is a ``subagent_result`` and
+    the delegate call's tool result, the running child is cancelled (recorded with what it
+    had streamed), and the next prompt's context holds the finished child's answer."""
+    rules = {
+        "version": 1,
+        "rules": [
+            {"match": "please delegate", "replies": [[{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "default", "task": "quick look"}, {"agent": "default", "task": "slow look"}]}}}], [{"text": "never"}]]},
+            {"match": "quick look", "reply": [{"text": "Quick child found the answer: 42."}]},
+            {"match": "slow look", "reply": [{"text": "Slow child started."}, {"pause_ms": 120000}, {"text": "never"}]},
+            {"match": "what did they find", "reply": [{"text": "Saw: {{result}}"}]},
+        ],
+    }  # fmt: skip
+    policy = {"enabled": True, "agents": ["default"]}
+    deployment = own_deployment(tmp_path / "deployment", 2, rules, subagent_policy=policy, env={"NETA_REAPER_INTERVAL_SECONDS": "1"})
+    try:
+        session_id, run_id = deployment.prompt("please delegate")
+        deadline = time.monotonic() + 60
+        while [c[0] for c in children(deployment, session_id, "status")] != ["completed", "running"]:
+            assert time.monotonic() < deadline, children(deployment, session_id, "status, error")
+            time.sleep(0.1)
+        deployment.kill("runs")
+        row = deployment.wait_run(run_id, lambda r: r["status"] != "running", timeout=60)
+        assert row["status"] == "lost", row
+        lines = deployment.export(session_id)
+        batch = next(line for line in lines if line["type"] == "subagent_batch")
+        assert batch["metadata"]["state"] == "lost"
+        assert [r["status"] for r in batch["metadata"]["runs"]] == ["completed", "cancelled"]
+        results = [line for line in lines if line["type"] == "subagent_result"]
+        assert [r["content"]["results"][0]["status"] for r in results] == ["completed", "cancelled"]
+        assert results[0]["content"]["results"][0]["finalText"] == "Quick child found the answer: 42."
+        assert results[1]["content"]["results"][0]["finalText"] == "Slow child started."  # what it had streamed
+        tool_result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
+        text = tool_result["content"][0]["text"]
+        assert text.startswith("Subagents: 1/2 completed, 1 cancelled (stopped: parent run ") and "Quick child found the answer: 42." in text
+        # The running child is stopped, not left spending.
+        deadline = time.monotonic() + 30
+        while children(deployment, session_id, "status")[1][0] != "cancelled":
+            assert time.monotonic() < deadline, children(deployment, session_id, "status, error")
+            time.sleep(0.1)
+        # The next prompt's context holds the finished child's answer.
+        start_runs_and_subagents_again = {"name": "runs-again", "queues": deployment.queue, "pool": "solo"}
+        deployment.start_workers(start_runs_and_subagents_again)
+        _, next_run = deployment.prompt("what did they find", session_id=session_id)
+        row = deployment.wait_run(next_run, lambda r: r["status"] not in ("queued", "running"), timeout=60)
+        assert row["status"] == "completed", row
+        answer = [line for line in deployment.export(session_id) if line["type"] == "message" and line["message"]["role"] == "assistant"][-1]
+        assert "Quick child found the answer: 42." in answer["message"]["content"][0]["text"]
+    finally:
+        deployment.close()
+
+
 def test_a_parent_abort_with_8_running_children_ends_all_recorded_and_leaves_no_process(distributed):
     """Celery hosting: eight children on the subagent worker's pool, the parent aborted → all
     eight ``cancelled`` (who cancelled recorded), one terminal event each, no process of any

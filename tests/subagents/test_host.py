@@ -159,6 +159,7 @@ def test_a_failed_child_flags_the_tool_result_and_the_others_still_report(worksp
     assert [r.status for r in rows] == ["completed", "failed"] and rows[1].error_code == "llm_error"
     result = tool_result(parent)
     assert result["isError"] is True and ANSWER in result["content"][0]["text"] and "llm_error" in result["content"][0]["text"]
+    assert result["content"][0]["text"].startswith("Subagents: 1/2 completed, 1 failed.")
     results = [e for e in parent.path() if e["type"] == "subagent_result"]
     assert [r["isError"] for r in results] == [False, True]
 
@@ -338,11 +339,17 @@ def test_the_reaper_finds_children_of_a_lost_supervisor(workspace):
 
     dead = 2**22 - 7  # no such pid
     SubprocessRun.objects.filter(pk=rows[0].pk).update(status="running", worker_host=HOST, worker_pid=dead, worker_started=1)
+    streamed = [{"v": 1, "runId": rows[0].run_id.hex, "seq": i + 1, "ts": 1, "type": "assistant_delta", "turn": 1, "kind": "text", "delta": d}
+                for i, d in enumerate(["Half of ", "an answer"])]  # fmt: skip
+    services.subprocess_events_record(rows[0], streamed)
     lost = services.subprocess_runs_reap()
     assert [r.pk for r in lost] == [rows[0].pk]
     row = SubprocessRun.objects.get(pk=rows[0].pk)
     assert row.status == "lost" and row.ended_at is not None
     assert SubprocessEvent.objects.filter(run=row, type="run_error").count() == 1
+    # Its result keeps what it had streamed; the error says why once ("lost" is its code).
+    assert row.final_text == "Half of an answer"
+    assert (row.error_code, row.error) == ("lost", "its supervising process is gone")
 
 
 @pytest.mark.oracle
