@@ -154,6 +154,8 @@ def build_params(model: ModelSpec, request: LlmRequest) -> tuple[dict, dict]:
     params[field] = max_tokens
     if official:
         params["store"] = False
+        if request.session_id:  # OpenAI's own API: the session's calls share a prompt cache
+            params["prompt_cache_key"] = request.session_id
     if request.tools and model.supports_tools:
         params["tools"] = convert_tools(model, request.tools)
     level = request.effective_thinking_level(model)

@@ -8,7 +8,10 @@ Completions returns none for them). Pi's `openai-responses` conventions:
   blank line) as `thinking`, the whole item as JSON in `thinkingSignature`; with
   `store: false` and `include: ["reasoning.encrypted_content"]` that item (with its
   encrypted content) is sent back as it was on the next turn to the same model;
-- a message item becomes a text block whose `textSignature` is the item id;
+- a message item becomes a text block whose `textSignature` is `{"v":1,"id":<item id>}`
+  with the item's `phase` (`commentary` | `final_answer`) when it has one, as Pi writes it;
+  the id and the phase go back with the item (a bare id, as older files hold, is read too);
+- `prompt_cache_key` is the session's id, as Pi sends it;
 - a function call becomes a tool call with id `<call_id>|<item id>`; the call id goes
   back as `call_id`, the item id as `id` (same model only: another model's calls keep
   just a call id, see transcript.py);
@@ -112,9 +115,11 @@ def _assistant_items(message: dict) -> list[dict]:
             if not text:
                 continue
             item = {"type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
-            signature = block.get("textSignature")
-            if isinstance(signature, str) and signature.startswith("msg"):
-                item["id"] = signature
+            item_id, phase = parse_text_signature(block.get("textSignature"))
+            if item_id and item_id.startswith("msg"):
+                item["id"] = item_id
+            if phase:
+                item["phase"] = phase
             items.append(item)
         elif kind == "toolCall":
             call_id, item_id = _split_call_id(block.get("id"))
@@ -123,6 +128,35 @@ def _assistant_items(message: dict) -> list[dict]:
                 item["id"] = item_id
             items.append(item)
     return items
+
+
+TEXT_PHASES = ("commentary", "final_answer")
+
+
+def text_signature(item_id: str, phase=None) -> str:
+    """A text block's ``textSignature`` as Pi writes it: ``{"v":1,"id":…}`` and the message
+    item's ``phase`` (commentary | final_answer) when it has one."""
+    payload = {"v": 1, "id": item_id}
+    if phase in TEXT_PHASES:
+        payload["phase"] = phase
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def parse_text_signature(signature) -> tuple[str | None, str | None]:
+    """(item id, phase) of a ``textSignature``: Pi's v1 JSON, or a bare item id (what older
+    files hold)."""
+    if not isinstance(signature, str) or not signature:
+        return None, None
+    if signature.startswith("{"):
+        try:
+            parsed = json.loads(signature)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("v") == 1:
+            item_id = parsed.get("id") if isinstance(parsed.get("id"), str) else None
+            phase = parsed.get("phase") if parsed.get("phase") in TEXT_PHASES else None
+            return item_id, phase
+    return signature, None
 
 
 def convert_tools(tools: list[dict]) -> list[dict]:
@@ -149,6 +183,8 @@ def build_params(model: ModelSpec, request: LlmRequest) -> dict:
     }
     if request.system_prompt:
         params["instructions"] = request.system_prompt
+    if request.session_id:
+        params["prompt_cache_key"] = request.session_id
     if request.tools and model.supports_tools:
         params["tools"] = convert_tools(request.tools)
     level = request.effective_thinking_level(model)
@@ -271,7 +307,7 @@ class Decoder:
                 if text:
                     events.append(b.text_delta(index, text))
             if getattr(item, "id", None):
-                block["textSignature"] = item.id
+                block["textSignature"] = text_signature(item.id, _as_dict(item).get("phase"))
             if b.is_open(index):
                 events.append(b.end_text(index))
         else:

@@ -71,6 +71,9 @@ class LlmRequest:
     reasoning: bool | None = None
     # An OpenAI client's sampling parameters (``sampling.py``): each provider takes what it can.
     sampling: dict = field(default_factory=dict)
+    # The session the call belongs to: OpenAI's ``prompt_cache_key`` (as Pi sends its session id),
+    # so the calls of one session are routed to the same prompt cache.
+    session_id: str | None = None
 
     def effective_thinking_level(self, model: ModelSpec) -> str:
         """The level the provider is asked for: "off" unless the model can think.

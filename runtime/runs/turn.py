@@ -509,6 +509,7 @@ def _stream_assistant(turn: Turn) -> dict:
             thinking_level=clamp.level,
             max_tokens=capped_max_tokens(candidate.config.max_output_tokens, sampling),
             sampling=sampling,
+            session_id=turn.session_id,
         )
 
     crash_point("stream_start")

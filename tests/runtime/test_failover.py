@@ -100,6 +100,7 @@ def test_overloaded_primary_hands_the_call_to_the_fallback(agent_with, anthropic
     assert (reply["provider"], reply["model"], reply["api"]) == ("openai", "gpt-backup", "openai-completions")
     assert reply["stopReason"] == "stop" and "errorMessage" not in reply
     assert streamed_text(driver) == ANSWER  # nothing of the failed attempt, nothing twice
+    assert openai_server.requests[0].body["prompt_cache_key"] == driver.session_id  # as Pi sends its session id
     # The session's model did not change: the only model_change is the session's first one.
     assert entry_types(driver).count("model_change") == 1
     # The run record says what happened, and the page was told.

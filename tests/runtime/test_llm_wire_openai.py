@@ -331,3 +331,14 @@ def test_scripted_and_deepseek_produce_equal_messages(deepseek_server):
     deepseek_server.script(Reply.of(expected, chunk=5))
     actual = complete(deepseek_spec(deepseek_server), request)
     assert comparable(actual) == comparable(expected)
+
+
+def test_the_session_id_is_openais_prompt_cache_key_and_no_one_elses(openai_server, deepseek_server):
+    """As Pi sends it: the calls of one session share OpenAI's prompt cache routing; an
+    OpenAI-style endpoint of someone else gets no such field."""
+    openai_server.script(Reply([{"type": "text", "text": "ok"}]))
+    deepseek_server.script(Reply([{"type": "text", "text": "ok"}]))
+    complete(openai_spec(openai_server), LlmRequest("", [user("hi")], session_id="session-42"))
+    complete(deepseek_spec(deepseek_server), LlmRequest("", [user("hi")], session_id="session-42"))
+    assert openai_server.requests[0].body["prompt_cache_key"] == "session-42"
+    assert "prompt_cache_key" not in deepseek_server.requests[0].body

@@ -58,7 +58,7 @@ def test_reasoning_text_and_function_calls(server):
     thinking, text, call_1, call_2 = message["content"]
     assert thinking["thinking"] == REASONING["thinking"]  # summary parts joined by a blank line
     assert json.loads(thinking["thinkingSignature"]) == reasoning_item(0, REASONING["thinking"])  # the whole item, to send back
-    assert text == {**TEXT, "textSignature": "msg_0001"}
+    assert text == {**TEXT, "textSignature": '{"v":1,"id":"msg_0001"}'}  # as Pi writes it
     assert (call_1, call_2) == (CALL_1, CALL_2)  # "<call_id>|<item id>"
     assert message["stopReason"] == "toolUse"
     assert (message["api"], message["provider"], message["model"], message["responseId"]) == ("openai-responses", "openai", "o-test", "msg_wire_0001")
@@ -84,7 +84,7 @@ def test_incomplete_at_max_tokens_is_length_and_usage_counts_cached_tokens(serve
 def test_plain_answer_stops(server):
     server.script(Reply([TEXT]))
     message = complete(spec(server, supports_thinking=False), ask())
-    assert message["stopReason"] == "stop" and message["content"] == [{**TEXT, "textSignature": "msg_0000"}]
+    assert message["stopReason"] == "stop" and message["content"] == [{**TEXT, "textSignature": '{"v":1,"id":"msg_0000"}'}]
 
 
 # -- retries and errors -------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_stream_without_completion_is_an_error(server):
     message = complete(spec(server), ask())
     assert message["stopReason"] == "error"
     assert message["errorMessage"] == "Stream ended before the response completed"
-    assert message["content"] == [{**TEXT, "textSignature": "msg_0000"}]
+    assert message["content"] == [{**TEXT, "textSignature": '{"v":1,"id":"msg_0000"}'}]
 
 
 def test_cancel_mid_stream(server):
@@ -192,6 +192,20 @@ def test_a_second_turn_sends_the_first_back_as_items(server):
         {"role": "user", "content": [{"type": "input_text", "text": "Attached image(s) from tool result:"}, image]},
         {"role": "user", "content": [{"type": "input_text", "text": "continue"}]},
     ]
+
+
+def test_the_text_phase_is_kept_as_pi_writes_it_and_sent_back(server):
+    server.script(Reply([TEXT], text_phase="final_answer"), Reply([TEXT]))
+    model = spec(server)
+    first = complete(model, ask("look"))
+    assert first["content"][0]["textSignature"] == '{"v":1,"id":"msg_0000","phase":"final_answer"}'
+    legacy = {**first, "content": [{**TEXT, "textSignature": "msg_0000"}]}  # a bare id, as older files hold
+    complete(model, LlmRequest("", [user("look"), first, user("again"), legacy, user("more")], session_id="session-42"))
+    body = server.requests[1].body
+    sent = [item for item in body["input"] if item.get("type") == "message"]
+    assert [(item["id"], item.get("phase")) for item in sent] == [("msg_0000", "final_answer"), ("msg_0000", None)]
+    assert body["prompt_cache_key"] == "session-42"  # the session's id, as Pi sends it
+    assert "prompt_cache_key" not in server.requests[0].body  # no session: no key
 
 
 def test_history_from_another_model_is_sent_as_plain_items():

@@ -43,6 +43,7 @@ class Reply:
     hold_headers: bool = False  # wait for `release` before even sending the status line
     release: threading.Event = field(default_factory=threading.Event)
     message_id: str = "msg_wire_0001"
+    text_phase: str | None = None  # Responses: the message items' ``phase`` (commentary | final_answer)
 
     @classmethod
     def of(cls, message: dict, **kwargs) -> Reply:
@@ -328,6 +329,8 @@ def responses_events(reply: Reply, model: str) -> list[dict]:
             part = {"type": "output_text", "text": block["text"], "annotations": []}
             emit("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
             item = {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": [part]}
+            if reply.text_phase:
+                item["phase"] = reply.text_phase
         elif kind == "toolCall":
             call_id, _, item_id = block["id"].partition("|")
             item_id = item_id or f"fc_{index:04d}"
