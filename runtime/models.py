@@ -160,6 +160,8 @@ class ModelConfig(models.Model):
             "output": float(self.price_output),
             "cacheRead": float(self.price_cache_read),
             "cacheWrite": float(self.price_cache_write),
+            # A 1-hour cache write (Anthropic, cache "long"): twice the input price, as Anthropic bills it.
+            "cacheWrite1h": float(self.price_input) * 2,
         }
 
 

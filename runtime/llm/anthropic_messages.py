@@ -240,11 +240,15 @@ class Decoder:
                 return 0 if initial else current[key]
             return int(value)
 
+        creation = getattr(usage, "cache_creation", None)
+        long_writes = getattr(creation, "ephemeral_1h_input_tokens", None) if creation is not None else None
         self.b.set_usage(
             input=pick("input_tokens", "input"),
             output=pick("output_tokens", "output"),
             cache_read=pick("cache_read_input_tokens", "cacheRead"),
             cache_write=pick("cache_creation_input_tokens", "cacheWrite"),
+            # The 1-hour writes (cache "long") cost more than the 5-minute ones.
+            cache_write_1h=int(long_writes) if long_writes is not None else int(current.get("cacheWrite1h") or 0) if not initial else 0,
         )
 
     def feed(self, event) -> list[StreamEvent]:

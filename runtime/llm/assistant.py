@@ -23,7 +23,7 @@ def now_ms() -> int:
 
 
 class AssistantBuilder:
-    __slots__ = ("message", "content", "prices", "started", "finished", "_json", "_open")
+    __slots__ = ("message", "content", "prices", "started", "finished", "usage_reported", "_json", "_open")
 
     def __init__(self, *, api: str, provider: str, model: str, prices: dict | None, timestamp: int | None = None):
         self.content: list[dict] = []
@@ -40,6 +40,7 @@ class AssistantBuilder:
         self.prices = prices or {}
         self.started = False
         self.finished = False
+        self.usage_reported = False  # the provider said what the call used
         self._json: dict[int, PartialJson] = {}
         self._open: set[int] = set()
 
@@ -50,8 +51,17 @@ class AssistantBuilder:
         """True once any content block has begun: from then on a call is never retried."""
         return bool(self.content)
 
-    def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0) -> None:
-        set_usage(self.message["usage"], self.prices, input=input, output=output, cache_read=cache_read, cache_write=cache_write)
+    def set_usage(self, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0, cache_write_1h: int = 0) -> None:
+        set_usage(
+            self.message["usage"], self.prices, input=input, output=output, cache_read=cache_read, cache_write=cache_write, cache_write_1h=cache_write_1h
+        )
+        self.usage_reported = True
+
+    def estimate_usage(self, *, input: int, output: int) -> None:
+        """A usage for a call whose stream reported none: the counts given (estimates), priced,
+        and marked ``estimated: true`` so nobody takes them for the provider's."""
+        set_usage(self.message["usage"], self.prices, input=input, output=output, cache_read=0, cache_write=0)
+        self.message["usage"]["estimated"] = True
 
     def set_response_id(self, response_id: str | None) -> None:
         if response_id and "responseId" not in self.message:
@@ -60,6 +70,7 @@ class AssistantBuilder:
     def reset_before_retry(self) -> None:
         """Forget what an attempt that produced no content left behind (usage, response id)."""
         self.message["usage"] = empty_usage()
+        self.usage_reported = False
         self.message.pop("responseId", None)
         self.message["stopReason"] = "stop"
 

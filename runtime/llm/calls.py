@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from .anthropic_messages import AnthropicProvider
 from .assistant import AssistantBuilder
+from .estimate import output_chars, prompt_chars, usage_tokens
 from .openai_completions import OpenAIProvider
 from .openai_responses import OpenAIResponsesProvider
 from .pump import OPENED, Cancelled, Pump
@@ -104,6 +105,11 @@ def _stream_wire(provider, model: ModelSpec, request: LlmRequest, cancel: thread
         finally:
             pump.stop()
         if error is None:
+            if not b.usage_reported:
+                # No usage chunk (an endpoint that ignores include_usage, a proxy that drops it):
+                # estimated, never silent zeros (cost 0, compaction that never fires).
+                b.estimate_usage(input=usage_tokens(prompt_chars(request)), output=usage_tokens(output_chars(b.content)))
+                log.warning("%s %s: the stream reported no usage; estimated", model.provider_name, model.model_id)
             yield b.done(stop_reason)
             return
 

@@ -432,3 +432,22 @@ def test_scripted_and_anthropic_produce_equal_messages(server, stop_reason):
     actual = complete(spec(server), request)
     assert comparable(actual) == comparable(expected)
     assert actual["api"] == "anthropic-messages" and actual["responseId"] == "msg_wire_0001"
+
+
+def test_one_hour_cache_writes_are_billed_at_their_own_price(server):
+    """Anthropic bills a 1-hour cache write (cache "long") at twice the input price, a
+    5-minute one at the model's cache-write price: the cost follows the split the usage
+    reports (``cache_creation``), and the usage keeps how many were 1-hour writes."""
+    prices = {"input": 3, "output": 15, "cacheRead": 0.3, "cacheWrite": 3.75, "cacheWrite1h": 6}
+    usage = {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 3000, "cacheWrite1h": 2000}
+    server.script(Reply([{"type": "text", "text": "ok"}], usage=usage))
+    message = complete(spec(server, prices=prices, options={"cache": "long"}), ask("hi"))
+    got = message["usage"]
+    assert (got["cacheWrite"], got["cacheWrite1h"]) == (3000, 2000)
+    assert got["cost"]["cacheWrite"] == pytest.approx(1000 * 3.75 / 1e6 + 2000 * 6 / 1e6)
+    assert got["cost"]["total"] == pytest.approx(100 * 3 / 1e6 + 10 * 15 / 1e6 + got["cost"]["cacheWrite"])
+    assert server.requests[0].body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    # Without the split, every write is priced as a 5-minute one (Pi's arithmetic).
+    server.script(Reply([{"type": "text", "text": "ok"}], usage={"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 3000}))
+    plain = complete(spec(server, prices=prices), ask("hi"))["usage"]
+    assert "cacheWrite1h" not in plain and plain["cost"]["cacheWrite"] == pytest.approx(3000 * 3.75 / 1e6)

@@ -342,3 +342,18 @@ def test_the_session_id_is_openais_prompt_cache_key_and_no_one_elses(openai_serv
     complete(deepseek_spec(deepseek_server), LlmRequest("", [user("hi")], session_id="session-42"))
     assert openai_server.requests[0].body["prompt_cache_key"] == "session-42"
     assert "prompt_cache_key" not in deepseek_server.requests[0].body
+
+
+def test_a_stream_without_usage_gets_an_estimate_marked_as_such(openai_server):
+    """An endpoint that sends no usage chunk: the call's usage is estimated (four characters a
+    token, priced) and says ``estimated``, instead of zeros that cost nothing and never compact."""
+    answer = "An answer of some length, " * 8
+    openai_server.script(Reply([{"type": "text", "text": answer}], usage=None), Reply([{"type": "text", "text": answer}]))
+    request = LlmRequest("You are terse.", [user("x" * 400)])
+    message = complete(openai_spec(openai_server), request)
+    usage = message["usage"]
+    assert usage["estimated"] is True and message["stopReason"] == "stop"
+    assert usage["output"] == -(-len(answer) // 4) and usage["input"] >= 100
+    assert usage["totalTokens"] == usage["input"] + usage["output"] and usage["cost"]["total"] > 0
+    reported = complete(openai_spec(openai_server), request)["usage"]  # a usage chunk: taken as it is, not marked
+    assert "estimated" not in reported and (reported["input"], reported["output"]) == (10, 5)

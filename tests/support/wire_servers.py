@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Reply:
     content: list[dict]
     stop_reason: str = "stop"  # Pi's: stop | length | toolUse
-    usage: dict = field(default_factory=lambda: {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0})
+    usage: dict | None = field(default_factory=lambda: {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0})  # None: no usage chunk (Chat Completions)
     chunk: int = 5
     cut_after: int | None = None
     end_after: int | None = None  # end the body cleanly after N events (a truncated stream)
@@ -112,6 +112,9 @@ def anthropic_events(reply: Reply, model: str) -> list[tuple[str, dict]]:
                         "cache_creation_input_tokens": usage["cacheWrite"],
                         "cache_read_input_tokens": usage["cacheRead"],
                         "output_tokens": 1,
+                        # The writes by cache lifetime (usage "cacheWrite1h": the 1-hour ones).
+                        **({"cache_creation": {"ephemeral_5m_input_tokens": usage["cacheWrite"] - usage["cacheWrite1h"],
+                                               "ephemeral_1h_input_tokens": usage["cacheWrite1h"]}} if "cacheWrite1h" in usage else {}),
                     },
                 },
             },
@@ -271,6 +274,8 @@ def openai_chunks(reply: Reply, model: str, *, deepseek: bool = False) -> list[d
             raise ValueError(f"cannot render block type {kind!r}")
     chunks.append(chunk({}, OPENAI_FINISH[reply.stop_reason]))
     usage = reply.usage
+    if usage is None:  # an endpoint that sends no usage chunk
+        return chunks
     prompt = usage["input"] + usage["cacheRead"]
     wire_usage: dict = {
         "prompt_tokens": prompt,
