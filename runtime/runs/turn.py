@@ -147,6 +147,14 @@ class RunBook:
             out["cost"] = Increment(self.cost)
         return out
 
+    def flush(self) -> None:
+        """Write what is pending now, on its own: before work long enough that losing the
+        process would lose the figures with it (a subagent batch runs for minutes)."""
+        pending = self.pending()
+        if pending:
+            update_rows(AgentRun, {"pk": self.run.pk}, pending)
+            self.written()
+
     def written(self) -> None:
         run = self.run
         for column, value in self.tokens.items():

@@ -238,6 +238,11 @@ class Batch:
         if self.nested:
             parent_entry_id = self.turn.row.parent_entry_id
         else:
+            # The usage of the reply that delegated is written now, not with the next reply:
+            # a parent lost while its children run keeps its own model calls in its record.
+            book = getattr(self.turn, "book", None)
+            if book is not None:
+                book.flush()
             parent_entry_id = self.provider.get_session(self.session_id).leaf_entry_id or ""
         rows = services.subprocess_runs_create(
             parent_run=self.turn.run,

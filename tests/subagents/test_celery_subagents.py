@@ -156,6 +156,11 @@ def test_a_lost_parent_keeps_its_finished_childs_work_for_the_next_prompt(tmp_pa
         tool_result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
         text = tool_result["content"][0]["text"]
         assert text.startswith("Subagents: 1/2 completed, 1 cancelled (stopped: parent run ") and "Quick child found the answer: 42." in text
+        # The lost run's usage holds its own model call (the reply that delegated) besides the finished child's.
+        own = next(line["message"]["usage"] for line in lines if line["type"] == "message" and line["message"]["role"] == "assistant")
+        [(quick_usage,)] = deployment.sql("SELECT `usage` FROM runtime_subprocessrun WHERE session_id = %s AND task_index = 0", session_id)
+        [(output_tokens,)] = deployment.sql("SELECT output_tokens FROM runtime_agentrun WHERE session_id = %s", session_id)
+        assert own["output"] > 0 and output_tokens >= own["output"] + json.loads(quick_usage)["output"]
         # The running child is stopped, not left spending.
         deadline = time.monotonic() + 30
         while children(deployment, session_id, "status")[1][0] != "cancelled":
