@@ -7,6 +7,7 @@ stores, a real bash."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,14 @@ from rest_framework.test import APIClient
 from runtime.api.tokens import api_token_create
 from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
-from runtime.runs import approvals
-from runtime.runs.questions import QuestionNotFound, answer_question, decide_approval, expire_questions
+from runtime.runs import approvals, backends
+from runtime.runs.prompts import session_prompt
+from runtime.runs.questions import (
+    QuestionNotFound,
+    answer_question,
+    decide_approval,
+    expire_questions,
+)
 from runtime.runs.turn import PLAN_ONLY_TEXT, execute_run
 from runtime.sessions.permissions import session_approvals, session_set_permission_mode
 from runtime.sessions.services import session_fork, session_start
@@ -200,3 +207,36 @@ def test_the_api_decides_and_a_read_only_token_cannot(driver_for, django_user_mo
     answer = client.post(url, {"toolCallId": "call_e", "decision": "allow"}, format="json")
     assert answer.status_code == 200 and answer.json()["run"]["status"] in ("queued", "running", "completed")
     assert AgentRun.objects.get(pk=run.pk).question["decidedBy"] == "owner"
+
+
+def wait_status(run, status, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = AgentRun.objects.get(pk=run.pk)
+        if row.status == status:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"run {run.run_id} is {row.status}, not {status}: {row.error}")
+
+
+def test_a_waiting_approval_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):
+    """One pool thread: while a call waits for approval, another session's run goes through
+    that thread, and the decision resumes the waiting run on it too."""
+    settings.NETA_TASK_BACKEND = "inline"
+    settings.NETA_INLINE_WORKERS = 1
+    monkeypatch.setattr(backends, "_executor", None)  # this test's own pool of one thread
+    driver = driver_for(rules(ECHO), tool_policy=policy("ask_changes"))
+    asked = session_prompt(session_id=driver.session_id, text="echo again", actor=None).run
+    waiting = wait_status(asked, RunStatus.WAITING)
+    pool = backends._executor
+    try:
+        other = session_start(agent=driver.agent).session_id
+        second = session_prompt(session_id=other, text="hello", actor=None).run
+        assert wait_status(second, RunStatus.COMPLETED).prompt == "hello"
+        assert AgentRun.objects.get(pk=asked.pk).status == RunStatus.WAITING  # still waiting, on no thread
+        decide_approval(session_id=driver.session_id, tool_call_id=waiting.question["toolCallId"], decision="allow")
+        wait_status(asked, RunStatus.COMPLETED)
+        assert results(driver.session_id)["call_e"]["content"][0]["text"].strip() == "again"
+        assert len(pool._threads) == 1
+    finally:
+        pool.shutdown(wait=True)
