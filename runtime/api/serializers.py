@@ -460,6 +460,18 @@ class AnswerInput(serializers.Serializer):
     answer = serializers.JSONField(help_text="An option or free text; with multi_select a list of options (and at most one free text).")
 
 
+class ApproveInput(serializers.Serializer):
+    toolCallId = StrictCharField(max_length=128, help_text="The tool call the run waits on for approval.")
+    decision = serializers.ChoiceField(choices=["allow", "deny"])
+    scope = serializers.ChoiceField(choices=["once", "session"], required=False, default="once", help_text="session: allow this tool (or, with prefix, these bash commands) for the rest of the session.")
+    prefix = StrictCharField(required=False, allow_blank=True, max_length=500, default="", help_text="bash only, with scope session: allow commands that start with this.")
+    note = StrictCharField(required=False, allow_blank=True, max_length=2000, default="", help_text="Shown to the model with a denial.")
+
+
+class PermissionModeInput(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["auto", "ask_changes", "ask_all", "plan_only"], help_text="The session's own approval mode (the agent's still applies when stricter).")
+
+
 class AnswerOut(serializers.Serializer):
     run = RunOut()
 
