@@ -1,6 +1,6 @@
 """Subagent host figures with the scripted model.
 
-    python -m bench.subagents [--batches N] [--served embedded,celery | --served none] [--rounds N]
+    python -m bench.subagents [--batches N] [--served embedded,celery | --served none] [--rounds N] [--flood]
 
 In this process (embedded backend): spawn → ``run_start`` p50/p95 (the claim to the
 child's first event; target p50 ≤ 1 s), spawn → first ``tool_result`` and → ``run_end``,
@@ -98,11 +98,19 @@ SERVED_RULES = {
         {"match": "hold batch", "replies": [
             [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [{"agent": "default", "task": f"hold {i}"} for i in range(8)]}}}],
             [{"text": "never"}]]},
+        {"match": "flood batch", "replies": [
+            [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [{"agent": "default", "task": "flood"}, {"agent": "default", "task": "stream beside"}]}}}],
+            [{"text": "done"}]]},
+        # A child flooding output as fast as it can: 150 rounds of 10 KB of text in 4-character
+        # deltas and a tool call (each round: deltas, a message, a call and a result), then ~1 MB.
+        {"match": "flood", "replies": [
+            *[{"steps": [{"text": "word " * 2_000}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], "chunk_size": 4, "delay_ms": 0}] * 150,
+            {"steps": [{"text": "word " * 200_000}], "chunk_size": 4, "delay_ms": 0}]},
         {"match": "hold", "reply": [{"text": "Holding."}, {"pause_ms": 120000}, {"text": "never"}]},
     ],
     "default": {"replies": [[{"text": "Looking."}, {"tool_call": {"name": "ls", "arguments": {"path": "."}}}], [{"text": "word " * 80}]]},
 }  # fmt: skip
-SERVED_POLICY = {"enabled": True, "agents": ["default"], "max_concurrency": 8}
+SERVED_POLICY = {"enabled": True, "agents": ["default"], "max_concurrency": 8, "child_budget": {"max_turns": 200, "max_tool_calls": 200}}
 TERMINAL = ("completed", "failed", "aborted")
 
 
@@ -169,7 +177,16 @@ async def _served_rounds(cluster, rounds: int) -> dict:
         rows = children(sid)
         return rows if rows and all(r["endedAt"] and r["status"] not in ("running", "cancelling") for r in rows) else None
 
-    lags, stops, left, statuses = [], [], [], set()
+    lags, stops, left, statuses, flood = [], [], [], set(), []
+    if os.environ.get("NETA_BENCH_FLOOD"):
+        for _ in range(rounds):
+            sid, frames, reader = await open_session()
+            run_id = (await asyncio.to_thread(http, "post", f"/api/sessions/{sid}/prompt/", {"text": "flood batch"}))["run"]["runId"]
+            await until(lambda run_id=run_id: ended(run_id), what="the flooding batch")
+            await asyncio.sleep(0.5)  # the last frames
+            flood += [at - f["event"]["ts"] for at, f in frames if f.get("type") == "subagent_event"]
+            reader.cancel()
+        return {"flood": flood}
     for _ in range(rounds):
         sid, frames, reader = await open_session()
         run_id = (await asyncio.to_thread(http, "post", f"/api/sessions/{sid}/prompt/", {"text": "stream batch"}))["run"]["runId"]
@@ -219,6 +236,11 @@ def served(mode: str, rounds: int) -> None:
             out = asyncio.run(_served_rounds(cluster, rounds))
     finally:
         cleanup_workdir(workdir)
+    if "flood" in out:
+        lags = out["flood"]
+        print(f"  served {mode:<8} flooding child: event → socket p50 / p95 ms   {statistics.median(lags):.0f} / {pct(lags, 0.95):.0f}"
+              f"   ({len(lags)} frames; target p95 ≤ 300)")  # fmt: skip
+        return
     lags, stops = out["lags"], out["stops"]
     print(f"  served {mode:<8} child event → socket p50 / p95 ms   {statistics.median(lags):.0f} / {pct(lags, 0.95):.0f}   ({len(lags)} frames; target p95 ≤ 500)")
     print(f"  served {mode:<8} abort → child terminal p50 / p95 / worst s   {statistics.median(stops):.2f} / {pct(stops, 0.95):.2f} / {max(stops):.2f}"
@@ -231,7 +253,13 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--served", default="embedded,celery", help="served modes to measure (embedded, celery) or 'none'")
     parser.add_argument("--rounds", type=int, default=2, help="served: streaming batches and aborts per mode")
+    parser.add_argument("--flood", action="store_true", help="served only: one child floods ~1 MB of tiny deltas beside one that streams")
     args = parser.parse_args()
+    if args.flood:
+        os.environ["NETA_BENCH_FLOOD"] = "1"
+        for mode in [m for m in args.served.split(",") if m and m != "none"]:
+            served(mode, args.rounds)
+        return
     call_command("migrate", verbosity=0)
     agent("child", CHILD)
     eight = agent("parent8", parent_rules(8), subagent_policy={"enabled": True, "agents": ["child"], "max_concurrency": 8})

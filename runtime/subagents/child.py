@@ -59,7 +59,9 @@ from runtime.subagents.protocol import (
 )
 
 PR_SET_PDEATHSIG = 1
-DELTA_FLUSH_CHARS = 400
+# A delta event at most every 100 ms, or sooner once this much text waits: a child writing
+# fast sends a few large deltas, not thousands of small ones (each is a row and a frame).
+DELTA_FLUSH_CHARS = 4096
 DELTA_FLUSH_SECONDS = 0.1
 ABORTED_TOOL_TEXT = "Tool call aborted: the subagent was stopped before it could run."
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_ENVELOPE = 0, 1, 2
@@ -346,15 +348,16 @@ class Child:
 
     def _stream(self, turn: int, request) -> dict:
         pending: list[str] = []
+        pending_chars = 0
         pending_kind: str | None = None
         pending_index: int | None = None
         last_flush = time.monotonic()
 
         def flush() -> None:
-            nonlocal pending, last_flush
+            nonlocal pending, pending_chars, last_flush
             if pending:
                 self.writer.emit("assistant_delta", turn=turn, contentIndex=pending_index, kind=pending_kind, delta="".join(pending))
-                pending = []
+                pending, pending_chars = [], 0
             last_flush = time.monotonic()
 
         final: dict | None = None
@@ -368,7 +371,8 @@ class Child:
                         flush()
                         pending_kind, pending_index = kind, event.content_index
                     pending.append(event.delta)
-                    if sum(map(len, pending)) >= DELTA_FLUSH_CHARS or time.monotonic() - last_flush >= DELTA_FLUSH_SECONDS:
+                    pending_chars += len(event.delta)
+                    if pending_chars >= DELTA_FLUSH_CHARS or time.monotonic() - last_flush >= DELTA_FLUSH_SECONDS:
                         flush()
                 elif event.type in ("text_end", "thinking_end", "toolcall_start"):
                     flush()
