@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 
 import pytest
 
@@ -248,6 +249,11 @@ def test_a_one_slot_subagent_pool_runs_a_depth_2_tree_with_a_session_limit_of_1(
         deployment.close()
 
 
+def run_id_of(row: dict) -> str:
+    """The run's id as the records spell it (with dashes)."""
+    return str(uuid.UUID(row["run_id"]))
+
+
 def test_a_killed_runs_worker_mid_batch_ends_the_run_recorded_and_its_children_too(tmp_path):
     """The worker running the parent turn is SIGKILLed while its children run: the reaper
     records the run ``lost`` (never left running), its batch entry is closed as aborted, the
@@ -270,12 +276,12 @@ def test_a_killed_runs_worker_mid_batch_ends_the_run_recorded_and_its_children_t
         row = deployment.run_row(run_id)
         assert row["status"] == "lost" and row["in_flight"] == "", row
         assert [c[0] for c in rows] == ["cancelled", "cancelled"], rows
-        assert all("ended (lost)" in c[1] for c in rows)
+        assert all(c[1] == f"parent run {run_id_of(row)} was lost" for c in rows), rows
         assert terminal_events(deployment, session_id) == [1, 1]
         assert not [pid for pid in pids if group_members(pid)]  # 0 orphans
         lines = deployment.export(session_id)
         batch = next(line for line in lines if line["type"] == "subagent_batch")
-        assert batch["metadata"]["state"] == "lost" and "parent turn was lost" in batch["metadata"]["cancelledBy"]
+        assert batch["metadata"]["state"] == "lost" and batch["metadata"]["cancelledBy"] == f"parent run {run_id_of(row)} was lost"
         result = next(line["message"] for line in lines if line["type"] == "message" and line["message"]["role"] == "toolResult")
         assert result["isError"] is True  # the open delegate call got its aborted result: the tree stays valid for Pi
     finally:
