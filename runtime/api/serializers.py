@@ -293,6 +293,8 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
     )
     instructions = serializers.CharField(read_only=True, help_text="Added to the agent's system prompt for this run (an OpenAI client's instructions or system messages).")
     sampling = serializers.JSONField(read_only=True, help_text="An OpenAI client's sampling parameters for this run's model calls ({} when none).")
+    answeredModel = serializers.CharField(source="answered_model", read_only=True, help_text="The model that answered the run's last call (a fallback's name when one took over); \"\" before the first reply.")
+    firstTokenAt = serializers.DateTimeField(source="first_token_at", allow_null=True, read_only=True, help_text="When the first token of the run's first reply arrived.")
 
     class Meta:
         model = AgentRun
@@ -300,7 +302,7 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
             "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question", "notes",
-            "instructions", "sampling",
+            "instructions", "sampling", "answeredModel", "firstTokenAt",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -15,6 +15,7 @@ from runtime.api.views import (
     sessions,
     subagents,
     tokens,
+    usage,
 )
 
 router = SimpleRouter(trailing_slash=True)
@@ -70,6 +71,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/rotate/", tokens.TokenRotateApi.as_view(), name="token-rotate"),
     path("me/", account.MeApi.as_view(), name="me"),
     path("me/settings/", account.SettingsApi.as_view(), name="me-settings"),
+    path("usage/", usage.UsageApi.as_view(), name="usage"),
     path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

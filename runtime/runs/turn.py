@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Self
 
 from django.conf import settings
+from django.utils import timezone
 
 from infra.prepared import Increment, update_rows
 from runtime import llm
@@ -80,6 +81,7 @@ SKIPPED_FOR_STEER_TEXT = "Skipped due to queued user message."
 ASK_USER = "ask_user"
 ONE_QUESTION_TEXT = "Only one question at a time: ask this one after the user has answered the first."
 QUESTION_STEERED_TEXT = "The user sent a message instead of answering (it follows)."
+FIRST_TOKEN_EVENTS = frozenset({"text_delta", "thinking_delta", "toolcall_delta"})
 APPROVAL_STEERED_TEXT = "Not run: the user sent a message instead of deciding on this call (it follows)."
 PLAN_ONLY_TEXT = (
     "Refused: this session runs in plan-only mode, where no tool that changes something runs. "
@@ -570,6 +572,9 @@ def _stream_assistant(turn: Turn) -> dict:
                 turn.call_spec = candidate.spec
                 turn.call_candidate = candidate
             partial = event.partial or partial
+            if turn.run.first_token_at is None and event.type in FIRST_TOKEN_EVENTS:
+                turn.run.first_token_at = timezone.now()  # the run's first token: written with the reply's end
+                turn.book.set(first_token_at=turn.run.first_token_at)
             _forward(turn, entry_id, event)
             if event.type in ("done", "error"):
                 final = event.message
@@ -589,8 +594,14 @@ def _stream_assistant(turn: Turn) -> dict:
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
     usage = final.get("usage") or {}
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status, meta=turn.meta)
-    # The usage (and the cleared in-flight mark) go to the run row with its next write.
+    # The usage (and the cleared in-flight mark) go to the run row with its next write, with
+    # the model that answered (what the run's pages and the costs name, whatever the agent
+    # says later).
     turn.book.add_usage(usage)
+    answered = streaming.name if streaming is not None else (turn.answering.name if turn.answering else turn.model.name)
+    if answered != turn.run.answered_model:
+        turn.run.answered_model = answered
+        turn.book.set(answered_model=answered)
     turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
     turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
