@@ -421,6 +421,28 @@ def test_pi_reads_a_session_answered_by_a_fallback(agent_with, anthropic_server,
     assert entry_types(driver).count("model_change") == 1
 
 
+def test_pi_reads_a_session_with_a_retried_reply_as_neta_does(agent_with, anthropic_server, oracle, tmp_path):
+    """The broken reply is in the file (Pi's context has it, with its error) and the retry's
+    reply follows it; what a model is sent leaves it out (``llm_messages``, Pi's
+    ``transformMessages``: errored and aborted assistant messages are skipped)."""
+    from runtime.runs.turn import llm_messages
+
+    driver = Driver(agent_with())
+    anthropic_server.script(broken_reply("error_event"), text_reply(ANSWER))
+    assert driver.prompt("hello").status == RunStatus.COMPLETED
+    provider = get_provider("file")
+    header, entries, leaf = provider.session_source(driver.session_id)
+    exported = tmp_path / "retried.jsonl"
+    exported.write_text("".join(provider.export_lines(driver.session_id)))
+    result = subprocess.run([str(oracle), "context", str(exported)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    pi = json.loads(result.stdout)
+    assert session_view(header, entries, leaf, file_version=3) == pi
+    assert [(m["role"], m.get("stopReason")) for m in pi["messages"]] == [("user", None), ("assistant", "error"), ("assistant", "stop")]
+    sent = llm_messages(provider.build_context(driver.session_id).messages)
+    assert [(m["role"], m.get("stopReason")) for m in sent] == [("user", None), ("assistant", "stop")]
+
+
 # --------------------------------------------------------------------------- thinking by capability
 
 
