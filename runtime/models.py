@@ -757,6 +757,7 @@ class ModelCall(models.Model):
     session_id = models.CharField(max_length=64, db_index=True)
     purpose = models.CharField(max_length=16, default="turn")  # turn (more later: compaction, titles)
     model = models.CharField(max_length=64)
+    model_id = models.CharField(max_length=200, blank=True)  # the provider's name for it, as asked
     provider = models.CharField(max_length=64, blank=True)
     api = models.CharField(max_length=32, blank=True)
     endpoint = models.CharField(max_length=255, blank=True)

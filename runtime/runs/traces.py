@@ -44,6 +44,7 @@ class Attempt:
     """One model's attempt at a call: who, with what, from when."""
 
     model: str
+    model_id: str
     provider: str
     api: str
     endpoint: str
@@ -56,7 +57,7 @@ class Attempt:
 def attempt(candidate, request, context_leaf_id: str) -> Attempt:
     spec = candidate.spec
     host = urlsplit(spec.base_url or "").hostname or ""
-    return Attempt(candidate.name, spec.provider_name, spec.api, host, request, context_leaf_id or "")
+    return Attempt(candidate.name, spec.model_id, spec.provider_name, spec.api, host, request, context_leaf_id or "")
 
 
 @dataclass
@@ -83,7 +84,7 @@ def record_model_calls(pending: Pending, run, session_id: str, attempts: list[At
         stop = final.get("stopReason") or "" if last else "error"
         rows.append(
             ModelCall(
-                run=run, session_id=session_id, purpose=purpose, model=item.model, provider=item.provider, api=item.api,
+                run=run, session_id=session_id, purpose=purpose, model=item.model, model_id=item.model_id, provider=item.provider, api=item.api,
                 endpoint=item.endpoint, context_leaf_id=item.context_leaf_id, entry_id=entry_id if last else "",
                 system_digest=digest(system), tools_digest=digest(tools), settings=other,
                 started_at=item.started, first_token_at=item.first_token,

@@ -52,7 +52,7 @@ from runtime.realtime.sinks import (
     process_budget,
     streaming_row,
 )
-from runtime.runs import approvals, failover, lifecycle, traces
+from runtime.runs import approvals, failover, lifecycle, telemetry, traces
 from runtime.runs.notes import add_note
 from runtime.runs.process import HOST, this_process
 from runtime.runs.summaries import (
@@ -279,10 +279,12 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
 def _write_trace(turn: Turn) -> None:
     """The run's trace records (runtime/runs/traces.py); a failure to write them is logged, the
     run's outcome stands."""
+    calls, tools = list(turn.trace.calls), list(turn.trace.tools)
     try:
         traces.write(turn.trace)
     except Exception:  # noqa: BLE001 - observability never fails a run
         logger.exception("run %s: writing its trace failed", turn.run.run_id)
+    telemetry.export_run(turn.run, calls, tools)  # OpenTelemetry, when configured; never raises
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook) -> Turn:

@@ -22,11 +22,18 @@ from runtime.agents.specs import model_spec
 from runtime.api.views.base import READ_ERRORS
 from runtime.errors import RuntimeInputError
 from runtime.llm.bodies import request_body
-from runtime.models import AgentRun, Blob, ModelCall, ModelConfig, SubprocessRun, ToolCallRecord
+from runtime.models import (
+    AgentRun,
+    Blob,
+    ModelCall,
+    ModelConfig,
+    SubprocessRun,
+    ToolCallRecord,
+)
 from runtime.runs.turn import llm_messages
 from runtime.sessions.access import reads_all_sessions, visible_sessions
-from sessions_tree.providers.base import ROOT
 from sessions_tree.providers import provider_for_session
+from sessions_tree.providers.base import ROOT
 
 
 def _iso(value):
