@@ -116,3 +116,19 @@ def test_old_records_are_pruned(driver_for, settings):
     settings.NETA_TRACE_RETENTION_DAYS = 30
     assert traces.prune(now=timezone.now() + dt.timedelta(days=31)) == 1
     assert ModelCall.objects.count() == 0 and ToolCallRecord.objects.count() == 0
+
+
+def test_the_run_page_draws_the_waterfall_and_the_requests(monkeypatch, workspace, anthropic_server, openai_server, admin_client):
+    primary = model(monkeypatch, "primary", "anthropic", anthropic_server)
+    model(monkeypatch, "backup", "openai", openai_server)
+    agent = Agent.objects.create(name="traced", model=primary, fallback_models=["backup"], cwd=str(workspace))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    openai_server.script(
+        Reply(content=[{"type": "toolCall", "id": "call_ls", "name": "ls", "arguments": {}}], stop_reason="toolUse"),
+        text("Listed."),
+    )
+    run = Driver(agent).prompt("list please")
+    page = admin_client.get(f"/admin/runtime/agentrun/{run.pk}/change/").content.decode()
+    assert page.count('<tr data-kind="model_call">') == 3 and page.count('<tr data-kind="tool_call">') == 1
+    assert page.count("request sent") == 3 and "another model took the call" in page
+    assert "list please" in page  # the rebuilt messages hold the prompt
