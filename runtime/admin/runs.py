@@ -58,8 +58,14 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)  # the runs list links here
     search_fields = ("run_id", "session_id", "batch_id")
     show_full_result_count = False
-    readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
+    readonly_fields = ["transcript", *(f.name for f in SubprocessRun._meta.fields if f.name != "envelope")]
     exclude = ("envelope",)
+
+    @admin.display(description="transcript")
+    def transcript(self, obj):
+        """The child's recorded events as it worked (runtime/subagents/protocol.py): its text in
+        whole passages, each tool call and result, how it ended — each at its time from the start."""
+        return child_transcript(obj)
     actions = ["cancel_runs"]
 
     def has_cancel_permission(self, request):
@@ -305,4 +311,71 @@ def trace_waterfall(run):
     return format_html(
         '<table class="console-table trace-waterfall"><thead><tr><th>kind</th><th>name</th><th>start</th><th>took</th><th>{} s in all</th><th></th></tr></thead><tbody>{}</tbody></table>',
         f"{total:.2f}", format_html_join("", "{}", ((r,) for r in rows)),
+    )
+
+
+TRANSCRIPT_EVENTS_READ = 5000  # a child's events the page folds (the table keeps them all)
+TRANSCRIPT_TEXT_SHOWN = 2000  # characters of a tool result or argument list shown
+
+
+def _short(value, limit: int = TRANSCRIPT_TEXT_SHOWN) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
+
+
+def transcript_rows(events) -> list[tuple[float, str, str]]:
+    """(seconds from the first event, kind, text) per step: streamed deltas joined into one
+    passage until something else happens; heartbeats left out."""
+    rows: list[tuple[float, str, str]] = []
+    start = None
+    passage: list[str] = []
+    passage_at = 0.0
+
+    def close_passage():
+        if passage:
+            rows.append((passage_at, "text", "".join(passage)))
+            passage.clear()
+
+    for event in events:
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        at = float(payload.get("ts") or 0) / 1000 if payload.get("ts") else event.created_at.timestamp()
+        start = at if start is None else start
+        offset = at - start
+        if event.type == "heartbeat":
+            continue
+        if event.type == "assistant_delta":
+            if not passage:
+                passage_at = offset
+            passage.append(str(payload.get("delta") or ""))
+            continue
+        if event.type == "assistant_message":
+            streamed = bool(passage)
+            close_passage()
+            if not streamed:
+                message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+                text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+                if text:
+                    rows.append((offset, "text", text))
+            continue
+        close_passage()
+        if event.type == "tool_call":
+            rows.append((offset, "tool call", f"{payload.get('name', '?')} {_short(payload.get('arguments') or {})}"))
+        elif event.type == "tool_result":
+            rows.append((offset, "tool result" + (" (error)" if payload.get("isError") else ""), f"{payload.get('name', '')} {_short(payload.get('preview') or '')}"))
+        elif event.type in ("run_end", "run_error"):
+            rows.append((offset, "end", " ".join(str(payload.get(k)) for k in ("status", "code", "message") if payload.get(k))))
+        else:
+            rows.append((offset, event.type.replace("_", " "), _short({k: v for k, v in payload.items() if k not in ("v", "seq", "ts", "type")}, 300)))
+    close_passage()
+    return rows
+
+
+def child_transcript(child):
+    events = child.events.order_by("seq")[:TRANSCRIPT_EVENTS_READ]
+    rows = transcript_rows(events)
+    if not rows:
+        return "no event recorded"
+    return format_html(
+        '<table class="console-table child-transcript"><thead><tr><th>at</th><th>step</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        format_html_join("", '<tr><td>{} s</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>', ((f"{at:.1f}", kind, text) for at, kind, text in rows)),
     )
