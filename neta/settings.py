@@ -114,6 +114,16 @@ NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
     _database["CONN_HEALTH_CHECKS"] = True
+# MariaDB/MySQL: a process's connections are lent from a pool (infra/mysql_backend): at
+# most this many open at once per process, a thread that finds them all in use waits up to
+# NETA_DB_POOL_WAIT_SECONDS. A turn gives its connection back while it waits on its model,
+# so a worker running 64 turns needs a few, not 64. NETA_DB_PROCESSES: how many Neta
+# processes of the deployment connect to the database (servers, runs-worker processes,
+# subagent-worker children); `manage.py check` and the health page warn when
+# NETA_DB_POOL_SIZE x NETA_DB_PROCESSES can exceed the server's max_connections.
+NETA_DB_POOL_SIZE = env_int("NETA_DB_POOL_SIZE", 20, minimum=1)
+NETA_DB_POOL_WAIT_SECONDS = env_int("NETA_DB_POOL_WAIT_SECONDS", 30, minimum=1)
+NETA_DB_PROCESSES = env_int("NETA_DB_PROCESSES", 6, minimum=1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Sessions -----------------------------------------------------------------
@@ -210,6 +220,11 @@ NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
 # is 700) and a frozen startup heap (infra/gc_tuning.py); 0: Python's defaults.
 NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
+# A streaming reply's partial content is saved (its in-flight checkpoint) at most once in
+# this many seconds: what a crash can lose of a reply, and a statement or two per save.
+# Distributed (celery) default 5 (a node streaming hundreds of replies at once saves a fifth
+# as often), embedded 1.
+NETA_STREAM_SAVE_SECONDS = env_int("NETA_STREAM_SAVE_SECONDS", 5 if NETA_TASK_BACKEND == "celery" else 1, minimum=1)
 # The CPU of the web process's threads (infra/cpu_pin.py): auto (the embedded server, inline
 # backend, on the CPU it starts on, when it may use several), off, or a CPU number.
 NETA_WEB_CPU = env_str("NETA_WEB_CPU", "auto")

@@ -12,6 +12,10 @@
   on another: its heartbeats are fresh): each has its own layer, so a socket on one
   never sees the runs of another. Detected only once both have run turns.
 
+* ``runtime.W004`` (database check): on MariaDB/MySQL, ``NETA_DB_POOL_SIZE`` connections
+  per process times ``NETA_DB_PROCESSES`` can exceed the server's ``max_connections``:
+  under load the last processes to connect get "Too many connections".
+
 ``NETA_SANDBOX=bwrap`` without a working bubblewrap is ``toolcatalog.E001`` (and the
 ``auto`` fallback ``toolcatalog.W002``): one check, in the app that owns the sandbox.
 """
@@ -26,6 +30,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from runtime.models import AgentRun
+from runtime.runs.health import connection_budget
 from runtime.runs.process import HOST, process_gone
 
 # Channel layers whose groups exist in one process only.
@@ -103,5 +108,22 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
             "own layer, so a socket on one never sees the runs (or tree events) of another.",
             hint="Run one server process, or set NETA_REDIS_URL so that all of them share the Redis channel layer.",
             id="runtime.W003",
+        )
+    ]
+
+
+@checks.register("runtime", checks.Tags.database)
+def check_connection_budget(app_configs=None, databases=None, **kwargs):
+    if not databases or "default" not in databases:
+        return []
+    budget = connection_budget()
+    if budget["ok"] or "maxConnections" not in budget:
+        return []
+    return [
+        checks.Warning(
+            budget["detail"] + ": under load the last processes to connect get \"Too many connections\".",
+            hint="Raise the server's max_connections, or lower NETA_DB_POOL_SIZE; set NETA_DB_PROCESSES to the "
+            "number of Neta processes that connect (docs/deploy.md).",
+            id="runtime.W004",
         )
     ]
