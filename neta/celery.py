@@ -38,7 +38,10 @@ def _forks(sender) -> bool:
 @worker_init.connect
 def _worker_setup(sender=None, **_):
     if not _forks(sender):  # threads or solo: the tasks run in this very process
+        from runtime.llm.clients import load_sdks  # app code loads once Django is set up (the signal)
+
         _process_setup()
+        load_sdks()  # the runs worker: not under the first burst of turns, thread after thread
 
 
 @worker_process_init.connect
