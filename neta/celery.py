@@ -17,7 +17,7 @@ Every worker reaps at start-up (runs whose process on its host is gone) and then
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
@@ -64,6 +64,20 @@ def _process_setup():
     keep_connections()
     event_publisher.prepare()
     tune()
+
+
+@celeryd_after_setup.connect
+def _consume_host_queue(sender=None, instance=None, **_):
+    """A runs worker (one that consumes NETA_CELERY_QUEUE) also consumes its host's queue,
+    where the turns of sessions whose workspace is on this host go (session affinity,
+    ``runtime.runs.backends.affinity_queue``; docs/deploy.md, "Several hosts")."""
+    from django.conf import settings  # app code loads once Django is set up (the signal)
+
+    from runtime.runs.process import HOST, host_queue  # app code loads once Django is set up (the signal)
+
+    queues = instance.app.amqp.queues
+    if settings.NETA_SESSION_AFFINITY and settings.CELERY_TASK_DEFAULT_QUEUE in queues.consume_from:
+        queues.select_add(host_queue(settings.CELERY_TASK_DEFAULT_QUEUE, HOST))
 
 
 @worker_ready.connect

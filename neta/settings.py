@@ -7,6 +7,7 @@ With no variable set Neta runs embedded: SQLite under ``var/``, session files un
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -220,6 +221,13 @@ NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
 # is 700) and a frozen startup heap (infra/gc_tuning.py); 0: Python's defaults.
 NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
+# This host's name in the runs it owns and in its runs queue (default: the machine's hostname;
+# give each host of a deployment its own if theirs are not unique).
+NETA_HOST_NAME = env_str("NETA_HOST_NAME", "") or socket.gethostname()
+# With Celery, a session's turns after its first go to the host that ran its last one (the
+# runs worker of each host also consumes "<NETA_CELERY_QUEUE>.host.<NETA_HOST_NAME>"): its
+# workspace (the files its tools wrote) is on that host's disk (docs/deploy.md, "Several hosts").
+NETA_SESSION_AFFINITY = env_bool("NETA_SESSION_AFFINITY", True)
 # A streaming reply's partial content is saved (its in-flight checkpoint) at most once in
 # this many seconds: what a crash can lose of a reply, and a statement or two per save.
 # Distributed (celery) default 5 (a node streaming hundreds of replies at once saves a fifth
