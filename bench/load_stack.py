@@ -215,7 +215,7 @@ def pids_named(*names: str) -> list[int]:
 @dataclass
 class Stack:
     mode: str  # "embedded" or "distributed"
-    worker_concurrency: int = 64
+    worker_concurrency: int = 200
     worker_processes: int = 2
     keep: bool = False
     extra_env: dict = field(default_factory=dict)

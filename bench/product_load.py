@@ -679,6 +679,8 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
         plan += [("wire", n, args.wire_turns) for n in args.wire_sessions if provider]
         for model, n, turns in plan:
             for mode, stack in stacks.items():
+                if model == "wire" and args.wire_modes == "distributed" and mode != "distributed":
+                    continue
                 t = time.monotonic()
                 print(f"  {mode} {model} {n}x{turns}: load average {_loadavg()} before", flush=True)
                 result = await _phase(stack, https[mode], n, turns, args.turn_timeout, model)
@@ -709,11 +711,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", default="1,10,50", help="session counts, comma-separated")
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
     parser.add_argument("--turn-timeout", type=float, default=120, help="seconds a client waits for a turn's terminal run_state")
-    parser.add_argument("--worker-concurrency", type=int, default=64, help="threads per runs worker (the inline pool is NETA_INLINE_WORKERS, default 64)")
+    parser.add_argument("--worker-concurrency", type=int, default=200, help="threads per runs worker, as deploy/Procfile (the inline pool is NETA_INLINE_WORKERS, default 64)")
     parser.add_argument("--worker-processes", type=int, default=2, help="runs worker processes (one per core)")
     parser.add_argument("--models", default="scripted", help="scripted (the demo model, ~2 s a turn), wire (the fake provider), or both: scripted,wire")
     parser.add_argument("--wire-sessions", default="300", help="session counts on the fake provider, comma-separated")
     parser.add_argument("--wire-turns", type=int, default=1, help="turns per session on the fake provider")
+    parser.add_argument("--wire-modes", default="both", choices=["both", "distributed"], help="the modes of the fake provider's phases")
     parser.add_argument("--wire-seconds", type=float, default=20.0, help="how long the fake provider streams a reply")
     parser.add_argument("--wire-rate", type=float, default=25.0, help="the fake provider's text deltas a second")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")

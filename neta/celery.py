@@ -2,7 +2,7 @@
 
 Workers (docs/deploy.md; ``deploy/Procfile``):
 
-- runs: ``celery -A neta worker -Q <NETA_CELERY_QUEUE> -P threads -c 64``, one process per
+- runs: ``celery -A neta worker -Q <NETA_CELERY_QUEUE> -P threads -c 200``, one process per
   core. A turn mostly waits on its model, so one process runs many at once on threads;
   the process's one run watcher, one publisher loop and its pool of database connections
   (``infra/mysql_backend``) serve them all.

@@ -5,8 +5,8 @@ A deployment of its own on MariaDB and Redis, started with exactly the Procfile'
 systemd units give them). Two runs workers play two hosts on this machine: each its own
 ``NETA_HOST_NAME``, worker name and var, workspace and sessions folders. A session's first
 turn writes a file on host A; while A's one thread is busy, host B comes up idle, and the
-session's second turn still runs on A (its host's queue, session affinity) and reads the
-file back; B's disk never had it. The sessions are in the mysql store (what the distributed
+session's second turn waits in A's queue (session affinity), not the common one B takes
+from, then runs on A and reads the file back; B's disk never had it. The sessions are in the mysql store (what the distributed
 bootstrap makes the default), so the web process on A reads them wherever they ran.
 """
 
@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
+import redis
 
 from tests.support.deployment import VENV_BIN, Deployment
 from tests.support.rules import rules
-from tests.support.services import REPO, free_port, require_mariadb_and_redis, wait_until
+from tests.support.services import REDIS_URL, REPO, free_port, require_mariadb_and_redis, wait_until
 
 pytestmark = pytest.mark.slow
 
-RULES = rules(
-    {"match": {"contains": "write the note"},
-     "replies": [[{"tool_call": {"name": "write", "arguments": {"path": "note.txt", "content": "from the first turn\n"}}}], [{"text": "Written."}]]},
-    {"match": {"contains": "read the note"},
-     "replies": [[{"tool_call": {"name": "read", "arguments": {"path": "note.txt"}}}], [{"text": "Read."}]]},
-    {"match": {"contains": "hold"}, "reply": {"steps": [{"pause_ms": 5000}, {"text": "held"}]}},
-)  # fmt: skip
+def notes_rules(release: str) -> dict:
+    return rules(
+        {"match": {"contains": "write the note"},
+         "replies": [[{"tool_call": {"name": "write", "arguments": {"path": "note.txt", "content": "from the first turn\n"}}}], [{"text": "Written."}]]},
+        {"match": {"contains": "read the note"},
+         "replies": [[{"tool_call": {"name": "read", "arguments": {"path": "note.txt"}}}], [{"text": "Read."}]]},
+        {"match": {"contains": "hold"}, "reply": {"steps": [{"pause_ms": 60_000, "until_file": release}, {"text": "held"}]}},
+    )  # fmt: skip
 
 
 def procfile() -> dict[str, str]:
@@ -66,11 +67,12 @@ def test_the_procfile_serves_a_conversation_whose_second_turn_finds_its_files_on
     commands = procfile()
     assert set(commands) == {"web", "runs", "subagents"}
     assert re.search(r"-P threads -c \S+", commands["runs"]) and "-P prefork" in commands["subagents"]
-    with Deployment(tmp_path / "dep", servers=0, database="mysql", redis=True, backend="celery", rules=RULES,
+    with Deployment(tmp_path / "dep", servers=0, database="mysql", redis=True, backend="celery",
                     extra_env={"PATH": f"{VENV_BIN}:/usr/bin:/bin"}) as dep:  # fmt: skip
         (dep.workdir / "host-a").mkdir(parents=True)
         (dep.workdir / "host-b").mkdir(parents=True)
-        agent = dep.add_agent("notes", RULES, session_provider="mysql")
+        release = dep.workdir / "release"
+        agent = dep.add_agent("notes", notes_rules(str(release)), session_provider="mysql")
         port = free_port()
         dep.spawn("web", _shell(commands["web"]), {"PORT": str(port), **_host(dep, "host-a")})
         dep.server_names.append("web")
@@ -97,11 +99,17 @@ def test_the_procfile_serves_a_conversation_whose_second_turn_finds_its_files_on
         wait_until(lambda: [r[1] for r in _runs(dep, busy)] == ["running"], 60, "host A to be busy")
         dep.spawn("runs-b", _shell(commands["runs"]), _host(dep, "host-b"))
         dep.wait_log("runs-b", "ready.")
-        started = time.monotonic()
         _prompt(dep, notes, "read the note")
+        # Sent to host A's queue, not the common one that idle B takes from: it waits there.
+        broker = redis.Redis.from_url(REDIS_URL)
+        try:
+            wait_until(lambda: broker.llen(f"{dep.queue}.host.host-a") == 1, 30, "the turn in host A's queue")
+        finally:
+            broker.close()
+        assert [r[1] for r in _runs(dep, notes)] == ["completed", "queued"]
+        release.touch()  # host A's thread is free again
         wait_until(lambda: [r[1] for r in _runs(dep, notes)] == ["completed", "completed"], 60, "the second turn")
         assert [r[0] for r in _runs(dep, notes)] == ["host-a", "host-a"], _runs(dep, notes)
-        assert time.monotonic() - started < 30
         messages = [line["message"] for line in dep.export(notes) if line["type"] == "message"]
         [read] = [m for m in messages if m["role"] == "toolResult" and m.get("toolName") == "read"]
         assert not read.get("isError") and "from the first turn" in json.dumps(read["content"]), read
