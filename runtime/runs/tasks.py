@@ -8,7 +8,7 @@ from celery import shared_task
 from django.db import DatabaseError, close_old_connections, connection
 
 from infra.db_threads import keep_connections, release
-from runtime.crash_points import crash_point
+from runtime.crash_points import crash_point, fault_point
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.backends import RUN_TASK
 from runtime.runs.process import this_process
@@ -31,6 +31,7 @@ def run_agent_turn(self, run_id: str) -> None:
     keep_connections()  # a pool thread (``-P threads``) or a child's one thread: see infra/db_threads.py
     try:
         close_old_connections()  # drop a broken connection
+        fault_point("receive")  # test-only: the database out of reach for a moment (NETA_TEST_FAULT_AT)
         record_receiver(run_id)  # the run's owner until it is claimed: a kill in between is seen at once
     except DatabaseError as exc:
         connection.close()

@@ -4,7 +4,9 @@ A deployment of its own (its worker is killed): 100 prompts at once on one worke
 (``-P threads -c 100``) whose database pool is capped at 6 connections. Every turn waits
 4 s on its model without a connection, so all 100 are in flight together; every run
 completes, the worker logs no error, and MariaDB never sees more connections to the
-deployment's database than the pool's cap (plus this test's own). Then 12 turns waiting
+deployment's database than the pool's cap (plus this test's own). The first task the
+worker takes finds the database out of reach (a test-only hook, once): it is sent again and
+its run completes like the rest. Then 12 turns waiting
 on their model when the worker is SIGKILLed: a new worker's start-up finds every one of
 them (one dead process, all its turns) and ends each in a recorded state; none stays
 running or queued.
@@ -69,7 +71,8 @@ def test_one_threads_worker_runs_100_turns_at_once_on_a_bounded_pool_and_a_kill_
     require_mariadb_and_redis()
     with Deployment(tmp_path / "dep", servers=0, database="mysql", redis=True, backend="celery", rules=PACED,
                     extra_env={"NETA_DB_POOL_SIZE": str(POOL)}) as dep:  # fmt: skip
-        dep.start_worker("runs", queues=dep.queue, pool="threads", concurrency=100)
+        # The first task it takes finds the database out of reach (once, test-only hook): sent again, not lost.
+        dep.start_worker("runs", queues=dep.queue, pool="threads", concurrency=100, NETA_TEST_FAULT_AT="receive_dberror")
         peak, done = [0], threading.Event()
 
         def sample():  # MariaDB's own count of the connections to this database, every 50 ms
@@ -88,6 +91,7 @@ def test_one_threads_worker_runs_100_turns_at_once_on_a_bounded_pool_and_a_kill_
         assert _overlap(dep) >= 80  # turns that ran at once on the one process
         assert _statuses(dep) == ["completed"] * 100, [(r["status"], r["error"]) for r in dep.runs() if r["status"] != "completed"]
         log = dep.log("runs")
+        assert log.count("out of reach before the claim") == 1 and "retry: Retry in" in log, log[-3000:]
         assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
         assert peak[0] <= POOL + 2, peak[0]  # the worker's pool, the prompting process and this test's sampler
 
