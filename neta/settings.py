@@ -210,7 +210,8 @@ NETA_ASK_USER_TIMEOUT_SECONDS = env_int("NETA_ASK_USER_TIMEOUT_SECONDS", 3600, m
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
-# TEST-ONLY: a claim or finish fails (<point>_error) or deadlocks once on MariaDB (<point>_deadlock).
+# TEST-ONLY: a claim or finish fails (<point>_error) or deadlocks once on MariaDB (<point>_deadlock);
+# receive_dberror: a Celery task's first reach for the database fails once.
 NETA_TEST_FAULT_AT = env_str("NETA_TEST_FAULT_AT", "")
 # Streaming deltas are coalesced to at most this many messages per second per stream.
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
