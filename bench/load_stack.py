@@ -217,6 +217,7 @@ class Stack:
     mode: str  # "embedded" or "distributed"
     worker_concurrency: int = 200
     worker_processes: int = 2
+    worker_pool: str = "threads"  # or "prefork" (the runs worker before it ran on threads)
     keep: bool = False
     extra_env: dict = field(default_factory=dict)
     processes: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
@@ -285,7 +286,7 @@ class Stack:
         self.run_manage("neta_bootstrap")
         for i in range(self.workers):
             self._spawn(f"worker{i}", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", self.name,
-                                       "-P", "threads", "-c", str(self.worker_concurrency), "-n", f"{self.name}-w{i}@%h",
+                                       "-P", self.worker_pool, "-c", str(self.worker_concurrency), "-n", f"{self.name}-w{i}@%h",
                                        "--without-gossip", "--without-mingle", "--without-heartbeat"])  # fmt: skip
         for i in range(self.servers):
             port = free_port()

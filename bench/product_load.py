@@ -661,8 +661,8 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
     """Every stack up at once; each phase (model, session count) runs mode after mode, so the
     modes are measured alternately in one sitting, under the same load of the machine."""
     provider, url = _start_provider(args) if "wire" in args.models else (None, "")
-    stacks = {mode: Stack(mode, worker_concurrency=args.worker_concurrency, worker_processes=args.worker_processes, keep=args.keep)
-              for mode in modes}  # fmt: skip
+    stacks = {mode: Stack(mode, worker_concurrency=args.worker_concurrency, worker_processes=args.worker_processes,
+                          worker_pool=args.worker_pool, keep=args.keep) for mode in modes}  # fmt: skip
     results, memories = [], []
     try:
         https = {}
@@ -713,6 +713,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turn-timeout", type=float, default=120, help="seconds a client waits for a turn's terminal run_state")
     parser.add_argument("--worker-concurrency", type=int, default=200, help="threads per runs worker, as deploy/Procfile (the inline pool is NETA_INLINE_WORKERS, default 64)")
     parser.add_argument("--worker-processes", type=int, default=2, help="runs worker processes (one per core)")
+    parser.add_argument("--worker-pool", choices=["threads", "prefork"], default="threads",
+                        help="the runs workers' pool: threads (deploy/Procfile) or prefork (for comparison)")
     parser.add_argument("--models", default="scripted", help="scripted (the demo model, ~2 s a turn), wire (the fake provider), or both: scripted,wire")
     parser.add_argument("--wire-sessions", default="300", help="session counts on the fake provider, comma-separated")
     parser.add_argument("--wire-turns", type=int, default=1, help="turns per session on the fake provider")
