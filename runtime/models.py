@@ -764,6 +764,8 @@ class ModelCall(models.Model):
     context_leaf_id = models.CharField(max_length=64, blank=True)
     entry_id = models.CharField(max_length=64, blank=True)
     system_digest = models.CharField(max_length=64, blank=True)
+    # A call whose messages are not a path of the tree (a summary's, a title's): their blob.
+    messages_digest = models.CharField(max_length=64, blank=True)
     tools_digest = models.CharField(max_length=64, blank=True)
     settings = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField()

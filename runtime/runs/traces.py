@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
@@ -25,7 +26,8 @@ from django.utils import timezone
 
 from runtime.models import Blob, ModelCall, ToolCallRecord
 
-REFERENCED = ("system_prompt", "messages", "tools")  # the request's fields stored by reference
+REFERENCED = ("system_prompt", "messages", "tools")
+logger = logging.getLogger(__name__)  # the request's fields stored by reference
 
 _stored: set[str] = set()  # digests of the blobs this process stored (or found stored)
 _stored_lock = threading.Lock()
@@ -93,6 +95,22 @@ def record_model_calls(pending: Pending, run, session_id: str, attempts: list[At
                 error=(final.get("errorMessage") or "") if last else "another model took the call (the run's notes say why)",
             )  # fmt: skip
         )
+
+
+def record_direct(*, run, session_id: str, purpose: str, name: str, spec, request, final: dict, started: dt.datetime) -> None:
+    """A call made outside a turn's reply (a compaction's or branch summary's summary, a title):
+    written at once, its messages (which are not a path of the tree) as a blob of their own.
+    Never raises: a record that cannot be written is logged."""
+    try:
+        pending = Pending()
+        item = Attempt(name, spec.model_id, spec.provider_name, spec.api, urlsplit(spec.base_url or "").hostname or "", request, "", started)
+        record_model_calls(pending, run, session_id, [item], final=final, entry_id="", purpose=purpose)
+        messages = json.dumps(request.messages, ensure_ascii=False, separators=(",", ":"))
+        pending.calls[0].messages_digest = digest(messages)
+        pending.blobs[digest(messages)] = messages
+        write(pending)
+    except Exception:  # noqa: BLE001 - observability never fails the call it records
+        logger.exception("recording a %s call failed", purpose)
 
 
 def tool_record(run, call_id: str, name: str, arguments, started: dt.datetime, outcome: str) -> ToolCallRecord:

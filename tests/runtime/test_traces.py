@@ -7,12 +7,14 @@ trace for the run's readers only; old records pruned."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from runtime.models import Agent, Blob, ModelCall, ModelConfig, ToolCallRecord
+from runtime.api.views.traces import rebuilt_body
 from runtime.runs import traces
 from tests.support.driver import Driver
 from tests.support.rules import rules
@@ -116,3 +118,40 @@ def test_old_records_are_pruned(driver_for, settings):
     settings.NETA_TRACE_RETENTION_DAYS = 30
     assert traces.prune(now=timezone.now() + dt.timedelta(days=31)) == 1
     assert ModelCall.objects.count() == 0 and ToolCallRecord.objects.count() == 0
+
+
+def test_the_run_page_draws_the_waterfall_and_the_requests(monkeypatch, workspace, anthropic_server, openai_server, admin_client):
+    primary = model(monkeypatch, "primary", "anthropic", anthropic_server)
+    model(monkeypatch, "backup", "openai", openai_server)
+    agent = Agent.objects.create(name="traced", model=primary, fallback_models=["backup"], cwd=str(workspace))
+    anthropic_server.script(Status(529, "Overloaded"), Status(529, "Overloaded"))
+    openai_server.script(
+        Reply(content=[{"type": "toolCall", "id": "call_ls", "name": "ls", "arguments": {}}], stop_reason="toolUse"),
+        text("Listed."),
+    )
+    run = Driver(agent).prompt("list please")
+    page = admin_client.get(f"/admin/runtime/agentrun/{run.pk}/change/").content.decode()
+    assert page.count('<tr data-kind="model_call">') == 3 and page.count('<tr data-kind="tool_call">') == 1
+    assert page.count("request sent") == 3 and "another model took the call" in page
+    assert "list please" in page  # the rebuilt messages hold the prompt
+
+
+def test_a_compactions_summary_call_is_recorded_and_rebuilt(monkeypatch, workspace, anthropic_server):
+    from runtime.runs.summaries import compact_session
+
+    agent = Agent.objects.create(
+        name="compacted", model=model(monkeypatch, "m-compact", "anthropic", anthropic_server), cwd=str(workspace),
+        compaction_keep_recent_tokens=10,
+    )  # fmt: skip
+    driver = Driver(agent)
+    anthropic_server.script(*(text(f"Answer number {i}. " * 20) for i in range(3)))
+    for i in range(3):
+        driver.prompt(f"question number {i} " * 20)
+    anthropic_server.script(*(text("## Goal\nSummarized.") for _ in range(2)))
+    compact_session(driver.session_id, agent=agent)
+    summaries = list(ModelCall.objects.filter(purpose="compaction").order_by("pk"))
+    assert summaries and len(anthropic_server.requests) == 3 + len(summaries)
+    received = sorted((r.body for r in anthropic_server.requests[3:]), key=lambda b: json.dumps(b, sort_keys=True))
+    rebuilt = sorted((rebuilt_body(call) for call in summaries), key=lambda b: json.dumps(b, sort_keys=True))
+    assert rebuilt == received
+    assert all(call.run is None and call.session_id == driver.session_id and call.messages_digest for call in summaries)

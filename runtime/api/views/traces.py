@@ -42,12 +42,15 @@ def _iso(value):
 
 def rebuilt_request(call: ModelCall) -> llm.LlmRequest:
     """The request ``call`` sent, from its record (the tree holds its messages)."""
-    blobs = dict(Blob.objects.filter(digest__in=[call.system_digest, call.tools_digest]).values_list("digest", "text"))
-    provider = provider_for_session(call.session_id)
-    context = provider.build_context(call.session_id, call.context_leaf_id or ROOT)
+    blobs = dict(Blob.objects.filter(digest__in=[call.system_digest, call.tools_digest, call.messages_digest]).values_list("digest", "text"))
+    if call.messages_digest:  # a summary's or a title's messages: not a path of the tree
+        messages = json.loads(blobs.get(call.messages_digest) or "[]")
+    else:
+        provider = provider_for_session(call.session_id)
+        messages = llm_messages(provider.build_context(call.session_id, call.context_leaf_id or ROOT).messages)
     return llm.LlmRequest(
         system_prompt=blobs.get(call.system_digest, ""),
-        messages=llm_messages(context.messages),
+        messages=messages,
         tools=json.loads(blobs.get(call.tools_digest) or "[]"),
         **call.settings,
     )
