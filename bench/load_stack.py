@@ -1,8 +1,11 @@
 """The processes ``bench.product_load`` measures: a Neta deployment started the way an operator starts one.
 
 Embedded: one ``python -m neta.serve`` (Daphne) on SQLite, file sessions, the
-in-memory channel layer and the inline backend. Distributed: two Daphnes and one
-``celery -A neta worker`` on MariaDB and Redis (the sessions directory shared).
+in-memory channel layer and the inline backend. Distributed: two Daphnes and
+``worker_processes`` runs workers as deploy/Procfile starts them (``celery -A neta
+worker -P threads -c <worker_concurrency>``) on MariaDB and Redis (the sessions
+directory shared). ``add_wire_agent`` adds an agent ``wire`` on a model served by
+``bench/fake_provider.py`` (Anthropic's protocol).
 Everything is set up through ``manage.py`` (``migrate``, ``neta_bootstrap``,
 ``token_create``) and environment variables; no Neta module is imported here.
 
@@ -136,6 +139,20 @@ print(json.dumps(tokens))
 """
 
 
+ADD_WIRE_AGENT = r"""
+import os
+from runtime.models import Agent, ModelConfig
+model = ModelConfig.objects.create(
+    name="wire-fake", display_name="Fake provider", provider_kind="anthropic", provider_name="anthropic",
+    model_id="fake-20s", base_url=os.environ["LOADBENCH_WIRE_URL"], api_key_env="LOADBENCH_WIRE_KEY",
+    context_window=200000, max_output_tokens=4096, supports_thinking=False,
+)
+agent = Agent.objects.get(name="default")
+agent.pk, agent.id, agent.name, agent.model = None, None, "wire", model
+agent.save()
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -198,7 +215,9 @@ def pids_named(*names: str) -> list[int]:
 @dataclass
 class Stack:
     mode: str  # "embedded" or "distributed"
-    worker_concurrency: int = 4
+    worker_concurrency: int = 200
+    worker_processes: int = 2
+    worker_pool: str = "threads"  # or "prefork" (the runs worker before it ran on threads)
     keep: bool = False
     extra_env: dict = field(default_factory=dict)
     processes: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
@@ -227,18 +246,20 @@ class Stack:
             "NETA_CHANNELS_PREFIX": self.name,
             "NETA_CELERY_QUEUE": self.name,
             "PYTHONUNBUFFERED": "1",
+            "LOADBENCH_WIRE_KEY": "fake-key-not-secret",
         }
         if self.mode == "embedded":
             self.servers, self.workers = 1, 0
             self.env.update({"NETA_TASK_BACKEND": "inline", "NETA_DATABASE_URL": f"sqlite:///{self.workdir / 'var' / 'neta.sqlite3'}"})
         elif self.mode == "distributed":
-            self.servers, self.workers = 2, 1
+            self.servers, self.workers = 2, self.worker_processes
             server = mariadb_server()
             auth = quote(server["user"], safe="") + (":" + quote(server["password"], safe="") if "password" in server else "")
             self.env.update({
                 "NETA_TASK_BACKEND": "celery",
                 "NETA_DATABASE_URL": f"mysql://{auth}@{server['host']}:{server['port']}/{self.name}",
                 "NETA_REDIS_URL": redis_url(),
+                "NETA_DB_PROCESSES": str(self.servers + self.workers),
             })  # fmt: skip
         else:
             raise ValueError(f"unknown mode {self.mode!r}")
@@ -264,8 +285,8 @@ class Stack:
         self.run_manage("migrate", "--noinput")
         self.run_manage("neta_bootstrap")
         for i in range(self.workers):
-            self._spawn(f"worker{i}", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info",
-                                       "-c", str(self.worker_concurrency), "-n", f"{self.name}-w{i}@%h",
+            self._spawn(f"worker{i}", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", self.name,
+                                       "-P", self.worker_pool, "-c", str(self.worker_concurrency), "-n", f"{self.name}-w{i}@%h",
                                        "--without-gossip", "--without-mingle", "--without-heartbeat"])  # fmt: skip
         for i in range(self.servers):
             port = free_port()
@@ -275,6 +296,18 @@ class Stack:
             self._wait_http(i, port)
         for i in range(self.workers):
             self._wait_log(f"worker{i}", "ready.")
+
+    def add_wire_agent(self, base_url: str) -> None:
+        """The agent ``wire``: the default agent's settings on a model of Anthropic's protocol
+        at ``base_url`` (the fake provider), no tools (a reply is one long stream)."""
+        self.run_manage("shell", "-c", ADD_WIRE_AGENT, env={"LOADBENCH_WIRE_URL": base_url})
+
+    def connections(self) -> int:
+        """Connections MariaDB has open to the stack's database now (every process's)."""
+        if self.mode != "distributed":
+            return 0
+        rows = self._mysql(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '{self.name}'")
+        return int(rows[0][0])
 
     def add_users(self, count: int) -> list[str]:
         """Create ``count`` users with one token each (one ``manage.py shell``); returns the tokens."""

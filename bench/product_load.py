@@ -2,11 +2,16 @@
 
     python -m bench product_load
     python -m bench.product_load [--mode embedded|distributed|both] [--sessions 1,10,50] [--turns 5]
-                                 [--turn-timeout 60] [--worker-concurrency 4] [--memory 5000,1000] [--json FILE] [--keep]
+                                 [--models scripted,wire] [--wire-sessions 300] [--wire-turns 1] [--wire-seconds 20]
+                                 [--turn-timeout 60] [--worker-processes 2] [--worker-concurrency 64]
+                                 [--memory 5000,1000] [--json FILE] [--keep]
 
 Starts the real parts (``bench/load_stack.py``): *embedded* is one Daphne with
 SQLite, file sessions, the in-memory channel layer and the inline backend;
-*distributed* is two Daphnes and a Celery worker on MariaDB and Redis. It creates
+*distributed* is two Daphnes and ``--worker-processes`` Celery runs workers on a threads
+pool (``-P threads -c --worker-concurrency``, as deploy/Procfile starts them) on MariaDB
+and Redis. Both stacks are up together and every phase runs mode after mode (alternated,
+under the same load of a shared machine; the load average is printed before each). It creates
 users and tokens with ``manage.py``, then for each session count N: N new
 sessions (REST), one websocket per session (``subscribe``: snapshot, then
 patches), and every session runs M turns one after the other: ``POST
@@ -14,7 +19,9 @@ patches), and every session runs M turns one after the other: ``POST
 most ``--turn-timeout`` seconds). Distributed, a session's socket is on one
 Daphne and its prompts go to the other. The agent is the bootstrapped default
 (scripted demo model: a thinking block, an ``ls`` tool call, a markdown answer:
-two model calls per turn, ~2 s of model time).
+two model calls per turn, ~2 s of model time). ``--models wire``: sessions of an agent
+on ``bench/fake_provider.py`` (Anthropic's wire protocol in a process of its own, a reply
+streamed for ``--wire-seconds`` at ``--wire-rate`` deltas a second).
 
 Printed side by side for every mode and N (the measured window runs from the
 first prompt to the last client's end):
@@ -31,6 +38,9 @@ first prompt to the last client's end):
   ``sitecustomize`` (see ``load_stack.py``; exact for both SQLite and MariaDB,
   ``BEGIN``/``COMMIT`` included); distributed also MariaDB's global ``Questions``
   delta (shared server: the background rate measured just before is subtracted);
+* in-flight sessions: the most runs running at one moment (their start and end);
+  DB connections held: the most MariaDB had open to the stack's database (sampled
+  twice a second);
 * errors: HTTP errors, failed/lost runs, runs still queued/running at the end
   (stuck), turns that timed out, socket closes by code; lost events: tree
   revisions the socket never delivered, ``session_entry_added`` seen vs entries
@@ -50,6 +60,7 @@ import asyncio
 import json
 import math
 import re
+import subprocess
 import sys
 import time
 import urllib.error
@@ -342,14 +353,14 @@ def log_findings(stack: Stack, since: dict[str, int]) -> dict[str, dict]:
     return found
 
 
-async def _create_sessions(stack: Stack, http: Http, count: int) -> list[tuple[str, str]]:
+async def _create_sessions(stack: Stack, http: Http, count: int, agent: str = "default") -> list[tuple[str, str]]:
     tokens = stack.tokens
     semaphore = asyncio.Semaphore(16)
 
     async def one(i: int) -> tuple[str, str]:
         token = tokens[(i // SESSIONS_PER_USER) % len(tokens)]
         async with semaphore:
-            status, body = await http(i % stack.servers, "POST", "/api/sessions/", token, {"title": f"load {i}"})
+            status, body = await http(i % stack.servers, "POST", "/api/sessions/", token, {"title": f"load {i}", "agent": agent})
         if status != 201:
             raise RuntimeError(f"POST /api/sessions/: {status} {body}")
         return body["sessionId"], token
@@ -357,8 +368,8 @@ async def _create_sessions(stack: Stack, http: Http, count: int) -> list[tuple[s
     return await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: float) -> dict:
-    created = await _create_sessions(stack, http, sessions)
+async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: float, model: str = "scripted") -> dict:
+    created = await _create_sessions(stack, http, sessions, "wire" if model == "wire" else "default")
     clients = [Client(i, sid, token, i % stack.servers, (i + 1) % stack.servers) for i, (sid, token) in enumerate(created)]
     sockets = [SessionSocket(stack, c) for c in clients]
     for chunk in range(0, len(sockets), 25):
@@ -381,11 +392,14 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
     before = await asyncio.to_thread(stack.sample)
     go = asyncio.Event()
     tasks = [asyncio.create_task(drive(http, c, turns, timeout, go)) for c in clients]
+    held = [0]
+    sampling = asyncio.create_task(_sample_connections(stack, held))
     started = time.monotonic()
     go.set()
     await asyncio.gather(*tasks)
     window = time.monotonic() - started
     drained = await _drain(http, stack, clients)
+    sampling.cancel()
     await asyncio.sleep(1)  # the last events of runs that ended in the drain
     after = await asyncio.to_thread(stack.sample)
     for s in sockets:
@@ -403,7 +417,44 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
         finals.append(meta if status == 200 else {})
     result = summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns)
     result["drain_s"] = drained
+    result["model"] = model
+    result["connections_peak"] = held[0] if stack.mode == "distributed" else None
+    result["in_flight_peak"] = _in_flight_peak(runs)
+    result["load"] = _loadavg()
     return result
+
+
+async def _sample_connections(stack: Stack, held: list[int]) -> None:
+    """The most connections MariaDB had open to the stack's database, sampled twice a second."""
+    if stack.mode != "distributed":
+        return
+    while True:
+        try:
+            held[0] = max(held[0], await asyncio.to_thread(stack.connections))
+        except Exception:  # noqa: BLE001 - a sample missed is not a failed phase
+            pass
+        await asyncio.sleep(0.5)
+
+
+def _in_flight_peak(runs: list[dict]) -> int:
+    """The most runs running at one moment (their startedAt .. finishedAt)."""
+    edges = []
+    for run in runs:
+        start, end = _parse_time(run.get("startedAt")), _parse_time(run.get("finishedAt"))
+        if start is not None and end is not None:
+            edges += [(start, 1), (end, -1)]
+    running = peak = 0
+    for _, step in sorted(edges):
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "-"
 
 
 def summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns) -> dict:
@@ -526,7 +577,7 @@ def _fmt(value, digits=1) -> str:
 
 
 def table(results: list[dict]) -> str:
-    heads = [f"{r['mode'][:5]} {r['sessions']}x{r['turns']}" for r in results]
+    heads = [f"{r['mode'][:5]} {r.get('model', 'scripted')[:4]} {r['sessions']}x{r['turns']}" for r in results]
 
     def row(label, fn):
         return [label, *(fn(r) for r in results)]
@@ -539,6 +590,9 @@ def table(results: list[dict]) -> str:
         row("ack p50/p95 ms", lambda r: f"{_fmt(r['ack_ms'][0], 0)}/{_fmt(r['ack_ms'][1], 0)}"),
         row("first delta p50/p95 ms", lambda r: f"{_fmt(r['first_delta_ms'][0], 0)}/{_fmt(r['first_delta_ms'][1], 0)}"),
         row("done p50/p95 ms", lambda r: f"{_fmt(r['done_ms'][0], 0)}/{_fmt(r['done_ms'][1], 0)}"),
+        row("in-flight sessions (peak)", lambda r: str(r.get("in_flight_peak", "-"))),
+        row("DB connections held (peak)", lambda r: "-" if r.get("connections_peak") is None else str(r["connections_peak"])),
+        row("load average after", lambda r: r.get("load", "-")),
         row("CPU ms/turn, all stack", lambda r: _fmt(sum(r["cpu_ms_per_turn"].values()), 0)),
         *(row(f"  {n}", lambda r, n=n: _fmt(r["cpu_ms_per_turn"].get(n), 0)) for n in names),
         *(row(f"  {n}", lambda r, n=n: _fmt(r["shared_cpu_ms_per_turn"].get(n), 0)) for n in shared),
@@ -593,31 +647,62 @@ def details(results: list[dict]) -> str:
 # --------------------------------------------------------------------------- main
 
 
-async def _run_mode(mode: str, args) -> tuple[list[dict], dict | None]:
-    stack = Stack(mode, worker_concurrency=args.worker_concurrency, keep=args.keep)
-    results, memory = [], None
+def _start_provider(args) -> tuple[subprocess.Popen, str]:
+    """The fake provider (bench/fake_provider.py) in a process of its own; (process, base URL)."""
+    process = subprocess.Popen([sys.executable, "-m", "bench.fake_provider", "--seconds", str(args.wire_seconds),
+                                "--rate", str(args.wire_rate)], cwd=REPO, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    line = process.stdout.readline().split()
+    if not line or line[0] != "ready":
+        raise RuntimeError(f"the fake provider did not start: {line}")
+    return process, f"http://127.0.0.1:{line[1]}"
+
+
+async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
+    """Every stack up at once; each phase (model, session count) runs mode after mode, so the
+    modes are measured alternately in one sitting, under the same load of the machine."""
+    provider, url = _start_provider(args) if "wire" in args.models else (None, "")
+    stacks = {mode: Stack(mode, worker_concurrency=args.worker_concurrency, worker_processes=args.worker_processes,
+                          worker_pool=args.worker_pool, keep=args.keep) for mode in modes}  # fmt: skip
+    results, memories = [], []
     try:
-        t = time.monotonic()
-        stack.start()
-        biggest = max([*args.sessions, 50 if args.memory else 1])
-        stack.add_users(max(1, math.ceil(biggest / SESSIONS_PER_USER)))
-        print(f"  {mode}: stack up in {time.monotonic() - t:.0f} s (ports {stack.ports}, work dir {stack.workdir})", flush=True)
-        http = Http(stack)
-        for n in args.sessions:
+        https = {}
+        for mode, stack in stacks.items():
             t = time.monotonic()
-            result = await _phase(stack, http, n, args.turns, args.turn_timeout)
-            results.append(result)
-            print(f"  {mode} {n}x{args.turns}: {result['runs']} client {result['client_turns_per_s']:.2f} turns/s, "
-                  f"server {result['server_turns_per_s']:.2f} turns/s ({time.monotonic() - t:.0f} s)", flush=True)  # fmt: skip
+            stack.start()
+            biggest = max([*args.sessions, *(args.wire_sessions if provider else []), 50 if args.memory else 1])
+            stack.add_users(max(1, math.ceil(biggest / SESSIONS_PER_USER)))
+            if provider:
+                stack.add_wire_agent(url)
+            https[mode] = Http(stack, threads=128)
+            print(f"  {mode}: stack up in {time.monotonic() - t:.0f} s (ports {stack.ports}, work dir {stack.workdir})", flush=True)
+        plan = [("scripted", n, args.turns) for n in args.sessions if "scripted" in args.models]
+        plan += [("wire", n, args.wire_turns) for n in args.wire_sessions if provider]
+        for model, n, turns in plan:
+            for mode, stack in stacks.items():
+                if model == "wire" and args.wire_modes == "distributed" and mode != "distributed":
+                    continue
+                t = time.monotonic()
+                print(f"  {mode} {model} {n}x{turns}: load average {_loadavg()} before", flush=True)
+                result = await _phase(stack, https[mode], n, turns, args.turn_timeout, model)
+                results.append(result)
+                print(f"  {mode} {model} {n}x{turns}: {result['runs']} client {result['client_turns_per_s']:.2f} turns/s, "
+                      f"server {result['server_turns_per_s']:.2f} turns/s, done p50/p95 {result['done_ms'][0]:.0f}/"
+                      f"{result['done_ms'][1]:.0f} ms ({time.monotonic() - t:.0f} s)", flush=True)  # fmt: skip
         if args.memory:
-            s, m = args.memory
-            memory = await _memory(stack, http, s, m, args.turn_timeout)
-        if args.keep:
-            print(f"  {mode}: kept {stack.workdir}")
-        http.pool.shutdown(wait=False, cancel_futures=True)
+            for mode, stack in stacks.items():
+                s, m = args.memory
+                memories.append(await _memory(stack, https[mode], s, m, args.turn_timeout))
+        for mode, stack in stacks.items():
+            if args.keep:
+                print(f"  {mode}: kept {stack.workdir}")
+            https[mode].pool.shutdown(wait=False, cancel_futures=True)
     finally:
-        await asyncio.to_thread(stack.stop)
-    return results, memory
+        for stack in stacks.values():
+            await asyncio.to_thread(stack.stop)
+        if provider:
+            provider.kill()
+            provider.wait()
+    return results, memories
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -626,13 +711,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", default="1,10,50", help="session counts, comma-separated")
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
     parser.add_argument("--turn-timeout", type=float, default=120, help="seconds a client waits for a turn's terminal run_state")
-    parser.add_argument("--worker-concurrency", type=int, default=4, help="Celery pool size (the inline pool is NETA_INLINE_WORKERS, default 64)")
+    parser.add_argument("--worker-concurrency", type=int, default=200, help="threads per runs worker, as deploy/Procfile (the inline pool is NETA_INLINE_WORKERS, default 64)")
+    parser.add_argument("--worker-processes", type=int, default=2, help="runs worker processes (one per core)")
+    parser.add_argument("--worker-pool", choices=["threads", "prefork"], default="threads",
+                        help="the runs workers' pool: threads (deploy/Procfile) or prefork (for comparison)")
+    parser.add_argument("--models", default="scripted", help="scripted (the demo model, ~2 s a turn), wire (the fake provider), or both: scripted,wire")
+    parser.add_argument("--wire-sessions", default="300", help="session counts on the fake provider, comma-separated")
+    parser.add_argument("--wire-turns", type=int, default=1, help="turns per session on the fake provider")
+    parser.add_argument("--wire-modes", default="both", choices=["both", "distributed"], help="the modes of the fake provider's phases")
+    parser.add_argument("--wire-seconds", type=float, default=20.0, help="how long the fake provider streams a reply")
+    parser.add_argument("--wire-rate", type=float, default=25.0, help="the fake provider's text deltas a second")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")
     parser.add_argument("--json", default="", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temp dirs (logs, SQLite, session files)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     try:
         args.sessions = [int(s) for s in args.sessions.split(",") if s.strip()]
+        args.wire_sessions = [int(s) for s in args.wire_sessions.split(",") if s.strip()]
+        args.models = [m.strip() for m in args.models.split(",") if m.strip()]
         args.memory = tuple(int(x) for x in args.memory.split(",")) if args.memory else None
     except ValueError:
         parser.error("--sessions and --memory take integers separated by commas")
@@ -645,12 +741,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"distributed mode left out: {why}")
         modes.remove("distributed")
     print(f"product load: sessions {args.sessions} x {args.turns} turns, modes {modes}; {machine()}", flush=True)
-    results, memories = [], []
-    for mode in modes:
-        r, m = asyncio.run(_run_mode(mode, args))
-        results += r
-        if m:
-            memories.append(m)
+    if set(args.models) - {"scripted", "wire"} or not args.models:
+        parser.error("--models takes scripted, wire or both")
+    results, memories = asyncio.run(_run(modes, args))
     print(f"\nproduct load ({machine()}); * = shared server, other work on the machine counts too\n")
     print(table(results))
     text = details(results)

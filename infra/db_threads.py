@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.signals import connection_created
 
 _local = threading.local()
@@ -32,11 +32,21 @@ def keep_connections() -> None:
     """Mark this thread as one that keeps its connections (a thread initializer)."""
     _local.keep = True
     for conn in connections.all(initialized_only=True):
-        conn.close_at = None
+        if not getattr(conn, "pooled", False):
+            conn.close_at = None
 
 
 def keeps_connections() -> bool:
     return getattr(_local, "keep", False)
+
+
+def release(alias: str = DEFAULT_DB_ALIAS) -> None:
+    """Give this thread's pooled connection back before a long wait (a model's stream, a
+    tool's command); the next statement takes one from the pool again. Nothing happens
+    inside a transaction, or on a backend without a pool (SQLite: the thread keeps its own)."""
+    conn = connections[alias]
+    if getattr(conn, "pooled", False) and conn.connection is not None and not conn.in_atomic_block:
+        conn.close()
 
 
 def executor(name: str, workers: int = 1) -> ThreadPoolExecutor:
@@ -45,8 +55,10 @@ def executor(name: str, workers: int = 1) -> ThreadPoolExecutor:
 
 
 def _no_age_limit(sender, connection, **kwargs) -> None:
-    # Django set ``close_at`` from CONN_MAX_AGE just before it sent this signal.
-    if keeps_connections():
+    # Django set ``close_at`` from CONN_MAX_AGE just before it sent this signal. A pooled
+    # connection (infra.mysql_backend) is kept by its process's pool, not by the thread:
+    # closed at the job's end, it goes back to the pool and the next job takes it again.
+    if keeps_connections() and not getattr(connection, "pooled", False):
         connection.close_at = None
 
 

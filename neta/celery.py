@@ -1,15 +1,23 @@
 """The Celery app used when ``NETA_TASK_BACKEND=celery`` (Redis broker).
 
-Start a worker with ``celery -A neta worker -l info``. Every worker reaps at start-up
-(runs whose process on its host is gone) and then every ``NETA_REAPER_INTERVAL_SECONDS``
-on a timer thread; the beat schedule runs the same round (``celery -A neta beat``, or
-``worker -B``) for deployments that prefer it.
+Workers (docs/deploy.md; ``deploy/Procfile``):
+
+- runs: ``celery -A neta worker -Q <NETA_CELERY_QUEUE> -P threads -c 200``, one process per
+  core. A turn mostly waits on its model, so one process runs many at once on threads;
+  the process's one run watcher, one publisher loop and its pool of database connections
+  (``infra/mysql_backend``) serve them all.
+- subagents: ``celery -A neta worker -Q <NETA_SUBAGENT_QUEUE> -P prefork -c 8`` (a
+  child's supervisor per pool process, with Celery's time limits).
+
+Every worker reaps at start-up (runs whose process on its host is gone) and then every
+``NETA_REAPER_INTERVAL_SECONDS`` on a timer thread; the beat schedule runs the same round
+(``celery -A neta beat``, or ``worker -B``) for deployments that prefer it.
 """
 
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready
+from celery.signals import celeryd_after_setup, worker_init, worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
 
@@ -21,19 +29,55 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["runtime.runs", "runtime.subagents"])
 
 
+def _forks(sender) -> bool:
+    """Whether the worker runs its tasks in forked children (the prefork pool)."""
+    pool = str(getattr(sender, "pool_cls", "")).lower()
+    return "prefork" in pool or "processes" in pool
+
+
 @worker_init.connect
+def _worker_setup(sender=None, **_):
+    if not _forks(sender):  # threads or solo: the tasks run in this very process
+        from runtime.llm.clients import load_sdks  # app code loads once Django is set up (the signal)
+
+        _process_setup()
+        load_sdks()  # the runs worker: not under the first burst of turns, thread after thread
+
+
 @worker_process_init.connect
-def _worker_process_setup(**_):
-    """A worker runs its tasks one at a time on one thread for as long as it lives (the main
-    thread with ``-P solo``, each prefork child's): that thread keeps its database
-    connection from task to task (``infra.db_threads``; Celery's Django fixup still
-    closes a broken one after a task), whatever ``NETA_DB_CONN_MAX_AGE`` says. The
-    collector is set for a long-lived process (``infra.gc_tuning``)."""
-    from infra.gc_tuning import tune  # app code loads once Django is set up (the signal)
+def _worker_child_setup(**_):
+    _process_setup()
+
+
+def _process_setup():
+    """Once in the process that runs the tasks (a prefork child, or the worker itself):
+
+    - its task threads keep their database connections from task to task
+      (``infra.db_threads``; on MariaDB the process's pool keeps them);
+    - the channel layer and the publisher's loop are made now, once, before any thread
+      publishes (Channels makes its layer lazily without a lock);
+    - the collector is set for a long-lived process (``infra.gc_tuning``)."""
     from infra.db_threads import keep_connections  # app code loads once Django is set up (the signal)
+    from infra.gc_tuning import tune  # app code loads once Django is set up (the signal)
+    from runtime.realtime.publisher import event_publisher  # app code loads once Django is set up (the signal)
 
     keep_connections()
+    event_publisher.prepare()
     tune()
+
+
+@celeryd_after_setup.connect
+def _consume_host_queue(sender=None, instance=None, **_):
+    """A runs worker (one that consumes NETA_CELERY_QUEUE) also consumes its host's queue,
+    where the turns of sessions whose workspace is on this host go (session affinity,
+    ``runtime.runs.backends.affinity_queue``; docs/deploy.md, "Several hosts")."""
+    from django.conf import settings  # app code loads once Django is set up (the signal)
+
+    from runtime.runs.process import HOST, host_queue  # app code loads once Django is set up (the signal)
+
+    queues = instance.app.amqp.queues
+    if settings.NETA_SESSION_AFFINITY and settings.CELERY_TASK_DEFAULT_QUEUE in queues.consume_from:
+        queues.select_add(host_queue(settings.CELERY_TASK_DEFAULT_QUEUE, HOST))
 
 
 @worker_ready.connect

@@ -135,7 +135,7 @@ def sqlite_database(path: Path) -> dict:
 
 def mysql_database(*, name: str, user: str, password: str, host: str, port: int, options: dict) -> dict:
     return {
-        "ENGINE": "django.db.backends.mysql",
+        "ENGINE": "infra.mysql_backend",  # Django's, connections lent from a pool (infra/mysql_backend/base.py)
         "NAME": name,
         "USER": user,
         "PASSWORD": password,

@@ -7,6 +7,7 @@ With no variable set Neta runs embedded: SQLite under ``var/``, session files un
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -114,6 +115,16 @@ NETA_DB_CONN_MAX_AGE = env_int("NETA_DB_CONN_MAX_AGE", 0, minimum=0)
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = NETA_DB_CONN_MAX_AGE
     _database["CONN_HEALTH_CHECKS"] = True
+# MariaDB/MySQL: a process's connections are lent from a pool (infra/mysql_backend): at
+# most this many open at once per process, a thread that finds them all in use waits up to
+# NETA_DB_POOL_WAIT_SECONDS. A turn gives its connection back while it waits on its model,
+# so a worker running 64 turns needs a few, not 64. NETA_DB_PROCESSES: how many Neta
+# processes of the deployment connect to the database (servers, runs-worker processes,
+# subagent-worker children); `manage.py check` and the health page warn when
+# NETA_DB_POOL_SIZE x NETA_DB_PROCESSES can exceed the server's max_connections.
+NETA_DB_POOL_SIZE = env_int("NETA_DB_POOL_SIZE", 20, minimum=1)
+NETA_DB_POOL_WAIT_SECONDS = env_int("NETA_DB_POOL_WAIT_SECONDS", 30, minimum=1)
+NETA_DB_PROCESSES = env_int("NETA_DB_PROCESSES", 6, minimum=1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Sessions -----------------------------------------------------------------
@@ -213,7 +224,8 @@ NETA_OTEL_CAPTURE_CONTENT = env_bool("NETA_OTEL_CAPTURE_CONTENT", False)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")
-# TEST-ONLY: a claim or finish fails (<point>_error) or deadlocks once on MariaDB (<point>_deadlock).
+# TEST-ONLY: a claim or finish fails (<point>_error) or deadlocks once on MariaDB (<point>_deadlock);
+# receive_dberror: a Celery task's first reach for the database fails once.
 NETA_TEST_FAULT_AT = env_str("NETA_TEST_FAULT_AT", "")
 # Streaming deltas are coalesced to at most this many messages per second per stream.
 NETA_STREAM_RATE = env_int("NETA_STREAM_RATE", 20, minimum=1)
@@ -224,6 +236,18 @@ NETA_STREAM_BUDGET = env_int("NETA_STREAM_BUDGET", 300, minimum=0)
 # is 700) and a frozen startup heap (infra/gc_tuning.py); 0: Python's defaults.
 NETA_GC_YOUNG = env_int("NETA_GC_YOUNG", 10_000, minimum=0)
 NETA_TASK_BACKEND = env_choice("NETA_TASK_BACKEND", "inline", ("inline", "celery"))
+# This host's name in the runs it owns and in its runs queue (default: the machine's hostname;
+# give each host of a deployment its own if theirs are not unique).
+NETA_HOST_NAME = env_str("NETA_HOST_NAME", "") or socket.gethostname()
+# With Celery, a session's turns after its first go to the host that ran its last one (the
+# runs worker of each host also consumes "<NETA_CELERY_QUEUE>.host.<NETA_HOST_NAME>"): its
+# workspace (the files its tools wrote) is on that host's disk (docs/deploy.md, "Several hosts").
+NETA_SESSION_AFFINITY = env_bool("NETA_SESSION_AFFINITY", True)
+# A streaming reply's partial content is saved (its in-flight checkpoint) at most once in
+# this many seconds: what a crash can lose of a reply, and a statement or two per save.
+# Distributed (celery) default 5 (a node streaming hundreds of replies at once saves a fifth
+# as often), embedded 1.
+NETA_STREAM_SAVE_SECONDS = env_int("NETA_STREAM_SAVE_SECONDS", 5 if NETA_TASK_BACKEND == "celery" else 1, minimum=1)
 # The CPU of the web process's threads (infra/cpu_pin.py): auto (the embedded server, inline
 # backend, on the CPU it starts on, when it may use several), off, or a CPU number.
 NETA_WEB_CPU = env_str("NETA_WEB_CPU", "auto")

@@ -12,6 +12,15 @@
   on another: its heartbeats are fresh): each has its own layer, so a socket on one
   never sees the runs of another. Detected only once both have run turns.
 
+* ``runtime.W004`` (database check): on MariaDB/MySQL, ``NETA_DB_POOL_SIZE`` connections
+  per process times ``NETA_DB_PROCESSES`` can exceed the server's ``max_connections``:
+  under load the last processes to connect get "Too many connections".
+
+* ``runtime.W005`` (database check): ``NETA_TASK_BACKEND=celery``, runs of the last hour
+  claimed on more than one host, and agents that keep new sessions in the ``file`` store:
+  its JSONL files must be in one folder every web process and worker of every host sees
+  (docs/deploy.md, "Several hosts").
+
 ``NETA_SANDBOX=bwrap`` without a working bubblewrap is ``toolcatalog.E001`` (and the
 ``auto`` fallback ``toolcatalog.W002``): one check, in the app that owns the sandbox.
 """
@@ -25,7 +34,8 @@ from django.core import checks
 from django.db import DatabaseError
 from django.utils import timezone
 
-from runtime.models import AgentRun
+from runtime.models import Agent, AgentRun
+from runtime.runs.health import connection_budget
 from runtime.runs.process import HOST, process_gone
 
 # Channel layers whose groups exist in one process only.
@@ -103,5 +113,47 @@ def check_servers_share_no_layer(app_configs=None, databases=None, **kwargs):
             "own layer, so a socket on one never sees the runs (or tree events) of another.",
             hint="Run one server process, or set NETA_REDIS_URL so that all of them share the Redis channel layer.",
             id="runtime.W003",
+        )
+    ]
+
+
+@checks.register("runtime", checks.Tags.database)
+def check_connection_budget(app_configs=None, databases=None, **kwargs):
+    if not databases or "default" not in databases:
+        return []
+    budget = connection_budget()
+    if budget["ok"] or "maxConnections" not in budget:
+        return []
+    return [
+        checks.Warning(
+            budget["detail"] + ": under load the last processes to connect get \"Too many connections\".",
+            hint="Raise the server's max_connections, or lower NETA_DB_POOL_SIZE; set NETA_DB_PROCESSES to the "
+            "number of Neta processes that connect (docs/deploy.md).",
+            id="runtime.W004",
+        )
+    ]
+
+
+@checks.register("runtime", checks.Tags.database)
+def check_hosts_share_file_sessions(app_configs=None, databases=None, **kwargs):
+    if not databases or "default" not in databases or settings.NETA_TASK_BACKEND != "celery":
+        return []
+    try:
+        hosts = sorted(set(
+            AgentRun.objects.filter(backend="celery", started_at__gte=timezone.now() - RECENT)
+            .exclude(host="").values_list("host", flat=True).distinct()[:10]
+        ))  # fmt: skip
+        agents = list(Agent.objects.filter(session_provider="file").order_by("name").values_list("name", flat=True)[:5])
+    except DatabaseError:  # not migrated yet: nothing to look at
+        return []
+    if len(hosts) < 2 or not agents:
+        return []
+    return [
+        checks.Warning(
+            f"runs of the last hour ran on {len(hosts)} hosts ({', '.join(hosts[:5])}) and agents ({', '.join(agents)}) "
+            "keep new sessions in the file store: its JSONL files must be in one folder that every web process and "
+            "worker of every host sees, and flock does not hold on most network filesystems.",
+            hint="Give these agents the mysql session store (docs/deploy.md, \"Several hosts\").",
+            id="runtime.W005",
         )
     ]

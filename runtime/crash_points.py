@@ -31,6 +31,8 @@ def fault_point(name: str, **rows) -> None:
     """TEST-ONLY hook for ``NETA_TEST_FAULT_AT`` (a no-op when unset):
 
     - ``<name>_error``: raise ``InjectedFault`` here (a claim or finish that fails);
+    - ``<name>_dberror``: once per process and point, raise the database's
+      ``OperationalError`` here (the database out of reach for a moment);
     - ``<name>_deadlock``: once per process and point, provoke a real deadlock on
       MySQL/MariaDB with the caller's transaction, which holds the session row's lock:
       a second connection locks the run row (``rows["run"]``), then asks for the session
@@ -44,6 +46,12 @@ def fault_point(name: str, **rows) -> None:
     if fault == f"{name}_error":
         logger.warning("NETA_TEST_FAULT_AT=%s: raising (test-only hook)", fault)
         raise InjectedFault(f"injected fault at {name} (NETA_TEST_FAULT_AT)")
+    if fault == f"{name}_dberror" and name not in _deadlocked:
+        from django.db import OperationalError  # a test-only hook: loaded only when a fault fires
+
+        _deadlocked.add(name)
+        logger.warning("NETA_TEST_FAULT_AT=%s: raising OperationalError once (test-only hook)", fault)
+        raise OperationalError(f"injected database error at {name} (NETA_TEST_FAULT_AT)")
     if fault == f"{name}_deadlock" and name not in _deadlocked:
         _deadlocked.add(name)
         logger.warning("NETA_TEST_FAULT_AT=%s: provoking a deadlock (test-only hook)", fault)

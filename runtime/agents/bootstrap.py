@@ -120,9 +120,16 @@ def runtime_bootstrap() -> list[str]:
             # The offline demo shows delegation ("please delegate: …"); with a real model it
             # stays off until staff enable it (docs/subagents.md).
             subagent_policy={"enabled": True, "agents": ["default"]} if model.pk == demo.pk else {},
+            # Distributed on MariaDB/MySQL, sessions live in the database: every web process
+            # and worker of every host reads them (docs/deploy.md, "Several hosts").
+            session_provider="mysql" if _distributed() else "file",
         )
         created.append(f"agent default ({model.name})")
     return created
+
+
+def _distributed() -> bool:
+    return settings.NETA_TASK_BACKEND == "celery" and "mysql" in settings.DATABASES["default"].get("ENGINE", "")
 
 
 def _pick_default_model() -> ModelConfig | None:

@@ -75,6 +75,16 @@ def request_timeout(options: dict) -> httpx2.Timeout:
     return httpx2.Timeout(float(total), connect=float(connect))
 
 
+def load_sdks() -> None:
+    """Load the providers' SDKs and the shared HTTP client now: a runs worker's start-up calls
+    it, so that the first burst of turns does not wait, thread after thread, on the import
+    lock for ~1 s of module loading each SDK costs a busy process."""
+    import anthropic  # noqa: F401 - loaded here on purpose (see above)
+    import openai  # noqa: F401 - loaded here on purpose (see above)
+
+    shared_http_client()
+
+
 def cached_client(key: tuple, build):
     with _lock:
         client = _clients.get(key)

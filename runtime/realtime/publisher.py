@@ -178,11 +178,24 @@ class EventPublisher:
         self._server_loop: asyncio.AbstractEventLoop | None = None
 
     def _layer(self):
-        from channels.layers import (
-            get_channel_layer,  # channels loads with the first publish, not with every importer
+        from channels.layers import (  # channels loads with the first publish, not with every importer
+            DEFAULT_CHANNEL_LAYER,
+            channel_layers,
+            get_channel_layer,
         )
 
-        return get_channel_layer()
+        layer = channel_layers.backends.get(DEFAULT_CHANNEL_LAYER)
+        if layer is not None:
+            return layer
+        # Channels makes the layer on first use without a lock: two threads publishing at once
+        # would each make one, and the sender of the one replace the other's (messages lost).
+        with _layer_lock:
+            return get_channel_layer()
+
+    def prepare(self) -> None:
+        """Make the channel layer and, for a cross-process layer, the sender now, before
+        threads publish (a Celery worker at start-up; a pool's threads then share them)."""
+        self._current_sender()
 
     @staticmethod
     def _in_process_layer(layer) -> bool:
@@ -267,6 +280,9 @@ class EventPublisher:
 
 
 _bg_lock = threading.Lock()
+
+
+_layer_lock = threading.Lock()
 
 
 _bg: tuple[int, asyncio.AbstractEventLoop] | None = None

@@ -133,15 +133,21 @@ class StreamBudget:
 _budget: StreamBudget | None = None
 
 
+_budget_lock = threading.Lock()
+
+
 def process_budget() -> StreamBudget:
-    """The process's ``StreamBudget`` (``NETA_STREAM_BUDGET``), made on first use."""
+    """The process's ``StreamBudget`` (``NETA_STREAM_BUDGET``), made on first use: one, however
+    many threads start their first turns at once (a runs worker on a threads pool)."""
     global _budget
     if _budget is None:
         from django.conf import (
             settings,  # the sinks' types load without Django (the subagent child's stream events)
         )
 
-        _budget = StreamBudget(settings.NETA_STREAM_BUDGET)
+        with _budget_lock:
+            if _budget is None:
+                _budget = StreamBudget(settings.NETA_STREAM_BUDGET)
     return _budget
 
 

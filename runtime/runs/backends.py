@@ -23,7 +23,8 @@ from django.utils import timezone
 from infra import db_threads
 from runtime.crash_points import crash_point
 from runtime.runs.lifecycle import record_submission
-from runtime.runs.process import nobody, this_process
+from runtime.models import AgentRun
+from runtime.runs.process import host_queue, nobody, this_process
 from runtime.runs.turn import execute_run
 
 # The Celery task a queued run is sent to (runtime/runs/tasks.py registers it under this name).
@@ -76,11 +77,30 @@ def submit_run(run, *, backend: str | None = None, start: bool = True, recorded:
         return False
     run_id = str(run.run_id)
     if backend == "celery":
-        transaction.on_commit(lambda: current_app.send_task(RUN_TASK, args=[run_id]))
+        queue = affinity_queue(run)
+        transaction.on_commit(lambda: current_app.send_task(RUN_TASK, args=[run_id], queue=queue))
     elif start:
         event = _cancels.setdefault(run_id, threading.Event())
         transaction.on_commit(lambda: _pool().submit(_inline_job, run_id, event))
     return True
+
+
+def affinity_queue(run) -> str | None:
+    """The Celery queue of the host that ran the session's last turn (its workspace is on
+    that host's disk), or None: the deployment's runs queue, any worker (the session's first
+    turn, ``NETA_SESSION_AFFINITY=false``, or a run submitted again by the reaper, whose
+    host may be gone for good). One read, by the session's runs."""
+    if not settings.NETA_SESSION_AFFINITY or (run.submissions or 1) > 1:
+        return None
+    host = (
+        AgentRun.objects.filter(session_id=run.session_id, started_at__isnull=False)
+        .exclude(pk=run.pk)
+        .exclude(host="")
+        .order_by("-pk")
+        .values_list("host", flat=True)
+        .first()
+    )
+    return host_queue(settings.CELERY_TASK_DEFAULT_QUEUE, host) if host else None
 
 
 def _inline_job(run_id: str, event: threading.Event) -> None:

@@ -1,4 +1,4 @@
-"""Is the platform working: the database, the channel layer, the Celery workers per queue,
+"""Is the platform working: the database (and whether its connections fit ``max_connections``), the channel layer, the Celery workers per queue,
 the sandbox in force, the reaper's last pass and the MCP servers (``GET /api/health/``, the console's overview).
 
 Each check is bounded by a short timeout and reports, never raises: a health page that
@@ -35,6 +35,30 @@ def database_ok() -> tuple[bool, str, float]:
     except DatabaseError as exc:
         return False, f"{type(exc).__name__}: {exc}", (time.monotonic() - started) * 1000
     return True, connection.vendor, (time.monotonic() - started) * 1000
+
+
+def connection_budget() -> dict:
+    """Whether the deployment's database connections fit the server's ``max_connections``:
+    at most ``NETA_DB_POOL_SIZE`` per process (``infra/mysql_backend``) times the
+    ``NETA_DB_PROCESSES`` that connect. Only on a pooled database (MariaDB/MySQL); ``ok``
+    with nothing to say elsewhere. ``connected``: the server's connections now (all clients)."""
+    if not getattr(connection, "pooled", False):
+        return {"ok": True, "detail": f"{connection.vendor}: no connection limit to check"}
+    needed = settings.NETA_DB_POOL_SIZE * settings.NETA_DB_PROCESSES
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@max_connections")
+            limit = int(cursor.fetchone()[0])
+            cursor.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
+            row = cursor.fetchone()
+    except DatabaseError as exc:
+        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
+    report = {"maxConnections": limit, "needed": needed, "connected": int(row[1]) if row else None}
+    if needed > limit:
+        detail = (f"NETA_DB_POOL_SIZE {settings.NETA_DB_POOL_SIZE} x NETA_DB_PROCESSES {settings.NETA_DB_PROCESSES} = "
+                  f"{needed} connections can exceed the server's max_connections {limit}")  # fmt: skip
+        return {"ok": False, "detail": detail, **report}
+    return {"ok": True, "detail": f"up to {needed} of max_connections {limit}", **report}
 
 
 def _redis_ping(url: str) -> tuple[bool, str]:
@@ -152,6 +176,7 @@ def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
     """Every check; ``status`` is ``ok`` when all pass, else ``degraded`` (``down``: no database)."""
     db_ok, db_detail, db_ms = database_ok()
     report: dict = {"database": {"ok": db_ok, "detail": db_detail, "ms": round(db_ms, 1)}}
+    report["connections"] = connection_budget() if db_ok else {"ok": False, "detail": "database down"}
     report["channelLayer"] = channel_layer_status()
     report["celery"] = celery_status(timeout=celery_timeout) if db_ok else {"ok": False, "detail": "database down"}
     sandbox = effective_sandbox()

@@ -10,11 +10,12 @@ only slow. This module sits below every other module of ``runs/``.
 from __future__ import annotations
 
 import os
-import socket
 from functools import lru_cache
 from pathlib import Path
 
-HOST = socket.gethostname()
+from django.conf import settings
+
+HOST = settings.NETA_HOST_NAME  # the machine's hostname unless NETA_HOST_NAME names it
 
 
 def process_start_time(pid: int) -> int | None:
@@ -36,6 +37,11 @@ def _own_identity(pid: int) -> dict:
 def this_process() -> dict:
     """The identity recorded on runs this process owns (recomputed after a fork)."""
     return _own_identity(os.getpid())
+
+
+def host_queue(queue: str, host: str) -> str:
+    """The runs queue of ``host``'s workers (session affinity, docs/deploy.md)."""
+    return f"{queue}.host.{host}"
 
 
 def nobody() -> dict:

@@ -9,8 +9,8 @@ one watcher thread (``runtime/runs/watcher.py``), which polls the ``cancel_reque
 flag of every run of the process (and writes their heartbeats) and sets each run's
 ``threading.Event`` that the LLM stream and the tools poll. Every tool
 call gets a result, even when the run is aborted, so the transcript stays valid
-for the next turn. The in-flight entry is checkpointed at least once a second,
-so a killed worker leaves content the reaper can finalize.
+for the next turn. The in-flight entry is checkpointed every ``NETA_STREAM_SAVE_SECONDS`` while it
+streams, so a killed worker leaves content the reaper can finalize.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Self
 from django.conf import settings
 from django.utils import timezone
 
+from infra.db_threads import release as release_connection
 from infra.prepared import Increment, update_rows
 from runtime import llm
 from runtime.agents.instructions import instructions_for
@@ -75,7 +76,6 @@ from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, get_tool
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_SECONDS = 1.0
 ABORTED_TOOL_TEXT = "Tool call aborted: the run was cancelled before it could run."
 SKIPPED_FOR_STEER_TEXT = "Skipped due to queued user message."
 ASK_USER = "ask_user"
@@ -581,9 +581,14 @@ def _stream_assistant(turn: Turn) -> dict:
     turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
     final: dict | None = None
     last_checkpoint = time.monotonic()
+    save_every = settings.NETA_STREAM_SAVE_SECONDS
     partial: dict | None = None
     streaming = None
     turn.call_transient = False
+    # The model is waited on without a database connection: a pooled one goes back to its
+    # pool here and after each checkpoint (infra/mysql_backend), so a process running many
+    # turns holds the few its threads use at once.
+    release_connection()
     try:
         for candidate, event in failover.stream(turn, request_for, cancel=turn.control.cancel):
             if candidate is not streaming:
@@ -600,8 +605,9 @@ def _stream_assistant(turn: Turn) -> dict:
             if event.type in ("done", "error"):
                 final = event.message
                 turn.call_transient = event.type == "error" and event.transient
-            elif partial is not None and time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
+            elif partial is not None and time.monotonic() - last_checkpoint >= save_every:
                 provider.update_in_flight_entry(session_id, entry_id, partial, meta=turn.meta)
+                release_connection()
                 last_checkpoint = time.monotonic()
     except Exception as exc:  # the LLM layer promises not to raise; be safe anyway
         logger.exception("stream failed")
@@ -702,6 +708,7 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
             result, outcome = refusal, "refused"
         else:
             # Through the projection: a tool it does not make effective gets an error result.
+            release_connection()  # a command may run for minutes: not on a held connection
             result = turn.tools.execute(name, args, _tool_context(turn, call_id))
             outcome = "error" if result.is_error else "ok"
         turn.trace.tools.append(traces.tool_record(turn.run, call_id, name, args, started, outcome))

@@ -26,7 +26,7 @@ import time
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from infra.db_threads import keep_connections
+from infra.db_threads import keep_connections, release
 from runtime.models import AgentRun, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -105,6 +105,7 @@ class RunWatcher:
                 now = time.monotonic()
                 beat = now - last_beat >= self.heartbeat_seconds
                 self.poll(beat=beat)
+                release()  # a pooled connection goes back between polls (infra/mysql_backend)
                 if beat:
                     last_beat = now
             except (

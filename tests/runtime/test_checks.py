@@ -157,3 +157,24 @@ def test_a_server_on_another_host_counts_only_while_its_heartbeats_are_fresh(set
     assert ids(run_checks(tags=["runtime"], databases=["default"])) == []  # e.g. the host a redeploy replaced
     AgentRun.objects.filter(pk=elsewhere.pk).update(heartbeat_at=timezone.now())
     assert ids(run_checks(tags=["runtime"], databases=["default"])) == ["runtime.W003"]
+
+
+@pytest.mark.django_db
+def test_celery_runs_on_two_hosts_with_file_store_agents_warn(settings, make_agent):
+    settings.NETA_TASK_BACKEND = "celery"
+    agent = make_agent(rules())
+    agent.session_provider = "file"
+    agent.save()
+    now = timezone.now()
+    AgentRun.objects.create(session_id="s-a", agent=agent, backend="celery", status="completed", host="host-a", started_at=now)
+
+    def w005():
+        return [m for m in run_checks(tags=["runtime"], databases=["default"]) if m.id == "runtime.W005"]
+
+    assert w005() == []  # one host: its sessions folder is the one folder
+    AgentRun.objects.create(session_id="s-b", agent=agent, backend="celery", status="completed", host="host-b", started_at=now)
+    [found] = w005()
+    assert "2 hosts (host-a, host-b)" in found.msg and agent.name in found.msg
+    agent.session_provider = "mysql"
+    agent.save()
+    assert w005() == []  # no agent on the file store

@@ -115,7 +115,7 @@ def test_sixteen_threads_append_to_one_mysql_session_on_mariadb(mysql_alias, set
     writers, per_writer = 16, 200
     settings.NETA_EVENT_LOG_SIZE = 100_000
     settings.NETA_SNAPSHOT_ENTRY_LIMIT = 100_000
-    assert settings.DATABASES[mysql_alias]["ENGINE"].endswith("mysql")
+    assert connections[mysql_alias].vendor == "mysql"
     provider = get_provider("mysql", using=mysql_alias)
     meta = provider.create_session(cwd="/concurrency")
     first = provider.get_snapshot(meta.session_id)

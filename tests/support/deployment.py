@@ -228,7 +228,7 @@ class Deployment:
         """Start a Celery worker (not waiting for it); return its name and its log's offset."""
         offset = len(self.log(name))
         args = [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-n", f"{self.name}-{name}@%h",
-                "-P", pool, *(["-c", str(concurrency)] if pool == "prefork" else []), *(["-Q", queues] if queues else []),
+                "-P", pool, *(["-c", str(concurrency)] if pool in ("prefork", "threads") else []), *(["-Q", queues] if queues else []),
                 "--without-gossip", "--without-mingle", "--without-heartbeat", *options]  # fmt: skip
         self.spawn(name, args, env)
         return name, offset

@@ -68,7 +68,7 @@ def distributed(tmp_path_factory) -> Deployment:
         dep.prepare()
         servers = [dep.spawn_server() for _ in range(2)]
         dep.start_workers(
-            {"name": "runs", "queues": dep.queue, "pool": "solo"},
+            {"name": "runs", "queues": dep.queue, "pool": "threads", "concurrency": 16},
             {"name": "subagents", "queues": dep.subagent_queue, "concurrency": 8, "options": ("--prefetch-multiplier", "1")},
         )
         for name in servers:
