@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Via(models.TextChoices):
@@ -37,8 +38,8 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        verbose_name = "audit entry"
-        verbose_name_plural = "audit log"
+        verbose_name = _("audit entry")
+        verbose_name_plural = _("audit log")
         indexes = [models.Index(fields=["target_type", "target_id"]), models.Index(fields=["actor", "at"])]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from runtime.llm.clients import default_base_url, endpoint_origin
 from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
@@ -55,15 +56,15 @@ class ModelConfig(models.Model):
     name = models.CharField(max_length=64, unique=True, validators=[SLUG])
     display_name = models.CharField(max_length=200, blank=True)
     provider_kind = models.CharField(
-        "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text="Whose wire protocol this model is called with."
+        "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text=_("Whose wire protocol this model is called with.")
     )
     provider_name = models.CharField(
-        max_length=64, blank=True, help_text="What entries record as the provider (default: the provider kind)."
+        max_length=64, blank=True, help_text=_("What entries record as the provider (default: the provider kind).")
     )
     model_id = models.CharField(max_length=200)
     base_url = models.URLField(max_length=500, blank=True)
     api_key_env = models.CharField(
-        max_length=128, blank=True, validators=[ENV_NAME], help_text="Name of the environment variable holding the key."
+        max_length=128, blank=True, validators=[ENV_NAME], help_text=_("Name of the environment variable holding the key.")
     )
     context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)])
     max_output_tokens = models.PositiveIntegerField(default=8192, validators=[MinValueValidator(1)])
@@ -74,14 +75,14 @@ class ModelConfig(models.Model):
     price_output = models.DecimalField("output $/M tokens", max_digits=10, decimal_places=4, default=0)
     price_cache_read = models.DecimalField("cache read $/M tokens", max_digits=10, decimal_places=4, default=0)
     price_cache_write = models.DecimalField("cache write $/M tokens", max_digits=10, decimal_places=4, default=0)
-    options = models.JSONField(default=dict, blank=True, help_text="Provider options, e.g. scripted rules.")
+    options = models.JSONField(default=dict, blank=True, help_text=_("Provider options, e.g. scripted rules."))
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
-        verbose_name = "model"  # the console's word (docs/console.md, "Glossary")
+        verbose_name = _("model")  # the console's word (docs/console.md, "Glossary")
         permissions = [(DIRECT_KEYS_CODENAME, "Can direct API keys (a model's provider, endpoint and key variable)")]
 
     def __str__(self) -> str:
@@ -193,8 +194,8 @@ class Agent(models.Model):
         default=list,
         blank=True,
         help_text=(
-            "Models tried in this order when a call fails before any output (connection, timeout, 429, 5xx, "
-            "overloaded), or a larger-window one on a context overflow. Enabled models, each once, not the agent's own."
+            _("Models tried in this order when a call fails before any output (connection, timeout, 429, 5xx, "
+            "overloaded), or a larger-window one on a context overflow. Enabled models, each once, not the agent's own.")
         ),
     )
     session_provider = models.CharField(
@@ -202,18 +203,18 @@ class Agent(models.Model):
         max_length=16,
         choices=[("file", "file"), ("mysql", "mysql")],
         default="file",
-        help_text="Where this agent's new sessions are kept: a JSONL file each, or MySQL rows. Existing sessions stay in their store.",
+        help_text=_("Where this agent's new sessions are kept: a JSONL file each, or MySQL rows. Existing sessions stay in their store."),
     )
     restore_last_session = models.BooleanField(default=True)
-    cwd = models.CharField(max_length=1000, blank=True, help_text="Working directory (default: NETA_WORKSPACE_DIR).")
-    workspace_roots = models.JSONField(default=list, blank=True, help_text="Extra roots tools may touch (list of paths).")
+    cwd = models.CharField(max_length=1000, blank=True, help_text=_("Working directory (default: NETA_WORKSPACE_DIR)."))
+    workspace_roots = models.JSONField(default=list, blank=True, help_text=_("Extra roots tools may touch (list of paths)."))
     workspace_mode = models.CharField(
         max_length=16,
         choices=WorkspaceMode.choices,
         default=WorkspaceMode.PER_SESSION,
         help_text=(
-            "Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
-            "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice)."
+            _("Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
+            "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice).")
         ),
     )
     tool_policy = models.JSONField(default=dict, blank=True)
@@ -224,7 +225,7 @@ class Agent(models.Model):
     compaction_keep_recent_tokens = models.PositiveIntegerField(default=20000)
     summarize_on_switch = models.CharField(
         max_length=16, choices=SummarizeOnSwitch.choices, default=SummarizeOnSwitch.ASK_LONG,
-        help_text="The chat page's tree moves: offer a summary of the branch left (ask_long: only a long one). Versions, edits and regenerate never ask.",
+        help_text=_("The chat page's tree moves: offer a summary of the branch left (ask_long: only a long one). Versions, edits and regenerate never ask."),
     )  # fmt: skip
     branch_summary_reserve_tokens = models.PositiveIntegerField(default=16384)
     thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
@@ -234,7 +235,7 @@ class Agent(models.Model):
     # groups named. Edited on the console's access page (agent_set_access), not the form.
     access_restricted = models.BooleanField(
         "only the users and groups named may use it", default=False,
-        help_text="Off: every user may use this agent (while it is enabled).",
+        help_text=_("Off: every user may use this agent (while it is enabled)."),
     )  # fmt: skip
     allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
     allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
@@ -396,7 +397,7 @@ class AgentRun(models.Model):
     prompt = models.TextField(blank=True)
     images = models.JSONField(default=list, blank=True)
     from_entry_id = models.CharField(max_length=64, blank=True)
-    model_name = models.CharField(max_length=64, blank=True, help_text="Model override for this run (default: the agent's).")
+    model_name = models.CharField(max_length=64, blank=True, help_text=_("Model override for this run (default: the agent's)."))
     # Added to the agent's system prompt for this run's model calls (an OpenAI client's
     # ``instructions`` or system messages: docs/api.md, "OpenAI-compatible endpoints").
     instructions = models.TextField(blank=True)
@@ -447,7 +448,7 @@ class AgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name = "run"
+        verbose_name = _("run")
         indexes = [
             models.Index(fields=["session_id", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
@@ -497,12 +498,12 @@ class ApiToken(models.Model):
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    name = models.CharField(max_length=100, blank=True, help_text=_("What the token is for."))
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     digest = models.CharField(max_length=64, unique=True, editable=False)
     scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE)
     created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    expires_at = models.DateTimeField(null=True, blank=True, help_text=_("Empty: never expires."))
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
@@ -511,7 +512,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name = "API token"
+        verbose_name = _("API token")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
@@ -556,12 +557,12 @@ class SubprocessRun(models.Model):
 
     run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     session_id = models.CharField(max_length=64, db_index=True)
-    parent_entry_id = models.CharField(max_length=64, blank=True, help_text="The assistant entry holding the delegate call.")
+    parent_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The assistant entry holding the delegate call."))
     batch_id = models.CharField(max_length=64, db_index=True)
-    batch_entry_id = models.CharField(max_length=64, blank=True, help_text="The subagent_batch entry of the call.")
+    batch_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The subagent_batch entry of the call."))
     parent_run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="subprocess_runs")
     parent_subprocess = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text="Set for a grandchild."
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text=_("Set for a grandchild.")
     )
     tool_call_id = models.CharField(max_length=200)
     task_index = models.PositiveIntegerField()
@@ -573,7 +574,7 @@ class SubprocessRun(models.Model):
     backend = models.CharField(max_length=16, default="inline")
     pid = models.IntegerField(null=True, blank=True)
     worker_host = models.CharField(max_length=255, blank=True)
-    worker_pid = models.IntegerField(null=True, blank=True, help_text="The supervising process (web process or Celery child).")
+    worker_pid = models.IntegerField(null=True, blank=True, help_text=_("The supervising process (web process or Celery child)."))
     worker_started = models.BigIntegerField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -587,7 +588,7 @@ class SubprocessRun(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     counts = models.JSONField(default=dict, blank=True)
     limits = models.JSONField(default=dict, blank=True)
-    envelope = models.JSONField(default=dict, blank=True, help_text="The task envelope (no secrets: key variable names only).")
+    envelope = models.JSONField(default=dict, blank=True, help_text=_("The task envelope (no secrets: key variable names only)."))
     denied_tools = models.JSONField(default=list, blank=True)
     stderr_tail = models.TextField(blank=True)
     noise = models.JSONField(default=dict, blank=True)
@@ -597,7 +598,7 @@ class SubprocessRun(models.Model):
 
     class Meta:
         ordering = ["created_at", "task_index"]
-        verbose_name = "subagent run"
+        verbose_name = _("subagent run")
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]
@@ -641,9 +642,9 @@ class ProcessBeat(models.Model):
     duty = models.CharField(max_length=32)
     host = models.CharField(max_length=255)
     pid = models.IntegerField()
-    role = models.CharField(max_length=64, blank=True, help_text="What the process is: web, celery worker, beat, command.")
+    role = models.CharField(max_length=64, blank=True, help_text=_("What the process is: web, celery worker, beat, command."))
     at = models.DateTimeField()
-    changed = models.PositiveIntegerField(default=0, help_text="Runs the last pass changed.")
+    changed = models.PositiveIntegerField(default=0, help_text=_("Runs the last pass changed."))
     error = models.CharField(max_length=500, blank=True)
 
     class Meta:
@@ -662,10 +663,10 @@ class ConversationNode(models.Model):
     entries never change, so a node never does; it goes with its session (cascade)."""
 
     session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="+")
-    owner_id = models.BigIntegerField(null=True, help_text="The session's user (sessions keep their owner).")
+    owner_id = models.BigIntegerField(null=True, help_text=_("The session's user (sessions keep their owner)."))
     entry_id = IdField(max_length=64)
-    depth = models.PositiveIntegerField(help_text="Messages from the root to this one, this one included.")
-    digest = models.CharField(max_length=32, help_text="Hex of the first 16 bytes of the chained SHA-256.")
+    depth = models.PositiveIntegerField(help_text=_("Messages from the root to this one, this one included."))
+    digest = models.CharField(max_length=32, help_text=_("Hex of the first 16 bytes of the chained SHA-256."))
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "entry_id"], name="conversation_node_entry")]
@@ -686,12 +687,15 @@ class UserSettings(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="neta_settings")
     custom_instructions = models.TextField(
         blank=True, max_length=MAX_INSTRUCTIONS,
-        help_text="Added to the system prompt of every run in this user's sessions (after the agent's own prompt).",
+        help_text=_("Added to the system prompt of every run in this user's sessions (after the agent's own prompt)."),
     )  # fmt: skip
+    # The language of the pages and messages for this user ("": the browser's Accept-Language);
+    # it is kept in the language cookie at each sign-in and each change (runtime/pages/language.py).
+    language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        verbose_name_plural = "user settings"
+        verbose_name_plural = _("user settings")
 
     def __str__(self) -> str:
         return f"settings of user {self.user_id}"

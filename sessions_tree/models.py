@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 def id_collation(connection) -> str | None:
@@ -56,13 +57,13 @@ class AgentSession(models.Model):
     session_id = IdField(max_length=64, unique=True)
     provider = models.CharField(
         "session store", max_length=16, choices=SessionProviderKind.choices, default=SessionProviderKind.FILE,
-        help_text="Where the entries are kept: one Pi JSONL file, or MySQL rows.",
+        help_text=_("Where the entries are kept: one Pi JSONL file, or MySQL rows."),
     )  # fmt: skip
-    header = models.TextField(help_text="The session header line exactly as stored (JSON).")
+    header = models.TextField(help_text=_("The session header line exactly as stored (JSON)."))
     root_entry_id = IdField(max_length=64, null=True, blank=True)
     leaf_entry_id = IdField(max_length=64, null=True, blank=True)
     cwd = models.TextField(blank=True)
-    session_file = models.TextField(blank=True, help_text="File provider: absolute path of the JSONL file.")
+    session_file = models.TextField(blank=True, help_text=_("File provider: absolute path of the JSONL file."))
     parent_session_id = IdField(max_length=64, null=True, blank=True)
     agent = models.CharField(max_length=100, blank=True, db_index=True)
     user = models.ForeignKey(
@@ -81,7 +82,7 @@ class AgentSession(models.Model):
     # Counters (kept in the same transaction as the change).
     entry_count = models.IntegerField(default=0)
     message_count = models.IntegerField(default=0)
-    tip_count = models.IntegerField(default=0, help_text="Entries without children: one per branch.")
+    tip_count = models.IntegerField(default=0, help_text=_("Entries without children: one per branch."))
     compaction_count = models.IntegerField(default=0)
     branch_summary_count = models.IntegerField(default=0)
     label_count = models.IntegerField(default=0)
@@ -91,7 +92,7 @@ class AgentSession(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        verbose_name = "session"
+        verbose_name = _("session")
         indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
 
     def __str__(self) -> str:
@@ -133,8 +134,8 @@ class SessionEntry(models.Model):
 
     class Meta:
         ordering = ["session", "seq"]
-        verbose_name = "session entry"
-        verbose_name_plural = "session entries"
+        verbose_name = _("session entry")
+        verbose_name_plural = _("session entries")
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_session_entry_id"),
             models.UniqueConstraint(fields=["session", "seq"], name="uniq_session_seq"),

@@ -17,6 +17,7 @@ import hashlib
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 def path_key_for(entry_file: str) -> str:
@@ -75,7 +76,7 @@ class SkillResource(models.Model):
 
     class Meta:
         ordering = ("discovery_order", "id")
-        verbose_name = "skill"
+        verbose_name = _("skill")
         indexes = [models.Index(fields=["status", "discovery_order"])]
 
     def __str__(self) -> str:

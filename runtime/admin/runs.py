@@ -12,6 +12,7 @@ from django.db.models.functions import Substr
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from runtime.admin.common import ERROR_SHOWN, grouped
 from runtime.models import (
@@ -61,14 +62,14 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     def has_cancel_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
-    @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
+    @admin.action(description=_("Cancel the selected subagent runs"), permissions=["cancel"])
     def cancel_runs(self, request, queryset):
         count = 0
         for run in queryset:
             if run.is_active:
                 subprocess_run_cancel(run, by=f"staff {request.user.username} (console)", actor=request.user)
                 count += 1
-        self.message_user(request, f"asked {count} subagent run(s) to stop")
+        self.message_user(request, _("asked %(count)s subagent run(s) to stop") % {"count": count})
 
 
 class RunDateFilter(admin.DateFieldListFilter):
@@ -143,11 +144,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             )
         )
 
-    @admin.display(description="run", ordering="created_at")
+    @admin.display(description=_("run"), ordering="created_at")
     def run_id_short(self, obj):
         return str(obj.run_id)[:8]
 
-    @admin.display(description="model")
+    @admin.display(description=_("model"))
     def model_used(self, obj):
         name = obj.model_name or obj.agent.model.name
         if "notes" in obj.get_deferred_fields():  # the list (no blobs loaded): the run page says more
@@ -155,7 +156,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
         return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
 
-    @admin.display(description="notes")
+    @admin.display(description=_("notes"))
     def run_notes(self, obj):
         """What the run did on its own (runtime/runs/notes.py): failovers, clamped thinking levels."""
         notes = obj.notes or []
@@ -163,7 +164,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             return "none"
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
 
-    @admin.display(description="feedback")
+    @admin.display(description=_("feedback"))
     def feedback(self, obj):
         """👍 / 👎 and notes the chat page stored on this run's answers (neta.feedback entries)."""
         given = run_feedback(obj)
@@ -176,7 +177,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             )),
         )  # fmt: skip
 
-    @admin.display(description="duration")
+    @admin.display(description=_("duration"))
     def duration(self, obj):
         if not obj.started_at:
             return "—"
@@ -184,15 +185,15 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         seconds = (end - obj.started_at).total_seconds()
         return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
-    @admin.display(description="cost $", ordering="cost")
+    @admin.display(description=_("cost $"), ordering="cost")
     def cost_usd(self, obj):
         return f"{obj.cost:.4f}"
 
-    @admin.display(description="tokens in / out")
+    @admin.display(description=_("tokens in / out"))
     def tokens(self, obj):
         return f"{obj.input_tokens} / {obj.output_tokens}"
 
-    @admin.display(description="error")
+    @admin.display(description=_("error"))
     def error_head(self, obj):
         text = getattr(obj, "error_first", "") or ""
         if not text:
@@ -200,17 +201,17 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         line = text.splitlines()[0] if text.strip() else text
         return format_html('<span class="error-text">{}{}</span>', line[:160], "…" if len(text) >= ERROR_SHOWN or len(line) > 160 else "")
 
-    @admin.display(description="session")
+    @admin.display(description=_("session"))
     def session_link(self, obj):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
         return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
 
-    @admin.display(description="session")
+    @admin.display(description=_("session"))
     def session_page(self, obj):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])
         return format_html('<a href="{}">{}</a>', url, obj.session_id)
 
-    @admin.display(description="subagents")
+    @admin.display(description=_("subagents"))
     def subagent_link(self, obj):
         n = getattr(obj, "subagent_total", None) or 0
         if not n:
@@ -218,7 +219,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         url = reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={obj.pk}"
         return format_html('<a href="{}">{}</a>', url, n)
 
-    @admin.display(description="aborted by")
+    @admin.display(description=_("aborted by"))
     def aborted_by(self, obj):
         return obj.cancelled_by.get_username() if obj.cancelled_by_id else ""
 
@@ -227,11 +228,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     def has_abort_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
-    @admin.action(description="Abort the selected runs", permissions=["abort"])
+    @admin.action(description=_("Abort the selected runs"), permissions=["abort"])
     def abort_runs(self, request, queryset):
         count = 0
         for run in queryset:
             if run.is_active:
                 run_abort(run=run, actor=request.user)
                 count += 1
-        self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
+        self.message_user(request, _("asked %(count)s run(s) to stop") % {"count": count}, messages.SUCCESS)
