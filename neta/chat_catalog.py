@@ -20,7 +20,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import get_language, to_locale
 
-SOURCE_DIR = Path(settings.BASE_DIR) / "static" / "chat"
+# The chat page's modules, and the console's that reuse them (the live session tree).
+SOURCE_DIRS = (Path(settings.BASE_DIR) / "static" / "chat", Path(settings.BASE_DIR) / "static" / "console")
 _STRING = r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
 T_CALL = re.compile(rf"(?<![\w.$])t\(\s*({_STRING})")
 TN_CALL = re.compile(rf"(?<![\w.$])tn\(\s*({_STRING})\s*,\s*({_STRING})")
@@ -37,10 +38,10 @@ def _literal(text: str) -> str:
     return json.loads(text)
 
 
-def messages_in_source(folder: Path = SOURCE_DIR) -> dict[str, str | None]:
+def messages_in_source(folders: tuple[Path, ...] = SOURCE_DIRS) -> dict[str, str | None]:
     """Every phrase the page's modules mark: {singular: plural or None}."""
     found: dict[str, str | None] = {}
-    for path in sorted(folder.rglob("*.js")):
+    for path in sorted(p for folder in folders for p in folder.rglob("*.js")):
         text = path.read_text(encoding="utf-8")
         for match in TN_CALL.finditer(text):
             found[_literal(match.group(1))] = _literal(match.group(2))

@@ -164,7 +164,11 @@ def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
             "home": reverse("pages:chat"),
             "logout": reverse("pages:logout"),
             "console": reverse("admin:index") if request.user.is_staff else None,
+            "language": reverse("pages:set_language"),
         },
+        # The switcher in Settings (runtime/pages/language.py); the page's own words come
+        # with it in the request's language ({% chat_i18n %}).
+        "languages": [{"code": code, "name": name} for code, name in settings.LANGUAGES],
         "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
     }
 
