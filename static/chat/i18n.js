@@ -3,8 +3,8 @@
 // locale/<lang>/LC_MESSAGES/chat.json; English has none: the source strings are English).
 //
 //   t("Send")                                   a phrase
-//   t("Delete {name}?", { name })               with values ({name} in the text)
-//   tn("{n} message", "{n} messages", count)    plurals by Intl.PluralRules ({n} formatted)
+//   t("Could not save: {error}", { error })     with values ({error} in the text)
+//   tn("{n} step", "{n} steps", count)          plurals by Intl.PluralRules ({n} formatted)
 //
 // A catalog entry is the translation, or for a plural {one?, other} keyed by the singular.
 // Every t()/tn() argument is a plain string literal, so `manage.py chat_messages` finds them
