@@ -47,5 +47,5 @@ def user_language_update(user, *, language: str) -> UserSettings:
 def user_settings_update(user, *, custom_instructions: str) -> UserSettings:
     if not isinstance(custom_instructions, str) or len(custom_instructions) > UserSettings.MAX_INSTRUCTIONS:
         raise RuntimeInputError("customInstructions", _("must be text of at most %(max)d characters") % {"max": UserSettings.MAX_INSTRUCTIONS})
-    row, _ = UserSettings.objects.update_or_create(user=user, defaults={"custom_instructions": custom_instructions.strip()})
+    row, _created = UserSettings.objects.update_or_create(user=user, defaults={"custom_instructions": custom_instructions.strip()})
     return row
