@@ -75,6 +75,7 @@ export function LanguageForm({ data }) {
       <input type="hidden" name="next" value=${window.location.pathname} />
       <label class="settings-row"><span>${t("Language")}</span>
         <select name="language" value=${language()} onChange=${(e) => e.currentTarget.form.submit()}>
+          <option value="">${t("The browser's language")}</option>
           ${languages.map((l) => html`<option value=${l.code} lang=${l.code}>${l.name}</option>`)}
         </select>
       </label>
