@@ -36,12 +36,19 @@ def overview_context() -> dict:
     checks = [(label, {**check, "key": key}) for key, label, check in parts]
     status_labels = {"ok": pgettext("health", "ok"), "degraded": pgettext("health", "degraded"), "down": pgettext("health", "down")}
     usage = usage_by_day(since=week)
+    runs_24h = runs_by_status(since=day_ago)
+    run_labels = {
+        "queued": pgettext("run", "queued"), "running": pgettext("run", "running"), "waiting": pgettext("run", "waiting"),
+        "completed": pgettext("run", "completed"), "aborted": pgettext("run", "aborted"), "failed": pgettext("run", "failed"),
+        "lost": pgettext("run", "lost"),
+    }  # fmt: skip
     by_labels = {"agent": _("agent"), "model": _("model"), "user": _("user")}
     return {
         "health": {**health, "status_label": status_labels.get(health["status"], health["status"])},
         "health_checks": checks,
         "usage_tables": [(by, by_labels.get(by, by), rows) for by, rows in usage.items()],
-        "runs_24h": runs_by_status(since=day_ago),
+        "runs_24h": runs_24h,
+        "runs_24h_labels": [(status, run_labels.get(status, status), n) for status, n in runs_24h.items()],
         "active_runs": active_runs(),
         "failing_runs": failing_runs(since=now - dt.timedelta(days=USAGE_DAYS)),
         "usage": usage,
