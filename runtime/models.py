@@ -83,6 +83,7 @@ class ModelConfig(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = _("model")  # the console's word (docs/console.md, "Glossary")
+        verbose_name_plural = _("models")
         permissions = [(DIRECT_KEYS_CODENAME, "Can direct API keys (a model's provider, endpoint and key variable)")]
 
     def __str__(self) -> str:
@@ -449,6 +450,7 @@ class AgentRun(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = _("run")
+        verbose_name_plural = _("runs")
         indexes = [
             models.Index(fields=["session_id", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
@@ -513,6 +515,7 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
@@ -599,6 +602,7 @@ class SubprocessRun(models.Model):
     class Meta:
         ordering = ["created_at", "task_index"]
         verbose_name = _("subagent run")
+        verbose_name_plural = _("subagent runs")
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]

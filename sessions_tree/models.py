@@ -93,6 +93,7 @@ class AgentSession(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         verbose_name = _("session")
+        verbose_name_plural = _("sessions")
         indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
 
     def __str__(self) -> str:

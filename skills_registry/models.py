@@ -77,6 +77,7 @@ class SkillResource(models.Model):
     class Meta:
         ordering = ("discovery_order", "id")
         verbose_name = _("skill")
+        verbose_name_plural = _("skills")
         indexes = [models.Index(fields=["status", "discovery_order"])]
 
     def __str__(self) -> str:

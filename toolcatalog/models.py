@@ -36,6 +36,7 @@ class ToolConfig(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = _("tool configuration")
+        verbose_name_plural = _("tool configurations")
 
     def __str__(self) -> str:
         return self.name
@@ -69,6 +70,7 @@ class CatalogVersion(models.Model):
 
     class Meta:
         verbose_name = _("catalog version")
+        verbose_name_plural = _("catalog versions")
 
 
 MCP_SERVER_NAME = r"^[a-z0-9](?:[a-z0-9-]|_(?!_))*$"  # a slug without "__" (the tool names' separator)
@@ -123,6 +125,7 @@ class McpServer(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = _("MCP server")
+        verbose_name_plural = _("MCP servers")
 
     def __str__(self) -> str:
         return self.name

@@ -88,7 +88,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     )
     list_filter = ("status", ("created_at", RunDateFilter), ("agent", LightRelatedFilter))
     search_fields = ("=run_id", "=session_id", "user__username", "agent__name")  # as get_search_results reads them
-    search_help_text = "A run or session id (whole), or part of a user's or agent's name."
+    search_help_text = _("A run or session id (whole), or part of a user's or agent's name.")
 
     def get_search_results(self, request, queryset, search_term):
         """The search_fields, but the names are looked up in the users' and agents' tables first and

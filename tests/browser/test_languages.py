@@ -80,8 +80,10 @@ def test_the_chat_page_and_the_console_in_chinese_and_switched_to_english(browse
     # A phone's width: nothing overflows with the Chinese words.
     page.set_viewport_size({"width": 390, "height": 844})
     page.wait_for_function("() => window.innerWidth === 390")
-    if page.locator(".drawer-backdrop").count():
-        page.click(".drawer-backdrop")  # the drawers open at desktop width close: the conversation
+    for close in (".tree-sidebar .drawer-close", ".session-list .drawer-close"):  # the drawers left open at desktop width
+        if page.locator(close).is_visible():
+            page.click(close)
+    page.wait_for_selector(".drawer-backdrop", state="detached")
     no_sideways_scroll(page)
     shot(page, artifacts, "i18n-zh-phone", "i18n-zh-phone")
     page.set_viewport_size({"width": 1440, "height": 900})
