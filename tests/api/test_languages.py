@@ -103,3 +103,12 @@ def test_the_demo_model_answers_a_chinese_prompt_in_chinese(owner, agent):
     tools = [b["name"] for m in answers for b in m["content"] if b.get("type") == "toolCall"]
     final = "".join(b.get("text", "") for b in answers[-1]["content"] if b.get("type") == "text")
     assert tools == ["ls"] and "刚才发生了什么" in final and "我的工作区里有什么？" in final
+
+
+def test_a_socket_speaks_the_language_its_handshake_asks_for():
+    from runtime.gateway.consumers import scope_language
+
+    assert scope_language({"headers": [(b"accept-language", b"zh-CN,zh;q=0.9,en;q=0.5")]}) == "zh-hans"
+    assert scope_language({"headers": [(b"cookie", b"csrftoken=x; django_language=en"), (b"accept-language", b"zh-CN")]}) == "en"
+    assert scope_language({"headers": [(b"cookie", b"django_language=klingon"), (b"accept-language", b"fr, zh-TW;q=0.5")]}) == "zh-hans"
+    assert scope_language({"headers": []}) == "en"
