@@ -11,6 +11,10 @@ NETA_TEST_MYSQL_URL ?= mysql://root@127.0.0.1:3306/neta
 # Each test's xdist group stays on one worker: its module, or the shared deployment it uses
 # (tests/support/harness.py, which also hands the groups out longest first).
 PYTEST_ARGS ?= -n 3 --dist loadgroup
+# The suite starts some hundred Python processes (servers, workers, subagent children, manage.py):
+# with PYTHONDONTWRITEBYTECODE set (as some shells and images do) each would compile every module
+# it imports again, ~0.2 s of CPU a start. The tests write and reuse the bytecode cache.
+PYTEST = env -u PYTHONDONTWRITEBYTECODE NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest
 
 .PHONY: run test test-quick deps deps-test bench clean
 
@@ -40,12 +44,12 @@ test: deps-test
 	bin/setup-system --services
 	$(VENV)/bin/lint-imports --no-cache
 	node --test tests/js/
-	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # The edit loop: no slow tests (deployments, browsers, crash scenarios), stop at the first failure.
 test-quick: deps-test
 	bin/setup-system --services
-	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m pytest $(PYTEST_ARGS) -m "not slow" -x
+	$(PYTEST) $(PYTEST_ARGS) -m "not slow" -x
 
 bench: deps-test
 	NETA_TEST_MYSQL_URL=$(NETA_TEST_MYSQL_URL) $(PY) -m bench

@@ -5,7 +5,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neta.settings")
-    from django.core.management import execute_from_command_line
+    from django.core.management import execute_from_command_line  # after DJANGO_SETTINGS_MODULE is set
 
     execute_from_command_line(sys.argv)
 

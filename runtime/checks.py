@@ -26,7 +26,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from runtime.models import AgentRun
-from runtime.runs.backends import HOST, process_gone
+from runtime.runs.process import HOST, process_gone
 
 # Channel layers whose groups exist in one process only.
 PROCESS_LOCAL_LAYERS = ("runtime.realtime.layer.InProcessChannelLayer", "channels.layers.InMemoryChannelLayer")

@@ -13,7 +13,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from runtime.llm.clients import default_base_url, endpoint_origin
-from runtime.llm.options import option_errors  # the options' schema (Django-free, like the spec)
+from runtime.llm.options import (
+    option_errors,  # the options' schema (Django-free, like the spec)
+)
 from runtime.llm.spec import (
     THINKING_LEVELS,  # the one list (Pi's levels); re-exported for the forms and the API
 )
@@ -32,7 +34,9 @@ CREDENTIAL_FIELDS = ("provider_kind", "base_url", "api_key_env")
 def rules_dirs() -> tuple[str, ...]:
     """Where a scripted model's ``rules`` file may come from: the rules shipped with Neta and
     ``NETA_SCRIPTED_RULES_DIR``."""
-    from runtime.llm.scripted import PACKAGE_DIR  # runtime.llm.scripted parses YAML: loaded when a rules path is checked
+    from runtime.llm.scripted import (
+        PACKAGE_DIR,  # runtime.llm.scripted parses YAML: loaded when a rules path is checked
+    )
 
     return (str(PACKAGE_DIR), str(settings.NETA_SCRIPTED_RULES_DIR))
 
@@ -273,7 +277,7 @@ class Agent(models.Model):
             SkillPolicy.from_dict(self.skill_policy or {})
         except SkillPolicyError as exc:
             errors["skill_policy"] = [str(exc)]
-        from runtime.subagent_policy import (  # the validators load after the models (they import apps)
+        from runtime.agents.subagent_policy import (  # the validators load after the models (they import apps)
             SubagentPolicy,
             SubagentPolicyError,
         )

@@ -73,3 +73,40 @@ def test_the_check_catches_every_way_of_writing_such_an_import():
         modules = [module for _, module in imported_modules(at, code)]
         caught = [module for module in modules if is_test_module_or_conftest(module)]
         assert (expected in caught) if expected else caught == [], (code, modules)
+
+
+APP_PACKAGES = ("neta", "runtime", "sessions_tree", "skills_registry", "toolcatalog", "audit", "infra")
+
+
+def function_level_imports(path: Path) -> list[tuple[int, bool]]:
+    """Each import inside a function of the file at ``path``: its line, and whether a comment
+    on its lines (or on the line above it) says why it is there."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                span = lines[child.lineno - 2 : child.end_lineno]
+                found.append((child.lineno, any("#" in line for line in span)))
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source, filename=str(path)), False)
+    return found
+
+
+def test_every_function_level_import_says_why():
+    """An import belongs at the top of its module; one inside a function breaks a real cycle or
+    keeps start-up light, and says which on its line (docs/architecture.md)."""
+    bare, total = [], 0
+    for package in APP_PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            for line, explained in function_level_imports(path):
+                total += 1
+                if not explained:
+                    bare.append(f"{path.relative_to(REPO)}:{line}")
+    assert total > 0  # the walk found the app code
+    assert not bare, "function-level imports without a reason: " + ", ".join(bare)

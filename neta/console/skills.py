@@ -15,8 +15,8 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 
+from runtime.agents.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.models import Agent
-from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.subagents.host import allowed_skills_for
 from skills_registry.discovery import SCOPES
 from skills_registry.models import SkillResource

@@ -12,8 +12,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils.translation import gettext_lazy as _
 
+from runtime.agents.subagent_policy import (
+    DELEGATE_TOOLS,
+    SubagentPolicy,
+    SubagentPolicyError,
+)
 from runtime.models import Agent
-from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from toolcatalog.manifest import WORKER_ROUTES

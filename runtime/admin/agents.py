@@ -31,6 +31,7 @@ from runtime.agents.services import (
     agent_set_access,
     agent_update,
 )
+from runtime.agents.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import agent_tool_projection
 from runtime.agents.workspaces import preview_cwd, workspace_layout
@@ -38,7 +39,6 @@ from runtime.models import (
     Agent,
     ModelConfig,
 )
-from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.subagents.host import child_projections
 from sessions_tree.admin_lists import (
     LightListAdmin,

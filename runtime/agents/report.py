@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runtime.agents.specs import model_spec
+from runtime.agents.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.agents.tools import agent_tool_projection
 from runtime.llm.thinking import clamp_thinking
 from runtime.models import Agent, LlmProviderKind, ModelConfig
-from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from skills_registry.models import SkillResource
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from skills_registry.selectors import skill_visibility

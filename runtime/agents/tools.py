@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.subagent_policy import DELEGATE_TOOLS, effective_tool_policy
+from runtime.agents.subagent_policy import DELEGATE_TOOLS, effective_tool_policy
 from skills_registry.policy import SkillPolicy
 from toolcatalog.policy import ToolPolicy, parse_policy
 from toolcatalog.projection import ToolProjection, resolve_tools

@@ -23,7 +23,7 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
+    from importlib import import_module  # only for a lazy attribute's first read
 
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value

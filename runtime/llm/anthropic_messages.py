@@ -347,7 +347,7 @@ def _provider_message(body) -> tuple[str | None, str | None]:
 
 
 def describe_error(exc: BaseException) -> Failure:
-    import anthropic
+    import anthropic  # the SDK (~0.3 s) loads when a model of this kind first fails, not at start-up
     import httpx2
 
     if isinstance(exc, ProviderError):

@@ -89,7 +89,7 @@ def cached_client(key: tuple, build):
 
 
 def anthropic_client(*, base_url: str | None, api_key: str):
-    import anthropic
+    import anthropic  # the SDK (~0.3 s) loads with the first client of its kind, not at start-up
 
     url = base_url or DEFAULT_BASE_URLS["anthropic"]
 
@@ -103,7 +103,7 @@ def openai_client(*, base_url: str | None, api_key: str):
     """An OpenAI SDK client for ``base_url`` (OpenAI's own API when empty). The organization and
     project the SDK reads from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` go to OpenAI only, never
     to another OpenAI-style endpoint."""
-    import openai
+    import openai  # the SDK (~0.4 s) loads with the first client of its kind, not at start-up
 
     url = base_url or DEFAULT_BASE_URLS["openai"]
 

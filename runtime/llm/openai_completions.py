@@ -265,7 +265,7 @@ class Decoder:
 
 
 def describe_error(exc: BaseException) -> Failure:
-    import httpx2
+    import httpx2  # the SDK and its HTTP client load when a model of this kind first fails
     import openai
 
     if isinstance(exc, ProviderError):

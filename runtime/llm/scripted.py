@@ -320,7 +320,7 @@ def load_script(source=None) -> Script:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
+            import yaml  # only for a YAML rules file
 
             data = yaml.safe_load(text)
     except Exception as exc:  # noqa: BLE001 - json ValueError, yaml.YAMLError

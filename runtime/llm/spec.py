@@ -121,7 +121,10 @@ class WireProvider:
     @staticmethod
     def api_key(model: ModelSpec) -> str:
         """The model's key, or the request fails before it is made."""
-        from .retry import Failure, ProviderError
+        from .retry import (  # a cycle: retry's failures describe a ModelSpec
+            Failure,
+            ProviderError,
+        )
 
         if not model.api_key:
             raise ProviderError(Failure(f"No API key for provider: {model.provider_name}"))

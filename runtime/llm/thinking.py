@@ -34,13 +34,17 @@ def accepted_levels(model: ModelSpec) -> tuple[str, ...]:
         return tuple(level for level in THINKING_LEVELS if level == "off" or level in declared)
     kind = model.provider_kind
     if kind == "anthropic":
-        from .anthropic_messages import uses_adaptive_thinking
+        from .anthropic_messages import (
+            uses_adaptive_thinking,  # the wire module loads with its first model
+        )
 
         return ADAPTIVE_ANTHROPIC if uses_adaptive_thinking(model) else UP_TO_HIGH
     if kind in ("openai", "openai-responses"):
         return UP_TO_HIGH
     if kind == "openai-compatible":
-        from .openai_completions import is_deepseek
+        from .openai_completions import (
+            is_deepseek,  # the wire module loads with its first model
+        )
 
         return ALL_LEVELS if is_deepseek(model) else UP_TO_HIGH
     return ALL_LEVELS

@@ -27,7 +27,9 @@ def note_dropped(layer) -> None:
 
 
 def _in_memory_base():
-    from channels.layers import InMemoryChannelLayer
+    from channels.layers import (
+        InMemoryChannelLayer,  # channels loads Django's async stack: only where a layer is made
+    )
 
     return InMemoryChannelLayer
 
@@ -80,7 +82,9 @@ class InProcessChannelLayer(_in_memory_base()):
         try:
             self._queue(channel).put_nowait((time.time() + self.expiry, dict(message)))
         except asyncio.QueueFull:
-            from channels.exceptions import ChannelFull
+            from channels.exceptions import (
+                ChannelFull,  # loaded only when a queue is full
+            )
 
             raise ChannelFull(channel) from None
 
@@ -112,7 +116,7 @@ class InProcessChannelLayer(_in_memory_base()):
 
     def group_send_now(self, group, message) -> None:
         """``group_send`` without a coroutine: on the layer's loop, from its own code."""
-        from channels.exceptions import ChannelFull
+        from channels.exceptions import ChannelFull  # loaded only when a queue is full
 
         assert isinstance(message, dict), "message is not a dict"
         members = self.groups.get(group)

@@ -36,6 +36,8 @@ import os
 import threading
 import time
 
+from django.db import transaction
+
 from runtime.realtime.groups import (
     forget_stream_key,
     group_name,
@@ -176,13 +178,15 @@ class EventPublisher:
         self._server_loop: asyncio.AbstractEventLoop | None = None
 
     def _layer(self):
-        from channels.layers import get_channel_layer
+        from channels.layers import (
+            get_channel_layer,  # channels loads with the first publish, not with every importer
+        )
 
         return get_channel_layer()
 
     @staticmethod
     def _in_process_layer(layer) -> bool:
-        from channels.layers import InMemoryChannelLayer
+        from channels.layers import InMemoryChannelLayer  # as above
 
         return isinstance(layer, InMemoryChannelLayer)
 
@@ -258,8 +262,6 @@ class EventPublisher:
         self._after_commit(groups, {"type": RECHECK_MESSAGE})
 
     def _after_commit(self, groups: list[str], payload: dict) -> None:
-        from django.db import transaction
-
         if groups:
             transaction.on_commit(lambda: self.send([(group, payload) for group in groups]))
 

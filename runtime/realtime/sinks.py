@@ -137,7 +137,9 @@ def process_budget() -> StreamBudget:
     """The process's ``StreamBudget`` (``NETA_STREAM_BUDGET``), made on first use."""
     global _budget
     if _budget is None:
-        from django.conf import settings
+        from django.conf import (
+            settings,  # the sinks' types load without Django (the subagent child's stream events)
+        )
 
         _budget = StreamBudget(settings.NETA_STREAM_BUDGET)
     return _budget

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from audit.services import record
+from infra.prepared import P, Prepared, insert, update_rows
 from runtime.crash_points import fault_point
 from runtime.models import (
     ACTIVE_RUN_STATUSES,
@@ -49,7 +50,6 @@ from runtime.realtime import stream_events
 from runtime.realtime.sinks import StreamSink, default_sink
 from runtime.runs.locks import lock_session_id, lock_session_key, retry_on_deadlock
 from sessions_tree.models import AgentSession
-from infra.prepared import P, Prepared, insert, update_rows
 from toolcatalog import catalog_version
 
 logger = logging.getLogger(__name__)
@@ -169,8 +169,6 @@ def record_submission(run: AgentRun, *, backend: str, owner: dict, sink: StreamS
     """``queued`` → ``queued``, handed to ``backend`` (a first submission or a resubmission):
     of two reapers resubmitting one run, one wins (the count must be the one they read)."""
     resubmitted = run.submissions > 0
-    from django.db.models import F
-
     if not AgentRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED, submissions=run.submissions).update(
         backend=backend, submitted_at=timezone.now(), submissions=F("submissions") + 1, **owner
     ):

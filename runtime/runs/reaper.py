@@ -34,18 +34,19 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from infra.prepared import P, Prepared
 from runtime.models import (
     AgentRun,
     ProcessBeat,
     RunStatus,
 )
 from runtime.runs import lifecycle
-from runtime.runs.backends import HOST, process_gone, submit_run, this_process
+from runtime.runs.backends import submit_run
+from runtime.runs.process import HOST, process_gone, this_process
 from runtime.runs.questions import expire_questions
 from runtime.runs.selectors import runs_with_status
 from runtime.runs.turn import close_open_tool_calls
 from sessions_tree.errors import SessionNotFound
-from infra.prepared import P, Prepared
 from sessions_tree.providers import provider_for_session
 
 logger = logging.getLogger(__name__)
@@ -278,7 +279,9 @@ def start_reaper_timer(interval: float | None = None) -> threading.Thread:
 
 
 def _timer_loop(interval: float) -> None:
-    from django.apps import apps
+    from django.apps import (
+        apps,  # the registry is read in the timer thread, once start-up is over
+    )
 
     stop = threading.Event()
     while not apps.ready:  # started from AppConfig.ready: no query before start-up is over

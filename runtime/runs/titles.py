@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 
 from django.conf import settings
 
@@ -68,8 +69,6 @@ def scripted_title(prompt: str) -> str:
 def cut_chars(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters without splitting a character and the marks
     that combine with it (a base letter keeps its accents; a surrogate never comes alone)."""
-    import unicodedata
-
     if len(text) <= limit:
         return text
     cut = limit

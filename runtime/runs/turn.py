@@ -25,13 +25,16 @@ from typing import Self
 
 from django.conf import settings
 
+from infra.prepared import Increment, update_rows
 from runtime import llm
-from runtime.agents.specs import model_spec
 from runtime.agents.instructions import instructions_for
+from runtime.agents.specs import model_spec
 from runtime.agents.system_prompt import build_system_prompt
 from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
+from runtime.llm.sampling import capped_max_tokens
+from runtime.llm.thinking import clamp_thinking
 from runtime.models import (
     Agent,
     AgentRun,
@@ -41,12 +44,16 @@ from runtime.models import (
     RunStatus,
 )
 from runtime.realtime import stream_events as se
-from runtime.realtime.sinks import Coalescer, StreamSink, default_sink, process_budget, streaming_row
-from runtime.llm.sampling import capped_max_tokens
-from runtime.llm.thinking import clamp_thinking
+from runtime.realtime.sinks import (
+    Coalescer,
+    StreamSink,
+    default_sink,
+    process_budget,
+    streaming_row,
+)
 from runtime.runs import failover, lifecycle
-from runtime.runs.backends import HOST, this_process
 from runtime.runs.notes import add_note
+from runtime.runs.process import HOST, this_process
 from runtime.runs.summaries import (
     SummaryCancelled,
     SummaryFailed,
@@ -60,7 +67,6 @@ from sessions_tree.acting import acting_as
 from sessions_tree.context import convert_to_llm
 from sessions_tree.ids import now_ms
 from sessions_tree.models import AgentSession
-from infra.prepared import Increment, update_rows
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog import catalog_version

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -77,7 +78,9 @@ def die_with_parent(expected_parent: int | None) -> None:
 
 def configure_tool_settings(envelope: TaskEnvelope) -> None:
     """The tool settings the parent runs with, without the project's settings module."""
-    from django.conf import settings
+    from django.conf import (
+        settings,  # the child's start-up loads no Django until its settings are configured
+    )
 
     if not settings.configured:
         sandbox = envelope.runtime_config.sandbox
@@ -218,8 +221,6 @@ class Child:
             if not line.strip():
                 continue
             try:
-                import json
-
                 message = check_host_message(json.loads(line))
             except (ValueError, ProtocolError) as exc:
                 print(f"neta-subagent: ignored a bad host message: {exc}", file=sys.stderr, flush=True)
@@ -282,7 +283,9 @@ class Child:
         return Stop("run_end", status="partial", stopReason=reason, finalText=self.partial_text())
 
     def _loop(self) -> None:
-        from runtime.llm.thinking import clamp_thinking  # as ``llm`` itself: loaded once the child runs
+        from runtime.llm.thinking import (
+            clamp_thinking,  # as ``llm`` itself: loaded once the child runs
+        )
 
         llm = self.llm
         definitions = [d for _, _, d in self.tools.values()] if self.spec.supports_tools else []
@@ -462,8 +465,6 @@ def _bounded_details(details: dict | None) -> dict | None:
     """Tool details for the event (a full output is referenced by its path, never inlined)."""
     if not details:
         return None
-    import json
-
     encoded = json.dumps(details, ensure_ascii=False, default=str)
     if len(encoded) <= 4000:
         return details
@@ -505,8 +506,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_id_guess(line: bytes) -> str:
     try:
-        import json
-
         value = json.loads(line).get("runId")
         return value if isinstance(value, str) else ""
     except Exception:  # noqa: BLE001

@@ -371,7 +371,9 @@ def parse_envelope(data: str | bytes | Mapping[str, Any]) -> TaskEnvelope:
 
 def tool_settings_from_django() -> dict[str, Any]:
     """Host side: the NETA_* tool settings of this process (for ``SandboxConfig.toolSettings``)."""
-    from django.conf import settings
+    from django.conf import (
+        settings,  # host side only: the child imports this module without Django
+    )
 
     if not settings.configured:
         return {}

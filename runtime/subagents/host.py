@@ -29,19 +29,21 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from celery import current_app
 from django.conf import settings
+from django.db.models import Count
 from django.utils import timezone
 
 from runtime.agents.specs import model_spec
-from runtime.agents.tools import agent_tool_projection
-from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
-from runtime.subagent_policy import (
+from runtime.agents.subagent_policy import (
     DELEGATE_TOOLS,
     SubagentPolicy,
     parse_policy_or_disabled,
 )
+from runtime.agents.tools import agent_tool_projection
+from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
 from runtime.subagents import services
 from runtime.subagents.envelope import (
     ENVELOPE_VERSION,
@@ -50,15 +52,18 @@ from runtime.subagents.envelope import (
     tool_settings_from_django,
 )
 from runtime.subagents.hosting import mark_lost_if_unclaimed, supervise_subprocess_run
-from runtime.subagents.tasks import supervise_subagent
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from skills_registry.selectors import skills_visible
+from toolcatalog.policy import PolicyError
 from toolcatalog.protected_paths import protected_paths
 from toolcatalog.protocol import ToolContext, ToolResult, get_tool, run_tool
 from toolcatalog.sandbox import effective_sandbox
 
 logger = logging.getLogger(__name__)
 
+# The Celery task a child's supervision is sent to (runtime/subagents/tasks.py registers it
+# under this name; sent by name so this module does not import the task that imports it).
+SUPERVISE_TASK = "runtime.supervise_subagent"
 WAIT_SECONDS = 0.25
 TASK_PREVIEW_CHARS = 500
 RESULT_ENTRY_MAX_CHARS = 1_000_000  # a subagent_result entry keeps the final text up to this
@@ -344,14 +349,14 @@ class Batch:
             # hard limit would kill the pool process but not the child's process group.
             hard = int(float(limits.get("wallClockSeconds") or 600) + float(limits.get("idleSeconds") or 60) + 120)
             try:
-                supervise_subagent.apply_async(
-                    args=[str(row.run_id), limit], queue=settings.NETA_SUBAGENT_QUEUE, time_limit=hard, soft_time_limit=hard - 30
+                current_app.send_task(
+                    SUPERVISE_TASK, args=[str(row.run_id), limit], queue=settings.NETA_SUBAGENT_QUEUE, time_limit=hard, soft_time_limit=hard - 30
                 )
             except Exception as exc:  # noqa: BLE001 - a broker down is a failed child, not a hung parent
                 mark_lost_if_unclaimed(row, f"could not enqueue the child on {settings.NETA_SUBAGENT_QUEUE!r}: {exc}")
             return
         thread = threading.Thread(
-            target=supervise_subprocess_run, args=(str(row.run_id),), kwargs={"max_per_session": limit, "sink": self.turn.sink.sink},
+            target=supervise_subprocess_run, args=(str(row.run_id),), kwargs={"max_per_session": limit, "sink": self.turn.sink.sink, "delegate": delegate_from_child},
             name=f"subagent-host-{row.run_id}", daemon=True,
         )  # fmt: skip
         thread.start()
@@ -683,8 +688,6 @@ def _run_record(row: SubprocessRun) -> dict:
 
 def events_summary(rows) -> dict:
     """Bounded: counts per type and per run (the full log is the event table)."""
-    from django.db.models import Count
-
     by_type = dict(
         SubprocessEvent.objects.filter(run__in=[r.pk for r in rows]).values_list("type").annotate(n=Count("id")).order_by("type")
     )
@@ -782,8 +785,6 @@ def allowed_skills_for(child: Agent, policy: SubagentPolicy, *, parent_has: set[
         policy_skills = [s for s in policy.skills if s in parent_has]
         if not policy_skills:
             return []
-        from dataclasses import replace
-
         policy = replace(policy, skills=tuple(policy_skills))
 
     try:
@@ -927,8 +928,6 @@ def child_projections(agent: Agent) -> list[dict]:
     """:func:`child_projection` of every child agent ``agent``'s subagent policy names (an
     ``error`` for one that is missing, disabled or whose policy is invalid); ``[]`` when it
     does not delegate. The API's ``?for=subagent`` and the console's agent page show it."""
-    from toolcatalog.policy import PolicyError
-
     policy, problem = parse_policy_or_disabled(agent.subagent_policy)
     if problem or not policy.enabled:
         return []

@@ -13,21 +13,28 @@ re-checked against the envelope.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 
 from django.db import connection
 
+from runtime.agents.subagent_policy import DELEGATE_TOOLS
 from runtime.models import SubprocessRun
 from runtime.realtime.sinks import default_sink
-from runtime.subagent_policy import DELEGATE_TOOLS
 from runtime.subagents import services
 from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
 from runtime.subagents.protocol import PROTOCOL_VERSION, TERMINAL_TYPES, now_ms
 from runtime.subagents.supervisor import ChildSupervisor, SupervisorError
 from skills_registry.policy import SkillPolicy
-from toolcatalog.protocol import ToolContext, UnknownTool, get_tool, refresh_registry, run_tool
+from toolcatalog.protocol import (
+    ToolContext,
+    UnknownTool,
+    get_tool,
+    refresh_registry,
+    run_tool,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +44,12 @@ BEAT_SECONDS = 1.0
 CLAIM_WAIT_SECONDS = 0.25  # a session at its concurrency limit: try the claim again
 
 
-def supervise_subprocess_run(run_id: str, *, max_per_session: int = 8, sink=None) -> SubprocessRun | None:
-    """Claim and supervise ``run_id`` to its end; returns the finished row (None: not ours)."""
+def supervise_subprocess_run(run_id: str, *, max_per_session: int = 8, sink=None, delegate=None) -> SubprocessRun | None:
+    """Claim and supervise ``run_id`` to its end; returns the finished row (None: not ours).
+
+    ``delegate(row, envelope, event, sink=, cancel=)`` answers the child's delegate calls
+    (``host.delegate_from_child``, handed in by the host and the Celery task so that this
+    module does not import the host that starts it); without one, delegation is refused."""
     sink = sink or default_sink()
     try:
         while True:
@@ -48,13 +59,13 @@ def supervise_subprocess_run(run_id: str, *, max_per_session: int = 8, sink=None
             time.sleep(CLAIM_WAIT_SECONDS)  # the session's other children hold every slot
         if claimed is None:
             return None
-        return _supervise(claimed, sink)
+        return _supervise(claimed, sink, delegate)
     finally:
         services.done_event(run_id).set()
         connection.close()  # this thread's (or task's) connection: a supervisor thread ends here
 
 
-def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
+def _supervise(run: SubprocessRun, sink, delegate=None) -> SubprocessRun:
     try:
         envelope = parse_envelope(run.envelope)
     except EnvelopeError as exc:
@@ -99,7 +110,7 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
 
     try:
         supervisor = ChildSupervisor(
-            envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child)
+            envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child, delegate=delegate)
         )
         holder.append(supervisor)
         supervisor.start()
@@ -159,8 +170,6 @@ def _supervise(run: SubprocessRun, sink) -> SubprocessRun:
 def _signal_name(sig) -> str:
     if not sig:
         return ""
-    import signal
-
     try:
         return signal.Signals(sig).name
     except ValueError:
@@ -219,11 +228,11 @@ class _Delegations:
             return self._cond.wait_for(lambda: self._active == 0, timeout)
 
 
-def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, delegations: _Delegations | None = None, stop_child=None):
+def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, delegations: _Delegations | None = None, stop_child=None, delegate=None):
     """The host side of ``proxy_request``: the supervisor checked that the tool is granted as
     a proxy tool; here skills are re-checked against the envelope's allowlist and the tool
     runs with the child's skill scope (``for_subagent``: the registry's own rules again).
-    A delegate tool becomes grandchildren (``host.delegate_from_child``: depth, agents,
+    A delegate tool becomes grandchildren (``delegate``, the host's ``delegate_from_child``: depth, agents,
     concurrency and budgets re-checked against the stored envelope)."""
     allowed = list(envelope.allowed_skills)
     skill_policy = SkillPolicy.from_dict({"allowed": allowed, "subagent_allowed": allowed})
@@ -234,14 +243,11 @@ def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, del
         name = event.get("name")
         arguments = event.get("arguments") if isinstance(event.get("arguments"), dict) else {}
         if name in DELEGATE_TOOLS:
-            if run is None:
+            if run is None or delegate is None:
                 return {"content": [{"type": "text", "text": "Delegation refused: this host runs no subagents."}], "isError": True}
-            # A cycle at import time: the host submits children through this module.
-            from runtime.subagents.host import delegate_from_child
-
             with delegations:
                 try:
-                    answer = delegate_from_child(run, envelope, event, sink=sink or default_sink(), cancel=delegations.cancel)
+                    answer = delegate(run, envelope, event, sink=sink or default_sink(), cancel=delegations.cancel)
                     asked = SubprocessRun.objects.filter(pk=run.pk, cancel_requested=True).values_list("cancelled_by", flat=True).first()
                     if asked is not None and stop_child is not None:
                         stop_child(asked or "parent")

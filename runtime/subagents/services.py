@@ -29,7 +29,7 @@ from runtime.models import (
     SubprocessRun,
     SubprocessStatus,
 )
-from runtime.runs.backends import process_gone, this_process
+from runtime.runs.process import process_gone, this_process
 from sessions_tree.models import AgentSession
 
 logger = logging.getLogger(__name__)

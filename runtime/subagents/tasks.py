@@ -11,11 +11,12 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import close_old_connections
 
+from runtime.subagents.host import SUPERVISE_TASK, delegate_from_child
 from runtime.subagents.hosting import supervise_subprocess_run
 
 
-@shared_task(name="runtime.supervise_subagent", acks_late=True, ignore_result=True)
+@shared_task(name=SUPERVISE_TASK, acks_late=True, ignore_result=True)
 def supervise_subagent(run_id: str, max_per_session: int = 8) -> None:
 
     close_old_connections()  # the task thread keeps its connection (neta/celery.py): drop a broken one
-    supervise_subprocess_run(run_id, max_per_session=max_per_session)
+    supervise_subprocess_run(run_id, max_per_session=max_per_session, delegate=delegate_from_child)

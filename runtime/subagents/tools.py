@@ -2,7 +2,7 @@
 
 Registered into ``toolcatalog.protocol`` by :func:`register_delegate_tools` (the runtime
 app's ``ready()``). They are offered only to agents whose ``subagent_policy`` lets them
-delegate (``runtime.subagent_policy.effective_tool_policy`` decides, for the turn loop,
+delegate (``runtime.agents.subagent_policy.effective_tool_policy`` decides, for the turn loop,
 the API and the console alike); the host re-checks everything when one is called.
 Each runs in the parent's process and never in a child (route ``disabled``).
 """

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import PASSWORD, answered, SLOW_TEXT, login, send, server_snapshot, store_eval, wait_idle
+from tests.support.browser import PASSWORD, SLOW_TEXT, answered, login, open_steps, send, server_snapshot, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def test_a_prompt_streams_and_a_tool_card_appears(chat, artifacts):
     expect(chat.locator(".live-slot .tool-card[data-tool=ls]")).to_be_visible()  # streamed, before it is stored
     shot(chat, artifacts, "stream-tool-call")
     # One answer, one card: once the answer is there its tool call is a folded step.
-    chat.locator(".stable-list .msg-assistant").last.locator("details.steps > summary").click()
+    open_steps(chat, chat.locator(".stable-list .msg-assistant").last)
     card = chat.locator(".stable-list .tool-card[data-tool=ls]")
     expect(card.locator(".tool-status")).to_have_text("✓")
     card.locator("summary").click()

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import browser as support
-from tests.support.browser import Console, login, send, store_eval, wait_idle
+from tests.support.browser import Console, login, open_steps, send, store_eval, wait_idle
 
 pytestmark = pytest.mark.slow
 
@@ -234,8 +234,8 @@ def test_plan_follows_the_branch_and_a_question_is_answered_from_another_tab(bro
     )
     expect(question).to_have_count(0, timeout=40_000)
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("the question expired")
+    open_steps(page, page.locator(".stable-list .msg-assistant").last)
     expect(page.locator(".stable-list .tool-card[data-tool=ask_user]").last.locator(".tool-status")).to_have_text("✗ error")
-    wait_idle(page)
     # Abort while a question waits: the question goes, its card says why, the run is aborted.
     send(page, "ask me, then I abort")
     expect(question).to_be_visible()

@@ -16,9 +16,9 @@ from django.core.checks import run_checks
 from django.utils import timezone
 
 from runtime.models import AgentRun
-from runtime.runs.backends import HOST, process_start_time
-from tests.support.services import REPO, require
+from runtime.runs.process import HOST, process_start_time
 from tests.support.rules import rules
+from tests.support.services import REPO, require
 from toolcatalog import sandbox
 
 REDIS_URL = os.environ.get("NETA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{10 + os.getpid() % 6}")

@@ -19,12 +19,12 @@ from django.db import connections, transaction
 from runtime.models import AgentRun, RunInput, RunInputKind, RunStatus
 from runtime.realtime.sinks import InMemorySink, set_default_sink
 from runtime.runs import lifecycle
-from runtime.runs.backends import this_process
 from runtime.runs.locks import lock_session, retry_on_deadlock, session_or_not_found
+from runtime.runs.process import this_process
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.turn import execute_run
-from tests.support.services import REPO
 from tests.support.rules import rules
+from tests.support.services import REPO
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

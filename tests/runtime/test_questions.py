@@ -213,8 +213,8 @@ def test_the_rest_answer_validates_and_resumes(driver_for, django_user_model, se
 
 
 def test_the_subagent_host_never_grants_ask_user(make_agent):
+    from runtime.agents.subagent_policy import SubagentPolicy
     from runtime.agents.tools import agent_tool_projection
-    from runtime.subagent_policy import SubagentPolicy
     from runtime.subagents.host import child_tools
 
     agent = make_agent(rules(), subagent_policy={"enabled": True, "agents": ["tester"]})

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runtime.apps import serves_asgi
 from runtime.models import AgentRun, RunInput, RunStatus
-from runtime.runs.backends import HOST, process_gone, process_start_time, this_process
+from runtime.runs.process import HOST, process_gone, process_start_time, this_process
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.reaper import MAX_SUBMISSIONS, reap_session, reap_stale_runs
 from runtime.runs.turn import llm_messages

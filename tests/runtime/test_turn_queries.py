@@ -120,7 +120,7 @@ def test_a_prompt_writes_its_run_once_and_tags_its_run_state_without_a_lookup(dr
     import time
 
     from runtime.realtime import groups
-    from runtime.runs.backends import this_process
+    from runtime.runs.process import this_process
     from runtime.runs.prompts import session_prompt
     from sessions_tree.models import AgentSession
 

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runtime.models import AgentRun, RunStatus
 from runtime.runs import lifecycle
-from runtime.runs.backends import this_process
+from runtime.runs.process import this_process
 from runtime.runs.prompts import run_abort, session_prompt
 from runtime.runs.watcher import RunWatcher
 from tests.support.rules import rules

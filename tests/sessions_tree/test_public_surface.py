@@ -26,8 +26,8 @@ from sessions_tree.models import SessionEvent
 from sessions_tree.providers.base import SessionTreeProvider
 from sessions_tree.providers.file import FileProvider
 from sessions_tree.providers.mysql import MysqlProvider
-from tests.support.services import REPO
 from tests.support.entries import assistant_message, user_message
+from tests.support.services import REPO
 
 PACKAGES = ("runtime", "neta", "toolcatalog", "skills_registry", "bench", "sessions_tree")
 PROVIDER_CLASSES = (SessionTreeProvider, FileProvider, MysqlProvider)
@@ -169,6 +169,8 @@ CIRCLES = [
     ("toolcatalog/protocol.py", "import toolcatalog.builtins", "tool-registry-knows-no-tool"),
     ("toolcatalog/models.py", "from toolcatalog.projection import GovernanceRule", "tool-catalog-reads"),
     ("toolcatalog/projection.py", "from toolcatalog.selectors import tool_catalog", "tool-catalog-reads"),
+    ("runtime/runs/backends.py", "from runtime.runs.tasks import run_agent_turn", "runs-rooms"),
+    ("runtime/subagents/hosting.py", "from runtime.subagents.host import delegate_from_child", "subagents-rooms"),
 ]
 
 
@@ -177,7 +179,7 @@ def source_copy(tmp_path_factory):
     if not LINT_IMPORTS.exists():
         pytest.fail(f"import-linter is a test dependency; {LINT_IMPORTS} is missing")
     root = tmp_path_factory.mktemp("lint")
-    for package in ("neta", "runtime", "skills_registry", "toolcatalog", "sessions_tree", "audit"):
+    for package in ("neta", "runtime", "skills_registry", "toolcatalog", "sessions_tree", "audit", "infra"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     return root

@@ -9,7 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime.models import AgentRun, RunStatus, SubprocessEvent, SubprocessRun, SubprocessStatus
+from runtime.models import (
+    AgentRun,
+    RunStatus,
+    SubprocessEvent,
+    SubprocessRun,
+    SubprocessStatus,
+)
 from runtime.realtime.sinks import Coalescer, InMemorySink
 from runtime.runs.prompts import run_abort
 from runtime.sessions.services import session_start
@@ -328,7 +334,7 @@ def test_the_reaper_finds_children_of_a_lost_supervisor(workspace):
         parent_run=run, batch_id="b9", tool_call_id="call-lost", mode="single", parent_entry_id="", depth=1,
         tasks=[{"agent": "helper", "task": "a"}],
     )  # fmt: skip
-    from runtime.runs.backends import HOST
+    from runtime.runs.process import HOST
 
     dead = 2**22 - 7  # no such pid
     SubprocessRun.objects.filter(pk=rows[0].pk).update(status="running", worker_host=HOST, worker_pid=dead, worker_started=1)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from runtime.subagent_policy import DELEGATE_TOOLS, SubagentPolicy, SubagentPolicyError, effective_tool_policy
+from runtime.agents.subagent_policy import (
+    DELEGATE_TOOLS,
+    SubagentPolicy,
+    SubagentPolicyError,
+    effective_tool_policy,
+)
 from tests.subagents.host_helpers import make_agent, script
 
 

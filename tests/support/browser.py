@@ -207,6 +207,18 @@ def wait_idle(page, timeout: float = 30_000) -> None:
     page.wait_for_function("() => window.neta.store.connection.state === 'live' && !window.neta.store.running", timeout=timeout)
 
 
+def open_steps(page, answer) -> None:
+    """Open the steps box of ``answer`` (a ``.msg-assistant`` locator) once the run is over.
+
+    The box is open while its answer is written and folds when the answer's text arrives,
+    unless the reader opened or closed it: a click on its summary before the answer is there
+    would close it for good, so this waits for the run to end and then opens it."""
+    wait_idle(page)
+    steps = answer.locator("details.steps")
+    steps.evaluate("(el) => { el.open = true; }")
+    steps.locator(".steps-body").wait_for(state="visible")
+
+
 def store_eval(page, expression: str):
     return page.evaluate(f"() => {{ const s = window.neta.store; return {expression}; }}")
 

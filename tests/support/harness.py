@@ -102,7 +102,7 @@ def pytest_collection_modifyitems(config, items):
     """Give every test its group (an ``xdist_group`` mark wins); order the groups longest
     first; on an xdist worker, tell the controller's scheduler the groups."""
     last = _last_durations()
-    weight: dict[str, float] = defaultdict(float)
+    seconds: dict[str, float] = {}
     for item in items:
         marker = item.get_closest_marker("xdist_group")
         group = str(marker.args[0] if marker.args else marker.kwargs.get("name", "default")) if marker else group_of(item)
@@ -110,7 +110,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)  # it starts (or waits for) a shared deployment
         item.stash[GROUP] = group
         guess = SLOW_GUESS if item.get_closest_marker("slow") else QUICK_GUESS
-        weight[group] += last.get(item.nodeid, guess)
+        seconds[item.nodeid] = last.get(item.nodeid, guess)
+    _split_browser_group(items, seconds)
+    weight: dict[str, float] = defaultdict(float)
+    for item in items:
+        weight[item.stash[GROUP]] += seconds[item.nodeid]
     items.sort(key=lambda item: -weight[item.stash[GROUP]])  # stable: a group's own order is kept
     groups_file = getattr(config, "workerinput", {}).get("neta_groups_file")
     if groups_file:
@@ -119,6 +123,26 @@ def pytest_collection_modifyitems(config, items):
 
 
 GROUP = pytest.StashKey[str]()
+# The browser tests are the longest group by far (a third of a run's test time, mostly
+# waiting on the page): they run as this many groups of whole modules, balanced by the last
+# run's durations, each on a worker with a browser and a site of its own.
+BROWSER_GROUPS = 2
+
+
+def _split_browser_group(items, seconds: dict[str, float]) -> None:
+    modules: dict[str, float] = defaultdict(float)
+    for item in items:
+        if item.stash[GROUP] == "browser":
+            modules[item.nodeid.split("::", 1)[0]] += seconds[item.nodeid]
+    load = [0.0] * BROWSER_GROUPS
+    bin_of: dict[str, int] = {}
+    for module, total in sorted(modules.items(), key=lambda pair: (-pair[1], pair[0])):
+        bin_of[module] = load.index(min(load))
+        load[bin_of[module]] += total
+    for item in items:
+        if item.stash[GROUP] == "browser":
+            index = bin_of[item.nodeid.split("::", 1)[0]]
+            item.stash[GROUP] = "browser" if index == 0 else f"browser-{index + 1}"
 
 
 class GroupScheduling(LoadScopeScheduling):

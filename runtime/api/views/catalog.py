@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from runtime.agents.access import usable_agents
 from runtime.agents.services import agent_update, model_config_update
+from runtime.agents.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.agents.tools import agent_tool_projection
 from runtime.api import serializers as S
 from runtime.api.errors import ApiError
@@ -24,7 +25,6 @@ from runtime.api.pagination import (
 )
 from runtime.api.views.base import ERROR, READ_ERRORS
 from runtime.models import Agent, ModelConfig
-from runtime.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.subagents.host import child_projections
 from skills_registry.models import SkillResource
 from toolcatalog.policy import PolicyError
