@@ -8,6 +8,7 @@ from django.conf import settings
 from django.test import Client
 
 from runtime.agents.bootstrap import DEMO_RULES
+from runtime.gateway.consumers import scope_language
 from runtime.models import ModelConfig, UserSettings
 from runtime.realtime.sinks import InMemorySink
 from runtime.runs.prompts import session_prompt
@@ -106,8 +107,6 @@ def test_the_demo_model_answers_a_chinese_prompt_in_chinese(owner, agent):
 
 
 def test_a_socket_speaks_the_language_its_handshake_asks_for():
-    from runtime.gateway.consumers import scope_language
-
     assert scope_language({"headers": [(b"accept-language", b"zh-CN,zh;q=0.9,en;q=0.5")]}) == "zh-hans"
     assert scope_language({"headers": [(b"cookie", b"csrftoken=x; django_language=en"), (b"accept-language", b"zh-CN")]}) == "en"
     assert scope_language({"headers": [(b"cookie", b"django_language=klingon"), (b"accept-language", b"fr, zh-TW;q=0.5")]}) == "zh-hans"
