@@ -4,7 +4,11 @@ catalog, Chinese content searched and answered in Chinese."""
 
 from __future__ import annotations
 
+import io
+
+import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from runtime.agents.bootstrap import DEMO_RULES
@@ -111,3 +115,19 @@ def test_a_socket_speaks_the_language_its_handshake_asks_for():
     assert scope_language({"headers": [(b"cookie", b"csrftoken=x; django_language=en"), (b"accept-language", b"zh-CN")]}) == "en"
     assert scope_language({"headers": [(b"cookie", b"django_language=klingon"), (b"accept-language", b"fr, zh-TW;q=0.5")]}) == "zh-hans"
     assert scope_language({"headers": []}) == "en"
+
+
+def test_the_chat_command_speaks_the_terminals_language(owner, agent, monkeypatch):
+    ModelConfig.objects.filter(pk=agent.model_id).update(options={"rules": DEMO_RULES, "delay_ms": 0})
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    out = io.StringIO()
+    call_command("chat", "--no-color", "我的工作区里有什么？", stdout=out)
+    text = out.getvalue()
+    assert "刚才发生了什么" in text and "会话 " in text and "工作区 " in text
+    with pytest.raises(CommandError, match="没有名为 'nobody' 的已启用智能体"):
+        call_command("chat", "--agent", "nobody", "x", stdout=io.StringIO())
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    with pytest.raises(CommandError, match="no enabled agent named 'nobody'"):
+        call_command("chat", "--agent", "nobody", "x", stdout=io.StringIO())
