@@ -24,7 +24,8 @@ model, _ = ModelConfig.objects.update_or_create(name="zh-demo", defaults=dict(
     display_name="Demo (zh)", provider_kind="scripted", provider_name="scripted", model_id="zh-demo",
     context_window=64000, max_output_tokens=4096, options={{"rules": "runtime/llm/scripted_demo.yaml", "delay_ms": 0}}))
 Agent.objects.update_or_create(name="zh-demo", defaults=dict(model=model, workspace_mode="shared",
-    restore_last_session=False, description="用中文演示的智能体"))
+    restore_last_session=False, description="用中文演示的智能体",
+    subagent_policy={{"enabled": True, "agents": ["default"], "child_budget": {{"idle_seconds": 60}}}}))
 """
 
 
@@ -62,7 +63,13 @@ def test_the_chat_page_and_the_console_in_chinese_and_switched_to_english(browse
     assert turn.locator("button", has_text="从这里继续").count() == 1
     assert page.locator(".msg-user").last.inner_text().strip().startswith("我的工作区里有什么？")
 
-    # A plan, then a question answered: the panels speak Chinese too.
+    # Two subagents (real child processes), a plan, then a question answered: the panels
+    # speak Chinese too.
+    send(page, "委派两个子智能体看看工作区")
+    answered(page, "委派两个子智能体看看工作区", "子智能体的发现", timeout=90_000)
+    panel = page.locator(".subagent-panel").last
+    assert "子智能体（并行）" in panel.inner_text() and "2 个子智能体" in panel.inner_text()
+    shot(page, artifacts, "i18n-zh-subagents", "i18n-zh-subagents")
     send(page, "帮我规划一个小任务")
     answered(page, "帮我规划一个小任务", "完成", timeout=60_000)
     assert "计划" in page.inner_text(".msg-turn >> nth=-1")
