@@ -26,15 +26,15 @@ class AuditEntry(models.Model):
 
     at = models.DateTimeField("when", auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=150, blank=True)
-    action = models.CharField(max_length=64, db_index=True)
-    target_type = models.CharField(max_length=64)
+    actor_name = models.CharField(max_length=150, blank=True, verbose_name=_("actor name"))
+    action = models.CharField(max_length=64, db_index=True, verbose_name=_("action"))
+    target_type = models.CharField(max_length=64, verbose_name=_("target type"))
     target_id = models.CharField(max_length=128)
     target_repr = models.CharField("target", max_length=200, blank=True)
     before = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     after = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    via = models.CharField(max_length=16, choices=Via.choices)
-    request_id = models.CharField(max_length=64, blank=True, db_index=True)
+    via = models.CharField(max_length=16, choices=Via.choices, verbose_name=_("via"))
+    request_id = models.CharField(max_length=64, blank=True, db_index=True, verbose_name=_("request id"))
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -57,20 +57,20 @@ class LlmProviderKind(models.TextChoices):
 class ModelConfig(models.Model):
     """A model Neta can talk to. Keys are never stored: only the *name* of the variable holding one."""
 
-    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
-    display_name = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG], verbose_name=_("name"))
+    display_name = models.CharField(max_length=200, blank=True, verbose_name=_("display name"))
     provider_kind = models.CharField(
         "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text=_("Whose wire protocol this model is called with.")
     )
     provider_name = models.CharField(
         max_length=64, blank=True, help_text=_("What entries record as the provider (default: the provider kind).")
     )
-    model_id = models.CharField(max_length=200)
+    model_id = models.CharField(max_length=200, verbose_name=_("model id"))
     base_url = models.URLField(max_length=500, blank=True)
     api_key_env = models.CharField(
         max_length=128, blank=True, validators=[ENV_NAME], help_text=_("Name of the environment variable holding the key.")
     )
-    context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)])
+    context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)], verbose_name=_("context window"))
     max_output_tokens = models.PositiveIntegerField(default=8192, validators=[MinValueValidator(1)])
     supports_tools = models.BooleanField(default=True)
     supports_thinking = models.BooleanField(default=False)
@@ -80,7 +80,7 @@ class ModelConfig(models.Model):
     price_cache_read = models.DecimalField("cache read $/M tokens", max_digits=10, decimal_places=4, default=0)
     price_cache_write = models.DecimalField("cache write $/M tokens", max_digits=10, decimal_places=4, default=0)
     options = models.JSONField(default=dict, blank=True, help_text=_("Provider options, e.g. scripted rules."))
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -189,10 +189,10 @@ MAX_WORKSPACE_BYTES = 200
 
 
 class Agent(models.Model):
-    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG], verbose_name=_("name"))
     description = models.TextField(blank=True)
     system_prompt = models.TextField(blank=True)
-    model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
+    model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents", verbose_name=_("model"))
     # Tried in order when a call to the model fails before any output with an error that may
     # pass (runtime/runs/failover.py, docs/llm.md "Failover"): model names, each at most once.
     fallback_models = models.JSONField(
@@ -220,7 +220,7 @@ class Agent(models.Model):
         help_text=(
             _("Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
             "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice).")
-        ),
+        ), verbose_name=_("workspace mode")
     )
     tool_policy = models.JSONField(default=dict, blank=True)
     skill_policy = models.JSONField(default=dict, blank=True)
@@ -235,7 +235,7 @@ class Agent(models.Model):
     branch_summary_reserve_tokens = models.PositiveIntegerField(default=16384)
     thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
     max_tool_rounds = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
     # Who may use it (runtime/agents/access.py): everyone, unless restricted to the users and
     # groups named. Edited on the console's access page (agent_set_access), not the form.
     access_restricted = models.BooleanField(
@@ -396,9 +396,9 @@ class AgentRun(models.Model):
 
     run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     session_id = models.CharField(max_length=64, db_index=True)
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_runs")
-    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs", verbose_name=_("agent"))
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_runs", verbose_name=_("user"))
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True, verbose_name=_("status"))
     prompt = models.TextField(blank=True)
     images = models.JSONField(default=list, blank=True)
     from_entry_id = models.CharField(max_length=64, blank=True)
@@ -447,7 +447,7 @@ class AgentRun(models.Model):
     # failover ("answered by X after Y failed: reason"), a thinking level clamped to the
     # model's. Each ``{kind, text, at, …}``; also sent to the page as ``run_note`` events.
     notes = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -503,15 +503,15 @@ class ApiToken(models.Model):
     it is created. ``prefix`` (the first characters) identifies it in lists.
     """
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True, help_text=_("What the token is for."))
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("user"))
+    name = models.CharField(max_length=100, blank=True, help_text=_("What the token is for."), verbose_name=_("name"))
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     digest = models.CharField(max_length=64, unique=True, editable=False)
-    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True, help_text=_("Empty: never expires."))
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE, verbose_name=_("scope"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(null=True, blank=True, help_text=_("Empty: never expires."), verbose_name=_("expires at"))
     revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, verbose_name=_("last used at"))
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
@@ -562,8 +562,8 @@ class SubprocessRun(models.Model):
     ``(parent_run, tool_call_id, task_index)`` is the idempotency key: a replayed tool
     call finds its rows instead of spawning again."""
 
-    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    session_id = models.CharField(max_length=64, db_index=True)
+    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, verbose_name=_("run id"))
+    session_id = models.CharField(max_length=64, db_index=True, verbose_name=_("session id"))
     parent_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The assistant entry holding the delegate call."))
     batch_id = models.CharField(max_length=64, db_index=True)
     batch_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The subagent_batch entry of the call."))
@@ -572,24 +572,24 @@ class SubprocessRun(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text=_("Set for a grandchild.")
     )
     tool_call_id = models.CharField(max_length=200)
-    task_index = models.PositiveIntegerField()
-    mode = models.CharField(max_length=16, choices=[("single", "single"), ("parallel", "parallel"), ("chain", "chain")])
+    task_index = models.PositiveIntegerField(verbose_name=_("task index"))
+    mode = models.CharField(max_length=16, choices=[("single", "single"), ("parallel", "parallel"), ("chain", "chain")], verbose_name=_("mode"))
     depth = models.PositiveIntegerField(default=1)
-    status = models.CharField(max_length=16, choices=SubprocessStatus.choices, default=SubprocessStatus.QUEUED, db_index=True)
-    agent = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=SubprocessStatus.choices, default=SubprocessStatus.QUEUED, db_index=True, verbose_name=_("status"))
+    agent = models.CharField(max_length=64, verbose_name=_("agent"))
     task = models.TextField()
-    backend = models.CharField(max_length=16, default="inline")
-    pid = models.IntegerField(null=True, blank=True)
+    backend = models.CharField(max_length=16, default="inline", verbose_name=_("backend"))
+    pid = models.IntegerField(null=True, blank=True, verbose_name=_("pid"))
     worker_host = models.CharField(max_length=255, blank=True)
     worker_pid = models.IntegerField(null=True, blank=True, help_text=_("The supervising process (web process or Celery child)."))
     worker_started = models.BigIntegerField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_signal = models.CharField(max_length=16, blank=True)
-    error_code = models.CharField(max_length=32, blank=True)
+    error_code = models.CharField(max_length=32, blank=True, verbose_name=_("error code"))
     error = models.TextField(blank=True)
     final_text = models.TextField(blank=True)
     usage = models.JSONField(default=dict, blank=True)
@@ -599,7 +599,7 @@ class SubprocessRun(models.Model):
     denied_tools = models.JSONField(default=list, blank=True)
     stderr_tail = models.TextField(blank=True)
     noise = models.JSONField(default=dict, blank=True)
-    event_count = models.PositiveIntegerField(default=0)
+    event_count = models.PositiveIntegerField(default=0, verbose_name=_("event count"))
     cancel_requested = models.BooleanField(default=False)
     cancelled_by = models.CharField(max_length=200, blank=True)
 
@@ -716,11 +716,11 @@ class SessionShare(models.Model):
     token = models.CharField(max_length=64, unique=True)
     session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="shares")
     leaf_entry_id = models.CharField(max_length=80)
-    title = models.CharField(max_length=500, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    views = models.PositiveIntegerField(default=0)
+    title = models.CharField(max_length=500, blank=True, verbose_name=_("title"))
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+", verbose_name=_("created by"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    revoked_at = models.DateTimeField(null=True, blank=True, verbose_name=_("revoked at"))
+    views = models.PositiveIntegerField(default=0, verbose_name=_("views"))
 
     class Meta:
         ordering = ["-created_at"]
