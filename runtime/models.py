@@ -403,6 +403,11 @@ class AgentRun(models.Model):
     images = models.JSONField(default=list, blank=True)
     from_entry_id = models.CharField(max_length=64, blank=True)
     model_name = models.CharField(max_length=64, blank=True, help_text=_("Model override for this run (default: the agent's)."))
+    # What happened, as it happened (never read from today's configuration): the model that
+    # answered the run's last call (a fallback's name when one took over), and when the
+    # first token of the run's first reply arrived.
+    answered_model = models.CharField(max_length=64, blank=True, help_text=_("The model that answered the run's last call."))
+    first_token_at = models.DateTimeField(null=True, blank=True)
     # Added to the agent's system prompt for this run's model calls (an OpenAI client's
     # ``instructions`` or system messages: docs/api.md, "OpenAI-compatible endpoints").
     instructions = models.TextField(blank=True)

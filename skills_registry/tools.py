@@ -65,6 +65,7 @@ def _image_type(data: bytes) -> str | None:
 
 class ReadSkillTool(Tool):
     name = "read_skill"
+    changes = False
     label = "Read skill"
     description = (
         "Load a skill's instructions by its exact name (as listed in <available_skills>). "
@@ -121,6 +122,7 @@ class ReadSkillTool(Tool):
 
 class ReadSkillFileTool(Tool):
     name = "read_skill_file"
+    changes = False
     label = "Read skill file"
     description = (
         "Read a file that a skill ships (a script, a reference, a template), by the skill's name and the "

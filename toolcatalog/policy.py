@@ -11,7 +11,8 @@ Shape (every key optional)::
                  "allow_in_subagent": false, "worker_routing": "main-process-proxy"}
       },
       "env_passthrough": ["GITHUB_TOKEN"],     # secret-looking variables bash may see
-      "network": false                         # network inside the bwrap sandbox
+      "network": false,                        # network inside the bwrap sandbox
+      "approval": "auto"                       # which calls wait for a person (APPROVAL_MODES)
     }
 
 :meth:`ToolPolicy.from_dict` rejects unknown fields, unknown tool names,
@@ -33,7 +34,11 @@ from toolcatalog.protocol import all_tools
 MAX_PROMPT_HINT = 4000
 MAX_PASSTHROUGH = 64
 
-_POLICY_KEYS = ("inherit_core_tools", "enabled", "disabled", "per_tool", "env_passthrough", "network")
+_POLICY_KEYS = ("inherit_core_tools", "enabled", "disabled", "per_tool", "env_passthrough", "network", "approval")
+#: Which tool calls wait for a person's approval, least strict first (docs/tools.md, "Approvals"):
+#: none; the calls that change something (``Tool.changes_with``); every call but the
+#: bookkeeping ones; no changing call at all (they are refused, and not offered to the model).
+APPROVAL_MODES = ("auto", "ask_changes", "ask_all", "plan_only")
 _PER_TOOL_KEYS = ("enabled", "prompt_hint", "allow_in_subagent", "worker_routing")
 
 
@@ -70,6 +75,7 @@ class ToolPolicy:
     per_tool: Mapping[str, PerToolPolicy] = field(default_factory=dict)
     env_passthrough: tuple[str, ...] = ()
     network: bool = False
+    approval: str = "auto"
 
     def for_tool(self, name: str) -> PerToolPolicy:
         return self.per_tool.get(name) or PerToolPolicy()
@@ -83,6 +89,7 @@ class ToolPolicy:
         }
         out["env_passthrough"] = list(self.env_passthrough)
         out["network"] = self.network
+        out["approval"] = self.approval
         return out
 
     @classmethod
@@ -181,6 +188,10 @@ def parse_policy(
 
     inherit = boolean("inherit_core_tools", True)
     network = boolean("network", False)
+    approval = data.get("approval", "auto")
+    if approval not in APPROVAL_MODES:
+        errors.append(("approval", f"must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}"))
+        approval = "auto"
     enabled = name_list("enabled")
     disabled = name_list("disabled")
     for index, name in enumerate(disabled):
@@ -269,6 +280,7 @@ def parse_policy(
         per_tool=per_tool,
         env_passthrough=tuple(passthrough),
         network=network,
+        approval=approval,
     )
     return policy, ignored
 

@@ -264,6 +264,15 @@ class Tool:
     #: projection blocks the others with ``audience_reason``.
     audience: ClassVar[tuple[str, ...] | None] = None
     audience_reason: ClassVar[str] = "not open to this agent"
+    #: Whether a call may change something outside the conversation (files, processes, other
+    #: systems, data sent out): such calls wait for a person in the ``ask_changes`` approval
+    #: mode and are refused in ``plan_only``. True unless a tool says otherwise: a tool nobody
+    #: classified is treated as one that changes things.
+    changes: ClassVar[bool] = True
+
+    def changes_with(self, args: dict[str, Any]) -> bool:
+        """Whether this call (with ``args``) may change something; ``changes`` by default."""
+        return self.changes
 
     def prepare_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """Accept legacy argument shapes before validation (Pi's ``prepareArguments``)."""

@@ -20,10 +20,11 @@ class ConsoleSite(admin.AdminSite):
         return super().index(request, {**overview_context(), **(extra_context or {})})
 
     def get_urls(self):
-        from neta.console import access, mcp, skills, tools  # the pages load with the URLconf, after the apps
+        from neta.console import access, mcp, skills, tools, usage  # the pages load with the URLconf, after the apps
 
         console = [
             path("console/access/", self.admin_view(access.access_page), name="console_access"),
+            path("console/usage/", self.admin_view(usage.usage_page), name="console_usage"),
             path("console/tools/", self.admin_view(tools.tool_list), name="console_tools"),
             path("console/mcp/", self.admin_view(mcp.mcp_list), name="console_mcp"),
             path("console/mcp/add/", self.admin_view(mcp.mcp_detail), name="console_mcp_add"),

@@ -40,6 +40,17 @@ class ToolPolicyForm(forms.Form):
     inherit_core_tools = forms.BooleanField(required=False, label=_("inherit core tools"), help_text=_("Builtin tools are on unless turned off below."))
     network = forms.BooleanField(required=False, help_text=_("Network inside the bwrap sandbox."))
     env_passthrough = forms.CharField(required=False, label=_("environment passed to bash"), help_text=_("Variable names, comma-separated."))
+    approval = forms.ChoiceField(
+        choices=[
+            ("auto", _("auto: every call runs")),
+            ("ask_changes", _("ask for changes: writes, edits, bash, changing MCP tools and fetches wait for a person")),
+            ("ask_all", _("ask for everything: every call but the plan and questions waits")),
+            ("plan_only", _("plan only: no changing tool runs (nor is offered)")),
+        ],
+        required=False,
+        label=_("approvals"),
+        help_text=_("Which tool calls wait for a person's Allow in the chat page; a session may tighten this, never loosen it."),
+    )
 
     def __init__(self, *args, policy: dict, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,6 +62,7 @@ class ToolPolicyForm(forms.Form):
             inherit_core_tools=self.stored.get("inherit_core_tools", True),
             network=self.stored.get("network", False),
             env_passthrough=", ".join(self.stored.get("env_passthrough") or []),
+            approval=self.stored.get("approval", "auto"),
         )
         self.rows = []
         for tool in self.tools:
@@ -68,7 +80,9 @@ class ToolPolicyForm(forms.Form):
     def policy(self) -> dict:
         """The tool policy the form describes (call after ``is_valid``)."""
         data = self.cleaned_data
-        out = {k: v for k, v in self.stored.items() if k not in ("enabled", "disabled", "per_tool", "inherit_core_tools", "network", "env_passthrough")}
+        out = {
+            k: v for k, v in self.stored.items() if k not in ("enabled", "disabled", "per_tool", "inherit_core_tools", "network", "env_passthrough", "approval")
+        }
         known = {t.name for t in self.tools}
         # Delegate tools (and any other name the editor does not show) keep their stored entries.
         keep_on = [n for n in self.stored.get("enabled") or [] if n not in known and n in {t.name for t in all_tools()}]
@@ -96,6 +110,7 @@ class ToolPolicyForm(forms.Form):
         out.update(
             inherit_core_tools=bool(data.get("inherit_core_tools")), network=bool(data.get("network")),
             enabled=enabled, disabled=disabled, per_tool=per_tool, env_passthrough=_names(data.get("env_passthrough") or ""),
+            approval=data.get("approval") or "auto",
         )  # fmt: skip
         return out
 

@@ -150,11 +150,18 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
 
     @admin.display(description=_("model"))
     def model_used(self, obj):
-        name = obj.model_name or obj.agent.model.name
+        # What the run recorded (the model that answered); a run from before it did: its
+        # override, else its agent's model now.
+        name = obj.answered_model or obj.model_name or obj.agent.model.name
         if "notes" in obj.get_deferred_fields():  # the list (no blobs loaded): the run page says more
             return name
-        answered = [n.get("model") for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
-        return f"{name} (answered by {', '.join(dict.fromkeys(answered))} after a failover)" if answered else name
+        notes = [n for n in (obj.notes or []) if n.get("kind") == "failover" and n.get("model")]
+        if not notes:
+            return name
+        failed = [m for n in notes for m in (n.get("failed") or [])]
+        answered = ", ".join(dict.fromkeys(n["model"] for n in notes))
+        first = failed[0] if failed else obj.model_name or obj.agent.model.name
+        return f"{first} (answered by {answered} after a failover)"
 
     @admin.display(description=_("notes"))
     def run_notes(self, obj):

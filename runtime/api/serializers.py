@@ -293,6 +293,8 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
     )
     instructions = serializers.CharField(read_only=True, help_text="Added to the agent's system prompt for this run (an OpenAI client's instructions or system messages).")
     sampling = serializers.JSONField(read_only=True, help_text="An OpenAI client's sampling parameters for this run's model calls ({} when none).")
+    answeredModel = serializers.CharField(source="answered_model", read_only=True, help_text="The model that answered the run's last call (a fallback's name when one took over); \"\" before the first reply.")
+    firstTokenAt = serializers.DateTimeField(source="first_token_at", allow_null=True, read_only=True, help_text="When the first token of the run's first reply arrived.")
 
     class Meta:
         model = AgentRun
@@ -300,7 +302,7 @@ class RunOut(BuiltOnce, serializers.ModelSerializer):
             "runId", "sessionId", "agent", "status", "prompt", "fromEntryId", "modelName", "backend",
             "cancelRequested", "inFlightEntryId", "rounds", "inputTokens", "outputTokens",
             "cacheReadTokens", "cacheWriteTokens", "cost", "error", "createdAt", "startedAt", "finishedAt", "question", "notes",
-            "instructions", "sampling",
+            "instructions", "sampling", "answeredModel", "firstTokenAt",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -458,6 +460,18 @@ class PromptOut(serializers.Serializer):
 class AnswerInput(serializers.Serializer):
     toolCallId = StrictCharField(max_length=128, help_text="The ask_user call the run waits on.")
     answer = serializers.JSONField(help_text="An option or free text; with multi_select a list of options (and at most one free text).")
+
+
+class ApproveInput(serializers.Serializer):
+    toolCallId = StrictCharField(max_length=128, help_text="The tool call the run waits on for approval.")
+    decision = serializers.ChoiceField(choices=["allow", "deny"])
+    scope = serializers.ChoiceField(choices=["once", "session"], required=False, default="once", help_text="session: allow this tool (or, with prefix, these bash commands) for the rest of the session.")
+    prefix = StrictCharField(required=False, allow_blank=True, max_length=500, default="", help_text="bash only, with scope session: allow commands that start with this.")
+    note = StrictCharField(required=False, allow_blank=True, max_length=2000, default="", help_text="Shown to the model with a denial.")
+
+
+class PermissionModeInput(serializers.Serializer):
+    mode = serializers.ChoiceField(choices=["auto", "ask_changes", "ask_all", "plan_only"], help_text="The session's own approval mode (the agent's still applies when stricter).")
 
 
 class AnswerOut(serializers.Serializer):

@@ -15,6 +15,7 @@ from runtime.api.views import (
     sessions,
     subagents,
     tokens,
+    usage,
 )
 
 router = SimpleRouter(trailing_slash=True)
@@ -47,6 +48,8 @@ urlpatterns = [
     path(SESSION + "regenerate/", runs.SessionRegenerateApi.as_view(), name="session-regenerate"),
     path(SESSION + "abort/", runs.SessionAbortApi.as_view(), name="session-abort"),
     path(SESSION + "answer/", runs.SessionAnswerApi.as_view(), name="session-answer"),
+    path(SESSION + "approve/", runs.SessionApproveApi.as_view(), name="session-approve"),
+    path(SESSION + "permission-mode/", sessions.SessionPermissionModeApi.as_view(), name="session-permission-mode"),
     path(SESSION + "switch-leaf/", sessions.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
     path(SESSION + "labels/", sessions.SessionLabelApi.as_view(), name="session-labels"),
     path(SESSION + "compact/", sessions.SessionCompactApi.as_view(), name="session-compact"),
@@ -68,6 +71,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/rotate/", tokens.TokenRotateApi.as_view(), name="token-rotate"),
     path("me/", account.MeApi.as_view(), name="me"),
     path("me/settings/", account.SettingsApi.as_view(), name="me-settings"),
+    path("usage/", usage.UsageApi.as_view(), name="usage"),
     path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -49,7 +49,7 @@ from runtime.realtime.messages import (
 from runtime.realtime.publisher import event_publisher
 from runtime.realtime.stream_events import STREAM_EVENTS_VERSION, run_state
 from runtime.runs.prompts import run_abort, session_prompt, session_regenerate
-from runtime.runs.questions import answer_question
+from runtime.runs.questions import answer_question, decide_approval
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.selectors import session_snapshot
 from runtime.sessions.services import session_switch_leaf
@@ -68,8 +68,8 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404  # no such session, or one the caller may not read (indistinguishable on purpose)
 MAX_PENDING_COMMANDS = 16
 MAX_REQUEST_ID = 64
-COMMANDS = ("subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "ping")
-WRITE_COMMANDS = ("prompt", "regenerate", "abort", "switch_leaf", "answer")
+COMMANDS = ("subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "approve", "ping")
+WRITE_COMMANDS = ("prompt", "regenerate", "abort", "switch_leaf", "answer", "approve")
 ACTIVE_STATES = ("queued", "running", "waiting")
 
 
@@ -261,6 +261,15 @@ def _answer(session_id: str, user, data: dict) -> dict:
     return {"runId": str(run.run_id), "status": run.status}
 
 
+def _approve(session_id: str, user, data: dict) -> dict:
+
+    run = decide_approval(
+        session_id=session_id, tool_call_id=data["toolCallId"], decision=data["decision"], scope=data["scope"],
+        prefix=data["prefix"], note=data["note"], actor=user,
+    )  # fmt: skip
+    return {"runId": str(run.run_id), "status": run.status}
+
+
 def _switch_leaf(session_id: str, user, data: dict) -> dict:
 
     try:
@@ -293,8 +302,9 @@ GATEWAY_MESSAGES = {
 }
 COMMAND_INPUTS = {
     "prompt": S.PromptInput, "regenerate": S.RegenerateInput, "switch_leaf": S.SwitchLeafInput, "abort": None, "answer": S.AnswerInput,
+    "approve": S.ApproveInput,
 }  # fmt: skip
-COMMAND_CALLS = {"prompt": _prompt, "regenerate": _regenerate, "abort": _abort, "switch_leaf": _switch_leaf, "answer": _answer}
+COMMAND_CALLS = {"prompt": _prompt, "regenerate": _regenerate, "abort": _abort, "switch_leaf": _switch_leaf, "answer": _answer, "approve": _approve}
 
 
 # --------------------------------------------------------------------------- the consumer

@@ -22,6 +22,7 @@ from runtime.models import AgentRun, RunStatus
 from runtime.runs import lifecycle
 from runtime.runs.backends import submit_run
 from runtime.runs.selectors import runs_with_status
+from runtime.runs.approvals import DECISIONS, MAX_NOTE, MAX_PREFIX, SCOPES
 from sessions_tree.ids import now_ms
 from toolcatalog.builtins.ask_user import check_answer
 
@@ -46,8 +47,9 @@ def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=No
     if not isinstance(tool_call_id, str) or not tool_call_id:
         raise RuntimeInputError("toolCallId", _("must be a non-empty string"))
     run = waiting_run(session_id)
-    if run is None or (run.question or {}).get("toolCallId") != tool_call_id:
-        raise QuestionNotFound(tool_call_id)
+    question = (run.question or {}) if run is not None else {}
+    if run is None or question.get("toolCallId") != tool_call_id or question.get("kind") == "approval":
+        raise QuestionNotFound(tool_call_id)  # an approval is decided, not answered (runs/approvals.py)
     try:
         text, selected = check_answer(run.question, answer)
     except ValueError as exc:
@@ -86,3 +88,45 @@ def expire_questions(*, session_id: str | None = None, start: bool = True, found
         logger.info("question of run %s expired after %s s", run.run_id, question.get("timeoutSeconds"))
         expired.append(run)
     return expired
+
+
+def decide_approval(
+    *, session_id: str, tool_call_id: Any, decision: Any, scope: Any = "once", prefix: Any = "", note: Any = "", actor=None, start: bool = True
+) -> AgentRun:
+    """Settle the approval request the session's run waits on and resume the run.
+    ``QuestionNotFound`` when no request waits on that call; ``RuntimeInputError`` naming the
+    field for a decision that cannot be taken. Nothing is written for a refused decision."""
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise RuntimeInputError("toolCallId", "must be a non-empty string")
+    if decision not in DECISIONS:
+        raise RuntimeInputError("decision", f"must be one of {', '.join(DECISIONS)}")
+    if scope not in SCOPES:
+        raise RuntimeInputError("scope", f"must be one of {', '.join(SCOPES)}")
+    if not isinstance(prefix, str) or len(prefix) > MAX_PREFIX:
+        raise RuntimeInputError("prefix", f"must be a string of at most {MAX_PREFIX} characters")
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise RuntimeInputError("note", f"must be a string of at most {MAX_NOTE} characters")
+    run = waiting_run(session_id)
+    question = (run.question or {}) if run is not None else {}
+    if run is None or question.get("kind") != "approval" or question.get("toolCallId") != tool_call_id:
+        raise QuestionNotFound(tool_call_id)
+    prefix = prefix.strip()
+    if prefix and (decision != "allow" or scope != "session" or question.get("tool") != "bash"):
+        raise RuntimeInputError("prefix", "only for allowing bash commands for the session")
+    if prefix and not str(question.get("command") or "").lstrip().startswith(prefix):
+        raise RuntimeInputError("prefix", "the command waiting for approval does not start with it")
+    settled = {
+        **question,
+        "outcome": "allowed" if decision == "allow" else "denied",
+        "scope": scope if decision == "allow" else "once",
+        "prefix": prefix,
+        "note": note.strip(),
+        "decidedBy": actor.get_username() if actor is not None else None,
+        "decidedAt": now_ms(),
+    }
+    with transaction.atomic():
+        if not lifecycle.resume(run, settled, tool_call_id=tool_call_id):
+            raise QuestionNotFound(tool_call_id)  # decided in another tab, expired or aborted meanwhile
+        submit_run(run, start=start)
+    run.refresh_from_db()
+    return run

@@ -85,14 +85,15 @@ RUN_ROW_FIELDS = (
 
 
 def usage_by_day(*, since) -> dict[str, list[dict]]:
-    """Tokens and cost per day since ``since`` by agent, by model (a run's override, else its
-    agent's model) and by user, for the console's overview: one aggregate over the runs'
-    ``created_at`` range, grouped by day, agent, model override and user ids (no join), then
+    """Tokens and cost per day since ``since`` by agent, by model (the one that answered, as the
+    run recorded it; for a run from before that was recorded, its override, else its agent's
+    model) and by user, for the console's overview: one aggregate over the runs'
+    ``created_at`` range, grouped by day, agent, models and user ids (no join), then
     folded three ways here, with the names read from the few agents and users it names."""
     groups = list(
         AgentRun.objects.filter(created_at__gte=since)
         .annotate(day=TruncDate("created_at"))
-        .values("day", "agent_id", "model_name", "user_id")
+        .values("day", "agent_id", "answered_model", "model_name", "user_id")
         .annotate(runs=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"))
         .order_by()
     )
@@ -100,7 +101,7 @@ def usage_by_day(*, since) -> dict[str, list[dict]]:
     users = dict(get_user_model().objects.filter(pk__in={g["user_id"] for g in groups if g["user_id"]}).values_list("id", "username"))
     keys = {
         "agent": lambda g: agents[g["agent_id"]].name,
-        "model": lambda g: g["model_name"] or agents[g["agent_id"]].model.name,
+        "model": lambda g: g["answered_model"] or g["model_name"] or agents[g["agent_id"]].model.name,
         "user": lambda g: users.get(g["user_id"], "(no user)"),
     }
     folded: dict[str, list[dict]] = {}

@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Self
 
 from django.conf import settings
+from django.utils import timezone
 
 from infra.prepared import Increment, update_rows
 from runtime import llm
@@ -51,7 +52,7 @@ from runtime.realtime.sinks import (
     process_budget,
     streaming_row,
 )
-from runtime.runs import failover, lifecycle
+from runtime.runs import approvals, failover, lifecycle
 from runtime.runs.notes import add_note
 from runtime.runs.process import HOST, this_process
 from runtime.runs.summaries import (
@@ -70,7 +71,7 @@ from sessions_tree.models import AgentSession
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog import catalog_version
-from toolcatalog.protocol import ToolContext, ToolResult
+from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, get_tool
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,14 @@ SKIPPED_FOR_STEER_TEXT = "Skipped due to queued user message."
 ASK_USER = "ask_user"
 ONE_QUESTION_TEXT = "Only one question at a time: ask this one after the user has answered the first."
 QUESTION_STEERED_TEXT = "The user sent a message instead of answering (it follows)."
+FIRST_TOKEN_EVENTS = frozenset({"text_delta", "thinking_delta", "toolcall_delta"})
+APPROVAL_STEERED_TEXT = "Not run: the user sent a message instead of deciding on this call (it follows)."
+PLAN_ONLY_TEXT = (
+    "Refused: this session runs in plan-only mode, where no tool that changes something runs. "
+    "Describe the change you would make instead."
+)
+ONE_WAIT_TEXT = "Not run: another call of this round waits for the user; call this one again after that."
+WAIT = ToolResult.error("")  # _approval_gate: the call waits for a person (compared by identity)
 
 
 class RunControl:
@@ -176,8 +185,14 @@ class Turn:
     meta: AgentSession | None = None
     # The prompt's message, stored together with the first reply's in-flight entry.
     pending_prompt: dict | None = None
-    # An ``ask_user`` call of the current round: the run parks on it (``waiting``).
+    # An ``ask_user`` call of the current round, or a call waiting for approval
+    # (runs/approvals.py): the run parks on it (``waiting``).
     question: dict | None = None
+    # The approval mode in force and the session's "allow for this session" rules, read from
+    # the active path before each model call; the settled request a resumed run carries out.
+    approval_mode: str = "auto"
+    approval_rules: tuple = ()
+    approved: dict | None = None
     # The last tool result of a round, stored together with the next reply's in-flight
     # entry (one write), or on its own before anything else the run does (``_store_results``).
     pending_results: list[tuple[dict, str, ToolResult]] = field(default_factory=list)
@@ -306,7 +321,12 @@ def user_message(text: str, images: list | None = None) -> dict:
 def _run(turn: Turn) -> None:
 
     run = turn.run
-    if run.question:
+    if run.question and run.question.get("kind") == "approval":
+        # Resumed after an approval request: the decision goes into the tree, then the
+        # round's calls that had not run yet run (or get the refusal) as if never stopped.
+        if _after_round(turn, _resume_approval(turn), counted=False):
+            return
+    elif run.question:
         # Resumed after a question (runs/questions.py): its prompt is in the tree and the
         # ``ask_user`` call waits for its result, which the answer (or expiry) gives now.
         _settle_question(turn)
@@ -348,29 +368,9 @@ def _run(turn: Turn) -> None:
         calls = [b for b in final.get("content") or [] if b.get("type") == "toolCall"]
         if calls and stop == "toolUse":
             steered = _run_tool_calls(turn, calls)
-            if turn.control.cancelled:
-                if turn.question is not None:
-                    _store_results(turn)  # the round's held result first: the rest get the error
-                    close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
-                _finish(turn, RunStatus.ABORTED, abort_when="")
+            if _after_round(turn, steered):
                 return
             checked = not steered
-            run.rounds += 1
-            turn.book.set(rounds=run.rounds)  # written with the next reply's opening
-            if turn.question is not None:
-                question, turn.question = turn.question, None
-                if not steered:
-                    if _park(turn, question):
-                        return  # waiting: no thread, no worker until the answer resumes it
-                    close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
-                    _finish(turn, RunStatus.ABORTED, abort_when=" while it asked a question")
-                    return
-                # The user steered instead of answering: the message is the answer.
-                _append_result(turn, question["toolCallId"], "ask_user", ToolResult.error(QUESTION_STEERED_TEXT))
-            _deliver(turn, steered)
-            if run.rounds >= turn.agent.max_tool_rounds and not steered:
-                _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
-                return
             continue
         # A queued follow-up goes first; without one, Pi's threshold check at the end of the
         # run, while the run is still running (so it can be aborted, and no new run writes
@@ -397,6 +397,41 @@ def _run(turn: Turn) -> None:
                 turn.book.written()
                 return
         _deliver(turn, [follow_up])
+
+
+def _after_round(turn: Turn, steered: list[RunInput], *, counted: bool = True) -> bool:
+    """After a round of tool calls: an abort, a question or approval to wait on, the steers to
+    deliver, the round limit. True when the run stops here (finished, or parked)."""
+    run = turn.run
+    if turn.control.cancelled:
+        if turn.question is not None:
+            _store_results(turn)  # the round's held result first: the rest get the error
+            close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
+        _finish(turn, RunStatus.ABORTED, abort_when="")
+        return True
+    if counted:
+        run.rounds += 1
+        turn.book.set(rounds=run.rounds)  # written with the next reply's opening
+    if turn.question is not None:
+        question, turn.question = turn.question, None
+        if not steered:
+            if _park(turn, question):
+                return True  # waiting: no thread, no worker until the answer resumes it
+            close_open_tool_calls(turn.provider, turn.session_id, text=ABORTED_TOOL_TEXT)
+            asked = "waited for an approval" if question.get("kind") == "approval" else "asked a question"
+            _finish(turn, RunStatus.ABORTED, abort_when=f" while it {asked}")
+            return True
+        # The user steered instead of answering: the message is the answer.
+        if question.get("kind") == "approval":
+            _store_results(turn)
+            close_open_tool_calls(turn.provider, turn.session_id, text=APPROVAL_STEERED_TEXT)
+        else:
+            _append_result(turn, question["toolCallId"], "ask_user", ToolResult.error(QUESTION_STEERED_TEXT))
+    _deliver(turn, steered)
+    if run.rounds >= turn.agent.max_tool_rounds and not steered:
+        _finish(turn, RunStatus.FAILED, error=f"stopped after {turn.agent.max_tool_rounds} tool rounds (the agent's max_tool_rounds)")
+        return True
+    return False
 
 
 def _deliver(turn: Turn, inputs: list[RunInput]) -> None:
@@ -486,6 +521,9 @@ def _stream_assistant(turn: Turn) -> dict:
     requested_level = ctx.thinking_level if ctx.thinking_level else turn.agent.thinking_level
     messages = llm_messages(ctx.messages)
     tool_definitions = turn.tools.projection.tool_definitions() if turn.model.supports_tools else []
+    _read_approvals(turn)
+    if turn.approval_mode == "plan_only":  # changing tools are not offered at all
+        tool_definitions = [d for d in tool_definitions if not approvals.refused_in_plan_mode(_registered(d["name"]), {})]
     sampling = turn.run.sampling or {}  # an OpenAI client's sampling parameters (runtime/llm/sampling.py)
 
     def request_for(candidate: failover.Candidate) -> llm.LlmRequest:
@@ -514,6 +552,9 @@ def _stream_assistant(turn: Turn) -> dict:
                 streaming, partial = candidate, None  # a fallback took the call: nothing of the failed one is kept
                 turn.call_spec = candidate.spec
             partial = event.partial or partial
+            if turn.run.first_token_at is None and event.type in FIRST_TOKEN_EVENTS:
+                turn.run.first_token_at = timezone.now()  # the run's first token: written with the reply's end
+                turn.book.set(first_token_at=turn.run.first_token_at)
             _forward(turn, entry_id, event)
             if event.type in ("done", "error"):
                 final = event.message
@@ -532,8 +573,14 @@ def _stream_assistant(turn: Turn) -> dict:
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
     usage = final.get("usage") or {}
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status, meta=turn.meta)
-    # The usage (and the cleared in-flight mark) go to the run row with its next write.
+    # The usage (and the cleared in-flight mark) go to the run row with its next write, with
+    # the model that answered (what the run's pages and the costs name, whatever the agent
+    # says later).
     turn.book.add_usage(usage)
+    answered = streaming.name if streaming is not None else (turn.answering.name if turn.answering else turn.model.name)
+    if answered != turn.run.answered_model:
+        turn.run.answered_model = answered
+        turn.book.set(answered_model=answered)
     turn.emit(se.assistant_stream_end(entry_id=entry_id, stop_reason=stop, run_id=turn.run.run_id))
     turn.emit(_reply_context_stats(turn, final))
     return stored["message"]
@@ -596,13 +643,21 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
     steered: list[RunInput] = []
     for index, call in enumerate(calls):
         call_id, name = call.get("id") or "", call.get("name") or ""
+        args = call.get("arguments") or {}
+        decided, turn.approved = (turn.approved, None) if turn.approved and turn.approved.get("toolCallId") == call_id else (None, turn.approved)
         if turn.control.cancelled:
             result = ToolResult.error(ABORTED_TOOL_TEXT)
         elif steered:
             result = ToolResult.error(SKIPPED_FOR_STEER_TEXT)
+        elif decided is not None and decided.get("outcome") != "allowed":
+            result = ToolResult.error(approvals.denial_text(decided), details={"approval": approvals.decision_data(decided)})
+        elif decided is None and (refusal := _approval_gate(turn, call)) is not None:
+            if refusal is WAIT:
+                break  # the run waits for a person; this call and the rest of the round run after
+            result = refusal
         else:
             # Through the projection: a tool it does not make effective gets an error result.
-            result = turn.tools.execute(name, call.get("arguments") or {}, _tool_context(turn, call_id))
+            result = turn.tools.execute(name, args, _tool_context(turn, call_id))
         pending = (result.details or {}).get("pendingQuestion") if name == ASK_USER and not result.is_error else None
         if pending is not None:
             if turn.question is None:
@@ -636,6 +691,76 @@ def _append_result(turn: Turn, call_id: str, name: str, result: ToolResult) -> N
     turn.provider.append_message(turn.session_id, result.to_pi_tool_result(call_id, name), meta=turn.meta)
     crash_point("after_tool")
     turn.emit(se.tool_result_final(tool_call_id=call_id, text=result.text_output(), is_error=result.is_error))
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+def _read_approvals(turn: Turn) -> None:
+    """The approval mode in force (the agent's, tightened by the session's) and the session's
+    rules, from the active path as it is now (runs/approvals.py)."""
+    path = turn.provider.get_active_path(turn.session_id, meta=turn.meta)
+    state = approvals.read_path(path)
+    turn.approval_mode = approvals.effective_mode(turn.tools.tool_policy.approval, state)
+    turn.approval_rules = state.rules
+
+
+def _registered(name: str):
+    try:
+        return get_tool(name)
+    except UnknownTool:
+        return None
+
+
+def _approval_gate(turn: Turn, call: dict) -> ToolResult | None:
+    """None: the call runs. ``WAIT``: it waits for a person (``turn.question`` holds the
+    request). Another result: the call is refused with it."""
+    name, args = call.get("name") or "", call.get("arguments") or {}
+    mode = turn.approval_mode
+    if mode == "auto" or name in approvals.NEVER_ASK:
+        return None
+    tool = _registered(name)
+    if mode == "plan_only":
+        return ToolResult.error(PLAN_ONLY_TEXT) if tool is not None and approvals.refused_in_plan_mode(tool, args) else None
+    if not approvals.needs_approval(mode, tool, name, args, turn.approval_rules):
+        return None
+    if turn.question is not None:
+        return ToolResult.error(ONE_WAIT_TEXT)
+    turn.question = approvals.request_for(call, mode=mode, cwd=turn.cwd)
+    return WAIT
+
+
+def open_tool_calls(provider: SessionTreeProvider, session_id: str, *, meta=None) -> list[dict]:
+    """The tool calls of the active path's last assistant message that have no result yet
+    (none once a user message follows it)."""
+    answered: set[str] = set()
+    for entry in reversed(provider.get_active_path(session_id, meta=meta)):
+        if entry.get("type") != "message":
+            continue
+        message = entry["message"]
+        if message.get("role") == "toolResult":
+            answered.add(message.get("toolCallId"))
+            continue
+        if message.get("role") != "assistant":
+            return []
+        return [b for b in message.get("content") or [] if b.get("type") == "toolCall" and b.get("id") not in answered]
+    return []
+
+
+def _resume_approval(turn: Turn) -> list[RunInput]:
+    """On a run resumed after an approval request: record the decision in the tree, then run
+    the round's calls that had no result yet, the decided one first."""
+    question = turn.run.question or {}
+    pending = open_tool_calls(turn.provider, turn.session_id, meta=turn.meta)
+    if question.get("outcome") not in ("allowed", "denied", "expired") or not pending or pending[0].get("id") != question.get("toolCallId"):
+        close_open_tool_calls(turn.provider, turn.session_id, text="Tool call aborted: the approval was never decided.")
+        turn.meta = turn.provider.get_session(turn.session_id)
+        return []
+    turn.provider.append_custom_entry(turn.session_id, custom_type=approvals.DECISION_TYPE, data=approvals.decision_data(question))
+    turn.meta = turn.provider.get_session(turn.session_id)  # written without the turn's copy
+    _read_approvals(turn)  # an "allow for this session" counts for the rest of the round too
+    turn.approved = question
+    return _run_tool_calls(turn, pending)
 
 
 # --------------------------------------------------------------------------- questions (ask_user)

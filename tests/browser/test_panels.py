@@ -79,6 +79,10 @@ RULES = {
             [{"tool_call": {"name": "todo", "arguments": {"todos": TODO_B}}}],
             [{"text": "The other plan is done."}],
         ]},
+        {"match": {"contains": "clean the build"}, "replies": [
+            [{"text": "I will clean it."}, {"tool_call": {"name": "bash", "arguments": {"command": "echo cleaned the build folder"}}}],
+            [{"text": "Result: {{result}}"}],
+        ]},
         {"match": {"contains": "ask me"}, "replies": [
             [{"text": "I need a decision."}, {"tool_call": {"name": "ask_user", "arguments": {
                 "question": "Which format do you want?", "options": ["A short paragraph", "A bullet list"], "allow_free_text": True}}}],
@@ -101,6 +105,10 @@ model, _ = ModelConfig.objects.update_or_create(
 Agent.objects.update_or_create(name="panels-budget", defaults=dict(
     model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests: tight child budgets",
     subagent_policy={{"enabled": True, "agents": ["panels"], "child_budget": {{"max_turns": 1, "idle_seconds": 5}}}},
+))
+Agent.objects.update_or_create(name="panels-careful", defaults=dict(
+    model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests: approvals",
+    tool_policy={{"approval": "ask_changes"}},
 ))
 Agent.objects.update_or_create(name="panels", defaults=dict(
     model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests",
@@ -400,4 +408,31 @@ def test_every_way_a_child_ends_looks_distinct_and_says_why_and_cancel_all(brows
     expect(stopped.locator(".subagent-why").first).to_contain_text("cancelled")
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("The slow ones were stopped.")
     assert page.console.errors == [], page.console.errors
+    context.close()
+
+
+def test_a_changing_call_waits_for_allow_or_deny_in_the_page(browser, server, panels_agent, artifacts):
+    """An agent in "ask for changes" mode: its bash call waits in the approval panel with the
+    exact command; Allow once runs it, Deny (with a note) tells the model why."""
+    context, page = open_page(browser, server, agent="panels-careful")
+    panel = page.locator(".approval-panel")
+    send(page, "clean the build please")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".approval-command")).to_have_text("echo cleaned the build folder")
+    expect(page.locator(".run-state")).to_have_attribute("data-state", "waiting")
+    shot(page, artifacts, "approval-1440")
+    panel.get_by_role("button", name="Allow once").click()
+    expect(panel).to_have_count(0)
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Result: cleaned the build folder")
+    wait_idle(page)
+    page.set_viewport_size(PHONE)
+    close_drawers(page)
+    send(page, "clean the build again")
+    expect(panel).to_be_visible()
+    shot(page, artifacts, "approval-390")
+    page.fill("#approval-note", "not now, a build is running")
+    panel.get_by_role("button", name="Deny").click()
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("denied this call")
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("not now, a build is running")
+    wait_idle(page)
     context.close()

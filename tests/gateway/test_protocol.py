@@ -48,7 +48,7 @@ async def test_hello_says_the_protocol_and_the_event_shapes_versions(tree, token
             "revision": await revision_of(tree.session_id),
             "readOnly": False,
             "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
-            "commands": ["subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "ping"],
+            "commands": ["subscribe", "prompt", "regenerate", "abort", "switch_leaf", "answer", "approve", "ping"],
         }
         assert TREE_EVENTS_VERSION == 1 and STREAM_EVENTS_VERSION == 1  # what docs/realtime.md says
     finally:

@@ -20,7 +20,15 @@ def test_defaults():
         "per_tool": {},
         "env_passthrough": [],
         "network": False,
+        "approval": "auto",
     }
+
+
+def test_approval_mode_is_one_of_the_modes():
+    assert ToolPolicy.from_dict({"approval": "plan_only"}).approval == "plan_only"
+    with pytest.raises(PolicyError) as info:
+        ToolPolicy.from_dict({"approval": "sometimes"})
+    assert "approval" in info.value.as_dict()
 
 
 def test_full_policy_round_trip():

@@ -23,6 +23,7 @@ MAX_OPTION = 200
 
 class AskUserTool(Tool):
     name = "ask_user"
+    changes = False
     label = "ask user"
     description = (
         "Ask the user a question and wait for the answer, when you cannot go on without their decision. "

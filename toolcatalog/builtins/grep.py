@@ -94,6 +94,7 @@ class _FileSearch:
 
 class GrepTool(Tool):
     name = "grep"
+    changes = False
     label = "grep"
     description = (
         "Search file contents for a pattern. Returns matching lines with file paths and line numbers. "

@@ -44,6 +44,7 @@ def finish_listing(lines: list[str], notices: list[str], details: dict[str, Any]
 
 class LsTool(Tool):
     name = "ls"
+    changes = False
     label = "ls"
     description = (
         "List directory contents. Returns entries sorted alphabetically, with '/' suffix for directories and "
@@ -101,6 +102,7 @@ class LsTool(Tool):
 
 class FindTool(Tool):
     name = "find"
+    changes = False
     label = "find"
     description = (
         "Search for files by glob pattern. Returns matching paths relative to the search directory "

@@ -115,6 +115,7 @@ class _Scan:
 
 class ReadTool(Tool):
     name = "read"
+    changes = False
     label = "read"
     description = (
         "Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent "

@@ -23,6 +23,7 @@ _MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 class TodoTool(Tool):
     name = "todo"
+    changes = False
     label = "todo"
     description = (
         "Keep a short plan for the current task as a todo list. Each call replaces the whole list: send every "

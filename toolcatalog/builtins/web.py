@@ -16,6 +16,7 @@ import os
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolcatalog import web_search_backends
 from toolcatalog.command_output import default_output_dir, prune_old_outputs
@@ -30,6 +31,7 @@ MAX_URL_LENGTH = 8192  # web_guard.MAX_URL_LENGTH (the guard is imported with th
 
 class WebSearchTool(Tool):
     name = "web_search"
+    changes = False
     label = "Web search"
     description = (
         "Search the web. Returns a numbered list of results (title, URL, snippet). Use `site` to search one "
@@ -120,6 +122,20 @@ class WebFetchTool(Tool):
         "additionalProperties": False,
     }
     manifest = ToolManifest(kind="builtin", requires_network=True, default_route="worker-local")
+
+    def changes_with(self, args: dict[str, Any]) -> bool:
+        """A fetch sends what its URL carries to a host the model chose: it asks in the
+        ``ask_changes`` approval mode unless the host is one the operator trusts outright
+        (on ``NETA_WEB_FETCH_ALLOW``)."""
+        from toolcatalog import web_guard  # http.client and ssl come with it: loaded when a fetch is first judged
+
+        try:
+            parts = urlsplit(str(args.get("url") or "").strip())
+            host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+            allow = web_guard.policy_from_settings().allow
+        except ValueError:
+            return True
+        return not (host and any(rule.matches(web_guard.normalize_host(host), port) for rule in allow))
 
     def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         # http.client, ssl, trafilatura and pypdf come with the first fetch: a process that only

@@ -55,6 +55,9 @@ class McpTool(Tool):
         schema = listed.get("inputSchema") or EMPTY_SCHEMA
         self.parameters = schema if isinstance(schema, dict) else EMPTY_SCHEMA
         self.manifest = STDIO_MANIFEST if spec.transport == "stdio" else HTTP_MANIFEST
+        # The server's own word that the tool only reads (MCP's readOnlyHint annotation).
+        annotations = listed.get("annotations") if isinstance(listed.get("annotations"), dict) else {}
+        self.changes = annotations.get("readOnlyHint") is not True
         # ["*"]: every agent, chosen on purpose; an empty list: no agent (McpServer.agents).
         self.audience = None if ALL_AGENTS in agents else tuple(agents)
         self.audience_reason = (

@@ -23,7 +23,7 @@ from runtime.api.views.base import (
 )
 from runtime.models import AgentRun
 from runtime.runs.prompts import queued_inputs, run_abort, session_continue, session_prompt, session_regenerate
-from runtime.runs.questions import answer_question
+from runtime.runs.questions import answer_question, decide_approval
 from runtime.sessions.access import reads_all_sessions, visible_sessions
 
 
@@ -112,6 +112,23 @@ class SessionAnswerApi(SessionApi):
         meta = self.meta
         data = parse(S.AnswerInput, request.data)
         run = answer_question(session_id=meta.session_id, tool_call_id=data["toolCallId"], answer=data["answer"], actor=request.user)
+        run = AgentRun.objects.select_related("agent").get(pk=run.pk)
+        return Response({"run": S.RunOut(run).data})
+
+
+class SessionApproveApi(SessionApi):
+    @extend_schema(
+        summary="Allow or deny the tool call the session's run waits on; the run goes on",
+        request=S.ApproveInput,
+        responses={200: S.AnswerOut, **WRITE_ERRORS},
+    )
+    def post(self, request, session_id: str):
+        meta = self.meta
+        data = parse(S.ApproveInput, request.data)
+        run = decide_approval(
+            session_id=meta.session_id, tool_call_id=data["toolCallId"], decision=data["decision"], scope=data["scope"],
+            prefix=data["prefix"], note=data["note"], actor=request.user,
+        )  # fmt: skip
         run = AgentRun.objects.select_related("agent").get(pk=run.pk)
         return Response({"run": S.RunOut(run).data})
 

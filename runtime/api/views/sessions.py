@@ -57,6 +57,7 @@ from runtime.sessions.services import (
 )
 from runtime.models import SessionShare
 from runtime.sessions.markdown import session_markdown
+from runtime.sessions.permissions import session_approvals, session_set_permission_mode
 from runtime.sessions.sharing import pin_set, session_feedback, share_create, share_revoke, share_row
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import get_provider
@@ -316,6 +317,20 @@ class SessionFeedbackApi(SessionApi):
         with entry_field("entryId"):
             entry = session_feedback(session_id=meta.session_id, entry_id=data["entryId"], rating=data["rating"], note=data.get("note") or "", actor=request.user)
         return Response({"entry": entry, "revision": current_revision(meta.session_id)}, status=status.HTTP_201_CREATED)
+
+
+class SessionPermissionModeApi(SessionApi):
+    @extend_schema(summary="The approval mode in force (the agent's, tightened by the session's) and the session's rules", responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
+    def get(self, request, session_id: str):
+        meta = self.meta
+        return Response(session_approvals(meta))
+
+    @extend_schema(summary="Set the session's own approval mode (it can tighten the agent's, never loosen it)", request=S.PermissionModeInput, responses={201: OpenApiTypes.OBJECT, **WRITE_ERRORS})
+    def put(self, request, session_id: str):
+        meta = self.meta
+        data = parse(S.PermissionModeInput, request.data)
+        entry = session_set_permission_mode(meta=meta, mode=data["mode"], actor=request.user)
+        return Response({"entry": entry, **session_approvals(meta)}, status=status.HTTP_201_CREATED)
 
 
 class SessionSharesApi(SessionApi):

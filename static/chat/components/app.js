@@ -8,6 +8,7 @@ import { Conversation } from "./conversation.js";
 import { Composer } from "./composer.js";
 import { PlanPanel } from "./plan_panel.js";
 import { ClarifyPanel } from "./clarify_panel.js";
+import { ApprovalPanel } from "./approval_panel.js";
 import { StatusBar } from "./status.js";
 import { TreeSidebar } from "./tree.js";
 import { SessionList } from "./sessions.js";
@@ -513,6 +514,7 @@ export function App({ data, store, connection }) {
           <${Boundary} name="status bar" label=${t("status bar")}><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
           <${Boundary} name="plan" label=${t("plan")}><${PlanPanel} store=${store} /><//>
           <${Boundary} name="question" label=${t("question")}><${ClarifyPanel} store=${store} connection=${connection} /><//>
+          <${Boundary} name="approval" label=${t("approval")}><${ApprovalPanel} store=${store} connection=${connection} /><//>
           <${Composer}
             store=${store}
             draft=${draft}

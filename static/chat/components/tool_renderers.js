@@ -159,6 +159,14 @@ function LiveOutput({ store, callId, children }) {
   return children(output);
 }
 
+/** An open call's status: running, or — while the run waits for a person (an approval) — waiting. */
+function RunningStatus({ store }) {
+  useStore(store, ["run"]);
+  const waiting = store.run.state === "waiting";
+  const status = waiting ? "waiting" : "running";
+  return html`<span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${waiting ? "waiting for you" : "running…"}</span>`;
+}
+
 export class ToolCard extends Component {
   shouldComponentUpdate(next) {
     return next.call !== this.props.call || next.result !== this.props.result || next.streaming !== this.props.streaming;
@@ -176,7 +184,9 @@ export class ToolCard extends Component {
         <summary>
           <span class="tool-name">${call.name || "tool"}</span>
           <span class="tool-summary">${renderer.summary(args ?? {})}</span>
-          <span class=${`tool-status status-${status}`} aria-label=${t("status: {status}", { status })}>${{ done: "✓", error: `✗ ${t("error")}`, running: t("running…"), calling: "…", waiting: t("waiting for you"), partial: `◐ ${t("partial")}`, cancelled: t("cancelled") }[status]}</span>
+          ${status === "running" && store
+            ? html`<${RunningStatus} store=${store} />`
+            : html`<span class=${`tool-status status-${status}`} aria-label=${t("status: {status}", { status })}>${{ done: "✓", error: `✗ ${t("error")}`, running: t("running…"), calling: "…", waiting: t("waiting for you"), partial: `◐ ${t("partial")}`, cancelled: t("cancelled") }[status]}</span>`}
         </summary>
         <div class="tool-body">
           ${result || !store ? body(null) : html`<${LiveOutput} store=${store} callId=${call.id}>${(output) => body(output)}</${LiveOutput}>`}

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0017_chat_page'),
+        ('runtime', '0018_run_answered_model'),
     ]
 
     operations = [
