@@ -2,7 +2,7 @@
 // start with, and where the keyboard shortcuts are.
 
 import { html } from "./html.js";
-import { t } from "../i18n.js";
+import { language, t } from "../i18n.js";
 
 // In the reader's language: the prompt is sent as written, so the agent answers in it too.
 const STARTERS = () => [
@@ -11,6 +11,9 @@ const STARTERS = () => [
   { title: t("Explain with an example"), prompt: t("Explain how a git rebase differs from a merge, with a small example.") },
   { title: t("Plan a task"), prompt: t("Help me plan a small task step by step. Ask me what the task is first.") },
 ];
+
+// Chinese sentences follow each other without a space.
+const SENTENCE_GAP = () => (language().startsWith("zh") ? "" : " ");
 
 export function FirstScreen({ agent, onStarter }) {
   return html`
@@ -25,7 +28,7 @@ export function FirstScreen({ agent, onStarter }) {
           </button></li>`,
         )}
       </ul>
-      <p class="muted first-screen-keys"><span class="keys-hint">${t("Press")} <kbd>?</kbd> ${t("for keyboard shortcuts.")} </span>${t("Every answer is a node in the tree: branch from any message with “Continue from here”.")}</p>
+      <p class="muted first-screen-keys"><span class="keys-hint">${t("Press")} <kbd>?</kbd> ${t("for keyboard shortcuts.")}${SENTENCE_GAP()}</span>${t("Every answer is a node in the tree: branch from any message with “Continue from here”.")}</p>
     </section>
   `;
 }
