@@ -199,6 +199,14 @@ NETA_RUN_CLAIM_SECONDS = env_int("NETA_RUN_CLAIM_SECONDS", 120, minimum=2)
 # An ``ask_user`` question nobody answered for this long expires (the reaper round): the
 # model gets a "the user did not answer" result and the run goes on.
 NETA_ASK_USER_TIMEOUT_SECONDS = env_int("NETA_ASK_USER_TIMEOUT_SECONDS", 3600, minimum=1)
+# Model- and tool-call records (a run's trace) older than this many days are pruned by the
+# reaper's round; 0 keeps them.
+NETA_TRACE_RETENTION_DAYS = env_int("NETA_TRACE_RETENTION_DAYS", 90, minimum=0)
+# OpenTelemetry: each run's trace goes to the OTLP/HTTP endpoint the standard variables name
+# (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; off without them).
+# Prompts and answers go along only when NETA_OTEL_CAPTURE_CONTENT is on.
+NETA_OTEL_ENABLED = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+NETA_OTEL_CAPTURE_CONTENT = env_bool("NETA_OTEL_CAPTURE_CONTENT", False)
 # TEST-ONLY: the process SIGKILLs itself when a run reaches this named point
 # (runtime/runs/turn.py crash_point; the crash suite). Empty (the default) in any deployment.
 NETA_TEST_KILL_AT = env_str("NETA_TEST_KILL_AT", "")

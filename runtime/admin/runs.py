@@ -3,6 +3,8 @@ the runs' services), the run's notes and feedback."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import uuid
 
 from django.contrib import admin, messages
@@ -15,9 +17,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from runtime.admin.common import ERROR_SHOWN, grouped
+from runtime.api.views.traces import rebuilt_body, run_spans
 from runtime.models import (
     Agent,
     AgentRun,
+    ModelCall,
     RunInput,
     SubprocessRun,
 )
@@ -55,8 +59,14 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
         return lookup == "parent_run__id__exact" or super().lookup_allowed(lookup, value, request)  # the runs list links here
     search_fields = ("run_id", "session_id", "batch_id")
     show_full_result_count = False
-    readonly_fields = [f.name for f in SubprocessRun._meta.fields if f.name != "envelope"]
+    readonly_fields = ["transcript", *(f.name for f in SubprocessRun._meta.fields if f.name != "envelope")]
     exclude = ("envelope",)
+
+    @admin.display(description="transcript")
+    def transcript(self, obj):
+        """The child's recorded events as it worked (runtime/subagents/protocol.py): its text in
+        whole passages, each tool call and result, how it ended — each at its time from the start."""
+        return child_transcript(obj)
     actions = ["cancel_runs"]
 
     def has_cancel_permission(self, request):
@@ -109,10 +119,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     list_select_related = ()
     list_per_page = 50
     show_full_result_count = False
-    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes", "feedback"]
+    readonly_fields = [*(f.name for f in AgentRun._meta.fields), "session_page", "model_used", "run_notes", "feedback", "trace"]
     inlines = [RunInputInline]
     page_groups = (
         (None, ("run_id", "status", "error", "run_notes", "feedback", "session_page", "agent", "user", "model_used", "created_at", "started_at", "finished_at", "cancelled_by")),
+        ("Trace", ("trace",)),
         ("Tokens and cost", ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost", "rounds")),
         ("Prompt", ("prompt", "images", "from_entry_id", "prompt_entry_id", "question", "waiting_since", "session_id", "model_name")),
         ("Where it ran", (
@@ -184,6 +195,12 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             )),
         )  # fmt: skip
 
+    @admin.display(description=_("what happened"))
+    def trace(self, obj):
+        """The run's spans as a waterfall (runtime/api/views/traces.py): each model call, tool call
+        and child on the run's time axis; a model call opens the request it sent, rebuilt."""
+        return trace_waterfall(obj)
+
     @admin.display(description=_("duration"))
     def duration(self, obj):
         if not obj.started_at:
@@ -243,3 +260,123 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
                 run_abort(run=run, actor=request.user)
                 count += 1
         self.message_user(request, _("asked %(count)s run(s) to stop") % {"count": count}, messages.SUCCESS)
+
+
+TRACE_REQUESTS_SHOWN = 20  # model calls whose rebuilt request the page embeds (the API has them all)
+KIND_COLOURS = {"model_call": "#417690", "tool_call": "#7a9a01", "subagent": "#a05a2c"}
+
+
+def trace_waterfall(run):
+    """A table, a row per span under the run: kind, name, when it started after the run and for
+    how long (as a bar on the run's time axis), what it says; a model call opens its request."""
+    spans = run_spans(run)
+    rest = spans[1:]
+    if not rest:
+        return "no model or tool call recorded"
+    start = min(dt.datetime.fromisoformat(s["start"]) for s in spans if s["start"])
+    ends = [dt.datetime.fromisoformat(s["end"]) for s in spans if s["end"]]
+    total = max((max(ends) - start).total_seconds(), 0.001) if ends else 0.001
+    calls = {c.pk: c for c in ModelCall.objects.filter(run=run)}
+    rows = []
+    for index, span in enumerate(rest):
+        began = dt.datetime.fromisoformat(span["start"]) if span["start"] else start
+        ended = dt.datetime.fromisoformat(span["end"]) if span["end"] else began
+        offset, length = (began - start).total_seconds(), max((ended - began).total_seconds(), 0)
+        a = span["attributes"]
+        if span["kind"] == "model_call":
+            usage = a.get("usage") or {}
+            what = f"{a['stopReason'] or '—'} · ↑{usage.get('input', 0)} ↓{usage.get('output', 0)} · ${a['cost']}"
+            what += f" · first token {a['timeToFirstTokenMs']} ms" if a.get("timeToFirstTokenMs") is not None else ""
+            what += f" · {a['error'][:200]}" if a.get("error") else ""
+        elif span["kind"] == "tool_call":
+            what = f"{a['outcome']} · {a['argumentsSize']} bytes of arguments"
+        else:
+            what = f"{a['status']}" + (f" · {a['error'][:200]}" if a.get("error") else "")
+        detail = ""
+        if span["kind"] == "model_call" and index < TRACE_REQUESTS_SHOWN:
+            call = calls.get(int(span["id"].split(":", 1)[1]))
+            body = rebuilt_body(call) if call is not None else None
+            if body is not None:
+                detail = format_html(
+                    '<details class="trace-request"><summary>request sent</summary><pre>{}</pre></details>',
+                    json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
+                )
+        rows.append(
+            format_html(
+                '<tr data-kind="{}"><td>{}</td><td><code>{}</code></td><td>{} s</td><td>{} s</td>'
+                '<td style="min-width:220px"><div style="margin-left:{}%;width:{}%;min-width:2px;height:10px;background:{}"></div></td><td>{}{}</td></tr>',
+                span["kind"], span["kind"].replace("_", " "), span["name"], f"{offset:.2f}", f"{length:.2f}",
+                round(100 * offset / total, 2), round(100 * length / total, 2), KIND_COLOURS.get(span["kind"], "#888"), what, detail,
+            )  # fmt: skip
+        )
+    return format_html(
+        '<table class="console-table trace-waterfall"><thead><tr><th>kind</th><th>name</th><th>start</th><th>took</th><th>{} s in all</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        f"{total:.2f}", format_html_join("", "{}", ((r,) for r in rows)),
+    )
+
+
+TRANSCRIPT_EVENTS_READ = 5000  # a child's events the page folds (the table keeps them all)
+TRANSCRIPT_TEXT_SHOWN = 2000  # characters of a tool result or argument list shown
+
+
+def _short(value, limit: int = TRANSCRIPT_TEXT_SHOWN) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
+
+
+def transcript_rows(events) -> list[tuple[float, str, str]]:
+    """(seconds from the first event, kind, text) per step: streamed deltas joined into one
+    passage until something else happens; heartbeats left out."""
+    rows: list[tuple[float, str, str]] = []
+    start = None
+    passage: list[str] = []
+    passage_at = 0.0
+
+    def close_passage():
+        if passage:
+            rows.append((passage_at, "text", "".join(passage)))
+            passage.clear()
+
+    for event in events:
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        at = float(payload.get("ts") or 0) / 1000 if payload.get("ts") else event.created_at.timestamp()
+        start = at if start is None else start
+        offset = at - start
+        if event.type == "heartbeat":
+            continue
+        if event.type == "assistant_delta":
+            if not passage:
+                passage_at = offset
+            passage.append(str(payload.get("delta") or ""))
+            continue
+        if event.type == "assistant_message":
+            streamed = bool(passage)
+            close_passage()
+            if not streamed:
+                message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+                text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+                if text:
+                    rows.append((offset, "text", text))
+            continue
+        close_passage()
+        if event.type == "tool_call":
+            rows.append((offset, "tool call", f"{payload.get('name', '?')} {_short(payload.get('arguments') or {})}"))
+        elif event.type == "tool_result":
+            rows.append((offset, "tool result" + (" (error)" if payload.get("isError") else ""), f"{payload.get('name', '')} {_short(payload.get('preview') or '')}"))
+        elif event.type in ("run_end", "run_error"):
+            rows.append((offset, "end", " ".join(str(payload.get(k)) for k in ("status", "code", "message") if payload.get(k))))
+        else:
+            rows.append((offset, event.type.replace("_", " "), _short({k: v for k, v in payload.items() if k not in ("v", "seq", "ts", "type")}, 300)))
+    close_passage()
+    return rows
+
+
+def child_transcript(child):
+    events = child.events.order_by("seq")[:TRANSCRIPT_EVENTS_READ]
+    rows = transcript_rows(events)
+    if not rows:
+        return "no event recorded"
+    return format_html(
+        '<table class="console-table child-transcript"><thead><tr><th>at</th><th>step</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        format_html_join("", '<tr><td>{} s</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>', ((f"{at:.1f}", kind, text) for at, kind, text in rows)),
+    )

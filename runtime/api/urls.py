@@ -15,6 +15,7 @@ from runtime.api.views import (
     sessions,
     subagents,
     tokens,
+    traces,
     usage,
 )
 
@@ -72,6 +73,7 @@ urlpatterns = [
     path("me/", account.MeApi.as_view(), name="me"),
     path("me/settings/", account.SettingsApi.as_view(), name="me-settings"),
     path("usage/", usage.UsageApi.as_view(), name="usage"),
+    path("runs/<uuid:run_id>/trace/", traces.RunTraceApi.as_view(), name="run-trace"),
     path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

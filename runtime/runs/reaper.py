@@ -40,7 +40,7 @@ from runtime.models import (
     ProcessBeat,
     RunStatus,
 )
-from runtime.runs import lifecycle
+from runtime.runs import lifecycle, traces
 from runtime.runs.backends import submit_run
 from runtime.runs.process import HOST, process_gone, this_process
 from runtime.runs.questions import expire_questions
@@ -82,6 +82,10 @@ def reap_stale_runs(
         except Exception:  # one hook's failure never stops the round
             logger.exception("reaper hook %r failed", hook)
     if session_id is None:  # a whole round (not one session's, before a prompt): the console shows its last
+        try:
+            traces.prune()  # records past NETA_TRACE_RETENTION_DAYS
+        except Exception:  # a failed prune never stops the round
+            logger.exception("pruning trace records failed")
         record_pass(changed=len(changed))
     return changed
 

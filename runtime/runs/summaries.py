@@ -10,11 +10,14 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from django.utils import timezone
+
 from runtime import llm
 from runtime.agents.specs import model_spec
 from runtime.crash_points import crash_point
 from runtime.llm.thinking import clamp_thinking
 from runtime.models import Agent, ModelConfig
+from runtime.runs import traces
 from sessions_tree.branch_summary import (
     branch_summary_budget,
     branch_summary_request,
@@ -56,26 +59,33 @@ def compaction_settings(agent: Agent) -> CompactionSettings:
     )
 
 
-def summarize(spec: llm.ModelSpec, request, *, cancel: threading.Event | None = None) -> str:
-    """Send one summary request; the reply's text blocks joined by newlines (Pi)."""
-    final = llm.complete(
-        spec,
-        llm.LlmRequest(
-            system_prompt=request.system_prompt,
-            messages=request.llm_messages(now_ms()),
-            tools=[],
-            # Clamped to the levels the model accepts (runtime/llm/thinking.py).
-            thinking_level=clamp_thinking(spec, request.reasoning).level if request.reasoning else "off",
-            max_tokens=request.max_tokens,
-            reasoning=request.reasoning is not None,
-        ),
-        cancel=cancel,
+def summarize(spec: llm.ModelSpec, request, *, cancel: threading.Event | None = None, made: list | None = None) -> str:
+    """Send one summary request; the reply's text blocks joined by newlines (Pi). ``made``
+    collects (request, final, started) for the caller's trace (runs/traces.py): recorded
+    in the caller's thread, whose database connection is kept."""
+    sent = llm.LlmRequest(
+        system_prompt=request.system_prompt,
+        messages=request.llm_messages(now_ms()),
+        tools=[],
+        # Clamped to the levels the model accepts (runtime/llm/thinking.py).
+        thinking_level=clamp_thinking(spec, request.reasoning).level if request.reasoning else "off",
+        max_tokens=request.max_tokens,
+        reasoning=request.reasoning is not None,
     )
+    started = timezone.now()
+    final = llm.complete(spec, sent, cancel=cancel)
+    if made is not None:
+        made.append((sent, final or {}, started))
     if final.get("stopReason") == "aborted":
         raise SummaryCancelled("summary cancelled")
     if final.get("stopReason") == "error":
         raise SummaryFailed(final.get("errorMessage") or "the summarizer returned an error")
     return "\n".join(b.get("text", "") for b in final.get("content") or [] if b.get("type") == "text")
+
+
+def _record(made: list, *, run, session_id: str, purpose: str, model: ModelConfig, spec) -> None:
+    for sent, final, started in made:
+        traces.record_direct(run=run, session_id=session_id, purpose=purpose, name=model.name, spec=spec, request=sent, final=final, started=started)
 
 
 def compact_session(
@@ -85,8 +95,10 @@ def compact_session(
     model: ModelConfig | None = None,
     instructions: str | None = None,
     cancel: threading.Event | None = None,
+    run=None,
 ) -> dict:
-    """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry."""
+    """Write one compaction entry at the leaf (Pi's ``compact``). Returns the entry. ``run``:
+    the run that compacts (its trace records the summary calls)."""
     model = model or agent.model
     provider = provider_for_session(session_id)  # the session's store, not the agent's current setting
     path = provider.get_active_path(session_id)
@@ -102,8 +114,12 @@ def compact_session(
     reasoning = summary_reasoning(model.supports_thinking, ctx.thinking_level)
     requests = compaction_requests(prep, custom_instructions=instructions, reasoning=reasoning, settings=settings)
     with ThreadPoolExecutor(max_workers=max(1, len(requests))) as pool:  # Pi asks in parallel
-        futures = {r.kind: pool.submit(summarize, spec, r, cancel=cancel) for r in requests}
-        replies = {kind: future.result() for kind, future in futures.items()}
+        made: list = []
+        futures = {r.kind: pool.submit(summarize, spec, r, cancel=cancel, made=made) for r in requests}
+        try:
+            replies = {kind: future.result() for kind, future in futures.items()}
+        finally:
+            _record(made, run=run, session_id=session_id, purpose="compaction", model=model, spec=spec)
     result = compaction_result(prep, replies)
     crash_point("compaction")
     return provider.append_compaction(
@@ -139,7 +155,7 @@ def maybe_auto_compact(turn) -> dict | None:
         return None
     agent, provider = turn.agent, turn.provider
     try:
-        return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel)
+        return compact_session(turn.session_id, agent=agent, model=turn.model, cancel=turn.control.cancel, run=turn.run)
     except NothingToCompact:
         return None
     finally:
@@ -178,7 +194,11 @@ def switch_leaf(
             reply = None
             if messages:
                 request = branch_summary_request(messages, custom_instructions=instructions, replace_instructions=replace_instructions)
-                reply = summarize(model_spec(model), request, cancel=cancel)
+                made: list = []
+                try:
+                    reply = summarize(model_spec(model), request, cancel=cancel, made=made)
+                finally:
+                    _record(made, run=None, session_id=session_id, purpose="branch_summary", model=model, spec=model_spec(model))
             result = branch_summary_result(reply, file_ops)
             summary_entry = provider.append_branch_summary(
                 session_id, from_entry_id=new_leaf, summary=result["summary"], details=result.get("details"), from_hook=False

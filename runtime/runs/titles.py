@@ -16,10 +16,12 @@ import re
 import unicodedata
 
 from django.conf import settings
+from django.utils import timezone
 
 from runtime import llm
 from runtime.agents.specs import model_spec
 from runtime.models import LlmProviderKind, ModelConfig
+from runtime.runs import traces
 from sessions_tree.ids import now_ms
 
 logger = logging.getLogger(__name__)
@@ -117,8 +119,9 @@ def first_exchange(path: list[dict]) -> tuple[str, str] | None:
     return prompt, answer
 
 
-def write_title(model: ModelConfig, prompt: str, answer: str, *, cancel=None) -> str:
-    """A title for the exchange, from ``model`` ("" when it gave none)."""
+def write_title(model: ModelConfig, prompt: str, answer: str, *, cancel=None, run=None, session_id: str = "") -> str:
+    """A title for the exchange, from ``model`` ("" when it gave none); the call is recorded
+    in ``run``'s trace (runs/traces.py)."""
     if model.provider_kind == LlmProviderKind.SCRIPTED:
         return scripted_title(prompt)
     request = llm.LlmRequest(
@@ -134,7 +137,9 @@ def write_title(model: ModelConfig, prompt: str, answer: str, *, cancel=None) ->
         thinking_level="off",
         max_tokens=min(64, model.max_output_tokens),
     )
-    final = llm.complete(model_spec(model), request, cancel=cancel)
+    spec, started = model_spec(model), timezone.now()
+    final = llm.complete(spec, request, cancel=cancel)
+    traces.record_direct(run=run, session_id=session_id, purpose="title", name=model.name, spec=spec, request=request, final=final or {}, started=started)
     if final is None or final.get("stopReason") in ("error", "aborted"):
         raise RuntimeError((final or {}).get("errorMessage") or "the title model gave no answer")
     return clean_title(_text(final))
@@ -158,7 +163,7 @@ def maybe_auto_title(turn) -> dict | None:
         exchange = first_exchange(turn.provider.get_active_path(turn.session_id, meta=meta))
         if exchange is None:
             return None
-        title = write_title(model, *exchange, cancel=turn.control.cancel)
+        title = write_title(model, *exchange, cancel=turn.control.cancel, run=turn.run, session_id=turn.session_id)
         if not title:
             return None
         entry = turn.provider.append_session_info(turn.session_id, name=title)

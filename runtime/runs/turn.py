@@ -52,7 +52,7 @@ from runtime.realtime.sinks import (
     process_budget,
     streaming_row,
 )
-from runtime.runs import approvals, failover, lifecycle
+from runtime.runs import approvals, failover, lifecycle, telemetry, traces
 from runtime.runs.notes import add_note
 from runtime.runs.process import HOST, this_process
 from runtime.runs.summaries import (
@@ -193,6 +193,8 @@ class Turn:
     approval_mode: str = "auto"
     approval_rules: tuple = ()
     approved: dict | None = None
+    # The run's model and tool calls as they happened, written when it stops executing (traces.py).
+    trace: traces.Pending = field(default_factory=traces.Pending)
     # The last tool result of a round, stored together with the next reply's in-flight
     # entry (one write), or on its own before anything else the run does (``_store_results``).
     pending_results: list[tuple[dict, str, ToolResult]] = field(default_factory=list)
@@ -268,8 +270,21 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         run.refresh_from_db()
     finally:
         coalescer.flush()
+        if turn is not None:
+            _write_trace(turn)
     # The normal way out: the in-memory run is the row as the turn's writes left it.
     return run
+
+
+def _write_trace(turn: Turn) -> None:
+    """The run's trace records (runtime/runs/traces.py); a failure to write them is logged, the
+    run's outcome stands."""
+    calls, tools = list(turn.trace.calls), list(turn.trace.tools)
+    try:
+        traces.write(turn.trace)
+    except Exception:  # noqa: BLE001 - observability never fails a run
+        logger.exception("run %s: writing its trace failed", turn.run.run_id)
+    telemetry.export_run(turn.run, calls, tools)  # OpenTelemetry, when configured; never raises
 
 
 def _prepare(run: AgentRun, sink: Coalescer, control: RunControl, book: RunBook) -> Turn:
@@ -526,12 +541,14 @@ def _stream_assistant(turn: Turn) -> dict:
         tool_definitions = [d for d in tool_definitions if not approvals.refused_in_plan_mode(_registered(d["name"]), {})]
     sampling = turn.run.sampling or {}  # an OpenAI client's sampling parameters (runtime/llm/sampling.py)
 
+    attempts: list[traces.Attempt] = []
+
     def request_for(candidate: failover.Candidate) -> llm.LlmRequest:
         # Thinking by capability: the level the model accepts, the clamp in the run's notes.
         clamp = clamp_thinking(candidate.spec, requested_level)
         if clamp.changed:
             add_note(turn, "thinking", clamp.describe(candidate.name), model=candidate.name, requested=clamp.requested, level=clamp.level)
-        return llm.LlmRequest(
+        request = llm.LlmRequest(
             system_prompt=turn.system_prompt,
             messages=messages,
             tools=tool_definitions if candidate.config.supports_tools else [],
@@ -539,6 +556,8 @@ def _stream_assistant(turn: Turn) -> dict:
             max_tokens=capped_max_tokens(candidate.config.max_output_tokens, sampling),
             sampling=sampling,
         )
+        attempts.append(traces.attempt(candidate, request, entry["parentId"] or ""))  # the call's record, by reference
+        return request
 
     crash_point("stream_start")
     turn.emit(se.assistant_stream_start(entry_id=entry_id, run_id=turn.run.run_id))
@@ -552,9 +571,11 @@ def _stream_assistant(turn: Turn) -> dict:
                 streaming, partial = candidate, None  # a fallback took the call: nothing of the failed one is kept
                 turn.call_spec = candidate.spec
             partial = event.partial or partial
-            if turn.run.first_token_at is None and event.type in FIRST_TOKEN_EVENTS:
-                turn.run.first_token_at = timezone.now()  # the run's first token: written with the reply's end
-                turn.book.set(first_token_at=turn.run.first_token_at)
+            if event.type in FIRST_TOKEN_EVENTS and attempts and attempts[-1].first_token is None:
+                attempts[-1].first_token = timezone.now()
+                if turn.run.first_token_at is None:  # the run's first token: written with the reply's end
+                    turn.run.first_token_at = attempts[-1].first_token
+                    turn.book.set(first_token_at=turn.run.first_token_at)
             _forward(turn, entry_id, event)
             if event.type in ("done", "error"):
                 final = event.message
@@ -573,6 +594,7 @@ def _stream_assistant(turn: Turn) -> dict:
     status = "aborted" if stop == "aborted" else "failed" if stop == "error" else "completed"
     usage = final.get("usage") or {}
     stored = provider.finalize_in_flight(session_id, entry_id, final, status=status, meta=turn.meta)
+    traces.record_model_calls(turn.trace, turn.run, session_id, attempts, final=final, entry_id=entry_id)
     # The usage (and the cleared in-flight mark) go to the run row with its next write, with
     # the model that answered (what the run's pages and the costs name, whatever the agent
     # says later).
@@ -645,19 +667,23 @@ def _run_tool_calls(turn: Turn, calls: list[dict]) -> list[RunInput]:
         call_id, name = call.get("id") or "", call.get("name") or ""
         args = call.get("arguments") or {}
         decided, turn.approved = (turn.approved, None) if turn.approved and turn.approved.get("toolCallId") == call_id else (None, turn.approved)
+        started = timezone.now()
         if turn.control.cancelled:
-            result = ToolResult.error(ABORTED_TOOL_TEXT)
+            result, outcome = ToolResult.error(ABORTED_TOOL_TEXT), "skipped"
         elif steered:
-            result = ToolResult.error(SKIPPED_FOR_STEER_TEXT)
+            result, outcome = ToolResult.error(SKIPPED_FOR_STEER_TEXT), "skipped"
         elif decided is not None and decided.get("outcome") != "allowed":
             result = ToolResult.error(approvals.denial_text(decided), details={"approval": approvals.decision_data(decided)})
+            outcome = "denied"
         elif decided is None and (refusal := _approval_gate(turn, call)) is not None:
             if refusal is WAIT:
                 break  # the run waits for a person; this call and the rest of the round run after
-            result = refusal
+            result, outcome = refusal, "refused"
         else:
             # Through the projection: a tool it does not make effective gets an error result.
             result = turn.tools.execute(name, args, _tool_context(turn, call_id))
+            outcome = "error" if result.is_error else "ok"
+        turn.trace.tools.append(traces.tool_record(turn.run, call_id, name, args, started, outcome))
         pending = (result.details or {}).get("pendingQuestion") if name == ASK_USER and not result.is_error else None
         if pending is not None:
             if turn.question is None:

@@ -489,3 +489,18 @@ def test_eight_parallel_children_deliver_their_full_distinct_texts_to_the_parent
     assert "characters omitted" not in body and result["isError"] is False
     assert [d["sha256"] for d in result["details"]["results"]] == [hashlib.sha256(texts[i].encode()).hexdigest() for i in range(8)]
     assert not any(d["truncated"] for d in result["details"]["results"])
+
+
+def test_a_childs_page_reads_as_a_transcript_and_the_parents_trace_holds_its_children(workspace, admin_client):
+    parent = parent_with(workspace, delegating("delegate_parallel", TWO), ls_then(ANSWER))
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED, run.error
+    child = SubprocessRun.objects.filter(parent_run=run).order_by("task_index").first()
+    page = admin_client.get(f"/admin/runtime/subprocessrun/{child.pk}/change/").content.decode()
+    transcript = page[page.index("child-transcript") :]
+    steps = [step for step in ("run start", "tool call", "tool result", "text", "end") if f"<td>{step}</td>" in transcript]
+    assert steps == ["run start", "tool call", "tool result", "text", "end"], transcript[:3000]
+    assert "ls " in transcript and "The workspace holds notes.txt" in transcript and "completed" in transcript
+    assert "assistant_delta" not in transcript  # the deltas read as one passage
+    parent_page = admin_client.get(f"/admin/runtime/agentrun/{run.pk}/change/").content.decode()
+    assert parent_page.count('<tr data-kind="subagent">') == 2 and parent_page.count('<tr data-kind="model_call">') == 2

@@ -1,0 +1,117 @@
+"""A run's trace: ``GET /api/runs/{runId}/trace/`` (docs/api.md, docs/runtime.md "Traces").
+
+Spans of kind ``turn`` (the run), ``model_call`` (each call, a failover's attempts each),
+``tool_call`` and ``subagent`` (each child), with their times, parent and attributes; with
+``?include=request`` each model call carries the body it sent, rebuilt from its record: the
+messages from its context's entry in the tree, the system prompt and tools from their blobs,
+the request's other fields as recorded, through the same ``build_params`` the call used.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from runtime import llm
+from runtime.agents.specs import model_spec
+from runtime.api.views.base import READ_ERRORS
+from runtime.errors import RuntimeInputError
+from runtime.llm.bodies import request_body
+from runtime.models import (
+    AgentRun,
+    Blob,
+    ModelCall,
+    ModelConfig,
+    SubprocessRun,
+    ToolCallRecord,
+)
+from runtime.runs.turn import llm_messages
+from runtime.sessions.access import reads_all_sessions, visible_sessions
+from sessions_tree.providers import provider_for_session
+from sessions_tree.providers.base import ROOT
+
+
+def _iso(value):
+    return value.isoformat() if value else None
+
+
+def rebuilt_request(call: ModelCall) -> llm.LlmRequest:
+    """The request ``call`` sent, from its record (the tree holds its messages)."""
+    blobs = dict(Blob.objects.filter(digest__in=[call.system_digest, call.tools_digest, call.messages_digest]).values_list("digest", "text"))
+    if call.messages_digest:  # a summary's or a title's messages: not a path of the tree
+        messages = json.loads(blobs.get(call.messages_digest) or "[]")
+    else:
+        provider = provider_for_session(call.session_id)
+        messages = llm_messages(provider.build_context(call.session_id, call.context_leaf_id or ROOT).messages)
+    return llm.LlmRequest(
+        system_prompt=blobs.get(call.system_digest, ""),
+        messages=messages,
+        tools=json.loads(blobs.get(call.tools_digest) or "[]"),
+        **call.settings,
+    )
+
+
+def rebuilt_body(call: ModelCall) -> dict | None:
+    """The body ``call`` sent, or None when its model is gone (the request's parts remain)."""
+    config = ModelConfig.objects.filter(name=call.model).first()
+    if config is None:
+        return None
+    return request_body(model_spec(config), rebuilt_request(call))
+
+
+def run_spans(run: AgentRun, *, include_request: bool = False) -> list[dict]:
+    spans = [
+        {
+            "id": str(run.run_id), "kind": "turn", "name": run.agent.name, "parent": None,
+            "start": _iso(run.started_at or run.created_at), "end": _iso(run.finished_at),
+            "attributes": {
+                "status": run.status, "model": run.answered_model, "firstTokenAt": _iso(run.first_token_at),
+                "usage": {"input": run.input_tokens, "output": run.output_tokens, "cacheRead": run.cache_read_tokens, "cacheWrite": run.cache_write_tokens},
+                "cost": str(run.cost), "error": run.error,
+            },
+        }
+    ]  # fmt: skip
+    for call in ModelCall.objects.filter(run=run).order_by("started_at", "pk"):
+        ttft = round((call.first_token_at - call.started_at).total_seconds() * 1000) if call.first_token_at else None
+        attributes = {
+            "model": call.model, "provider": call.provider, "api": call.api, "endpoint": call.endpoint, "purpose": call.purpose,
+            "stopReason": call.stop_reason, "usage": call.usage, "cost": str(call.cost), "timeToFirstTokenMs": ttft,
+            "error": call.error, "entryId": call.entry_id, "contextEntryId": call.context_leaf_id,
+        }  # fmt: skip
+        if include_request:
+            attributes["request"] = rebuilt_body(call)
+        spans.append({"id": f"model_call:{call.pk}", "kind": "model_call", "name": call.model, "parent": str(run.run_id),
+                      "start": _iso(call.started_at), "end": _iso(call.finished_at), "attributes": attributes})  # fmt: skip
+    for tool in ToolCallRecord.objects.filter(run=run).order_by("started_at", "pk"):
+        spans.append({"id": f"tool_call:{tool.pk}", "kind": "tool_call", "name": tool.tool, "parent": str(run.run_id),
+                      "start": _iso(tool.started_at), "end": _iso(tool.finished_at),
+                      "attributes": {"toolCallId": tool.tool_call_id, "argumentsSize": tool.arguments_size, "outcome": tool.outcome}})  # fmt: skip
+    for child in SubprocessRun.objects.filter(parent_run=run).order_by("created_at", "pk"):
+        spans.append({"id": str(child.run_id), "kind": "subagent", "name": child.agent, "parent": str(run.run_id),
+                      "start": _iso(child.started_at or child.created_at), "end": _iso(child.ended_at),
+                      "attributes": {"status": child.status, "usage": child.usage, "error": child.error, "toolCallId": child.tool_call_id}})  # fmt: skip
+    return spans
+
+
+class RunTraceApi(APIView):
+    @extend_schema(
+        summary="The run's spans: the turn, its model calls (with their rebuilt request on ?include=request), tool calls and subagents",
+        parameters=[OpenApiParameter("include", OpenApiTypes.STR, enum=["request"])],
+        responses={200: OpenApiTypes.OBJECT, **READ_ERRORS},
+    )
+    def get(self, request, run_id):
+        runs = AgentRun.objects.select_related("agent")
+        if not reads_all_sessions(request.user):
+            runs = runs.filter(session_id__in=visible_sessions(request.user).values("session_id"))
+        run = runs.filter(run_id=run_id).first()
+        if run is None:
+            raise Http404
+        include = request.query_params.get("include") or ""
+        if include not in ("", "request"):
+            raise RuntimeInputError("include", "must be request")
+        return Response({"runId": str(run.run_id), "spans": run_spans(run, include_request=include == "request")})

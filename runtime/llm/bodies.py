@@ -1,0 +1,29 @@
+"""The body a model call sends over the wire, rebuilt from its model and request: what the
+run's trace shows as the call's exact request (the same ``build_params`` the call used)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from .spec import LlmRequest, ModelSpec
+
+
+def request_body(model: ModelSpec, request: LlmRequest) -> dict:
+    """The JSON body of ``request`` to ``model``: for the wire APIs what their SDK sends (the
+    keyword arguments it was given, with the stream flag and any extra body merged); for the
+    offline scripted model, the request itself."""
+    api = model.api
+    if api == "anthropic-messages":
+        from . import anthropic_messages  # each wire module loads with the first call of its kind
+
+        return {**anthropic_messages.build_params(model, request), "stream": True}
+    if api == "openai-completions":
+        from . import openai_completions  # each wire module loads with the first call of its kind
+
+        params, extra = openai_completions.build_params(model, request)
+        return {**params, **(extra or {})}
+    if api == "openai-responses":
+        from . import openai_responses  # each wire module loads with the first call of its kind
+
+        return openai_responses.build_params(model, request)
+    return {"model": model.model_id, **asdict(request)}
