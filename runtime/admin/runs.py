@@ -62,7 +62,7 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     readonly_fields = ["transcript", *(f.name for f in SubprocessRun._meta.fields if f.name != "envelope")]
     exclude = ("envelope",)
 
-    @admin.display(description="transcript")
+    @admin.display(description=_("transcript"))
     def transcript(self, obj):
         """The child's recorded events as it worked (runtime/subagents/protocol.py): its text in
         whole passages, each tool call and result, how it ended — each at its time from the start."""
@@ -272,7 +272,7 @@ def trace_waterfall(run):
     spans = run_spans(run)
     rest = spans[1:]
     if not rest:
-        return "no model or tool call recorded"
+        return _("no model or tool call recorded")
     start = min(dt.datetime.fromisoformat(s["start"]) for s in spans if s["start"])
     ends = [dt.datetime.fromisoformat(s["end"]) for s in spans if s["end"]]
     total = max((max(ends) - start).total_seconds(), 0.001) if ends else 0.001
@@ -286,10 +286,10 @@ def trace_waterfall(run):
         if span["kind"] == "model_call":
             usage = a.get("usage") or {}
             what = f"{a['stopReason'] or '—'} · ↑{usage.get('input', 0)} ↓{usage.get('output', 0)} · ${a['cost']}"
-            what += f" · first token {a['timeToFirstTokenMs']} ms" if a.get("timeToFirstTokenMs") is not None else ""
+            what += " · " + _("first token %(ms)s ms") % {"ms": a["timeToFirstTokenMs"]} if a.get("timeToFirstTokenMs") is not None else ""
             what += f" · {a['error'][:200]}" if a.get("error") else ""
         elif span["kind"] == "tool_call":
-            what = f"{a['outcome']} · {a['argumentsSize']} bytes of arguments"
+            what = f"{a['outcome']} · " + _("%(size)s bytes of arguments") % {"size": a["argumentsSize"]}
         else:
             what = f"{a['status']}" + (f" · {a['error'][:200]}" if a.get("error") else "")
         detail = ""
@@ -298,8 +298,8 @@ def trace_waterfall(run):
             body = rebuilt_body(call) if call is not None else None
             if body is not None:
                 detail = format_html(
-                    '<details class="trace-request"><summary>request sent</summary><pre>{}</pre></details>',
-                    json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
+                    '<details class="trace-request"><summary>{}</summary><pre>{}</pre></details>',
+                    _("request sent"), json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
                 )
         rows.append(
             format_html(
@@ -310,8 +310,8 @@ def trace_waterfall(run):
             )  # fmt: skip
         )
     return format_html(
-        '<table class="console-table trace-waterfall"><thead><tr><th>kind</th><th>name</th><th>start</th><th>took</th><th>{} s in all</th><th></th></tr></thead><tbody>{}</tbody></table>',
-        f"{total:.2f}", format_html_join("", "{}", ((r,) for r in rows)),
+        '<table class="console-table trace-waterfall"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        _("kind"), _("name"), _("start"), _("took"), _("%(seconds)s s in all") % {"seconds": f"{total:.2f}"}, format_html_join("", "{}", ((r,) for r in rows)),
     )
 
 
@@ -375,8 +375,9 @@ def child_transcript(child):
     events = child.events.order_by("seq")[:TRANSCRIPT_EVENTS_READ]
     rows = transcript_rows(events)
     if not rows:
-        return "no event recorded"
+        return _("no event recorded")
     return format_html(
-        '<table class="console-table child-transcript"><thead><tr><th>at</th><th>step</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        '<table class="console-table child-transcript"><thead><tr><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        _("at"), _("step"),
         format_html_join("", '<tr><td>{} s</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>', ((f"{at:.1f}", kind, text) for at, kind, text in rows)),
     )

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0018_run_answered_model'),
+        ('runtime', '0019_model_call_records'),
     ]
 
     operations = [

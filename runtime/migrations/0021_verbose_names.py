@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0019_user_language'),
+        ('runtime', '0020_user_language'),
     ]
 
     operations = [
