@@ -269,6 +269,9 @@ class Tool:
     #: mode and are refused in ``plan_only``. True unless a tool says otherwise: a tool nobody
     #: classified is treated as one that changes things.
     changes: ClassVar[bool] = True
+    #: The server settings that configure the tool (its console page shows them; a setting
+    #: that names a key variable shows whether that variable is set, never its value).
+    settings_names: ClassVar[tuple[str, ...]] = ()
 
     def changes_with(self, args: dict[str, Any]) -> bool:
         """Whether this call (with ``args``) may change something; ``changes`` by default."""

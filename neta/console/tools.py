@@ -8,7 +8,10 @@ subagent; nothing here re-derives a decision. Edits go through ``tool_config_upd
 
 from __future__ import annotations
 
+import os
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseRedirect
@@ -120,5 +123,20 @@ def tool_detail(request, name: str):
         "form": form,
         "can_change": can_change,
         "renderer_keys": sorted(renderer_keys()),
+        "unavailable": tool.unavailable_reason(),
+        "tool_settings": tool_settings(tool),
     }
     return TemplateResponse(request, "console/tool_detail.html", context)
+
+
+def tool_settings(tool) -> list[dict]:
+    """The settings that configure ``tool``, as this process reads them: a key variable's name
+    and whether it is set (never its value)."""
+    rows = []
+    for name in tool.settings_names:
+        value = getattr(settings, name, None)
+        row = {"name": name, "value": ", ".join(value) if isinstance(value, (list, tuple)) else ("" if value is None else str(value))}
+        if name.endswith("_KEY_ENV") and value:
+            row["key_set"] = bool(os.environ.get(value))
+        rows.append(row)
+    return rows

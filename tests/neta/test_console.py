@@ -220,3 +220,18 @@ def test_the_console_pages_writes_are_in_the_audit_log(client, staff, owner, age
         assert entries[action].actor == staff and entries[action].via == "console"
     assert entries["tool.change"].after == {"allow_in_subagent": False}
     assert entries["model.create"].after["options"] == {"delay_ms": 0}
+
+
+def test_a_tools_page_names_the_settings_that_configure_it(client, staff, settings, monkeypatch):
+    client.force_login(staff)
+    settings.NETA_WEB_SEARCH_BACKEND = ""
+    page = client.get(reverse("admin:console_tool", args=["web_search"])).content.decode()
+    assert "Not available on this server: no search backend configured" in page
+    assert 'data-setting="NETA_WEB_SEARCH_BACKEND"' in page and 'data-setting="NETA_WEB_SEARCH_KEY_ENV"' in page
+    settings.NETA_WEB_SEARCH_BACKEND = "brave"
+    settings.NETA_WEB_SEARCH_KEY_ENV = "SEARCH_TEST_KEY"
+    monkeypatch.setenv("SEARCH_TEST_KEY", "a-secret-key-value")
+    page = client.get(reverse("admin:console_tool", args=["web_search"])).content.decode()
+    assert "<code>brave</code>" in page and "<code>SEARCH_TEST_KEY</code> — the variable is set" in page
+    assert "a-secret-key-value" not in page  # the name of the variable, never its value
+    assert "Server settings" not in client.get(reverse("admin:console_tool", args=["read"])).content.decode()

@@ -32,6 +32,7 @@ MAX_URL_LENGTH = 8192  # web_guard.MAX_URL_LENGTH (the guard is imported with th
 class WebSearchTool(Tool):
     name = "web_search"
     changes = False
+    settings_names = ("NETA_WEB_SEARCH_BACKEND", "NETA_WEB_SEARCH_URL", "NETA_WEB_SEARCH_KEY_ENV")
     label = "Web search"
     description = (
         "Search the web. Returns a numbered list of results (title, URL, snippet). Use `site` to search one "
@@ -104,6 +105,7 @@ def _keep_full_text(text: str, output_dir: Path | None) -> Path | None:
 
 class WebFetchTool(Tool):
     name = "web_fetch"
+    settings_names = ("NETA_WEB_FETCH_ALLOW", "NETA_WEB_FETCH_DENY", "NETA_WEB_FETCH_MAX_BYTES", "NETA_WEB_FETCH_TIMEOUT", "NETA_WEB_FETCH_MAX_REDIRECTS")
     label = "Web fetch"
     description = (
         "Fetch a web page (http/https) and return its main content as markdown; PDFs and plain text are read "
