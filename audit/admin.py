@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import FieldDoesNotExist
 from django.db import transaction
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from audit.admin_actions import CheckedSelectionAdmin
 from audit.models import AuditEntry
@@ -53,12 +54,12 @@ class AuditEntryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="target", ordering="target_id")
+    @admin.display(description=_("target"), ordering="target_id")
     def target_link(self, obj):
         label = obj.target_repr or obj.target_id
         return label if label == obj.target_id else format_html("{} <code>{}</code>", label, obj.target_id)
 
-    @admin.display(description="what changed")
+    @admin.display(description=_("what changed"))
     def changes(self, obj):
         before, after = obj.before or {}, obj.after or {}
         if not isinstance(before, dict) or not isinstance(after, dict):
@@ -72,11 +73,11 @@ class AuditEntryAdmin(admin.ModelAdmin):
             format_html_join("", "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>", rows),
         )
 
-    @admin.display(description="before")
+    @admin.display(description=_("before"))
     def before_json(self, obj):
         return _pre(obj.before)
 
-    @admin.display(description="after")
+    @admin.display(description=_("after"))
     def after_json(self, obj):
         return _pre(obj.after)
 

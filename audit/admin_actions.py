@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
+from django.utils.translation import gettext_lazy as _
 
 
 class CheckedSelectionAdmin(admin.ModelAdmin):
@@ -22,6 +23,6 @@ class CheckedSelectionAdmin(admin.ModelAdmin):
             for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
                 key.to_python(value)
         except ValidationError:
-            self.message_user(request, "The selection holds values that are not rows of this list: nothing was done.", messages.ERROR)
+            self.message_user(request, _("The selection holds values that are not rows of this list: nothing was done."), messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
         return super().response_action(request, queryset)

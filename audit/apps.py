@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class AuditConfig(AppConfig):
     name = "audit"
-    verbose_name = "Audit"
+    verbose_name = _("Audit")
     default_auto_field = "django.db.models.BigAutoField"

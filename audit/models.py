@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Via(models.TextChoices):
@@ -25,20 +26,20 @@ class AuditEntry(models.Model):
 
     at = models.DateTimeField("when", auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=150, blank=True)
-    action = models.CharField(max_length=64, db_index=True)
-    target_type = models.CharField(max_length=64)
+    actor_name = models.CharField(max_length=150, blank=True, verbose_name=_("actor name"))
+    action = models.CharField(max_length=64, db_index=True, verbose_name=_("action"))
+    target_type = models.CharField(max_length=64, verbose_name=_("target type"))
     target_id = models.CharField(max_length=128)
     target_repr = models.CharField("target", max_length=200, blank=True)
     before = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     after = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    via = models.CharField(max_length=16, choices=Via.choices)
-    request_id = models.CharField(max_length=64, blank=True, db_index=True)
+    via = models.CharField(max_length=16, choices=Via.choices, verbose_name=_("via"))
+    request_id = models.CharField(max_length=64, blank=True, db_index=True, verbose_name=_("request id"))
 
     class Meta:
         ordering = ["-at", "-id"]
-        verbose_name = "audit entry"
-        verbose_name_plural = "audit log"
+        verbose_name = _("audit entry")
+        verbose_name_plural = _("audit log")
         indexes = [models.Index(fields=["target_type", "target_id"]), models.Index(fields=["actor", "at"])]
 
     def __str__(self) -> str:

@@ -65,6 +65,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The reader's language: the language cookie (a user's setting, docs/development.md
+    # "Translations"), else Accept-Language, else English.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -340,7 +343,11 @@ NETA_SKILL_FILE_MAX_BYTES = env_int("NETA_SKILL_FILE_MAX_BYTES", 256 * 1024, min
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LANGUAGE_CODE = "en-us"
+# The languages pages, the console and API messages speak; the catalogs are under locale/
+# (compiled .mo files committed beside their .po; docs/development.md, "Translations").
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from runtime.pages.language import remember_language
 from runtime.pages.login_throttle import throttled_login
 
 urlpatterns = [
     # The admin's sign-in under the same failed-attempt limits as the chat page's.
-    path("admin/login/", throttled_login(admin.site.login)),
+    path("admin/login/", throttled_login(remember_language(admin.site.login))),
     path("admin/", admin.site.urls),
     path("api/", include("runtime.api.urls")),
     path("v1/", include("runtime.openai_api.urls")),  # OpenAI-compatible endpoints (docs/api.md)

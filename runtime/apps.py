@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 # Processes that serve the ASGI application (and so run inline turns).
 ASGI_SERVERS = {"daphne", "uvicorn", "hypercorn", "gunicorn"}
@@ -28,7 +29,7 @@ def serves_asgi(argv: list[str] | None = None) -> bool:
 
 class RuntimeConfig(AppConfig):
     name = "runtime"
-    verbose_name = "Agents, models and runs"
+    verbose_name = _("Agents, models and runs")
 
     def ready(self):
         # Imports here, not at the top: Django loads app code only once the app registry is ready.

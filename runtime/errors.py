@@ -1,6 +1,7 @@
 """Input errors of the runtime's services, and the checks several of them share."""
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 
 class RuntimeInputError(ValueError):
@@ -14,7 +15,7 @@ class RuntimeInputError(ValueError):
 def non_empty(field: str, value, max_chars: int) -> str:
     """``value`` if it is a string with something in it and at most ``max_chars`` long."""
     if not isinstance(value, str) or not value.strip():
-        raise RuntimeInputError(field, "must be a non-empty string")
+        raise RuntimeInputError(field, _("must be a non-empty string"))
     if len(value) > max_chars:
-        raise RuntimeInputError(field, f"is longer than {max_chars} characters")
+        raise RuntimeInputError(field, _("is longer than %(max_chars)s characters") % {"max_chars": max_chars})
     return value

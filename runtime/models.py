@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from runtime.llm.clients import default_base_url, endpoint_origin
 from runtime.llm.options import (
@@ -56,20 +57,20 @@ class LlmProviderKind(models.TextChoices):
 class ModelConfig(models.Model):
     """A model Neta can talk to. Keys are never stored: only the *name* of the variable holding one."""
 
-    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
-    display_name = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG], verbose_name=_("name"))
+    display_name = models.CharField(max_length=200, blank=True, verbose_name=_("display name"))
     provider_kind = models.CharField(
-        "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text="Whose wire protocol this model is called with."
+        "LLM provider", max_length=32, choices=LlmProviderKind.choices, help_text=_("Whose wire protocol this model is called with.")
     )
     provider_name = models.CharField(
-        max_length=64, blank=True, help_text="What entries record as the provider (default: the provider kind)."
+        max_length=64, blank=True, help_text=_("What entries record as the provider (default: the provider kind).")
     )
-    model_id = models.CharField(max_length=200)
+    model_id = models.CharField(max_length=200, verbose_name=_("model id"))
     base_url = models.URLField(max_length=500, blank=True)
     api_key_env = models.CharField(
-        max_length=128, blank=True, validators=[ENV_NAME], help_text="Name of the environment variable holding the key."
+        max_length=128, blank=True, validators=[ENV_NAME], help_text=_("Name of the environment variable holding the key.")
     )
-    context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)])
+    context_window = models.PositiveIntegerField(default=128000, validators=[MinValueValidator(1024)], verbose_name=_("context window"))
     max_output_tokens = models.PositiveIntegerField(default=8192, validators=[MinValueValidator(1)])
     supports_tools = models.BooleanField(default=True)
     supports_thinking = models.BooleanField(default=False)
@@ -78,14 +79,15 @@ class ModelConfig(models.Model):
     price_output = models.DecimalField("output $/M tokens", max_digits=10, decimal_places=4, default=0)
     price_cache_read = models.DecimalField("cache read $/M tokens", max_digits=10, decimal_places=4, default=0)
     price_cache_write = models.DecimalField("cache write $/M tokens", max_digits=10, decimal_places=4, default=0)
-    options = models.JSONField(default=dict, blank=True, help_text="Provider options, e.g. scripted rules.")
-    enabled = models.BooleanField(default=True)
+    options = models.JSONField(default=dict, blank=True, help_text=_("Provider options, e.g. scripted rules."))
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
-        verbose_name = "model"  # the console's word (docs/console.md, "Glossary")
+        verbose_name = _("model")  # the console's word (docs/console.md, "Glossary")
+        verbose_name_plural = _("models")
         permissions = [(DIRECT_KEYS_CODENAME, "Can direct API keys (a model's provider, endpoint and key variable)")]
 
     def __str__(self) -> str:
@@ -189,18 +191,18 @@ MAX_WORKSPACE_BYTES = 200
 
 
 class Agent(models.Model):
-    name = models.CharField(max_length=64, unique=True, validators=[SLUG])
+    name = models.CharField(max_length=64, unique=True, validators=[SLUG], verbose_name=_("name"))
     description = models.TextField(blank=True)
     system_prompt = models.TextField(blank=True)
-    model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents")
+    model = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="agents", verbose_name=_("model"))
     # Tried in order when a call to the model fails before any output with an error that may
     # pass (runtime/runs/failover.py, docs/llm.md "Failover"): model names, each at most once.
     fallback_models = models.JSONField(
         default=list,
         blank=True,
         help_text=(
-            "Models tried in this order when a call fails before any output (connection, timeout, 429, 5xx, "
-            "overloaded), or a larger-window one on a context overflow. Enabled models, each once, not the agent's own."
+            _("Models tried in this order when a call fails before any output (connection, timeout, 429, 5xx, "
+            "overloaded), or a larger-window one on a context overflow. Enabled models, each once, not the agent's own.")
         ),
     )
     session_provider = models.CharField(
@@ -208,19 +210,19 @@ class Agent(models.Model):
         max_length=16,
         choices=[("file", "file"), ("mysql", "mysql")],
         default="file",
-        help_text="Where this agent's new sessions are kept: a JSONL file each, or MySQL rows. Existing sessions stay in their store.",
+        help_text=_("Where this agent's new sessions are kept: a JSONL file each, or MySQL rows. Existing sessions stay in their store."),
     )
     restore_last_session = models.BooleanField(default=True)
-    cwd = models.CharField(max_length=1000, blank=True, help_text="Working directory (default: NETA_WORKSPACE_DIR).")
-    workspace_roots = models.JSONField(default=list, blank=True, help_text="Extra roots tools may touch (list of paths).")
+    cwd = models.CharField(max_length=1000, blank=True, help_text=_("Working directory (default: NETA_WORKSPACE_DIR)."))
+    workspace_roots = models.JSONField(default=list, blank=True, help_text=_("Extra roots tools may touch (list of paths)."))
     workspace_mode = models.CharField(
         max_length=16,
         choices=WorkspaceMode.choices,
         default=WorkspaceMode.PER_SESSION,
         help_text=(
-            "Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
-            "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice)."
-        ),
+            _("Where tools work: <workspace>/sessions/<session id>/ (per session), <workspace>/users/<user id>/ "
+            "(per user), or the workspace itself, shared by every user of the agent (a deliberate choice).")
+        ), verbose_name=_("workspace mode")
     )
     tool_policy = models.JSONField(default=dict, blank=True)
     skill_policy = models.JSONField(default=dict, blank=True)
@@ -230,17 +232,17 @@ class Agent(models.Model):
     compaction_keep_recent_tokens = models.PositiveIntegerField(default=20000)
     summarize_on_switch = models.CharField(
         max_length=16, choices=SummarizeOnSwitch.choices, default=SummarizeOnSwitch.ASK_LONG,
-        help_text="The chat page's tree moves: offer a summary of the branch left (ask_long: only a long one). Versions, edits and regenerate never ask.",
+        help_text=_("The chat page's tree moves: offer a summary of the branch left (ask_long: only a long one). Versions, edits and regenerate never ask."),
     )  # fmt: skip
     branch_summary_reserve_tokens = models.PositiveIntegerField(default=16384)
     thinking_level = models.CharField(max_length=16, choices=[(t, t) for t in THINKING_LEVELS], default="off")
     max_tool_rounds = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True, verbose_name=_("enabled"))
     # Who may use it (runtime/agents/access.py): everyone, unless restricted to the users and
     # groups named. Edited on the console's access page (agent_set_access), not the form.
     access_restricted = models.BooleanField(
         "only the users and groups named may use it", default=False,
-        help_text="Off: every user may use this agent (while it is enabled).",
+        help_text=_("Off: every user may use this agent (while it is enabled)."),
     )  # fmt: skip
     allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
     allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
@@ -396,17 +398,17 @@ class AgentRun(models.Model):
 
     run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     session_id = models.CharField(max_length=64, db_index=True)
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_runs")
-    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs", verbose_name=_("agent"))
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_runs", verbose_name=_("user"))
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True, verbose_name=_("status"))
     prompt = models.TextField(blank=True)
     images = models.JSONField(default=list, blank=True)
     from_entry_id = models.CharField(max_length=64, blank=True)
-    model_name = models.CharField(max_length=64, blank=True, help_text="Model override for this run (default: the agent's).")
+    model_name = models.CharField(max_length=64, blank=True, help_text=_("Model override for this run (default: the agent's)."))
     # What happened, as it happened (never read from today's configuration): the model that
     # answered the run's last call (a fallback's name when one took over), and when the
     # first token of the run's first reply arrived.
-    answered_model = models.CharField(max_length=64, blank=True, help_text="The model that answered the run's last call.")
+    answered_model = models.CharField(max_length=64, blank=True, help_text=_("The model that answered the run's last call."))
     first_token_at = models.DateTimeField(null=True, blank=True)
     # Added to the agent's system prompt for this run's model calls (an OpenAI client's
     # ``instructions`` or system messages: docs/api.md, "OpenAI-compatible endpoints").
@@ -452,13 +454,14 @@ class AgentRun(models.Model):
     # failover ("answered by X after Y failed: reason"), a thinking level clamped to the
     # model's. Each ``{kind, text, at, …}``; also sent to the page as ``run_note`` events.
     notes = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name = "run"
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
         indexes = [
             models.Index(fields=["session_id", "status"]),
             models.Index(fields=["status", "heartbeat_at"]),
@@ -507,22 +510,23 @@ class ApiToken(models.Model):
     it is created. ``prefix`` (the first characters) identifies it in lists.
     """
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("user"))
+    name = models.CharField(max_length=100, blank=True, help_text=_("What the token is for."), verbose_name=_("name"))
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     digest = models.CharField(max_length=64, unique=True, editable=False)
-    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    scope = models.CharField(max_length=16, choices=TokenScope.choices, default=TokenScope.READ_WRITE, verbose_name=_("scope"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(null=True, blank=True, help_text=_("Empty: never expires."), verbose_name=_("expires at"))
     revoked_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, verbose_name=_("last used at"))
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name = "API token"
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
@@ -565,50 +569,51 @@ class SubprocessRun(models.Model):
     ``(parent_run, tool_call_id, task_index)`` is the idempotency key: a replayed tool
     call finds its rows instead of spawning again."""
 
-    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    session_id = models.CharField(max_length=64, db_index=True)
-    parent_entry_id = models.CharField(max_length=64, blank=True, help_text="The assistant entry holding the delegate call.")
+    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False, verbose_name=_("run id"))
+    session_id = models.CharField(max_length=64, db_index=True, verbose_name=_("session id"))
+    parent_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The assistant entry holding the delegate call."))
     batch_id = models.CharField(max_length=64, db_index=True)
-    batch_entry_id = models.CharField(max_length=64, blank=True, help_text="The subagent_batch entry of the call.")
+    batch_entry_id = models.CharField(max_length=64, blank=True, help_text=_("The subagent_batch entry of the call."))
     parent_run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="subprocess_runs")
     parent_subprocess = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text="Set for a grandchild."
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", help_text=_("Set for a grandchild.")
     )
     tool_call_id = models.CharField(max_length=200)
-    task_index = models.PositiveIntegerField()
-    mode = models.CharField(max_length=16, choices=[("single", "single"), ("parallel", "parallel"), ("chain", "chain")])
+    task_index = models.PositiveIntegerField(verbose_name=_("task index"))
+    mode = models.CharField(max_length=16, choices=[("single", "single"), ("parallel", "parallel"), ("chain", "chain")], verbose_name=_("mode"))
     depth = models.PositiveIntegerField(default=1)
-    status = models.CharField(max_length=16, choices=SubprocessStatus.choices, default=SubprocessStatus.QUEUED, db_index=True)
-    agent = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=SubprocessStatus.choices, default=SubprocessStatus.QUEUED, db_index=True, verbose_name=_("status"))
+    agent = models.CharField(max_length=64, verbose_name=_("agent"))
     task = models.TextField()
-    backend = models.CharField(max_length=16, default="inline")
-    pid = models.IntegerField(null=True, blank=True)
+    backend = models.CharField(max_length=16, default="inline", verbose_name=_("backend"))
+    pid = models.IntegerField(null=True, blank=True, verbose_name=_("pid"))
     worker_host = models.CharField(max_length=255, blank=True)
-    worker_pid = models.IntegerField(null=True, blank=True, help_text="The supervising process (web process or Celery child).")
+    worker_pid = models.IntegerField(null=True, blank=True, help_text=_("The supervising process (web process or Celery child)."))
     worker_started = models.BigIntegerField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     exit_signal = models.CharField(max_length=16, blank=True)
-    error_code = models.CharField(max_length=32, blank=True)
+    error_code = models.CharField(max_length=32, blank=True, verbose_name=_("error code"))
     error = models.TextField(blank=True)
     final_text = models.TextField(blank=True)
     usage = models.JSONField(default=dict, blank=True)
     counts = models.JSONField(default=dict, blank=True)
     limits = models.JSONField(default=dict, blank=True)
-    envelope = models.JSONField(default=dict, blank=True, help_text="The task envelope (no secrets: key variable names only).")
+    envelope = models.JSONField(default=dict, blank=True, help_text=_("The task envelope (no secrets: key variable names only)."))
     denied_tools = models.JSONField(default=list, blank=True)
     stderr_tail = models.TextField(blank=True)
     noise = models.JSONField(default=dict, blank=True)
-    event_count = models.PositiveIntegerField(default=0)
+    event_count = models.PositiveIntegerField(default=0, verbose_name=_("event count"))
     cancel_requested = models.BooleanField(default=False)
     cancelled_by = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["created_at", "task_index"]
-        verbose_name = "subagent run"
+        verbose_name = _("subagent run")
+        verbose_name_plural = _("subagent runs")
         constraints = [
             models.UniqueConstraint(fields=["parent_run", "tool_call_id", "task_index"], name="subprocess_run_idempotency"),
         ]
@@ -652,9 +657,9 @@ class ProcessBeat(models.Model):
     duty = models.CharField(max_length=32)
     host = models.CharField(max_length=255)
     pid = models.IntegerField()
-    role = models.CharField(max_length=64, blank=True, help_text="What the process is: web, celery worker, beat, command.")
+    role = models.CharField(max_length=64, blank=True, help_text=_("What the process is: web, celery worker, beat, command."))
     at = models.DateTimeField()
-    changed = models.PositiveIntegerField(default=0, help_text="Runs the last pass changed.")
+    changed = models.PositiveIntegerField(default=0, help_text=_("Runs the last pass changed."))
     error = models.CharField(max_length=500, blank=True)
 
     class Meta:
@@ -673,10 +678,10 @@ class ConversationNode(models.Model):
     entries never change, so a node never does; it goes with its session (cascade)."""
 
     session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="+")
-    owner_id = models.BigIntegerField(null=True, help_text="The session's user (sessions keep their owner).")
+    owner_id = models.BigIntegerField(null=True, help_text=_("The session's user (sessions keep their owner)."))
     entry_id = IdField(max_length=64)
-    depth = models.PositiveIntegerField(help_text="Messages from the root to this one, this one included.")
-    digest = models.CharField(max_length=32, help_text="Hex of the first 16 bytes of the chained SHA-256.")
+    depth = models.PositiveIntegerField(help_text=_("Messages from the root to this one, this one included."))
+    digest = models.CharField(max_length=32, help_text=_("Hex of the first 16 bytes of the chained SHA-256."))
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "entry_id"], name="conversation_node_entry")]
@@ -697,12 +702,15 @@ class UserSettings(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="neta_settings")
     custom_instructions = models.TextField(
         blank=True, max_length=MAX_INSTRUCTIONS,
-        help_text="Added to the system prompt of every run in this user's sessions (after the agent's own prompt).",
+        help_text=_("Added to the system prompt of every run in this user's sessions (after the agent's own prompt)."),
     )  # fmt: skip
+    # The language of the pages and messages for this user ("": the browser's Accept-Language);
+    # it is kept in the language cookie at each sign-in and each change (runtime/pages/language.py).
+    language = models.CharField(max_length=16, blank=True, default="", choices=settings.LANGUAGES)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        verbose_name_plural = "user settings"
+        verbose_name_plural = _("user settings")
 
     def __str__(self) -> str:
         return f"settings of user {self.user_id}"
@@ -715,11 +723,11 @@ class SessionShare(models.Model):
     token = models.CharField(max_length=64, unique=True)
     session = models.ForeignKey("sessions_tree.AgentSession", on_delete=models.CASCADE, related_name="shares")
     leaf_entry_id = models.CharField(max_length=80)
-    title = models.CharField(max_length=500, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    views = models.PositiveIntegerField(default=0)
+    title = models.CharField(max_length=500, blank=True, verbose_name=_("title"))
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+", verbose_name=_("created by"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    revoked_at = models.DateTimeField(null=True, blank=True, verbose_name=_("revoked at"))
+    views = models.PositiveIntegerField(default=0, verbose_name=_("views"))
 
     class Meta:
         ordering = ["-created_at"]

@@ -23,6 +23,8 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from sessions_tree import jsonl
 from sessions_tree.admin_lists import LightListAdmin
@@ -138,7 +140,7 @@ class AgentSessionAdmin(LightListAdmin):
     def _session(self, request, object_id: str) -> AgentSession:
         meta = self.get_object(request, object_id)
         if meta is None or not self.has_view_permission(request, meta):
-            raise Http404("no such session")
+            raise Http404(_("no such session"))
         return meta
 
     def _page(self, request, meta: AgentSession, title: str, template: str, **context) -> TemplateResponse:
@@ -173,7 +175,7 @@ class AgentSessionAdmin(LightListAdmin):
         try:
             ctx = provider.build_context(meta.session_id, at)
         except EntryNotFound:
-            raise Http404(f"no entry {at!r} in this session") from None
+            raise Http404(_("no entry “%(at)s” in this session") % {"at": at}) from None
         except (SessionTreeError, OSError) as exc:
             return self._page(request, meta, f"Context of {meta}", "context.html", error=str(exc), rows=[])
         rows = [
@@ -199,7 +201,7 @@ class AgentSessionAdmin(LightListAdmin):
             error=None,
         )
 
-    @admin.display(description="console")
+    @admin.display(description=_("console"))
     def console_links(self, obj):
         return format_html(
             '<a href="{}">Tree</a> · <a href="{}">Context at the leaf</a> · <a href="{}">Open in chat</a>',
@@ -208,7 +210,7 @@ class AgentSessionAdmin(LightListAdmin):
             reverse("pages:session", args=[obj.session_id]),
         )
 
-    @admin.display(description="branches", ordering="tip_count")
+    @admin.display(description=_("branches"), ordering="tip_count")
     def branches(self, obj):
         return obj.tip_count
 
@@ -218,16 +220,16 @@ class AgentSessionAdmin(LightListAdmin):
             listed_has_diagnostics=Case(*empty, default=Value(True), output_field=BooleanField())
         )
 
-    @admin.display(boolean=True, description="diagnostics")
+    @admin.display(boolean=True, description=_("diagnostics"))
     def has_diagnostics(self, obj):
         listed = getattr(obj, "listed_has_diagnostics", None)  # the list: asked of the database
         return bool(obj.diagnostics) if listed is None else listed
 
-    @admin.display(description="header")
+    @admin.display(description=_("header"))
     def header_pretty(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.header))
 
-    @admin.display(description="diagnostics")
+    @admin.display(description=_("diagnostics"))
     def diagnostics_pretty(self, obj):
         data = dict(obj.diagnostics or {})
         try:
@@ -238,7 +240,7 @@ class AgentSessionAdmin(LightListAdmin):
             return "none"
         return format_html("<pre>{}</pre>", pretty_json(data))
 
-    @admin.display(description=f"active path (newest {ACTIVE_PATH_SHOWN})")
+    @admin.display(description=format_lazy(_("active path (newest {n})"), n=ACTIVE_PATH_SHOWN))
     def active_path(self, obj):
         try:
             path = get_provider(obj.provider, using=obj._state.db or "default").get_active_path(obj.session_id)
@@ -264,7 +266,7 @@ class SessionEntryAdmin(ReadOnlyAdmin):
     fields = ("session", "entry_id", "parent_entry_id", "seq", "type", "role", "status", "shadowed", "timestamp", "payload_pretty")
     readonly_fields = fields
 
-    @admin.display(description="payload")
+    @admin.display(description=_("payload"))
     def payload_pretty(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.payload))
 
@@ -279,7 +281,7 @@ class SessionEventAdmin(ReadOnlyAdmin):
     fields = ("session", "revision", "type", "actor", "created_at", "payload_pretty")
     readonly_fields = fields
 
-    @admin.display(description="payload")
+    @admin.display(description=_("payload"))
     def payload_pretty(self, obj):
         return format_html("<pre>{}</pre>", pretty_json(obj.payload))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 def id_collation(connection) -> str | None:
@@ -56,20 +57,20 @@ class AgentSession(models.Model):
     session_id = IdField(max_length=64, unique=True)
     provider = models.CharField(
         "session store", max_length=16, choices=SessionProviderKind.choices, default=SessionProviderKind.FILE,
-        help_text="Where the entries are kept: one Pi JSONL file, or MySQL rows.",
+        help_text=_("Where the entries are kept: one Pi JSONL file, or MySQL rows."),
     )  # fmt: skip
-    header = models.TextField(help_text="The session header line exactly as stored (JSON).")
+    header = models.TextField(help_text=_("The session header line exactly as stored (JSON)."))
     root_entry_id = IdField(max_length=64, null=True, blank=True)
     leaf_entry_id = IdField(max_length=64, null=True, blank=True)
     cwd = models.TextField(blank=True)
-    session_file = models.TextField(blank=True, help_text="File provider: absolute path of the JSONL file.")
+    session_file = models.TextField(blank=True, help_text=_("File provider: absolute path of the JSONL file."))
     parent_session_id = IdField(max_length=64, null=True, blank=True)
-    agent = models.CharField(max_length=100, blank=True, db_index=True)
+    agent = models.CharField(max_length=100, blank=True, db_index=True, verbose_name=_("agent"))
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_sessions"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_sessions", verbose_name=_("user")
     )
     title = models.CharField(max_length=500, blank=True)
-    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE)
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.ACTIVE, verbose_name=_("status"))
     metadata = models.JSONField(default=dict, blank=True)
     revision = models.BigIntegerField(default=0)
     # The entry being streamed, if any (file provider: its JSON lives only here
@@ -81,17 +82,18 @@ class AgentSession(models.Model):
     # Counters (kept in the same transaction as the change).
     entry_count = models.IntegerField(default=0)
     message_count = models.IntegerField(default=0)
-    tip_count = models.IntegerField(default=0, help_text="Entries without children: one per branch.")
+    tip_count = models.IntegerField(default=0, help_text=_("Entries without children: one per branch."))
     compaction_count = models.IntegerField(default=0)
     branch_summary_count = models.IntegerField(default=0)
     label_count = models.IntegerField(default=0)
     diagnostics = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
         ordering = ["-updated_at"]
-        verbose_name = "session"
+        verbose_name = _("session")
+        verbose_name_plural = _("sessions")
         indexes = [models.Index(fields=["user", "-updated_at"]), models.Index(fields=["agent", "-updated_at"])]
 
     def __str__(self) -> str:
@@ -118,23 +120,23 @@ class SessionEntry(models.Model):
     get ``entry_id = "<id>~<seq>"`` and ``shadowed=True``.
     """
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries")
-    entry_id = IdField(max_length=80)
-    parent_entry_id = IdField(max_length=64, null=True, blank=True)
-    seq = models.BigIntegerField()
-    type = models.CharField(max_length=64)
-    role = models.CharField(max_length=32, blank=True)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries", verbose_name=_("session"))
+    entry_id = IdField(max_length=80, verbose_name=_("entry id"))
+    parent_entry_id = IdField(max_length=64, null=True, blank=True, verbose_name=_("parent entry id"))
+    seq = models.BigIntegerField(verbose_name=_("seq"))
+    type = models.CharField(max_length=64, verbose_name=_("type"))
+    role = models.CharField(max_length=32, blank=True, verbose_name=_("role"))
     target_entry_id = IdField(max_length=64, null=True, blank=True)
     first_kept_entry_id = IdField(max_length=64, null=True, blank=True)
-    timestamp = models.CharField(max_length=40, blank=True)
-    status = models.CharField(max_length=16, choices=EntryStatus.choices, default=EntryStatus.COMPLETED)
+    timestamp = models.CharField(max_length=40, blank=True, verbose_name=_("timestamp"))
+    status = models.CharField(max_length=16, choices=EntryStatus.choices, default=EntryStatus.COMPLETED, verbose_name=_("status"))
     shadowed = models.BooleanField(default=False)
     payload = models.TextField()
 
     class Meta:
         ordering = ["session", "seq"]
-        verbose_name = "session entry"
-        verbose_name_plural = "session entries"
+        verbose_name = _("session entry")
+        verbose_name_plural = _("session entries")
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_session_entry_id"),
             models.UniqueConstraint(fields=["session", "seq"], name="uniq_session_seq"),
@@ -148,17 +150,17 @@ class SessionEntry(models.Model):
 class SessionEvent(models.Model):
     """The bounded per-session log of tree events, for gap filling (docs/realtime.md)."""
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events")
-    revision = models.BigIntegerField()
-    type = models.CharField(max_length=64)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="events", verbose_name=_("session"))
+    revision = models.BigIntegerField(verbose_name=_("revision"))
+    type = models.CharField(max_length=64, verbose_name=_("type"))
     payload = models.TextField()
     # Who did it (sessions_tree.acting): the user a service acted for — the owner, or staff
     # acting on someone else's session; null for the command line, the reaper, repairs.
     # Not part of the event's payload (the socket protocol does not change).
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name=_("actor")
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
         ordering = ["session", "revision"]

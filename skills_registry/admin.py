@@ -15,6 +15,7 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from sessions_tree.admin_lists import LightListAdmin
 from skills_registry import services
@@ -45,17 +46,17 @@ class SkillVersionInline(admin.TabularInline):
 
 class SkillImportForm(forms.Form):
     scope = forms.ChoiceField(choices=[(s, s) for s in SCOPES], initial="workspace")
-    archive = forms.FileField(required=False, help_text="A .zip with SKILL.md at its top or in one folder.")
+    archive = forms.FileField(required=False, help_text=_("A .zip with SKILL.md at its top or in one folder."))
     folder = forms.CharField(
         required=False,
-        help_text="Or the absolute path of a skill folder on the server (superusers only); it is copied.",
+        help_text=_("Or the absolute path of a skill folder on the server (superusers only); it is copied."),
     )
-    replace = forms.BooleanField(required=False, help_text="Overwrite an earlier import of the same skill.")
+    replace = forms.BooleanField(required=False, help_text=_("Overwrite an earlier import of the same skill."))
 
     def clean(self):
         data = super().clean()
         if bool(data.get("archive")) == bool(data.get("folder")):
-            raise forms.ValidationError("Give either a ZIP archive or a folder path.")
+            raise forms.ValidationError(_("Give either a ZIP archive or a folder path."))
         return data
 
 
@@ -117,27 +118,27 @@ class SkillResourceAdmin(LightListAdmin):
 
     # --- columns ---------------------------------------------------------------------
 
-    @admin.display(description="page")
+    @admin.display(description=_("page"))
     def console_page(self, obj):
         # The console's page of the skill: versions and diff, precedence, who can use it (neta/console/skills.py).
         return format_html('<a href="{}">details</a>', reverse("admin:console_skill", args=[obj.pk]))
 
-    @admin.display(description="governance", ordering="disabled")
+    @admin.display(description=_("governance"), ordering="disabled")
     def governance(self, obj):
         # Said, not a red ✗ beside a skill that is on (the column once showed "disabled: no" so).
         return "disabled" if obj.disabled else "enabled"
 
-    @admin.display(description="fingerprint")
+    @admin.display(description=_("fingerprint"))
     def fingerprint_short(self, obj):
         return obj.short_fingerprint
 
-    @admin.display(description="subagents")
+    @admin.display(description=_("subagents"))
     def subagents(self, obj):
         if obj.requires_privilege:
             return "never (privileged)"
         return "allowed" if obj.allow_in_subagent else "denied"
 
-    @admin.display(description="diagnostics")
+    @admin.display(description=_("diagnostics"))
     def diagnostics_summary(self, obj):
         if not obj.diagnostics:
             return "—"
@@ -145,7 +146,7 @@ class SkillResourceAdmin(LightListAdmin):
 
     # --- detail ------------------------------------------------------------------------
 
-    @admin.display(description="SKILL.md")
+    @admin.display(description=_("SKILL.md"))
     def skill_md(self, obj):
         try:
             text = skill_entry_text(obj)
@@ -155,7 +156,7 @@ class SkillResourceAdmin(LightListAdmin):
         more = f"\n… ({len(text) - len(shown)} more characters)" if len(text) > len(shown) else ""
         return format_html("<pre style='white-space:pre-wrap;max-width:100ch'>{}{}</pre>", shown, more)
 
-    @admin.display(description="files")
+    @admin.display(description=_("files"))
     def file_list(self, obj):
         rows = format_html_join(
             "",
@@ -174,58 +175,58 @@ class SkillResourceAdmin(LightListAdmin):
             note,
         )
 
-    @admin.display(description="diagnostics")
+    @admin.display(description=_("diagnostics"))
     def diagnostics_view(self, obj):
         return _pretty_json(obj.diagnostics) if obj.diagnostics else "—"
 
-    @admin.display(description="source info")
+    @admin.display(description=_("source info"))
     def source_info_view(self, obj):
         return _pretty_json(obj.source_info)
 
-    @admin.display(description="other frontmatter fields")
+    @admin.display(description=_("other frontmatter fields"))
     def metadata_view(self, obj):
         return _pretty_json(obj.metadata) if obj.metadata else "—"
 
     # --- actions ------------------------------------------------------------------------
 
     def _report_sync(self, request, report):
-        self.message_user(request, f"Skills synced: {report.summary()}", messages.SUCCESS)
+        self.message_user(request, _("Skills synced: %(report_summary)s") % {"report_summary": report.summary()}, messages.SUCCESS)
 
-    @admin.action(description="Sync now (discover all skills again)", permissions=["change"])
+    @admin.action(description=_("Sync now (discover all skills again)"), permissions=["change"])
     def sync_now(self, request, queryset):
         self._report_sync(request, services.skills_sync(actor=request.user))
 
-    @admin.action(description="Disable selected skills", permissions=["change"])
+    @admin.action(description=_("Disable selected skills"), permissions=["change"])
     def disable(self, request, queryset):
         n = services.skills_set_disabled(skills=queryset, disabled=True, actor=request.user)
-        self.message_user(request, f"{n} skill(s) disabled.", messages.SUCCESS)
+        self.message_user(request, _("%(n)s skill(s) disabled.") % {"n": n}, messages.SUCCESS)
 
-    @admin.action(description="Enable selected skills", permissions=["change"])
+    @admin.action(description=_("Enable selected skills"), permissions=["change"])
     def enable(self, request, queryset):
         n = services.skills_set_disabled(skills=queryset, disabled=False, actor=request.user)
-        self.message_user(request, f"{n} skill(s) enabled.", messages.SUCCESS)
+        self.message_user(request, _("%(n)s skill(s) enabled.") % {"n": n}, messages.SUCCESS)
 
-    @admin.action(description="Allow in subagents", permissions=["change"])
+    @admin.action(description=_("Allow in subagents"), permissions=["change"])
     def allow_in_subagents(self, request, queryset):
         n = services.skills_set_subagent_access(skills=queryset, allowed=True, actor=request.user)
-        self.message_user(request, f"{n} skill(s) allowed in subagents (privileged ones stay hidden).")
+        self.message_user(request, _("%(n)s skill(s) allowed in subagents (privileged ones stay hidden).") % {"n": n})
 
-    @admin.action(description="Deny in subagents", permissions=["change"])
+    @admin.action(description=_("Deny in subagents"), permissions=["change"])
     def deny_in_subagents(self, request, queryset):
         n = services.skills_set_subagent_access(skills=queryset, allowed=False, actor=request.user)
-        self.message_user(request, f"{n} skill(s) denied in subagents.")
+        self.message_user(request, _("%(n)s skill(s) denied in subagents.") % {"n": n})
 
-    @admin.action(description="Mark as requiring privilege (never in subagents)", permissions=["change"])
+    @admin.action(description=_("Mark as requiring privilege (never in subagents)"), permissions=["change"])
     def mark_privileged(self, request, queryset):
         n = services.skills_set_privilege(skills=queryset, requires_privilege=True, actor=request.user)
-        self.message_user(request, f"{n} skill(s) marked privileged.")
+        self.message_user(request, _("%(n)s skill(s) marked privileged.") % {"n": n})
 
-    @admin.action(description="Unmark privileged", permissions=["change"])
+    @admin.action(description=_("Unmark privileged"), permissions=["change"])
     def unmark_privileged(self, request, queryset):
         n = services.skills_set_privilege(skills=queryset, requires_privilege=False, actor=request.user)
-        self.message_user(request, f"{n} skill(s) no longer privileged.")
+        self.message_user(request, _("%(n)s skill(s) no longer privileged.") % {"n": n})
 
-    @admin.action(description="Remove imported skills (delete their managed folder)", permissions=["change"])
+    @admin.action(description=_("Remove imported skills (delete their managed folder)"), permissions=["change"])
     def remove_imported(self, request, queryset):
         removed = 0
         for skill in queryset:
@@ -233,9 +234,9 @@ class SkillResourceAdmin(LightListAdmin):
                 services.skill_import_remove(skill=skill, actor=request.user)
                 removed += 1
             except (SkillImportError, OSError) as exc:
-                self.message_user(request, f"{skill.name}: {exc}", messages.ERROR)
+                self.message_user(request, _("%(skill_name)s: %(exc)s") % {"skill_name": skill.name, "exc": exc}, messages.ERROR)
         if removed:
-            self.message_user(request, f"{removed} imported skill(s) removed.", messages.SUCCESS)
+            self.message_user(request, _("%(removed)s imported skill(s) removed.") % {"removed": removed}, messages.SUCCESS)
 
     # --- pages ---------------------------------------------------------------------------
 
@@ -267,7 +268,7 @@ class SkillResourceAdmin(LightListAdmin):
             try:
                 if data.get("folder"):
                     if not request.user.is_superuser:
-                        raise PermissionDenied("only superusers may import a folder from the server's disk")
+                        raise PermissionDenied(_("only superusers may import a folder from the server's disk"))
                     outcome = services.skill_import_folder(
                         folder=data["folder"], scope=data["scope"], actor=request.user, replace=data["replace"]
                     )
@@ -287,14 +288,14 @@ class SkillResourceAdmin(LightListAdmin):
                 level = messages.SUCCESS if skill.status == SkillResource.Status.ACTIVE else messages.WARNING
                 self.message_user(
                     request,
-                    f"Imported {skill.name} into the {skill.scope} scope (status {skill.status}).",
+                    _("Imported %(skill_name)s into the %(skill_scope)s scope (status %(skill_status)s).") % {"skill_name": skill.name, "skill_scope": skill.scope, "skill_status": skill.status},
                     level,
                 )
                 return HttpResponseRedirect(reverse("admin:skills_registry_skillresource_change", args=[skill.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": "Import a skill",
+            "title": _("Import a skill"),
             "form": form,
         }
         return TemplateResponse(request, "admin/skills_registry/skillresource/import_form.html", context)

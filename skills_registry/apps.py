@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class SkillsRegistryConfig(AppConfig):
     name = "skills_registry"
-    verbose_name = "Skill registry"
+    verbose_name = _("Skill registry")
 
     def ready(self) -> None:
         # No database access here (Django warns about queries in ready()); the

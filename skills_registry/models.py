@@ -17,6 +17,7 @@ import hashlib
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 def path_key_for(entry_file: str) -> str:
@@ -41,18 +42,18 @@ class SkillResource(models.Model):
         MISSING = "missing", "missing"
 
     path_key = models.CharField(max_length=64, unique=True, editable=False)
-    name = models.CharField(max_length=255, db_index=True)
+    name = models.CharField(max_length=255, db_index=True, verbose_name=_("name"))
     description = models.TextField(blank=True, default="")
-    scope = models.CharField(max_length=16, choices=Scope.choices)
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.LOCAL)
+    scope = models.CharField(max_length=16, choices=Scope.choices, verbose_name=_("scope"))
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.LOCAL, verbose_name=_("source"))
     source_info = models.JSONField(default=dict, blank=True)
-    version = models.CharField(max_length=100, blank=True, default="")
+    version = models.CharField(max_length=100, blank=True, default="", verbose_name=_("version"))
     fingerprint = models.CharField(max_length=64)
-    revision = models.PositiveIntegerField(default=1)
+    revision = models.PositiveIntegerField(default=1, verbose_name=_("revision"))
     entry_file = models.TextField()
     base_dir = models.TextField()
     is_folder = models.BooleanField(default=True)
-    status = models.CharField(max_length=16, choices=Status.choices, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, db_index=True, verbose_name=_("status"))
     diagnostics = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     files = models.JSONField(default=list, blank=True)
@@ -62,9 +63,9 @@ class SkillResource(models.Model):
     discovery_order = models.PositiveIntegerField(default=0)
 
     # Staff governance (never changed by a sync).
-    disabled = models.BooleanField(default=False)
-    allow_in_subagent = models.BooleanField(default=True)
-    requires_privilege = models.BooleanField(default=False)
+    disabled = models.BooleanField(default=False, verbose_name=_("disabled"))
+    allow_in_subagent = models.BooleanField(default=True, verbose_name=_("allow in subagent"))
+    requires_privilege = models.BooleanField(default=False, verbose_name=_("requires privilege"))
     changed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -75,7 +76,8 @@ class SkillResource(models.Model):
 
     class Meta:
         ordering = ("discovery_order", "id")
-        verbose_name = "skill"
+        verbose_name = _("skill")
+        verbose_name_plural = _("skills")
         indexes = [models.Index(fields=["status", "discovery_order"])]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from audit.admin_forms import ReadOnlyFieldErrorsForm
 from sessions_tree.admin_lists import LightListAdmin
@@ -55,11 +56,11 @@ class ToolConfigAdmin(LightListAdmin):
         fields = list(super().get_readonly_fields(request, obj))
         return fields + ["name"] if obj is not None else fields
 
-    @admin.display(description="route")
+    @admin.display(description=_("route"))
     def route(self, obj: ToolConfig) -> str:
         return obj.worker_routing or "(manifest)"
 
-    @admin.display(boolean=True, description="registered")
+    @admin.display(boolean=True, description=_("registered"))
     def registered(self, obj: ToolConfig) -> bool:
         try:
             get_tool(obj.name)
@@ -67,7 +68,7 @@ class ToolConfigAdmin(LightListAdmin):
         except UnknownTool:
             return False
 
-    @admin.display(description="manifest")
+    @admin.display(description=_("manifest"))
     def manifest_view(self, obj: ToolConfig) -> str:
         try:
             tool = get_tool(obj.name)
@@ -81,17 +82,17 @@ class ToolConfigAdmin(LightListAdmin):
         saved = services.tool_config_update(actor=request.user, name=obj.name, **changes)
         obj.pk = saved.pk
 
-    @admin.action(description="Enable selected tools", permissions=["change"])
+    @admin.action(description=_("Enable selected tools"), permissions=["change"])
     def enable_tools(self, request, queryset):
         for row in queryset:
             services.tool_config_update(actor=request.user, name=row.name, enabled=True)
-        self.message_user(request, f"Enabled {queryset.count()} tool(s).", messages.SUCCESS)
+        self.message_user(request, _("Enabled %(queryset_count)s tool(s).") % {"queryset_count": queryset.count()}, messages.SUCCESS)
 
-    @admin.action(description="Disable selected tools", permissions=["change"])
+    @admin.action(description=_("Disable selected tools"), permissions=["change"])
     def disable_tools(self, request, queryset):
         for row in queryset:
             services.tool_config_update(actor=request.user, name=row.name, enabled=False)
-        self.message_user(request, f"Disabled {queryset.count()} tool(s).", messages.SUCCESS)
+        self.message_user(request, _("Disabled %(queryset_count)s tool(s).") % {"queryset_count": queryset.count()}, messages.SUCCESS)
 
     def get_urls(self):
         urls = [
@@ -107,7 +108,7 @@ class ToolConfigAdmin(LightListAdmin):
         if request.method != "POST" or not self.has_add_permission(request):
             return HttpResponseRedirect(reverse("admin:toolcatalog_toolconfig_changelist"))
         created = services.tool_config_sync(actor=request.user)
-        self.message_user(request, f"Created rows for {len(created)} tool(s).", messages.SUCCESS)
+        self.message_user(request, _("Created rows for %(len_created)s tool(s).") % {"len_created": len(created)}, messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:toolcatalog_toolconfig_changelist"))
 
 
@@ -136,15 +137,15 @@ class McpServerAdmin(LightListAdmin):
             fields += [f for f in services.MCP_COMMAND_FIELDS if f != "transport" or obj is not None]
         return fields
 
-    @admin.display(description="tools")
+    @admin.display(description=_("tools"))
     def tool_count(self, obj: McpServer) -> int:
         return len(obj.tools or [])
 
-    @admin.display(description="last error")
+    @admin.display(description=_("last error"))
     def last_error_short(self, obj: McpServer) -> str:
         return obj.last_error[:120]
 
-    @admin.display(description="tools listed")
+    @admin.display(description=_("tools listed"))
     def tools_view(self, obj: McpServer) -> str:
         return format_html("<details><summary>{} tool(s)</summary><pre>{}</pre></details>", len(obj.tools or []), json.dumps(obj.tools, indent=2))
 

@@ -1,9 +1,10 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ToolcatalogConfig(AppConfig):
     name = "toolcatalog"
-    verbose_name = "Tool catalog"
+    verbose_name = _("Tool catalog")
 
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save  # app code loads in ready(), once every app's models are

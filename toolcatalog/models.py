@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from toolcatalog.environment import is_valid_env_name, key_names, tool_variable_reason
 from toolcatalog.manifest import WORKER_ROUTES
@@ -18,23 +19,24 @@ class ToolConfig(models.Model):
 
     ROUTE_CHOICES = [("", "manifest default")] + [(r, r) for r in WORKER_ROUTES]
 
-    name = models.CharField(max_length=64, unique=True, help_text="Registered tool name, e.g. 'bash'.")
-    enabled = models.BooleanField(default=True, help_text="Off: no agent gets this tool.")
-    label_override = models.CharField(max_length=200, blank=True)
-    description_override = models.TextField(blank=True, help_text="Replaces the description the model sees.")
-    prompt_hint = models.TextField(blank=True, help_text="Default hint for the system prompt; agents may override.")
-    allow_in_subagent = models.BooleanField(default=True)
-    worker_routing = models.CharField(max_length=32, blank=True, choices=ROUTE_CHOICES)
-    renderer_key = models.CharField(max_length=64, blank=True, help_text="Which UI renderer shows its calls.")
+    name = models.CharField(max_length=64, unique=True, help_text=_("Registered tool name, e.g. 'bash'."), verbose_name=_("name"))
+    enabled = models.BooleanField(default=True, help_text=_("Off: no agent gets this tool."), verbose_name=_("enabled"))
+    label_override = models.CharField(max_length=200, blank=True, verbose_name=_("label override"))
+    description_override = models.TextField(blank=True, help_text=_("Replaces the description the model sees."))
+    prompt_hint = models.TextField(blank=True, help_text=_("Default hint for the system prompt; agents may override."))
+    allow_in_subagent = models.BooleanField(default=True, verbose_name=_("allow in subagent"))
+    worker_routing = models.CharField(max_length=32, blank=True, choices=ROUTE_CHOICES, verbose_name=_("worker routing"))
+    renderer_key = models.CharField(max_length=64, blank=True, help_text=_("Which UI renderer shows its calls."))
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
     class Meta:
         ordering = ["name"]
-        verbose_name = "tool configuration"
+        verbose_name = _("tool configuration")
+        verbose_name_plural = _("tool configurations")
 
     def __str__(self) -> str:
         return self.name
@@ -67,7 +69,8 @@ class CatalogVersion(models.Model):
     version = models.BigIntegerField(default=0)
 
     class Meta:
-        verbose_name = "catalog version"
+        verbose_name = _("catalog version")
+        verbose_name_plural = _("catalog versions")
 
 
 MCP_SERVER_NAME = r"^[a-z0-9](?:[a-z0-9-]|_(?!_))*$"  # a slug without "__" (the tool names' separator)
@@ -89,39 +92,40 @@ class McpServer(models.Model):
         max_length=32,
         unique=True,
         validators=[RegexValidator(MCP_SERVER_NAME, "lowercase letters, digits, '-' and single '_' (no '__'), starting with a letter or digit")],
-        help_text="Its tools are named mcp__<name>__<tool>.",
+        help_text=_("Its tools are named mcp__<name>__<tool>."), verbose_name=_("name")
     )
-    transport = models.CharField(max_length=8, choices=TRANSPORTS, default=STDIO)
-    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program (absolute path or a name on PATH).")
-    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a JSON list of strings.")
-    url = models.URLField(max_length=500, blank=True, help_text="streamable HTTP: the endpoint, e.g. http://127.0.0.1:9000/mcp")
+    transport = models.CharField(max_length=8, choices=TRANSPORTS, default=STDIO, verbose_name=_("transport"))
+    command = models.CharField(max_length=500, blank=True, help_text=_("stdio: the program (absolute path or a name on PATH)."))
+    args = models.JSONField(default=list, blank=True, help_text=_("stdio: its arguments, a JSON list of strings."))
+    url = models.URLField(max_length=500, blank=True, help_text=_("streamable HTTP: the endpoint, e.g. http://127.0.0.1:9000/mcp"))
     env_names = models.JSONField(
-        default=list, blank=True, help_text="Names of environment variables handed to the server (values come from Neta's own environment at start; never stored)."
+        default=list, blank=True, help_text=_("Names of environment variables handed to the server (values come from Neta's own environment at start; never stored).")
     )
-    enabled = models.BooleanField(default=True, help_text="Off: not started, its tools leave the catalog.")
-    connect_timeout = models.FloatField(default=10.0, help_text="Seconds to start (or reach) the server and list its tools.")
-    call_timeout = models.FloatField(default=60.0, help_text="Seconds one tool call may take.")
+    enabled = models.BooleanField(default=True, help_text=_("Off: not started, its tools leave the catalog."), verbose_name=_("enabled"))
+    connect_timeout = models.FloatField(default=10.0, help_text=_("Seconds to start (or reach) the server and list its tools."))
+    call_timeout = models.FloatField(default=60.0, help_text=_("Seconds one tool call may take."))
     agents = models.JSONField(
-        default=list, blank=True, help_text='Agent names that may use its tools, or ["*"] for every agent; empty: no agent.'
+        default=list, blank=True, help_text=_('Agent names that may use its tools, or ["*"] for every agent; empty: no agent.'), verbose_name=_("agents")
     )
-    network = models.BooleanField(default=False, help_text="stdio under NETA_SANDBOX=bwrap: allow network access.")
+    network = models.BooleanField(default=False, help_text=_("stdio under NETA_SANDBOX=bwrap: allow network access."))
     read_only_paths = models.JSONField(
-        default=list, blank=True, help_text="stdio under NETA_SANDBOX=bwrap: extra paths visible read-only (the server's install directory)."
+        default=list, blank=True, help_text=_("stdio under NETA_SANDBOX=bwrap: extra paths visible read-only (the server's install directory).")
     )
-    tools = models.JSONField(default=list, blank=True, editable=False, help_text="What the server listed last (written by discovery).")
+    tools = models.JSONField(default=list, blank=True, editable=False, help_text=_("What the server listed last (written by discovery)."))
     tools_listed_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
-    restarts = models.PositiveIntegerField(default=0, editable=False, help_text="Connections that ended without being asked to (crashes), in any process.")
+    restarts = models.PositiveIntegerField(default=0, editable=False, help_text=_("Connections that ended without being asked to (crashes), in any process."), verbose_name=_("restarts"))
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
     class Meta:
         ordering = ["name"]
-        verbose_name = "MCP server"
+        verbose_name = _("MCP server")
+        verbose_name_plural = _("MCP servers")
 
     def __str__(self) -> str:
         return self.name

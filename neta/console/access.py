@@ -16,22 +16,24 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Prefetch
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_safe
 
 from runtime.models import Agent
 
 # (area, app label, model name, what "change" lets one do there, what "delete" lets one do)
 AREAS = (
-    ("Sessions", "sessions_tree", "agentsession", "prompt, rename, archive, move the leaf, compact, fork", "delete with entries and runs"),
-    ("Runs", "runtime", "agentrun", "abort runs and subagent runs", ""),
-    ("Agents", "runtime", "agent", "edit settings, policies and who may use them", "delete unused agents"),
-    ("Models", "runtime", "modelconfig", "edit prices, limits and options, test the connection (where a key goes: the next column)", "delete unused models"),
-    ("Tools", "toolcatalog", "toolconfig", "governance: enable, subagents, route, renderer", ""),
-    ("MCP servers", "toolcatalog", "mcpserver", "add streamable-HTTP servers; a server's agents, timeouts, enabled (what a stdio server runs: superusers only)", "delete servers"),
-    ("Skills", "skills_registry", "skillresource", "sync, import, enable/disable, subagent access", ""),
-    ("API tokens", "runtime", "apitoken", "rename, revoke, rotate; issue tokens (for another staff account: superusers only)", ""),
-    ("Users", "auth", "user", "edit accounts (rights, groups and superusers' accounts: superusers only)", "delete accounts"),
-    ("Audit log", "audit", "auditentry", "", ""),
+    (_("Sessions"), "sessions_tree", "agentsession", _("prompt, rename, archive, move the leaf, compact, fork"), _("delete with entries and runs")),
+    (_("Runs"), "runtime", "agentrun", _("abort runs and subagent runs"), ""),
+    (_("Agents"), "runtime", "agent", _("edit settings, policies and who may use them"), _("delete unused agents")),
+    (_("Models"), "runtime", "modelconfig", _("edit prices, limits and options, test the connection (where a key goes: the next column)"), _("delete unused models")),
+    (_("Tools"), "toolcatalog", "toolconfig", _("governance: enable, subagents, route, renderer"), ""),
+    (_("MCP servers"), "toolcatalog", "mcpserver", _("add streamable-HTTP servers; a server's agents, timeouts, enabled (what a stdio server runs: superusers only)"), _("delete servers")),
+    (_("Skills"), "skills_registry", "skillresource", _("sync, import, enable/disable, subagent access"), ""),
+    (_("API tokens"), "runtime", "apitoken", _("rename, revoke, rotate; issue tokens (for another staff account: superusers only)"), ""),
+    (_("Users"), "auth", "user", _("edit accounts (rights, groups and superusers' accounts: superusers only)"), _("delete accounts")),
+    (_("Audit log"), "audit", "auditentry", "", ""),
 )
 
 
@@ -40,11 +42,11 @@ DIRECTS_KEYS = "runtime.direct_model_keys"
 
 #: What only a superuser may do, whatever permissions an account holds (docs/security.md).
 SUPERUSER_ONLY = (
-    "give rights: superuser status, an account's groups and permissions, any change of a group",
-    "change a superuser's account or password",
-    "issue or rotate a token for another staff account",
-    "add or change what a stdio MCP server runs (command, arguments, environment, paths, network)",
-    "point a model at a loopback, private or link-local address",
+    _("give rights: superuser status, an account's groups and permissions, any change of a group"),
+    _("change a superuser's account or password"),
+    _("issue or rotate a token for another staff account"),
+    _("add or change what a stdio MCP server runs (command, arguments, environment, paths, network)"),
+    _("point a model at a loopback, private or link-local address"),
 )
 
 
@@ -57,6 +59,11 @@ def _level(perms: set[str], app: str, model: str) -> str:
 
     base = "change" if can("change") or can("add") else "view" if can("view") else ""
     return f"{base}, delete" if base and can("delete") else base
+
+
+def _level_label(level: str) -> str:
+    labels = {"view": gettext("view"), "change": gettext("change"), "view, delete": gettext("view, delete"), "change, delete": gettext("change, delete")}
+    return labels.get(level, level)
 
 
 def staff_roles() -> list[dict]:
@@ -89,21 +96,21 @@ def staff_roles() -> list[dict]:
             perms |= by_group[group.pk]
         directs = user.is_superuser or DIRECTS_KEYS in perms
         if user.is_superuser:
-            levels = {area: "all" for area, *_ in AREAS}
+            levels = {area: gettext("all") for area, *_rest in AREAS}
             role = "superuser"
         else:
-            levels = {area: _level(perms, app, model) for area, app, model, *_ in AREAS}
+            levels = {area: _level(perms, app, model) for area, app, model, *_rest in AREAS}
             granted = [level for level in levels.values() if level]
             if not granted:
-                role = "no console rights"
+                role = gettext("no console rights")
             elif all(level == "view" for level in granted):
                 role = "view-only"
             else:
-                role = "can change: " + ", ".join(area for area, level in levels.items() if level not in ("", "view"))
+                role = gettext("can change: %(areas)s") % {"areas": ", ".join(str(area) for area, level in levels.items() if level not in ("", "view"))}
             if directs:
-                role += " · directs API keys"
+                role += " · " + gettext("directs API keys")
         rows.append(
-            {"user": user, "groups": [g.name for g in user.groups.all()], "levels": [levels[a] for a, *_ in AREAS], "role": role, "directs_keys": directs}
+            {"user": user, "groups": [g.name for g in user.groups.all()], "levels": [_level_label(levels[a]) for a, *_rest in AREAS], "role": role, "directs_keys": directs}
         )
     return rows
 
@@ -127,7 +134,7 @@ def agent_access_rows() -> list[dict]:
 def access_page(request):
     context = {
         **admin.site.each_context(request),
-        "title": "Access",
+        "title": gettext("Access"),
         "subtitle": None,
         "agents": agent_access_rows(),
         "staff": staff_roles(),

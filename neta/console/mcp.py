@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from toolcatalog.mcp.catalog import catalog_name
 from toolcatalog.models import MCP_SERVER_NAME, McpServer
@@ -38,18 +39,18 @@ class LinesField(forms.CharField):
 
 
 class McpServerForm(forms.Form):
-    name = forms.RegexField(regex=MCP_SERVER_NAME, max_length=32, help_text="Its tools are named mcp__<name>__<tool>.")
+    name = forms.RegexField(regex=MCP_SERVER_NAME, max_length=32, help_text=_("Its tools are named mcp__<name>__<tool>."))
     transport = forms.ChoiceField(choices=McpServer.TRANSPORTS)
-    command = forms.CharField(required=False, max_length=500, help_text="stdio: the program (absolute path or a name on PATH).")
-    args = LinesField(required=False, help_text="stdio: one argument per line.")
-    url = forms.CharField(required=False, max_length=500, help_text="streamable HTTP: the endpoint, e.g. http://127.0.0.1:9000/mcp")
-    env_names = LinesField(required=False, label="Environment variable names", help_text="One NAME per line; the values come from Neta's environment when the server starts and are never stored.")
+    command = forms.CharField(required=False, max_length=500, help_text=_("stdio: the program (absolute path or a name on PATH)."))
+    args = LinesField(required=False, help_text=_("stdio: one argument per line."))
+    url = forms.CharField(required=False, max_length=500, help_text=_("streamable HTTP: the endpoint, e.g. http://127.0.0.1:9000/mcp"))
+    env_names = LinesField(required=False, label=_("Environment variable names"), help_text=_("One NAME per line; the values come from Neta's environment when the server starts and are never stored."))
     enabled = forms.BooleanField(required=False, initial=True)
-    connect_timeout = forms.FloatField(initial=10.0, help_text="Seconds to start or reach the server and list its tools.")
-    call_timeout = forms.FloatField(initial=60.0, help_text="Seconds one tool call may take.")
-    agents = LinesField(required=False, help_text="Agent names that may use its tools, one per line; * alone for every agent; empty: no agent.")
-    network = forms.BooleanField(required=False, help_text="stdio under NETA_SANDBOX=bwrap: allow network access.")
-    read_only_paths = LinesField(required=False, help_text="stdio under NETA_SANDBOX=bwrap: more paths visible read-only, one per line.")
+    connect_timeout = forms.FloatField(initial=10.0, help_text=_("Seconds to start or reach the server and list its tools."))
+    call_timeout = forms.FloatField(initial=60.0, help_text=_("Seconds one tool call may take."))
+    agents = LinesField(required=False, help_text=_("Agent names that may use its tools, one per line; * alone for every agent; empty: no agent."))
+    network = forms.BooleanField(required=False, help_text=_("stdio under NETA_SANDBOX=bwrap: allow network access."))
+    read_only_paths = LinesField(required=False, help_text=_("stdio under NETA_SANDBOX=bwrap: more paths visible read-only, one per line."))
 
 
 def _initial(server: McpServer) -> dict:
@@ -59,15 +60,15 @@ def _initial(server: McpServer) -> dict:
 def _report(request, refresh) -> None:
     if refresh.ok:
         note = f" Skipped: {'; '.join(refresh.skipped)}." if refresh.skipped else ""
-        messages.success(request, f"{refresh.server.name}: {len(refresh.tools)} tool(s) listed.{note}")
+        messages.success(request, _("%(refresh_server_name)s: %(len_refresh_tools)s tool(s) listed.%(note)s") % {"refresh_server_name": refresh.server.name, "len_refresh_tools": len(refresh.tools), "note": note})
     else:
-        messages.error(request, f"{refresh.server.name}: {refresh.error}")
+        messages.error(request, _("%(refresh_server_name)s: %(refresh_error)s") % {"refresh_server_name": refresh.server.name, "refresh_error": refresh.error})
 
 
 def mcp_list(request):
     context = {
         **admin.site.each_context(request),
-        "title": "MCP servers",
+        "title": _("MCP servers"),
         "subtitle": None,
         "servers": mcp_server_states(),
         "can_add": request.user.has_perm(ADD_PERM),
@@ -81,7 +82,7 @@ def mcp_detail(request, name: str | None = None):
     if name is not None:
         server = McpServer.objects.filter(name=name).first()
         if server is None:
-            raise Http404(f"no MCP server named {name!r}")
+            raise Http404(_("no MCP server named “%(name)s”") % {"name": name})
     can_change = request.user.has_perm(CHANGE_PERM if server else ADD_PERM)
     runs_commands = may_run_commands(request.user)
     form = _form(None, server, runs_commands)
@@ -103,7 +104,7 @@ def mcp_detail(request, name: str | None = None):
                 except PermissionDenied as exc:
                     form.add_error(None, str(exc))
                 else:
-                    messages.success(request, f"Saved the MCP server {target}.")
+                    messages.success(request, _("Saved the MCP server %(target)s.") % {"target": target})
                     if hasattr(refresh, "ok"):
                         _report(request, refresh)
                     return HttpResponseRedirect(reverse("admin:console_mcp_server", args=[target]))
@@ -148,7 +149,7 @@ def mcp_refresh(request, name: str):
     if not request.user.has_perm(CHANGE_PERM):
         raise PermissionDenied
     if not McpServer.objects.filter(name=name).exists():
-        raise Http404(f"no MCP server named {name!r}")
+        raise Http404(_("no MCP server named “%(name)s”") % {"name": name})
     _report(request, mcp_server_refresh(actor=request.user, name=name))
     back = request.POST.get("next") or ""
     if back != "list":

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import path
+from django.utils.translation import gettext_lazy as _
 
 
 class ConsoleSite(admin.AdminSite):
-    site_header = "Neta console"
-    site_title = "Neta console"
-    index_title = "Overview"
+    site_header = _("Neta console")
+    site_title = _("Neta console")
+    index_title = _("Overview")
     index_template = "console/overview.html"
     enable_nav_sidebar = False  # the console's own navigation is in the header; the raw tables are on the overview
 

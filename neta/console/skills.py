@@ -13,6 +13,7 @@ import difflib
 from django.contrib import admin
 from django.http import Http404
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext_lazy as _
 
 from runtime.agents.subagent_policy import SubagentPolicy, SubagentPolicyError
 from runtime.models import Agent
@@ -101,7 +102,7 @@ def skill_md_diff(older: str, newer: str, *, older_name: str, newer_name: str) -
 def skill_detail(request, pk: int):
     skill = SkillResource.objects.filter(pk=pk).first()
     if skill is None:
-        raise Http404("no such skill")
+        raise Http404(_("no such skill"))
     versions = list(skill.versions.order_by("-revision"))
     diff = None
     chosen = (request.GET.get("a"), request.GET.get("b"))
@@ -117,7 +118,7 @@ def skill_detail(request, pk: int):
     agents = list(Agent.objects.only("pk", "name", "enabled", "skill_policy", "subagent_policy").order_by("name"))
     context = {
         **admin.site.each_context(request),
-        "title": f"Skill {skill.name}",
+        "title": _("Skill %(skill_name)s") % {"skill_name": skill.name},
         "subtitle": None,
         "skill": skill,
         "scopes": SCOPES,

@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import Agent
@@ -70,7 +71,7 @@ def tool_list(request):
     unknown = sorted(set(rows_by_name) - {t.name for t in all_tools()})
     context = {
         **admin.site.each_context(request),
-        "title": "Tools",
+        "title": _("Tools"),
         "subtitle": None,
         "tools": tools,
         "unknown_rows": unknown,
@@ -91,7 +92,7 @@ def tool_detail(request, name: str):
     try:
         tool = get_tool(name)
     except UnknownTool:
-        raise Http404(f"no tool named {name!r} is registered") from None
+        raise Http404(_("no tool named “%(name)s” is registered") % {"name": name}) from None
     config = ToolConfig.objects.filter(name=name).first() or ToolConfig(name=name)
     can_change = request.user.has_perm(CONFIG_PERM)
     form = GovernanceForm(instance=config)
@@ -107,13 +108,13 @@ def tool_detail(request, name: str):
                 for field, errors in exc.message_dict.items():
                     form.add_error(field if field in form.fields else None, errors)
             else:
-                messages.success(request, f"Saved the governance of {name}.")
+                messages.success(request, _("Saved the governance of %(name)s.") % {"name": name})
                 return HttpResponseRedirect(reverse("admin:console_tool", args=[name]))
     governance = governance_rules()
     usage = who_gets(_agents(), governance).get(name)
     context = {
         **admin.site.each_context(request),
-        "title": f"Tool {name}",
+        "title": _("Tool %(name)s") % {"name": name},
         "subtitle": None,
         "tool": tool,
         "manifest": tool.manifest,

@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_safe
 
 from runtime.errors import RuntimeInputError
@@ -36,7 +37,7 @@ def usage_page(request):
     bars = [{"key": r["key"], "cost": r["cost"], "width": round(CHART_WIDTH * float(r["cost"]) / most) if most else 0, "y": i * 22} for i, r in enumerate(top)]
     context = {
         **admin.site.each_context(request),
-        "title": "Usage and cost",
+        "title": _("Usage and cost"),
         "report": report,
         "query": query,
         "groups": GROUPS,

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.templatetags.static import static
 from django.utils.safestring import mark_safe
 
+from neta.chat_catalog import page_catalog
 from neta.static_build import BUNDLE, collected
 
 register = template.Library()
@@ -58,3 +59,13 @@ def chat_scripts():
     links += [f'<link rel="modulepreload" href="{static(VENDOR[name])}">' for name in PRELOAD]
     links.append(f'<script type="module" src="{entry}"></script>')
     return mark_safe("\n".join(links))
+
+
+@register.simple_tag
+def chat_i18n():
+    """The chat page's catalog for the request's language (static/chat/i18n.js reads it)."""
+    text = json.dumps(page_catalog(), ensure_ascii=False).translate(JSON_ESCAPES)
+    return mark_safe(f'<script type="application/json" id="neta-i18n">{text}</script>')
+
+
+JSON_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}

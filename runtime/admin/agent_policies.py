@@ -10,6 +10,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.utils.translation import gettext_lazy as _
 
 from runtime.agents.subagent_policy import (
     DELEGATE_TOOLS,
@@ -36,19 +37,19 @@ class ToolPolicyForm(forms.Form):
     """``inherit_core_tools``, ``network``, ``env_passthrough``, and per tool: on/off
     (``enabled``/``disabled``), allowed in subagents, its prompt hint and worker route."""
 
-    inherit_core_tools = forms.BooleanField(required=False, label="inherit core tools", help_text="Builtin tools are on unless turned off below.")
-    network = forms.BooleanField(required=False, help_text="Network inside the bwrap sandbox.")
-    env_passthrough = forms.CharField(required=False, label="environment passed to bash", help_text="Variable names, comma-separated.")
+    inherit_core_tools = forms.BooleanField(required=False, label=_("inherit core tools"), help_text=_("Builtin tools are on unless turned off below."))
+    network = forms.BooleanField(required=False, help_text=_("Network inside the bwrap sandbox."))
+    env_passthrough = forms.CharField(required=False, label=_("environment passed to bash"), help_text=_("Variable names, comma-separated."))
     approval = forms.ChoiceField(
         choices=[
-            ("auto", "auto: every call runs"),
-            ("ask_changes", "ask for changes: writes, edits, bash, changing MCP tools and fetches wait for a person"),
-            ("ask_all", "ask for everything: every call but the plan and questions waits"),
-            ("plan_only", "plan only: no changing tool runs (nor is offered)"),
+            ("auto", _("auto: every call runs")),
+            ("ask_changes", _("ask for changes: writes, edits, bash, changing MCP tools and fetches wait for a person")),
+            ("ask_all", _("ask for everything: every call but the plan and questions waits")),
+            ("plan_only", _("plan only: no changing tool runs (nor is offered)")),
         ],
         required=False,
-        label="approvals",
-        help_text="Which tool calls wait for a person's Allow in the chat page; a session may tighten this, never loosen it.",
+        label=_("approvals"),
+        help_text=_("Which tool calls wait for a person's Allow in the chat page; a session may tighten this, never loosen it."),
     )
 
     def __init__(self, *args, policy: dict, **kwargs):
@@ -70,9 +71,9 @@ class ToolPolicyForm(forms.Form):
             mode = "on" if n in enabled or rule.get("enabled") is True else "off" if n in disabled or rule.get("enabled") is False else ""
             sub = {True: "yes", False: "no"}.get(rule.get("allow_in_subagent"), "")
             self.fields[f"{n}__mode"] = forms.ChoiceField(choices=TRI, required=False, label=n)
-            self.fields[f"{n}__sub"] = forms.ChoiceField(choices=SUB, required=False, label="in subagents")
-            self.fields[f"{n}__route"] = forms.ChoiceField(choices=ROUTES, required=False, label="worker route")
-            self.fields[f"{n}__hint"] = forms.CharField(required=False, label="prompt hint", widget=forms.TextInput(attrs={"size": 40}))
+            self.fields[f"{n}__sub"] = forms.ChoiceField(choices=SUB, required=False, label=_("in subagents"))
+            self.fields[f"{n}__route"] = forms.ChoiceField(choices=ROUTES, required=False, label=_("worker route"))
+            self.fields[f"{n}__hint"] = forms.CharField(required=False, label=_("prompt hint"), widget=forms.TextInput(attrs={"size": 40}))
             self.initial.update({f"{n}__mode": mode, f"{n}__sub": sub, f"{n}__route": rule.get("worker_routing") or "", f"{n}__hint": rule.get("prompt_hint") or ""})
             self.rows.append((tool, [self[f"{n}__mode"], self[f"{n}__sub"], self[f"{n}__route"], self[f"{n}__hint"]]))
 
@@ -121,12 +122,12 @@ def _skill_choices(extra=()) -> list[tuple[str, str]]:
 
 class SkillPolicyForm(forms.Form):
     allow_all = forms.ChoiceField(
-        choices=[("all", "every skill"), ("listed", "only the skills ticked below")], widget=forms.RadioSelect, label="the agent may use"
+        choices=[("all", "every skill"), ("listed", "only the skills ticked below")], widget=forms.RadioSelect, label=_("the agent may use")
     )
-    allowed = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="allowed skills")
-    subagent_allowed = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="subagents may use")
-    index_budget_chars = forms.IntegerField(required=False, min_value=1, label="skill index budget (characters)")
-    index_budget_tokens = forms.IntegerField(required=False, min_value=1, label="skill index budget (tokens)")
+    allowed = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("allowed skills"))
+    subagent_allowed = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("subagents may use"))
+    index_budget_chars = forms.IntegerField(required=False, min_value=1, label=_("skill index budget (characters)"))
+    index_budget_tokens = forms.IntegerField(required=False, min_value=1, label=_("skill index budget (tokens)"))
 
     def __init__(self, *args, policy: dict, **kwargs):
         super().__init__(*args, **kwargs)
@@ -156,25 +157,25 @@ class SkillPolicyForm(forms.Form):
 
 
 class SubagentPolicyForm(forms.Form):
-    enabled = forms.BooleanField(required=False, label="may delegate to subagents")
-    agents = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="child agents")
-    max_depth = forms.IntegerField(min_value=1, label="max depth")
-    max_tasks_per_call = forms.IntegerField(min_value=1, label="tasks per call")
-    max_concurrency = forms.IntegerField(min_value=1, label="at once per run")
-    max_concurrency_per_session = forms.IntegerField(min_value=1, label="at once per session")
-    max_turns = forms.IntegerField(min_value=1, label="per child: turns")
-    max_tool_calls = forms.IntegerField(min_value=0, label="per child: tool calls")
-    max_tokens = forms.IntegerField(required=False, min_value=1, label="per child: tokens (empty: no limit)")
-    max_cost = forms.FloatField(required=False, min_value=0, label="per child: cost in USD (empty: no limit)")
-    wall_clock_seconds = forms.FloatField(min_value=0, label="per child: wall clock (s)")
-    idle_seconds = forms.FloatField(min_value=0, label="per child: idle (s)")
+    enabled = forms.BooleanField(required=False, label=_("may delegate to subagents"))
+    agents = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("child agents"))
+    max_depth = forms.IntegerField(min_value=1, label=_("max depth"))
+    max_tasks_per_call = forms.IntegerField(min_value=1, label=_("tasks per call"))
+    max_concurrency = forms.IntegerField(min_value=1, label=_("at once per run"))
+    max_concurrency_per_session = forms.IntegerField(min_value=1, label=_("at once per session"))
+    max_turns = forms.IntegerField(min_value=1, label=_("per child: turns"))
+    max_tool_calls = forms.IntegerField(min_value=0, label=_("per child: tool calls"))
+    max_tokens = forms.IntegerField(required=False, min_value=1, label=_("per child: tokens (empty: no limit)"))
+    max_cost = forms.FloatField(required=False, min_value=0, label=_("per child: cost in USD (empty: no limit)"))
+    wall_clock_seconds = forms.FloatField(min_value=0, label=_("per child: wall clock (s)"))
+    idle_seconds = forms.FloatField(min_value=0, label=_("per child: idle (s)"))
     tools_mode = forms.ChoiceField(
         choices=[("inherit", "what the parent and the child agent both have"), ("listed", "only the tools ticked below")],
-        widget=forms.RadioSelect, label="child tools",
+        widget=forms.RadioSelect, label=_("child tools"),
     )  # fmt: skip
-    tools_allow = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="allowed tools")
-    tools_deny = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="denied tools")
-    skills = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label="skills passed to children")
+    tools_allow = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("allowed tools"))
+    tools_deny = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("denied tools"))
+    skills = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple, label=_("skills passed to children"))
 
     BUDGET = ("max_turns", "max_tool_calls", "max_tokens", "max_cost", "wall_clock_seconds", "idle_seconds")
     LIMITS = ("max_depth", "max_tasks_per_call", "max_concurrency", "max_concurrency_per_session")
@@ -241,7 +242,7 @@ POLICY_FORMS = {"tool_policy": ToolPolicyForm, "skill_policy": SkillPolicyForm, 
 class AgentAccessForm(forms.Form):
     """Who may use an agent (``agent_set_access``)."""
 
-    restricted = forms.BooleanField(required=False, label="only the users and groups ticked may use it")
+    restricted = forms.BooleanField(required=False, label=_("only the users and groups ticked may use it"))
     users = forms.ModelMultipleChoiceField(queryset=None, required=False, widget=forms.CheckboxSelectMultiple)
     groups = forms.ModelMultipleChoiceField(queryset=None, required=False, widget=forms.CheckboxSelectMultiple)
 

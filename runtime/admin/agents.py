@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from audit.admin import AuditedModelAdmin
 from runtime.admin.agent_policies import (
@@ -104,12 +105,11 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         if db_field.name == "fallback_models":
             enabled = ", ".join(ModelConfig.objects.filter(enabled=True).values_list("name", flat=True)[:30]) or "none"
             return ModelNamesField(
-                label="fallback models",
+                label=_("fallback models"),
                 required=False,
                 widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. backup-model, cheap-model"}),
                 help_text=(
-                    "In order, separated by commas: asked when a call fails before any output (connection, timeout, 429, 5xx, "
-                    f"overloaded), or a larger-window one on a context overflow. Enabled models: {enabled}."
+                    _("In order, separated by commas: asked when a call fails before any output (connection, timeout, 429, 5xx, overloaded), or a larger-window one on a context overflow. Enabled models: %(enabled)s.") % {"enabled": enabled}
                 ),
             )
         return super().formfield_for_dbfield(db_field, request, **kwargs)
@@ -139,7 +139,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             listed_users=Count("allowed_users", distinct=True), listed_groups=Count("allowed_groups", distinct=True)
         )
 
-    @admin.display(description="who may use it")
+    @admin.display(description=_("who may use it"))
     def who_may_use(self, obj):
         if not obj.access_restricted:
             return "everyone"
@@ -149,7 +149,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             users, groups = obj.allowed_users.count(), obj.allowed_groups.count()
         return f"{users} user(s), {groups} group(s)"
 
-    @admin.display(description="who may use it")
+    @admin.display(description=_("who may use it"))
     def access(self, obj):
         if obj.pk is None:
             return "everyone (editable once the agent is saved)"
@@ -162,43 +162,43 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             shown = "everyone"
         return format_html('{} · <a href="{}">Change who may use it</a>', shown, url)
 
-    @admin.display(description="usable", boolean=True)
+    @admin.display(description=_("usable"), boolean=True)
     def usable(self, obj):
         return self._report(obj).usable
 
-    @admin.display(description="tools")
+    @admin.display(description=_("tools"))
     def tool_count(self, obj):
         return self._report(obj).tool_count
 
-    @admin.display(description="skills")
+    @admin.display(description=_("skills"))
     def skill_count(self, obj):
         return self._report(obj).skill_count
 
-    @admin.display(description="subagents")
+    @admin.display(description=_("subagents"))
     def subagents_on(self, obj):
         return "delegates" if self._report(obj).subagents_enabled else "off"
 
-    @admin.display(description="workspace", ordering="workspace_mode")
+    @admin.display(description=_("workspace"), ordering="workspace_mode")
     def workspace(self, obj):
         return "shared (deliberate)" if obj.workspace_mode == "shared" else obj.get_workspace_mode_display()
 
-    @admin.display(description="where tools work")
+    @admin.display(description=_("where tools work"))
     def workspace_layout(self, obj):
 
         return workspace_layout(obj)
 
-    @admin.display(description="sandbox")
+    @admin.display(description=_("sandbox"))
     def sandbox(self, obj):
         return sandbox_line()
 
-    @admin.display(description="policies")
+    @admin.display(description=_("policies"))
     def policy_editor(self, obj):
         if obj.pk is None:
             return "editable once the agent is saved"
         url = reverse("admin:runtime_agent_policies", args=[obj.pk])
         return format_html('<a class="button" href="{}">Edit tool, skill and subagent policies</a>', url)
 
-    @admin.display(description="warnings")
+    @admin.display(description=_("warnings"))
     def warnings(self, obj):
         if obj.pk is None:
             return "—"
@@ -247,7 +247,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
                 protected.append(f"{count} session(s) of agent {name} (delete or move them first)")
         return deleted, counts, perms, protected
 
-    @admin.display(description="effective tools")
+    @admin.display(description=_("effective tools"))
     def effective_tools(self, obj):
 
         try:
@@ -260,7 +260,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows))
 
-    @admin.display(description="subagents")
+    @admin.display(description=_("subagents"))
     def subagents(self, obj):
 
         try:
@@ -282,7 +282,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             f"deny {', '.join(policy.tools_deny) or '-'}\nskills: {', '.join(policy.skills) or 'none'}",
         )
 
-    @admin.display(description="effective skills")
+    @admin.display(description=_("effective skills"))
     def effective_skills(self, obj):
 
         try:
@@ -295,7 +295,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         ]
         return format_html("<pre>{}</pre>", "\n".join(rows) or "no skills registered (skills_sync)")
 
-    @admin.display(description="system prompt (as a run would build it now)")
+    @admin.display(description=_("system prompt (as a run would build it now)"))
     def system_prompt_preview(self, obj):
 
         if obj.pk is None:
@@ -319,7 +319,7 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         such agent, 403 without view permission or for a POST without change permission."""
         agent = self.get_object(request, object_id)
         if agent is None:
-            raise Http404("no such agent")
+            raise Http404(_("no such agent"))
         if not self.has_view_or_change_permission(request, agent):
             raise PermissionDenied
         can_change = self.has_change_permission(request, agent)
@@ -334,11 +334,11 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             agent_set_access(agent_id=agent.pk, actor=request.user, restricted=data["restricted"], users=data["users"], groups=data["groups"])
-            self.message_user(request, f"Saved who may use {agent.name}.", messages.SUCCESS)
+            self.message_user(request, _("Saved who may use %(agent_name)s.") % {"agent_name": agent.name}, messages.SUCCESS)
             return HttpResponseRedirect(request.path)
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "original": agent,
-            "title": f"Who may use {agent.name}", "form": form, "can_change": can_change,
+            "title": _("Who may use %(agent_name)s") % {"agent_name": agent.name}, "form": form, "can_change": can_change,
         }  # fmt: skip
         return TemplateResponse(request, "admin/runtime/agent/access.html", context)
 
@@ -362,14 +362,14 @@ class AgentAdmin(AuditedModelAdmin, LightListAdmin):
             except ValidationError as exc:
                 errors = exc.message_dict
             else:
-                self.message_user(request, f"Saved the policies of {agent.name}.", messages.SUCCESS)
+                self.message_user(request, _("Saved the policies of %(agent_name)s.") % {"agent_name": agent.name}, messages.SUCCESS)
                 return HttpResponseRedirect(request.path)
         elif data is not None:
             errors = {"form": ["some fields are not valid (marked below)"]}
         report = agent_report(agent)
         context = {
             **self.admin_site.each_context(request),
-            "opts": self.model._meta, "original": agent, "title": f"Policies of {agent.name}",
+            "opts": self.model._meta, "original": agent, "title": _("Policies of %(agent_name)s") % {"agent_name": agent.name},
             "subtitle": sandbox_line(), "report": report, "errors": errors, "can_change": can_change,
             "tool_pairs": list(zip(report.tools or (), report.subagent_tools or (), strict=True)),
             "skill_pairs": list(zip(report.skills, report.subagent_skills, strict=True)),

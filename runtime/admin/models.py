@@ -9,6 +9,7 @@ from django.db.models import Count
 from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from audit.admin import AuditedModelAdmin
 from audit.admin_forms import ReadOnlyFieldErrorsForm
@@ -76,20 +77,20 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
         # Annotated before the list orders it: the agents column sorts by the count (?o=…).
         return super().get_queryset(request).annotate(agent_total=Count("agents"))
 
-    @admin.display(description="capabilities")
+    @admin.display(description=_("capabilities"))
     def capabilities(self, obj):
         caps = [name for name, on in (("tools", obj.supports_tools), ("thinking", obj.supports_thinking), ("images", obj.supports_images)) if on]
         return ", ".join(caps) or "text only"
 
-    @admin.display(description="$ per M in / out")
+    @admin.display(description=_("$ per M in / out"))
     def prices_per_m(self, obj):
         return f"{obj.price_input:g} / {obj.price_output:g}"
 
-    @admin.display(description="agents", ordering="agent_total")
+    @admin.display(description=_("agents"), ordering="agent_total")
     def agent_count(self, obj):
         return getattr(obj, "agent_total", None)
 
-    @admin.display(description="API key")
+    @admin.display(description=_("API key"))
     def key_status(self, obj):
         if obj.provider_kind == "scripted":
             return "not needed"
@@ -98,7 +99,7 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
         # Only whether it is set: the value is never shown.
         return f"{obj.api_key_env} is set" if obj.key_is_set else f"{obj.api_key_env} is NOT set"
 
-    @admin.display(description="agents using it")
+    @admin.display(description=_("agents using it"))
     def agents_using(self, obj):
         if obj.pk is None:
             return "—"
@@ -110,7 +111,7 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
             ((reverse("admin:runtime_agent_change", args=[a.pk]), a.name, "" if a.enabled else " (disabled)") for a in agents),
         )
 
-    @admin.display(description="options this provider reads")
+    @admin.display(description=_("options this provider reads"))
     def known_options(self, obj):
         return ", ".join(known_options(obj.provider_kind)) if obj.provider_kind else "—"
 
@@ -151,7 +152,7 @@ class ModelConfigAdmin(AuditedModelAdmin, LightListAdmin):
             return HttpResponseNotAllowed(["POST"])
         model = self.get_object(request, object_id)
         if model is None:
-            raise Http404("no such model")
+            raise Http404(_("no such model"))
         if not self.has_change_permission(request, model):
             raise PermissionDenied  # it calls the provider (and may cost a few tokens): for those who may change models
         result = model_test_connection(model=model)

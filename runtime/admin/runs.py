@@ -14,6 +14,7 @@ from django.db.models.functions import Substr
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from runtime.admin.common import ERROR_SHOWN, grouped
 from runtime.api.views.traces import rebuilt_body, run_spans
@@ -61,7 +62,7 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     readonly_fields = ["transcript", *(f.name for f in SubprocessRun._meta.fields if f.name != "envelope")]
     exclude = ("envelope",)
 
-    @admin.display(description="transcript")
+    @admin.display(description=_("transcript"))
     def transcript(self, obj):
         """The child's recorded events as it worked (runtime/subagents/protocol.py): its text in
         whole passages, each tool call and result, how it ended — each at its time from the start."""
@@ -71,14 +72,14 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     def has_cancel_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
-    @admin.action(description="Cancel the selected subagent runs", permissions=["cancel"])
+    @admin.action(description=_("Cancel the selected subagent runs"), permissions=["cancel"])
     def cancel_runs(self, request, queryset):
         count = 0
         for run in queryset:
             if run.is_active:
                 subprocess_run_cancel(run, by=f"staff {request.user.username} (console)", actor=request.user)
                 count += 1
-        self.message_user(request, f"asked {count} subagent run(s) to stop")
+        self.message_user(request, _("asked %(count)s subagent run(s) to stop") % {"count": count})
 
 
 class RunDateFilter(admin.DateFieldListFilter):
@@ -97,7 +98,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     )
     list_filter = ("status", ("created_at", RunDateFilter), ("agent", LightRelatedFilter))
     search_fields = ("=run_id", "=session_id", "user__username", "agent__name")  # as get_search_results reads them
-    search_help_text = "A run or session id (whole), or part of a user's or agent's name."
+    search_help_text = _("A run or session id (whole), or part of a user's or agent's name.")
 
     def get_search_results(self, request, queryset, search_term):
         """The search_fields, but the names are looked up in the users' and agents' tables first and
@@ -154,11 +155,11 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             )
         )
 
-    @admin.display(description="run", ordering="created_at")
+    @admin.display(description=_("run"), ordering="created_at")
     def run_id_short(self, obj):
         return str(obj.run_id)[:8]
 
-    @admin.display(description="model")
+    @admin.display(description=_("model"))
     def model_used(self, obj):
         # What the run recorded (the model that answered); a run from before it did: its
         # override, else its agent's model now.
@@ -173,7 +174,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         first = failed[0] if failed else obj.model_name or obj.agent.model.name
         return f"{first} (answered by {answered} after a failover)"
 
-    @admin.display(description="notes")
+    @admin.display(description=_("notes"))
     def run_notes(self, obj):
         """What the run did on its own (runtime/runs/notes.py): failovers, clamped thinking levels."""
         notes = obj.notes or []
@@ -181,7 +182,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             return "none"
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", ((n.get("kind", ""), n.get("text", "")) for n in notes)))
 
-    @admin.display(description="feedback")
+    @admin.display(description=_("feedback"))
     def feedback(self, obj):
         """👍 / 👎 and notes the chat page stored on this run's answers (neta.feedback entries)."""
         given = run_feedback(obj)
@@ -194,13 +195,13 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
             )),
         )  # fmt: skip
 
-    @admin.display(description="what happened")
+    @admin.display(description=_("what happened"))
     def trace(self, obj):
         """The run's spans as a waterfall (runtime/api/views/traces.py): each model call, tool call
         and child on the run's time axis; a model call opens the request it sent, rebuilt."""
         return trace_waterfall(obj)
 
-    @admin.display(description="duration")
+    @admin.display(description=_("duration"))
     def duration(self, obj):
         if not obj.started_at:
             return "—"
@@ -208,15 +209,15 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         seconds = (end - obj.started_at).total_seconds()
         return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
-    @admin.display(description="cost $", ordering="cost")
+    @admin.display(description=_("cost $"), ordering="cost")
     def cost_usd(self, obj):
         return f"{obj.cost:.4f}"
 
-    @admin.display(description="tokens in / out")
+    @admin.display(description=_("tokens in / out"))
     def tokens(self, obj):
         return f"{obj.input_tokens} / {obj.output_tokens}"
 
-    @admin.display(description="error")
+    @admin.display(description=_("error"))
     def error_head(self, obj):
         text = getattr(obj, "error_first", "") or ""
         if not text:
@@ -224,17 +225,17 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         line = text.splitlines()[0] if text.strip() else text
         return format_html('<span class="error-text">{}{}</span>', line[:160], "…" if len(text) >= ERROR_SHOWN or len(line) > 160 else "")
 
-    @admin.display(description="session")
+    @admin.display(description=_("session"))
     def session_link(self, obj):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])  # the session's page, by its id
         return format_html('<a href="{}" title="{}">{}</a>', url, obj.session_id, obj.session_id[:13])
 
-    @admin.display(description="session")
+    @admin.display(description=_("session"))
     def session_page(self, obj):
         url = reverse("admin:sessions_tree_agentsession_change", args=[obj.session_id])
         return format_html('<a href="{}">{}</a>', url, obj.session_id)
 
-    @admin.display(description="subagents")
+    @admin.display(description=_("subagents"))
     def subagent_link(self, obj):
         n = getattr(obj, "subagent_total", None) or 0
         if not n:
@@ -242,7 +243,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
         url = reverse("admin:runtime_subprocessrun_changelist") + f"?parent_run__id__exact={obj.pk}"
         return format_html('<a href="{}">{}</a>', url, n)
 
-    @admin.display(description="aborted by")
+    @admin.display(description=_("aborted by"))
     def aborted_by(self, obj):
         return obj.cancelled_by.get_username() if obj.cancelled_by_id else ""
 
@@ -251,14 +252,14 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
     def has_abort_permission(self, request):
         return request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun")
 
-    @admin.action(description="Abort the selected runs", permissions=["abort"])
+    @admin.action(description=_("Abort the selected runs"), permissions=["abort"])
     def abort_runs(self, request, queryset):
         count = 0
         for run in queryset:
             if run.is_active:
                 run_abort(run=run, actor=request.user)
                 count += 1
-        self.message_user(request, f"asked {count} run(s) to stop", messages.SUCCESS)
+        self.message_user(request, _("asked %(count)s run(s) to stop") % {"count": count}, messages.SUCCESS)
 
 
 TRACE_REQUESTS_SHOWN = 20  # model calls whose rebuilt request the page embeds (the API has them all)
@@ -271,7 +272,7 @@ def trace_waterfall(run):
     spans = run_spans(run)
     rest = spans[1:]
     if not rest:
-        return "no model or tool call recorded"
+        return _("no model or tool call recorded")
     start = min(dt.datetime.fromisoformat(s["start"]) for s in spans if s["start"])
     ends = [dt.datetime.fromisoformat(s["end"]) for s in spans if s["end"]]
     total = max((max(ends) - start).total_seconds(), 0.001) if ends else 0.001
@@ -285,10 +286,10 @@ def trace_waterfall(run):
         if span["kind"] == "model_call":
             usage = a.get("usage") or {}
             what = f"{a['stopReason'] or '—'} · ↑{usage.get('input', 0)} ↓{usage.get('output', 0)} · ${a['cost']}"
-            what += f" · first token {a['timeToFirstTokenMs']} ms" if a.get("timeToFirstTokenMs") is not None else ""
+            what += " · " + _("first token %(ms)s ms") % {"ms": a["timeToFirstTokenMs"]} if a.get("timeToFirstTokenMs") is not None else ""
             what += f" · {a['error'][:200]}" if a.get("error") else ""
         elif span["kind"] == "tool_call":
-            what = f"{a['outcome']} · {a['argumentsSize']} bytes of arguments"
+            what = f"{a['outcome']} · " + _("%(size)s bytes of arguments") % {"size": a["argumentsSize"]}
         else:
             what = f"{a['status']}" + (f" · {a['error'][:200]}" if a.get("error") else "")
         detail = ""
@@ -297,8 +298,8 @@ def trace_waterfall(run):
             body = rebuilt_body(call) if call is not None else None
             if body is not None:
                 detail = format_html(
-                    '<details class="trace-request"><summary>request sent</summary><pre>{}</pre></details>',
-                    json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
+                    '<details class="trace-request"><summary>{}</summary><pre>{}</pre></details>',
+                    _("request sent"), json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
                 )
         rows.append(
             format_html(
@@ -309,8 +310,8 @@ def trace_waterfall(run):
             )  # fmt: skip
         )
     return format_html(
-        '<table class="console-table trace-waterfall"><thead><tr><th>kind</th><th>name</th><th>start</th><th>took</th><th>{} s in all</th><th></th></tr></thead><tbody>{}</tbody></table>',
-        f"{total:.2f}", format_html_join("", "{}", ((r,) for r in rows)),
+        '<table class="console-table trace-waterfall"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        _("kind"), _("name"), _("start"), _("took"), _("%(seconds)s s in all") % {"seconds": f"{total:.2f}"}, format_html_join("", "{}", ((r,) for r in rows)),
     )
 
 
@@ -374,8 +375,9 @@ def child_transcript(child):
     events = child.events.order_by("seq")[:TRANSCRIPT_EVENTS_READ]
     rows = transcript_rows(events)
     if not rows:
-        return "no event recorded"
+        return _("no event recorded")
     return format_html(
-        '<table class="console-table child-transcript"><thead><tr><th>at</th><th>step</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        '<table class="console-table child-transcript"><thead><tr><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        _("at"), _("step"),
         format_html_join("", '<tr><td>{} s</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>', ((f"{at:.1f}", kind, text) for at, kind, text in rows)),
     )

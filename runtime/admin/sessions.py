@@ -16,6 +16,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
+from django.utils.translation import gettext_lazy as _
 
 from audit.services import record
 from runtime.errors import RuntimeInputError
@@ -53,7 +54,7 @@ from sessions_tree.models import AgentSession
 class SessionChangeForm(forms.ModelForm):
     """Title, agent and status: each change goes through its service in ``save_model``."""
 
-    agent = forms.ChoiceField(help_text="Its next run uses this agent's model, tools and prompt.")
+    agent = forms.ChoiceField(help_text=_("Its next run uses this agent's model, tools and prompt."))
 
     class Meta:
         model = AgentSession
@@ -123,7 +124,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
     def get_changelist(self, request, **kwargs):
         return SessionChangeList
 
-    @admin.display(description="console")
+    @admin.display(description=_("console"))
     def console_links(self, obj):
         return format_html(
             '<a href="{}">Tree</a> · <a href="{}">Context at the leaf</a> · <a href="{}">Open in chat</a>',
@@ -141,47 +142,47 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             listed_cost=Subquery(runs.order_by().values("session_id").annotate(total=Sum("cost")).values("total")[:1]),
         )
 
-    @admin.display(description="session", ordering="title")
+    @admin.display(description=_("session"), ordering="title")
     def session_cell(self, obj):
         # The title to read, the id to address it by (the link goes to /<session id>/).
         return format_html('<strong>{}</strong><br><code class="console-id">{}</code>', obj.title or "(untitled)", obj.session_id)
 
-    @admin.display(description="diagnostics")
+    @admin.display(description=_("diagnostics"))
     def diagnostics_flag(self, obj):
         # Said when there are some; nothing (not a red ✗) when there are none.
         return mark_safe('<span class="pill pill-warn">yes</span>') if self.has_diagnostics(obj) else "—"
 
-    @admin.display(description="leaf")
+    @admin.display(description=_("leaf"))
     def leaf(self, obj):
         return format_html("<code>{}</code>", obj.leaf_entry_id) if obj.leaf_entry_id else "(none)"
 
-    @admin.display(description="entries", ordering="entry_count")
+    @admin.display(description=_("entries"), ordering="entry_count")
     def entries(self, obj):
         return obj.entry_count
 
-    @admin.display(description="compactions", ordering="compaction_count")
+    @admin.display(description=_("compactions"), ordering="compaction_count")
     def compactions(self, obj):
         return obj.compaction_count
 
-    @admin.display(description="last activity", ordering="updated_at")
+    @admin.display(description=_("last activity"), ordering="updated_at")
     def last_activity(self, obj):
         return format_html('<span title="{}">{} ago</span>', obj.updated_at.isoformat(), timesince(obj.updated_at))
 
-    @admin.display(description="run")
+    @admin.display(description=_("run"))
     def run_state(self, obj):
         status = getattr(obj, "listed_run_status", None)
         if status is None:
             return "—"
         return format_html('<span class="console-badge {}">{}</span>', status, status)
 
-    @admin.display(description="cost $")
+    @admin.display(description=_("cost $"))
     def total_cost(self, obj):
         cost = getattr(obj, "listed_cost", None)
         return "—" if cost is None else f"{cost:.4f}"
 
     # --- the page: runs, subagent runs, actions ----------------------------------
 
-    @admin.display(description="runs")
+    @admin.display(description=_("runs"))
     def runs_table(self, obj):
         runs = list(
             AgentRun.objects.filter(session_id=obj.session_id).defer("prompt", "images", "error").select_related("user").order_by("-created_at")[:50]
@@ -233,7 +234,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             raise PermissionDenied  # actions change things: POST only (the page's buttons)
         meta = self.get_object(request, object_id)
         if meta is None:
-            raise Http404("no such session")
+            raise Http404(_("no such session"))
         if not self.has_change_permission(request, meta):
             raise PermissionDenied
         return meta
@@ -322,7 +323,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             if meta is not None:
                 run = active_run(meta.session_id)
                 extra_context = {
-                    **(extra_context or {}), "active_run": run, "session_meta": meta, "title": "Session",
+                    **(extra_context or {}), "active_run": run, "session_meta": meta, "title": _("Session"),
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
                     # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
                     "live_data": {
@@ -344,7 +345,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
                 writes[field](form.cleaned_data[field])
         except (SessionTreeError, RuntimeInputError) as exc:
             request._console_refused = True
-            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
+            self.message_user(request, _("Not saved: %(exc)s") % {"exc": exc}, messages.ERROR)
         try:
             obj.refresh_from_db()  # what the services stored (the title as the session_info entry set it)
         except AgentSession.DoesNotExist:
@@ -400,22 +401,22 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             except SessionNotFound:
                 continue  # gone meanwhile
             except (SessionTreeError, OSError) as exc:  # e.g. its file was removed by hand
-                self.message_user(request, f"Not deleted: {meta}: {exc}", messages.ERROR)
+                self.message_user(request, _("Not deleted: %(meta)s: %(exc)s") % {"meta": meta, "exc": exc}, messages.ERROR)
             else:
                 deleted.append(meta)
         if deleted:
             self.log_deletions(request, deleted)
-            self.message_user(request, f"Deleted {len(deleted)} session(s) with their entries and runs.", messages.SUCCESS)
+            self.message_user(request, _("Deleted %(len_deleted)s session(s) with their entries and runs.") % {"len_deleted": len(deleted)}, messages.SUCCESS)
         if busy:
             names = ", ".join(str(m) for m in busy)
-            self.message_user(request, f"Not deleted, a run is active (abort it first): {names}.", messages.ERROR)
+            self.message_user(request, _("Not deleted, a run is active (abort it first): %(names)s.") % {"names": names}, messages.ERROR)
         return deleted
 
     @csrf_protect_m
     def delete_view(self, request, object_id, extra_context=None):
         meta = self.get_object(request, object_id)
         if meta is None:
-            raise Http404("no such session")
+            raise Http404(_("no such session"))
         if not self.has_delete_permission(request, meta):
             raise PermissionDenied
         if request.method == "POST" and request.POST.get("post") == "yes":
@@ -424,7 +425,7 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             return HttpResponseRedirect(reverse("admin:sessions_tree_agentsession_change", args=[meta.session_id]))
         return self._confirm_delete(request, [meta], action=False)
 
-    @admin.action(description="Delete selected sessions (files, entries and runs)", permissions=["delete"])
+    @admin.action(description=_("Delete selected sessions (files, entries and runs)"), permissions=["delete"])
     def delete_selected(self, request, queryset):
         sessions = list(queryset)
         if request.POST.get("post") == "yes":
@@ -457,7 +458,7 @@ class SessionShareAdmin(ViewOnly, admin.ModelAdmin):
     exclude = ("token",)
     actions = ["revoke_links"]
 
-    @admin.display(description="link")
+    @admin.display(description=_("link"))
     def link(self, obj):
         if obj.revoked_at:
             return "revoked"
@@ -466,11 +467,11 @@ class SessionShareAdmin(ViewOnly, admin.ModelAdmin):
     def has_revoke_permission(self, request):
         return request.user.has_perm("sessions_tree.change_agentsession")
 
-    @admin.action(description="Revoke the selected share links", permissions=["revoke"])
+    @admin.action(description=_("Revoke the selected share links"), permissions=["revoke"])
     def revoke_links(self, request, queryset):
         count = 0
         for share in queryset.filter(revoked_at__isnull=True):
             share_revoke(share)
             record(actor=request.user, action="session.share_revoke", target=("sessions_tree.agentsession", share.session_id, share.title))
             count += 1
-        self.message_user(request, f"revoked {count} share link(s)", messages.SUCCESS)
+        self.message_user(request, _("revoked %(count)s share link(s)") % {"count": count}, messages.SUCCESS)

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from audit.services import record
 from runtime.api.tokens import (
@@ -32,7 +33,7 @@ from sessions_tree.admin_lists import (
 
 class ApiTokenAddForm(forms.ModelForm):
     days = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_TOKEN_DAYS, help_text="Expire after this many days (empty: never)."
+        required=False, min_value=1, max_value=MAX_TOKEN_DAYS, help_text=_("Expire after this many days (empty: never).")
     )
 
     class Meta:
@@ -44,9 +45,9 @@ class ApiTokenAddForm(forms.ModelForm):
     def clean_user(self):
         user = self.cleaned_data["user"]
         if not user.is_active:
-            raise forms.ValidationError("this user is inactive")
+            raise forms.ValidationError(_("this user is inactive"))
         if not may_issue_for(self.acting, user):
-            raise forms.ValidationError("a token for another staff account acts as it: only a superuser may issue one")
+            raise forms.ValidationError(_("a token for another staff account acts as it: only a superuser may issue one"))
         return user
 
 
@@ -96,11 +97,11 @@ class ApiTokenAdmin(LightListAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # a token is revoked (api_token_revoke), and kept for the record
 
-    @admin.display(description="token", ordering="prefix")
+    @admin.display(description=_("token"), ordering="prefix")
     def prefix_display(self, obj):
         return format_html("<code>{}…</code>", obj.prefix) if obj.prefix else "—"
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state(self, obj):
         if obj.revoked_at:
             return "revoked"
@@ -136,13 +137,13 @@ class ApiTokenAdmin(LightListAdmin):
             messages.WARNING,
         )
 
-    @admin.action(description="Rotate the selected tokens (new secrets shown once, the old ones stop working)", permissions=["change"])
+    @admin.action(description=_("Rotate the selected tokens (new secrets shown once, the old ones stop working)"), permissions=["change"])
     def rotate_tokens(self, request, queryset):
         for token in queryset.select_related("user"):
             try:
                 issued = api_token_rotate(token=token, actor=request.user)
             except (ValueError, PermissionDenied) as exc:
-                self.message_user(request, f"Not rotated: {token}: {exc}", messages.ERROR)
+                self.message_user(request, _("Not rotated: %(token)s: %(exc)s") % {"token": token, "exc": exc}, messages.ERROR)
                 continue
             self.message_user(
                 request,
@@ -153,10 +154,10 @@ class ApiTokenAdmin(LightListAdmin):
                 messages.WARNING,
             )  # fmt: skip
 
-    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    @admin.action(description=_("Revoke the selected tokens"), permissions=["change"])
     def revoke_tokens(self, request, queryset):
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):
             api_token_revoke(token=token, actor=request.user)
             count += 1
-        self.message_user(request, f"revoked {count} token(s)", messages.SUCCESS)
+        self.message_user(request, _("revoked %(count)s token(s)") % {"count": count}, messages.SUCCESS)

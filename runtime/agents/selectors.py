@@ -1,6 +1,7 @@
 """Reading agents: by name, the default one, the one a session belongs to."""
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 from runtime.agents.access import usable_agents
 from runtime.errors import RuntimeInputError
@@ -35,8 +36,8 @@ def default_agent(*, for_user=ANYONE) -> Agent:
     agent = candidates.filter(name="default").first() or candidates.order_by("name").first()
     if agent is None:
         if for_user is not ANYONE and Agent.objects.filter(enabled=True).exists():
-            raise RuntimeInputError("agent", "there is no agent you may use (ask staff for access)")
-        raise RuntimeInputError("agent", "no agent is configured (run `python manage.py neta_bootstrap`)")
+            raise RuntimeInputError("agent", _("there is no agent you may use (ask staff for access)"))
+        raise RuntimeInputError("agent", _("no agent is configured (run `python manage.py neta_bootstrap`)"))
     return agent
 
 
@@ -47,5 +48,5 @@ def agent_by_name(name: str | None, *, for_user=ANYONE) -> Agent:
         return default_agent(for_user=for_user)
     agent = _candidates(for_user).filter(name=name).first()
     if agent is None:
-        raise RuntimeInputError("agent", f"no enabled agent named {name!r}")
+        raise RuntimeInputError("agent", _("no enabled agent named %(name)r") % {"name": name})
     return agent

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import server_error as html_server_error
 from rest_framework import exceptions, status
@@ -136,11 +137,11 @@ def classify(exc: BaseException) -> ErrorInfo | None:
     if isinstance(exc, FieldError):
         field, exc = exc.field, exc.error
     if isinstance(exc, Http404):
-        return ErrorInfo(404, "not_found", str(exc) or "not found")
+        return ErrorInfo(404, "not_found", str(exc) or _("not found"))
     if isinstance(exc, DjangoPermissionDenied):
-        return ErrorInfo(403, "permission_denied", str(exc) or "permission denied")
+        return ErrorInfo(403, "permission_denied", str(exc) or _("permission denied"))
     if isinstance(exc, RequestDataTooBig):
-        return ErrorInfo(413, "too_large", "the request body is too large")
+        return ErrorInfo(413, "too_large", _("the request body is too large"))
     if isinstance(exc, SuspiciousOperation):
         return ErrorInfo(400, "bad_request", str(exc))
     if isinstance(exc, ApiError):
@@ -161,7 +162,7 @@ def classify(exc: BaseException) -> ErrorInfo | None:
     if isinstance(exc, RecursionError):
         # The parser bounds request nesting; anything else nested past Python's
         # recursion limit is still the input's shape, not a server fault.
-        return ErrorInfo(400, "too_deep", "the input is nested too deeply to process")
+        return ErrorInfo(400, "too_deep", _("the input is nested too deeply to process"))
     if isinstance(exc, exceptions.APIException):
         headers = {}
         if getattr(exc, "auth_header", None):
@@ -188,21 +189,21 @@ def api_exception_handler(exc, context):
         logger.warning("RecursionError answered 400", exc_info=exc)
     if info is None:
         logger.error("unhandled API error", exc_info=exc)
-        info = ErrorInfo(500, "server_error", "internal error (logged on the server)")
+        info = ErrorInfo(500, "server_error", _("internal error (logged on the server)"))
     return Response(info.body(), status=info.status, headers=info.headers or None)
 
 
 @csrf_exempt  # a token client sends no CSRF token: its POST to a wrong path is a 404, not the CSRF page
 def api_not_found(request, *args, **kwargs):
     """Unknown paths under /api/: the same shape as every other error."""
-    return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
+    return JsonResponse(error_body("not_found", _("no API endpoint at %(path)s") % {"path": request.path}), status=404)
 
 
 def server_error(request, *args, **kwargs):
     """``handler500``: what escapes every other handler (middleware, a renderer) still
     answers in the one shape under /api/ (in OpenAI's under /v1/); pages keep Django's HTML page."""
     if request.path.startswith("/api/"):
-        return JsonResponse(error_body("server_error", "internal error (logged on the server)"), status=500)
+        return JsonResponse(error_body("server_error", _("internal error (logged on the server)")), status=500)
     if request.path.startswith("/v1/"):  # the OpenAI-compatible endpoints: OpenAI's shape (runtime/openai_api/errors.py)
         body = {"error": {"message": "internal error (logged on the server)", "type": "server_error", "param": None, "code": "server_error"}}
         return JsonResponse(body, status=500)

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.utils.translation import gettext as _
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
@@ -29,7 +30,7 @@ MAX_POSITION = 2**53 - 1
 
 
 def invalid_cursor(detail: str) -> ApiError:
-    return ApiError("invalid_cursor", f"invalid cursor: {detail} (use the `next`/`previous` links as given)", field="cursor")
+    return ApiError("invalid_cursor", _("invalid cursor: %(detail)s (use the `next`/`previous` links as given)") % {"detail": detail}, field="cursor")
 
 
 class ResourceCursorPagination(CursorPagination):

@@ -25,6 +25,7 @@ import json
 import math
 
 from django.conf import settings
+from django.utils.translation import gettext as _
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
@@ -114,4 +115,4 @@ class BoundedJSONParser(JSONParser):
         except json.JSONDecodeError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
         except ValueError as exc:  # out-of-range numbers, NaN, over-long integers
-            raise ApiError("invalid_json", f"JSON not accepted: {exc}", field="body") from None
+            raise ApiError("invalid_json", _("JSON not accepted: %(exc)s") % {"exc": exc}, field="body") from None

@@ -22,6 +22,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.http import parse_cookie
+from django.utils import translation
+from django.utils.translation import trans_real
 from rest_framework import serializers
 
 from audit.context import audit_context, clean_request_id
@@ -307,6 +310,21 @@ COMMAND_CALLS = {"prompt": _prompt, "regenerate": _regenerate, "abort": _abort, 
 # --------------------------------------------------------------------------- the consumer
 
 
+def scope_language(scope) -> str:
+    """The language a socket's messages are in: as LocaleMiddleware picks it for a page (the
+    language cookie, which holds the user's setting, else Accept-Language, else English)."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers") or []}
+    wanted = [parse_cookie(headers.get("cookie", "")).get(settings.LANGUAGE_COOKIE_NAME) or ""]
+    wanted += [code for code, _quality in trans_real.parse_accept_lang_header(headers.get("accept-language", "")[:500]) if code != "*"]
+    for code in wanted:
+        if code:
+            try:
+                return translation.get_supported_language_variant(code)
+            except LookupError:
+                continue
+    return settings.LANGUAGE_CODE
+
+
 class SessionConsumer(AsyncWebsocketConsumer):
     """One browser or integration watching (and driving) one session.
 
@@ -330,6 +348,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.run_sent: tuple[str | None, str] | None = None  # (runId, state) of the last run_state sent
         self.commands: set[asyncio.Task] = set()
         self.command_lock = asyncio.Lock()
+        self.language = scope_language(self.scope)
         user = self.scope.get("user")
         if self.scope.get("auth_error") or user is None or not user.is_authenticated or not user.is_active:
             await self.accept()
@@ -443,6 +462,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if self.closing:
             return
+        # Refusals and errors in the reader's language; codes and fields stay as they are.
+        with translation.override(self.language):
+            await self._receive(text_data, bytes_data)
+
+    async def _receive(self, text_data, bytes_data):
         request_id = None
         try:
             frame = self._parse(text_data, bytes_data)

@@ -26,6 +26,8 @@ import unicodedata
 from django.conf import settings
 from django.core.cache import caches
 from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 PREFIX = "neta-login"
 
@@ -83,7 +85,9 @@ def clear_username(request, username: str) -> None:
 
 def _wait_text(seconds: int) -> str:
     minutes = math.ceil(seconds / 60)
-    return f"{minutes} minute{'s' if minutes != 1 else ''}" if seconds >= 60 else f"{seconds} seconds"
+    if seconds >= 60:
+        return ngettext("%(n)d minute", "%(n)d minutes", minutes) % {"n": minutes}
+    return ngettext("%(n)d second", "%(n)d seconds", seconds) % {"n": seconds}
 
 
 def throttled_login(view):
@@ -96,7 +100,7 @@ def throttled_login(view):
         username = request.POST.get("username", "")[:256]
         wait = blocked_for(request, username)
         if wait is not None:
-            message = f"Too many failed sign-in attempts. Try again in {_wait_text(wait)}."
+            message = _("Too many failed sign-in attempts. Try again in %(wait)s.") % {"wait": _wait_text(wait)}
             response = render(request, "chat/login.html", {"throttled": message, "action": request.path}, status=429)
             response["Retry-After"] = str(wait)
             return response

@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from runtime.agents.access import agent_usable_by, usable_agents
@@ -91,7 +92,7 @@ def visible_session(user, session_id: str) -> tuple[AgentSession, Access]:
     meta = AgentSession.objects.filter(session_id=session_id).first()
     access = session_access(user, meta)
     if not access.read:
-        raise Http404("no such session")  # another user's session looks like a missing one
+        raise Http404(_("no such session"))  # another user's session looks like a missing one
     return meta, access
 
 
@@ -108,7 +109,7 @@ def chat_page(request, session_id: str | None = None):
         mine = usable_agents(request.user, Agent.objects.select_related("model"))  # runtime/agents/access.py
         agent = mine.filter(name=wanted).first() if wanted else None
         if wanted and agent is None:
-            raise Http404("no such agent")  # one the user may not use looks like a missing one
+            raise Http404(_("no such agent"))  # one the user may not use looks like a missing one
         try:
             agent = agent or default_agent(for_user=request.user)
         except RuntimeInputError as exc:
@@ -121,17 +122,17 @@ def chat_page(request, session_id: str | None = None):
         meta, access = visible_session(request.user, session_id)
         agent = agent_for_session(meta)
         if meta.user_id == request.user.pk and not agent_usable_by(agent, request.user):
-            raise PermissionDenied(f"you may not use the agent {agent.name!r}")
+            raise PermissionDenied(_("you may not use the agent “%(agent)s”") % {"agent": agent.name})
     data = page_data(request, agent, meta)
     data["readOnly"] = not access.write  # another user's session the viewer may read but not change (the socket says so too)
     # A session nobody wrote in yet is a fresh one ("New session"), not an "Untitled" one.
-    title = meta.title or ("Untitled session" if meta.message_count else "New session")
+    title = meta.title or (_("Untitled session") if meta.message_count else _("New session"))
     return render(request, "chat/index.html", {"data": data, "title": title})
 
 
 def _draft_page(request, agent: Agent):
     data = page_data(request, agent, None)
-    return render(request, "chat/index.html", {"data": data, "title": "New session"})
+    return render(request, "chat/index.html", {"data": data, "title": _("New session")})
 
 
 def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
@@ -163,7 +164,11 @@ def page_data(request, agent: Agent, meta: AgentSession | None) -> dict:
             "home": reverse("pages:chat"),
             "logout": reverse("pages:logout"),
             "console": reverse("admin:index") if request.user.is_staff else None,
+            "language": reverse("pages:set_language"),
         },
+        # The switcher in Settings (runtime/pages/language.py); the page's own words come
+        # with it in the request's language ({% chat_i18n %}).
+        "languages": [{"code": code, "name": name} for code, name in settings.LANGUAGES],
         "heartbeatSeconds": settings.NETA_WS_HEARTBEAT_SECONDS,
     }
 
@@ -173,12 +178,12 @@ def share_page(request, token: str):
     when the link is unknown or revoked. No socket: the entries come with the page."""
     found = shared_path(token)
     if found is None:
-        raise Http404("no such link (it may have been revoked)")
+        raise Http404(_("no such link (it may have been revoked)"))
     share, path = found
     meta = share.session
     data = {
         "share": {
-            "title": share.title or meta.title or "Shared conversation",
+            "title": share.title or meta.title or _("Shared conversation"),
             "agent": meta.agent,
             "sharedAt": share.created_at.isoformat(),
             "entries": path,

@@ -15,6 +15,7 @@ field ``documents[i]`` and what is wrong; nothing is written (the page keeps the
 """
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 import binascii
 import io
@@ -50,16 +51,16 @@ def wrap_document(name: str, mime_type: str, text: str, *, pages: int | None = N
 
 def _clean_name(value, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise RuntimeInputError(field, "needs a 'name' (the file's name)")
+        raise RuntimeInputError(field, _("needs a 'name' (the file's name)"))
     name = " ".join(value.split())  # one line
     if len(name) > MAX_NAME:
-        raise RuntimeInputError(field, f"name is longer than {MAX_NAME} characters")
+        raise RuntimeInputError(field, _("name is longer than %(max_name)s characters") % {"max_name": MAX_NAME})
     return name
 
 
 def _mime_type(name: str, given, data: bytes) -> str:
     if given is not None and (not isinstance(given, str) or len(given) > 100):
-        raise RuntimeInputError("mimeType", "must be a media type such as text/plain")
+        raise RuntimeInputError("mimeType", _("must be a media type such as text/plain"))
     if given == PDF or name.lower().endswith(".pdf") or data.startswith(b"%PDF-"):
         return PDF
     if given and given != "application/octet-stream":
@@ -74,10 +75,10 @@ def _pdf_text(data: bytes, field: str, name: str) -> tuple[str, int]:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
-            raise RuntimeInputError(field, f"{name} is encrypted: save it without a password and attach it again")
+            raise RuntimeInputError(field, _("%(name)s is encrypted: save it without a password and attach it again") % {"name": name})
         pages = reader.pages
         if len(pages) > MAX_PDF_PAGES:
-            raise RuntimeInputError(field, f"{name} has {len(pages)} pages; at most {MAX_PDF_PAGES} are read")
+            raise RuntimeInputError(field, _("%(name)s has %(len_pages)s pages; at most %(max_pdf_pages)s are read") % {"name": name, "len_pages": len(pages), "max_pdf_pages": MAX_PDF_PAGES})
         texts = []
         total = 0
         for page in pages:
@@ -90,24 +91,24 @@ def _pdf_text(data: bytes, field: str, name: str) -> tuple[str, int]:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError, NotImplementedError) as exc:
         logger.info("document %r: not a readable PDF (%s)", name, exc)
-        raise RuntimeInputError(field, f"{name} could not be read as a PDF") from None
+        raise RuntimeInputError(field, _("%(name)s could not be read as a PDF") % {"name": name}) from None
     text = "\n\n".join(t for t in texts if t)
     if not text.strip():
-        raise RuntimeInputError(field, f"{name} has no text to read (a scanned PDF?): attach it as images, or paste its text")
+        raise RuntimeInputError(field, _("%(name)s has no text to read (a scanned PDF?): attach it as images, or paste its text") % {"name": name})
     return text, len(pages)
 
 
 def _plain_text(data: bytes, field: str, name: str) -> str:
     if b"\x00" in data[:8192]:
-        raise RuntimeInputError(field, f"{name} is not a text file: attach PDF, text, markdown or code files")
+        raise RuntimeInputError(field, _("%(name)s is not a text file: attach PDF, text, markdown or code files") % {"name": name})
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise RuntimeInputError(field, f"{name} is not UTF-8 text") from None
+        raise RuntimeInputError(field, _("%(name)s is not UTF-8 text") % {"name": name}) from None
     if len(text) > MAX_DOCUMENT_CHARS:
         raise RuntimeInputError(field, f"{name} holds {len(text):,} characters; at most {MAX_DOCUMENT_CHARS:,} fit a prompt: attach a part of it")
     if not text.strip():
-        raise RuntimeInputError(field, f"{name} is empty")
+        raise RuntimeInputError(field, _("%(name)s is empty") % {"name": name})
     return text.replace("\r\n", "\n")
 
 
@@ -116,22 +117,22 @@ def clean_documents(documents) -> list[dict]:
     if documents in (None, []):
         return []
     if not isinstance(documents, list) or len(documents) > MAX_DOCUMENTS:
-        raise RuntimeInputError("documents", f"must be a list of at most {MAX_DOCUMENTS} documents")
+        raise RuntimeInputError("documents", _("must be a list of at most %(max_documents)s documents") % {"max_documents": MAX_DOCUMENTS})
     blocks = []
     for i, doc in enumerate(documents):
         field = f"documents[{i}]"
         if not isinstance(doc, dict):
-            raise RuntimeInputError(field, "must be an object {name, data, mimeType?}")
+            raise RuntimeInputError(field, _("must be an object {name, data, mimeType?}"))
         name = _clean_name(doc.get("name"), field)
         raw = doc.get("data")
         if not isinstance(raw, str) or not raw:
-            raise RuntimeInputError(field, "needs base64 'data' (the file's bytes)")
+            raise RuntimeInputError(field, _("needs base64 'data' (the file's bytes)"))
         if len(raw) > MAX_DOCUMENT_BASE64:
-            raise RuntimeInputError(field, f"{name} is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MB")
+            raise RuntimeInputError(field, _("%(name)s is larger than %(max_document_bytes_1024_1024)s MB") % {"name": name, "max_document_bytes_1024_1024": MAX_DOCUMENT_BYTES // (1024 * 1024)})
         try:
             data = binascii.a2b_base64(raw, strict_mode=True)
         except (binascii.Error, ValueError):
-            raise RuntimeInputError(field, "'data' is not base64 (no whitespace or data URL prefix)") from None
+            raise RuntimeInputError(field, _("'data' is not base64 (no whitespace or data URL prefix)")) from None
         mime_type = _mime_type(name, doc.get("mimeType"), data)
         if mime_type == PDF:
             text, pages = _pdf_text(data, field, name)

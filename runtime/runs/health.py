@@ -14,6 +14,8 @@ import time
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from runtime.models import ProcessBeat
 from toolcatalog.sandbox import effective_sandbox
@@ -71,14 +73,14 @@ def _redis_ping(url: str) -> tuple[bool, str]:
         return False, f"{type(exc).__name__}: {exc}"
     finally:
         client.close()
-    return True, "ping ok"
+    return True, _("ping ok")
 
 
 def channel_layer_status() -> dict:
     backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
     kind = backend.rsplit(".", 1)[-1]
     if "redis" not in backend.lower():
-        return {"ok": True, "backend": kind, "detail": "in-process: events reach sockets of this process only"}
+        return {"ok": True, "backend": kind, "detail": _("in-process: events reach sockets of this process only")}
     ok, detail = _redis_ping(settings.NETA_REDIS_URL)
     return {"ok": ok, "backend": kind, "detail": detail}
 
@@ -95,7 +97,7 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
     roles = {settings.CELERY_TASK_DEFAULT_QUEUE: "turns", settings.NETA_SUBAGENT_QUEUE: "subagents"}
     result = {"backend": settings.NETA_TASK_BACKEND, "queues": queues, "roles": roles, "ok": True, "detail": ""}
     if inline:
-        result["detail"] = "inline backend: turns and subagents run in the web process"
+        result["detail"] = _("inline backend: turns and subagents run in the web process")
         return result
     from celery import (
         current_app,  # the project's app (neta/celery.py), bound when Django loads
@@ -104,7 +106,7 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
     try:
         answers = current_app.control.inspect(timeout=timeout).active_queues() or {}
     except Exception as exc:  # noqa: BLE001 - kombu raises the transport's errors (broker down)
-        result.update(ok=False, detail=f"broker unreachable: {type(exc).__name__}: {exc}")
+        result.update(ok=False, detail=_("broker unreachable: %(error)s") % {"error": f"{type(exc).__name__}: {exc}"})
         return result
     beats = last_beats()
     for node, consumed in sorted(answers.items()):
@@ -115,8 +117,8 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
             queues.setdefault(name, []).append({"worker": node, "lastHeartbeat": beat["at"] if beat else None})
     missing = [name for name in celery_queues() if not queues.get(name)]
     if missing:
-        said = [f"no subagent worker (nothing consumes {name!r})" if name == settings.NETA_SUBAGENT_QUEUE else name for name in missing]
-        result.update(ok=False, detail="no worker answered for " + ", ".join(said))
+        said = [_("no subagent worker (nothing consumes %(queue)r)") % {"queue": name} if name == settings.NETA_SUBAGENT_QUEUE else name for name in missing]
+        result.update(ok=False, detail=_("no worker answered for %(queues)s") % {"queues": ", ".join(said)})
     return result
 
 
@@ -148,11 +150,12 @@ def reaper_status() -> dict:
     beats = last_beats()
     interval = settings.NETA_REAPER_INTERVAL_SECONDS
     if not beats:
-        return {"ok": False, "lastPass": None, "intervalSeconds": interval, "detail": "no reaper pass recorded", "processes": []}
+        return {"ok": False, "lastPass": None, "intervalSeconds": interval, "detail": _("no reaper pass recorded"), "processes": []}
     last = beats[0]
     age = (timezone.now() - dt.datetime.fromisoformat(last["at"])).total_seconds()
     ok = age <= 3 * interval and not last["error"]
-    detail = last["error"] or (f"{age:.0f} s ago" if ok else f"late: {age:.0f} s ago, expected every {interval} s")
+    ago = _("%(seconds).0f s ago") % {"seconds": age}
+    detail = last["error"] or (ago if ok else _("late: %(ago)s, expected every %(interval)s s") % {"ago": ago, "interval": interval})
     return {"ok": ok, "lastPass": last["at"], "intervalSeconds": interval, "detail": detail, "processes": beats}
 
 
@@ -163,12 +166,14 @@ def mcp_status() -> dict:
     enabled = [s for s in servers if s["enabled"]]
     problems = [s for s in enabled if not s["ok"]]
     if not servers:
-        detail = "no MCP server configured"
+        detail = _("no MCP server configured")
     elif problems:
         detail = "; ".join(f"{s['name']}: {s['lastError'][:200]}" for s in problems)
     else:
         restarts = sum(s["restarts"] for s in enabled)
-        detail = f"{len(enabled)} enabled, {sum(s['tools'] for s in enabled)} tools" + (f", {restarts} restart(s) after crashes" if restarts else "")
+        detail = _("%(enabled)s enabled, %(tools)s tools") % {"enabled": len(enabled), "tools": sum(s["tools"] for s in enabled)}
+        if restarts:
+            detail += ", " + ngettext("%(n)s restart after crashes", "%(n)s restarts after crashes", restarts) % {"n": restarts}
     return {"ok": not problems, "detail": detail, "servers": servers}
 
 
@@ -176,16 +181,16 @@ def health_report(*, celery_timeout: float = CELERY_TIMEOUT) -> dict:
     """Every check; ``status`` is ``ok`` when all pass, else ``degraded`` (``down``: no database)."""
     db_ok, db_detail, db_ms = database_ok()
     report: dict = {"database": {"ok": db_ok, "detail": db_detail, "ms": round(db_ms, 1)}}
-    report["connections"] = connection_budget() if db_ok else {"ok": False, "detail": "database down"}
+    report["connections"] = connection_budget() if db_ok else {"ok": False, "detail": _("database down")}
     report["channelLayer"] = channel_layer_status()
-    report["celery"] = celery_status(timeout=celery_timeout) if db_ok else {"ok": False, "detail": "database down"}
+    report["celery"] = celery_status(timeout=celery_timeout) if db_ok else {"ok": False, "detail": _("database down")}
     sandbox = effective_sandbox()
     # Not ok: bwrap asked for but not working (every bash call fails), or auto fell back to none
     # (commands run unsandboxed). NETA_SANDBOX=none is a deliberate choice, reported as such.
     broken = sandbox.mode == "bwrap" and sandbox.reason not in ("configured", "bubblewrap works here")
     report["sandbox"] = {**sandbox.to_dict(), "ok": not (broken or sandbox.fell_back), "detail": sandbox.describe}
-    report["reaper"] = reaper_status() if db_ok else {"ok": False, "detail": "database down"}
-    report["mcp"] = mcp_status() if db_ok else {"ok": False, "detail": "database down"}
+    report["reaper"] = reaper_status() if db_ok else {"ok": False, "detail": _("database down")}
+    report["mcp"] = mcp_status() if db_ok else {"ok": False, "detail": _("database down")}
     if not db_ok:
         status = "down"
     else:

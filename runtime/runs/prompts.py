@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from runtime.agents.access import check_agent_use
 from runtime.agents.selectors import agent_for_session
@@ -71,24 +72,24 @@ def _clean_images(images, *, text: str = "") -> list[dict]:
     if images in (None, []):
         return []
     if not isinstance(images, list) or len(images) > MAX_IMAGES:
-        raise RuntimeInputError("images", f"must be a list of at most {MAX_IMAGES} images")
+        raise RuntimeInputError("images", _("must be a list of at most %(max_images)s images") % {"max_images": MAX_IMAGES})
     out = []
     total = len(text.encode("utf-8", "surrogatepass"))
     limit = max_prompt_bytes()
     for i, image in enumerate(images):
         if not isinstance(image, dict) or not isinstance(image.get("data"), str) or image.get("mimeType") not in IMAGE_TYPES:
-            raise RuntimeInputError(f"images[{i}]", f"needs base64 'data' and a 'mimeType' of {', '.join(IMAGE_TYPES)}")
+            raise RuntimeInputError(f"images[{i}]", _("needs base64 'data' and a 'mimeType' of %(join_image_types)s") % {"join_image_types": ', '.join(IMAGE_TYPES)})
         if len(image["data"]) > MAX_IMAGE_BASE64:
-            raise RuntimeInputError(f"images[{i}]", "is larger than 10 MB")
+            raise RuntimeInputError(f"images[{i}]", _("is larger than 10 MB"))
         try:
             binascii.a2b_base64(image["data"], strict_mode=True)
         except (binascii.Error, ValueError):
-            raise RuntimeInputError(f"images[{i}]", "'data' is not base64 (no whitespace or data URL prefix)") from None
+            raise RuntimeInputError(f"images[{i}]", _("'data' is not base64 (no whitespace or data URL prefix)")) from None
         total += len(image["data"])  # base64 is ASCII: one byte a character
         if total > limit:
             raise RuntimeInputError(
                 "images",
-                f"text and images together are over {limit} bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)",
+                _("text and images together are over %(limit)s bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)") % {"limit": limit},
             )
         out.append({"data": image["data"], "mimeType": image["mimeType"]})
     return out
@@ -107,7 +108,7 @@ def _clean_instructions(instructions) -> str:
     if instructions in (None, ""):
         return ""
     if not isinstance(instructions, str) or len(instructions) > MAX_INSTRUCTIONS_CHARS:
-        raise RuntimeInputError("instructions", f"must be a string of at most {MAX_INSTRUCTIONS_CHARS} characters")
+        raise RuntimeInputError("instructions", _("must be a string of at most %(max_instructions_chars)s characters") % {"max_instructions_chars": MAX_INSTRUCTIONS_CHARS})
     return instructions
 
 
@@ -122,19 +123,19 @@ def _clean_model(model_name, *, agent, images: list, thinking_level) -> ModelCon
     model = agent.model
     if model_name:
         if not isinstance(model_name, str):
-            raise RuntimeInputError("model", "must be a model name")
+            raise RuntimeInputError("model", _("must be a model name"))
         model = ModelConfig.objects.filter(name=model_name, enabled=True).first()
         if model is None:
-            raise RuntimeInputError("model", f"no enabled model named {model_name!r}")
+            raise RuntimeInputError("model", _("no enabled model named %(model_name)r") % {"model_name": model_name})
         if not model.usable:
-            raise RuntimeInputError("model", f"model {model_name!r} has no API key configured ({model.api_key_env} is not set)")
+            raise RuntimeInputError("model", _("model %(model_name)r has no API key configured (%(model_api_key_env)s is not set)") % {"model_name": model_name, "model_api_key_env": model.api_key_env})
     if images and not model.supports_images:
-        raise RuntimeInputError("images", f"model {model.name!r} does not take images")
+        raise RuntimeInputError("images", _("model %(model_name)r does not take images") % {"model_name": model.name})
     if thinking_level is not None:
         if thinking_level not in THINKING_LEVELS:
-            raise RuntimeInputError("thinkingLevel", f"must be one of {', '.join(THINKING_LEVELS)}")
+            raise RuntimeInputError("thinkingLevel", _("must be one of %(join_thinking_levels)s") % {"join_thinking_levels": ', '.join(THINKING_LEVELS)})
         if thinking_level != "off" and not model.supports_thinking:
-            raise RuntimeInputError("thinkingLevel", f"model {model.name!r} does not support thinking: only 'off'")
+            raise RuntimeInputError("thinkingLevel", _("model %(model_name)r does not support thinking: only 'off'") % {"model_name": model.name})
     return model
 
 
@@ -203,10 +204,10 @@ def session_prompt(
     instructions = _clean_instructions(instructions)
     doc_blocks = clean_documents(documents)
     if doc_blocks and len(orjson.dumps([text, *doc_blocks])) > max_prompt_bytes():
-        raise RuntimeInputError("documents", f"text and documents together are over {max_prompt_bytes()} bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)")
+        raise RuntimeInputError("documents", _("text and documents together are over %(max_prompt_bytes)s bytes (one entry holds at most NETA_MAX_ENTRY_BYTES)") % {"max_prompt_bytes": max_prompt_bytes()})
     images = _clean_images(images, text=text + "".join(b["text"] for b in doc_blocks))
     if mode not in (RunInputKind.FOLLOW_UP, RunInputKind.STEER):
-        raise RuntimeInputError("mode", "must be 'follow_up' or 'steer'")
+        raise RuntimeInputError("mode", _("must be 'follow_up' or 'steer'"))
     if meta is None or meta.session_id != session_id:
         meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
@@ -283,14 +284,14 @@ def session_regenerate(
     """
     instructions = _clean_instructions(instructions)
     if not isinstance(entry_id, str) or not entry_id:
-        raise RuntimeInputError("entryId", "must be an entry id")
+        raise RuntimeInputError("entryId", _("must be an entry id"))
     meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
     provider = get_provider(meta.provider)
     entry = provider.get_entry(session_id, entry_id)  # EntryNotFound: 400 naming entryId
     message = entry.get("message") if entry.get("type") == "message" else None
     if not isinstance(message, dict) or message.get("role") != "user":
-        raise RuntimeInputError("entryId", "must be a user message: an answer is regenerated from the message it answers")
+        raise RuntimeInputError("entryId", _("must be a user message: an answer is regenerated from the message it answers"))
     text, images = _prompt_of(message)
     _clean_model(model_name, agent=agent, images=images, thinking_level=None)
     run_user = actor if getattr(actor, "pk", None) else None
@@ -337,7 +338,7 @@ def _prompt_of(message: dict) -> tuple[str, list[dict]]:
 
 def _continue_from(meta: AgentSession, entry_id: str) -> str | None:
     """Move the leaf for a prompt from ``entry_id`` (the navigation switch-leaf uses); its editor text."""
-    _, editor_text = get_provider(meta.provider).navigate(meta.session_id, entry_id)
+    _moved, editor_text = get_provider(meta.provider).navigate(meta.session_id, entry_id)
     return editor_text
 
 
@@ -371,7 +372,7 @@ def session_continue(*, session_id: str, entry_id: str, actor, dispatch: bool = 
     and a run answers from there. The page draws the two answers as one (docs/chat.md).
     400 ``entryId`` when it is not such an answer; 409 while a run is active."""
     if not isinstance(entry_id, str) or not entry_id:
-        raise RuntimeInputError("entryId", "must be an entry id")
+        raise RuntimeInputError("entryId", _("must be an entry id"))
     meta = session_or_not_found(session_id)
     agent = agent_for_session(meta)
     check_agent_use(agent, actor)
@@ -379,7 +380,7 @@ def session_continue(*, session_id: str, entry_id: str, actor, dispatch: bool = 
     entry = provider.get_entry(session_id, entry_id)  # EntryNotFound: 400 naming entryId
     message = entry.get("message") if entry.get("type") == "message" else None
     if not isinstance(message, dict) or message.get("role") != "assistant" or message.get("stopReason") != "length":
-        raise RuntimeInputError("entryId", "must be an answer cut at the output limit (stopReason 'length')")
+        raise RuntimeInputError("entryId", _("must be an answer cut at the output limit (stopReason 'length')"))
     run_user = actor if getattr(actor, "pk", None) else None
     reap_session(session_id)
     with provider.write_lock(session_id), transaction.atomic():

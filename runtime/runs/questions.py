@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
@@ -44,7 +45,7 @@ def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=No
     for a tool call nobody waits on, ``RuntimeInputError`` (field ``answer``) for an answer
     the question does not take. Nothing is written for a refused answer."""
     if not isinstance(tool_call_id, str) or not tool_call_id:
-        raise RuntimeInputError("toolCallId", "must be a non-empty string")
+        raise RuntimeInputError("toolCallId", _("must be a non-empty string"))
     run = waiting_run(session_id)
     question = (run.question or {}) if run is not None else {}
     if run is None or question.get("toolCallId") != tool_call_id or question.get("kind") == "approval":

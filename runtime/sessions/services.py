@@ -18,6 +18,7 @@ import logging
 from pathlib import Path
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from audit.context import current_via
 from audit.services import audited, record
@@ -165,12 +166,12 @@ def agent_for_session_change(*, meta: AgentSession, agent_name) -> Agent:
     summaries open the session through their agent's provider).
     """
     if not isinstance(agent_name, str) or not agent_name.strip():
-        raise RuntimeInputError("agent", "must be the name of an agent")
+        raise RuntimeInputError("agent", _("must be the name of an agent"))
     agent = agent_by_name(agent_name)
     kind = resolve_session_provider_kind(agent)
     if kind != meta.provider:
         raise RuntimeInputError(
-            "agent", f"agent {agent.name!r} keeps its sessions with the {kind} provider; this one is stored by {meta.provider}"
+            "agent", _("agent %(agent_name)r keeps its sessions with the %(kind)s provider; this one is stored by %(meta_provider)s") % {"agent_name": agent.name, "kind": kind, "meta_provider": meta.provider}
         )
     return agent
 
@@ -189,7 +190,7 @@ def session_set_agent(*, session_id: str, agent_name: str, actor) -> AgentSessio
 
 def session_set_status(*, session_id: str, status: str, actor) -> AgentSession:
     if status not in SessionStatus.values:
-        raise RuntimeInputError("status", f"must be one of {', '.join(SessionStatus.values)}")
+        raise RuntimeInputError("status", _("must be one of %(join_sessionstatus_values)s") % {"join_sessionstatus_values": ', '.join(SessionStatus.values)})
     with acting_as(actor), _audit(actor, "session.set_status", session_id, fields=("status",), after={"status": status}):
         return provider_for_session(session_id).update_session(session_id, status=status)
 
@@ -261,9 +262,9 @@ def session_deletion_summary(*, session_id: str) -> dict:
 def session_label(*, session_id: str, entry_id: str, label: str | None, actor) -> dict:
     """Set (or with ``None``/"" clear) the label of an entry; returns the label entry."""
     if not isinstance(entry_id, str) or not entry_id:
-        raise RuntimeInputError("entryId", "must be an entry id")
+        raise RuntimeInputError("entryId", _("must be an entry id"))
     if label is not None and (not isinstance(label, str) or len(label) > MAX_LABEL):
-        raise RuntimeInputError("label", f"must be a string of at most {MAX_LABEL} characters, or null")
+        raise RuntimeInputError("label", _("must be a string of at most %(max_label)s characters, or null") % {"max_label": MAX_LABEL})
     label = label.strip() if label else None
     with acting_as(actor), _audit(actor, "session.label", session_id, after={"entry_id": entry_id, "label": label or None}):
         return provider_for_session(session_id).append_label_change(session_id, target_id=entry_id, label=label or None)
@@ -272,7 +273,7 @@ def session_label(*, session_id: str, entry_id: str, label: str | None, actor) -
 def session_fork(*, session_id: str, entry_id: str, actor) -> AgentSession:
     """A new session holding the root→``entry_id`` path (Pi's fork), owned by ``actor``."""
     if not isinstance(entry_id, str) or not entry_id:
-        raise RuntimeInputError("entryId", "must be an entry id")
+        raise RuntimeInputError("entryId", _("must be an entry id"))
     parent_title = AgentSession.objects.filter(session_id=session_id).values_list("title", flat=True).first() or ""
     with acting_as(actor):
         provider = provider_for_session(session_id)
@@ -309,7 +310,7 @@ def session_import(
     agent = agent_by_name(agent_name)
     kind = provider_kind or resolve_session_provider_kind(agent)
     if kind not in SESSION_PROVIDER_KINDS:
-        raise RuntimeInputError("provider", f"must be one of {', '.join(SESSION_PROVIDER_KINDS)}")
+        raise RuntimeInputError("provider", _("must be one of %(join_session_provider_kinds)s") % {"join_session_provider_kinds": ', '.join(SESSION_PROVIDER_KINDS)})
     with acting_as(actor):
         meta = import_session_file(path, provider_kind=kind, user=actor, agent=agent.name, source_name=source_name, leaf_off_cycles=True)
     if audited(actor, current_via() or "cli"):

@@ -14,6 +14,7 @@ import secrets
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from runtime.errors import RuntimeInputError
 from runtime.models import SessionPin, SessionShare
@@ -35,16 +36,16 @@ def session_feedback(*, session_id: str, entry_id: str, rating: str | None, note
     400 ``entryId`` when it is not an assistant message, ``rating``/``note`` when bad; 409
     while a run is active (the leaf is the answer being written)."""
     if not isinstance(entry_id, str) or not entry_id:
-        raise RuntimeInputError("entryId", "must be an entry id")
+        raise RuntimeInputError("entryId", _("must be an entry id"))
     if rating is not None and rating not in FEEDBACK_RATINGS:
-        raise RuntimeInputError("rating", "must be 'up', 'down' or null")
+        raise RuntimeInputError("rating", _("must be 'up', 'down' or null"))
     if not isinstance(note, str) or len(note) > MAX_FEEDBACK_NOTE:
-        raise RuntimeInputError("note", f"must be a string of at most {MAX_FEEDBACK_NOTE} characters")
+        raise RuntimeInputError("note", _("must be a string of at most %(max_feedback_note)s characters") % {"max_feedback_note": MAX_FEEDBACK_NOTE})
     provider = provider_for_session(session_id)
     entry = provider.get_entry(session_id, entry_id)  # EntryNotFound: 400 naming entryId
     message = entry.get("message") if entry.get("type") == "message" else None
     if not isinstance(message, dict) or message.get("role") != "assistant":
-        raise RuntimeInputError("entryId", "must be an assistant message (an answer)")
+        raise RuntimeInputError("entryId", _("must be an assistant message (an answer)"))
     if active_run(session_id) is not None:
         raise SessionBusy("a run is active: give feedback when it ends")
     data = {"entryId": entry_id, "rating": rating, "note": note.strip()}
@@ -72,11 +73,11 @@ def share_create(*, meta: AgentSession, actor) -> SessionShare:
     """A read-only link to ``meta``'s active path as it is now. 409 when the session holds
     nothing yet or a run is writing (its answer is not there to share)."""
     if not meta.leaf_entry_id:
-        raise RuntimeInputError("session", "the session is empty: nothing to share yet")
+        raise RuntimeInputError("session", _("the session is empty: nothing to share yet"))
     if active_run(meta.session_id) is not None:
         raise SessionBusy("a run is active: share the session when it ends")
     if SessionShare.objects.filter(session=meta, revoked_at__isnull=True).count() >= MAX_SHARES_PER_SESSION:
-        raise RuntimeInputError("session", f"at most {MAX_SHARES_PER_SESSION} live share links a session: revoke one first")
+        raise RuntimeInputError("session", _("at most %(max_shares_per_session)s live share links a session: revoke one first") % {"max_shares_per_session": MAX_SHARES_PER_SESSION})
     return SessionShare.objects.create(
         token=secrets.token_urlsafe(24), session=meta, leaf_entry_id=meta.leaf_entry_id, title=meta.title or "",
         created_by=actor if getattr(actor, "pk", None) else None,

@@ -1,6 +1,7 @@
 """Session tree providers: ``get_provider("file" | "mysql")`` (docs/sessions.md)."""
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 import logging
 
@@ -49,7 +50,7 @@ def provider_for_session(session_id: str, *, using: str = "default") -> SessionT
     """The provider that holds ``session_id``."""
     kind = AgentSession.objects.using(using).filter(session_id=session_id).values_list("provider", flat=True).first()
     if kind is None:
-        raise SessionNotFound(f"no session {session_id!r}")
+        raise SessionNotFound(_("no session %(session_id)r") % {"session_id": session_id})
     return get_provider(kind, using=using)
 
 
@@ -57,7 +58,7 @@ def open_session(session_id: str, *, using: str = "default") -> tuple[SessionTre
     """The provider that holds ``session_id`` and the session's meta row, in one read."""
     meta = load_meta_any(session_id, using=using)
     if meta is None:
-        raise SessionNotFound(f"no session {session_id!r}")
+        raise SessionNotFound(_("no session %(session_id)r") % {"session_id": session_id})
     return get_provider(meta.provider, using=using), meta
 
 

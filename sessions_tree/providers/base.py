@@ -28,6 +28,7 @@ import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from sessions_tree import entries as E
 from sessions_tree import events as ev
@@ -277,7 +278,7 @@ class SessionTreeProvider:
             check_entry_size(p.raw)
         session_id = header["id"]
         if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
-            raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id")
+            raise SessionIdTaken(_("a session with id %(session_id)s already exists") % {"session_id": session_id}, field="header.id")
         meta = AgentSession(
             session_id=session_id,
             provider=self.kind,
@@ -304,7 +305,7 @@ class SessionTreeProvider:
         except IntegrityError:
             if AgentSession.objects.using(self.using).filter(session_id=session_id).exists():
                 # Another writer created the same id between the check and the insert.
-                raise SessionIdTaken(f"a session with id {session_id} already exists", field="header.id") from None
+                raise SessionIdTaken(_("a session with id %(session_id)s already exists") % {"session_id": session_id}, field="header.id") from None
             raise
         return meta
 
@@ -316,16 +317,16 @@ class SessionTreeProvider:
         rows = (_META_LOCKED if for_update else _META).all(using=self.using, sid=session_id, kind=self.kind)
         if rows:
             return rows[0]
-        raise SessionNotFound(f"no {self.kind} session {session_id!r}")
+        raise SessionNotFound(_("no %(self_kind)s session %(session_id)r") % {"self_kind": self.kind, "session_id": session_id})
 
     def update_session(self, session_id: str, **changes) -> AgentSession:
         allowed = {"title", "status", "metadata", "agent", "user"}
         unknown = set(changes) - allowed
         if unknown:
-            raise InvalidEntry(f"cannot update {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(allowed))})")
+            raise InvalidEntry(_("cannot update %(join_sorted_unknown)s (allowed: %(join_sorted_allowed)s)") % {"join_sorted_unknown": ', '.join(sorted(unknown)), "join_sorted_allowed": ', '.join(sorted(allowed))})
         title = changes.get("title")
         if title is not None and (not isinstance(title, str) or len(title) > MAX_TITLE_CHARS):
-            raise InvalidEntry(f"title: must be a string of at most {MAX_TITLE_CHARS} characters", field="title")
+            raise InvalidEntry(_("title: must be a string of at most %(max_title_chars)s characters") % {"max_title_chars": MAX_TITLE_CHARS}, field="title")
         if "title" in changes:
             changes["title"] = clean_value(changes["title"])
         with self.write_lock(session_id):
@@ -366,7 +367,7 @@ class SessionTreeProvider:
         index = self._store_index(meta)
         record = index.by_id.get(entry_id)
         if record is None:
-            raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+            raise EntryNotFound(_("entry %(entry_id)r not found in session %(session_id)s") % {"entry_id": entry_id, "session_id": session_id})
         return record.entry
 
     def get_active_path(self, session_id: str, leaf_id: str | None = None, *, meta: AgentSession | None = None) -> list[dict]:
@@ -411,7 +412,7 @@ class SessionTreeProvider:
             if leaf is not None and leaf == meta.in_flight_entry_id:
                 return context_from_path(self._path_entries(meta, index, leaf))
             if leaf is not None and leaf not in index.by_id:
-                raise EntryNotFound(f"entry {leaf!r} not found in session {session_id}")
+                raise EntryNotFound(_("entry %(leaf)r not found in session %(session_id)s") % {"leaf": leaf, "session_id": session_id})
             return index.context(leaf)
         except PathError as exc:  # a parent cycle: a stored session Neta did not write
             raise InvalidEntry(str(exc), field="leafId") from None
@@ -444,7 +445,7 @@ class SessionTreeProvider:
         """Tree events after ``revision``, in order; ``ResyncNeeded`` if the log is too short."""
         meta = self.get_session(session_id)
         if revision > meta.revision or revision < 0:
-            raise ResyncNeeded(f"revision {revision} is not a revision of session {session_id} (at {meta.revision})")
+            raise ResyncNeeded(_("revision %(revision)s is not a revision of session %(session_id)s (at %(meta_revision)s)") % {"revision": revision, "session_id": session_id, "meta_revision": meta.revision})
         if revision == meta.revision:
             return []
         rows = list(
@@ -454,7 +455,7 @@ class SessionTreeProvider:
             .values_list("revision", "payload")
         )
         if not rows or rows[0][0] != revision + 1:
-            raise ResyncNeeded(f"the event log of session {session_id} no longer reaches back to revision {revision}")
+            raise ResyncNeeded(_("the event log of session %(session_id)s no longer reaches back to revision %(revision)s") % {"session_id": session_id, "revision": revision})
         return [jsonl.loads(payload) for _, payload in rows]
 
     def get_diagnostics(self, session_id: str) -> dict:
@@ -502,7 +503,7 @@ class SessionTreeProvider:
             if leaf is None:
                 return [in_flight]
         if leaf not in index.by_id:
-            raise EntryNotFound(f"entry {leaf!r} not found in session {meta.session_id}")
+            raise EntryNotFound(_("entry %(leaf)r not found in session %(meta_session_id)s") % {"leaf": leaf, "meta_session_id": meta.session_id})
         path = index.path_entries(leaf)
         return [*path, in_flight] if in_flight is not None else path
 
@@ -514,7 +515,7 @@ class SessionTreeProvider:
                 in_flight = jsonl.loads(meta.in_flight_payload)
                 parent = in_flight.get("parentId")
                 if parent is not None and parent not in index.by_id:
-                    raise EntryNotFound(f"entry {parent!r} not found")
+                    raise EntryNotFound(_("entry %(parent)r not found") % {"parent": parent})
                 model, thinking_level, tokens = index.context_stats(parent, then=[in_flight])
             else:
                 model, thinking_level, tokens = index.context_stats(leaf)
@@ -539,7 +540,7 @@ class SessionTreeProvider:
         """
         index = self.index_for(session_id)
         if entry_id not in index.by_id:
-            raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+            raise EntryNotFound(_("entry %(entry_id)r not found in session %(session_id)s") % {"entry_id": entry_id, "session_id": session_id})
         return navigation_target(index.entry_map(), entry_id)
 
     def context_stats(self, session_id: str) -> dict:
@@ -557,9 +558,9 @@ class SessionTreeProvider:
         moves to the new entry.
         """
         if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or not entry["type"]:
-            raise InvalidEntry("an entry is a JSON object with a string 'type'")
+            raise InvalidEntry(_("an entry is a JSON object with a string 'type'"))
         if entry["type"] == "session":
-            raise InvalidEntry("'session' is the header type, not an entry type")
+            raise InvalidEntry(_("'session' is the header type, not an entry type"))
 
         def build(parent_id, new_id):
             built = _with_tree_keys(entry, new_id, parent_id)
@@ -643,7 +644,7 @@ class SessionTreeProvider:
     def append_label_change(self, session_id: str, *, target_id: str, label: str | None = None) -> dict:
         def build(parent, new_id, index: SessionIndex):
             if target_id not in index.by_id:
-                raise EntryNotFound(f"cannot label {target_id!r}: no such entry in session {session_id}")
+                raise EntryNotFound(_("cannot label %(target_id)r: no such entry in session %(session_id)s") % {"target_id": target_id, "session_id": session_id})
             return E.label_entry(
                 id=new_id, parent_id=parent, timestamp=now_iso(), target_id=target_id, label=label if label else None
             )
@@ -652,9 +653,9 @@ class SessionTreeProvider:
 
     def append_session_info(self, session_id: str, *, name: str) -> dict:
         if not isinstance(name, str):
-            raise InvalidEntry("name: must be a string", field="name")
+            raise InvalidEntry(_("name: must be a string"), field="name")
         if len(name.strip()) > MAX_TITLE_CHARS:
-            raise InvalidEntry(f"name: longer than {MAX_TITLE_CHARS} characters", field="name")
+            raise InvalidEntry(_("name: longer than %(max_title_chars)s characters") % {"max_title_chars": MAX_TITLE_CHARS}, field="name")
         return self._append_built(session_id, E.session_info_entry, name=name.strip())
 
     def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
@@ -725,7 +726,7 @@ class SessionTreeProvider:
             with self._write_locked(session_id, meta), self._change(session_id, meta, also and (lambda: also(stored)), trust_hint=trust) as (meta_row, index, emit):
                 if meta_row.in_flight_entry_id:
                     raise SessionBusy(
-                        f"session {session_id} has entry {meta_row.in_flight_entry_id} in flight; finalize it first"
+                        _("session %(session_id)s has entry %(meta_row_in_flight_entry_id)s in flight; finalize it first") % {"session_id": session_id, "meta_row_in_flight_entry_id": meta_row.in_flight_entry_id}
                     )
                 taken = _TakenIds(index, meta_row)
                 parent = self._leaf(meta_row, index)
@@ -757,7 +758,7 @@ class SessionTreeProvider:
         with self._write_locked(session_id, None):
             with self._change(session_id) as (meta, index, emit):
                 if meta.in_flight_entry_id:
-                    raise SessionBusy(f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first")
+                    raise SessionBusy(_("session %(session_id)s has entry %(meta_in_flight_entry_id)s in flight; finalize it first") % {"session_id": session_id, "meta_in_flight_entry_id": meta.in_flight_entry_id})
                 new_id = new_entry_id(_TakenIds(index, meta))
                 pending = pending_entry(
                     E.subagent_batch_entry(
@@ -819,7 +820,7 @@ class SessionTreeProvider:
         ``meta`` and ``also(entry)`` as for ``append_message``.
         """
         if status not in ("completed", "aborted", "failed"):
-            raise InvalidEntry(f"status must be completed, aborted or failed, not {status!r}")
+            raise InvalidEntry(_("status must be completed, aborted or failed, not %(status)r") % {"status": status})
         if message is not None:
             _check_message(message)
         stored: list[dict] = []
@@ -829,12 +830,12 @@ class SessionTreeProvider:
                 current = self._in_flight(meta_row, entry_id)
                 if current.get("type") != "message":
                     if message is not None:
-                        raise InvalidEntry(f"the in-flight entry {entry_id!r} is a {current.get('type')!r} entry, not a message")
+                        raise InvalidEntry(_("the in-flight entry %(entry_id)r is a %(current_get_type)r entry, not a message") % {"entry_id": entry_id, "current_get_type": current.get('type')})
                     _check_neta_fields(current, fields or {})
                     pending = pending_entry({**current, **(fields or {})})
                 else:
                     if fields:
-                        raise InvalidEntry("fields are for in-flight Neta entries; a message entry takes a message")
+                        raise InvalidEntry(_("fields are for in-flight Neta entries; a message entry takes a message"))
                     final_message = dict(message if message is not None else current["message"])
                     if status != "completed" and final_message.get("role") == "assistant":
                         stop = "aborted" if status == "aborted" else "error"
@@ -858,7 +859,7 @@ class SessionTreeProvider:
 
     def _in_flight(self, meta: AgentSession, entry_id: str) -> dict:
         if meta.in_flight_entry_id != entry_id or not meta.in_flight_payload:
-            raise EntryNotFound(f"entry {entry_id!r} is not in flight in session {meta.session_id}")
+            raise EntryNotFound(_("entry %(entry_id)r is not in flight in session %(meta_session_id)s") % {"entry_id": entry_id, "meta_session_id": meta.session_id})
         return jsonl.loads(meta.in_flight_payload)
 
     # ------------------------------------------------------------------ leaf
@@ -867,7 +868,7 @@ class SessionTreeProvider:
         with self.write_lock(session_id):
             with self._change(session_id) as (meta, index, emit):
                 if entry_id not in index.by_id:
-                    raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+                    raise EntryNotFound(_("entry %(entry_id)r not found in session %(session_id)s") % {"entry_id": entry_id, "session_id": session_id})
                 try:
                     index.path_ids(entry_id)
                 except PathError as exc:
@@ -899,7 +900,7 @@ class SessionTreeProvider:
                 new_leaf, editor_text = None, None
                 if entry_id is not None:
                     if entry_id not in index.by_id:
-                        raise EntryNotFound(f"entry {entry_id!r} not found in session {session_id}")
+                        raise EntryNotFound(_("entry %(entry_id)r not found in session %(session_id)s") % {"entry_id": entry_id, "session_id": session_id})
                     new_leaf, editor_text = navigation_target(index.entry_map(), entry_id)
                 if new_leaf is not None:
                     try:
@@ -923,7 +924,7 @@ class SessionTreeProvider:
         meta, records = self._read(session_id)
         index = self._store_index(meta)
         if leaf_id not in index.by_id:
-            raise EntryNotFound(f"entry {leaf_id!r} not found in session {session_id}")
+            raise EntryNotFound(_("entry %(leaf_id)r not found in session %(session_id)s") % {"leaf_id": leaf_id, "session_id": session_id})
         try:
             path = index.path_entries(leaf_id)
         except PathError as exc:
@@ -1162,7 +1163,7 @@ class SessionTreeProvider:
         fresh = self._meta_for_update(meta.session_id)
         moved = [name for name in _TREE_FIELDS if getattr(fresh, name) != before[name]]
         if moved:
-            raise SessionBusy(f"session {meta.session_id} changed while this write was made ({', '.join(moved)}); try again")
+            raise SessionBusy(_("session %(meta_session_id)s changed while this write was made (%(join_moved)s); try again") % {"meta_session_id": meta.session_id, "join_moved": ', '.join(moved)})
         shift = fresh.revision - before["revision"]
         for event in events:
             event["revision"] += shift
@@ -1204,14 +1205,14 @@ class SessionTreeProvider:
                 with self._change(session_id, meta_hint, also and (lambda: also(stored[0])), trust_hint=trust) as (meta, index, emit):
                     if meta.in_flight_entry_id:
                         raise SessionBusy(
-                            f"session {session_id} has entry {meta.in_flight_entry_id} in flight; finalize it first"
+                            _("session %(session_id)s has entry %(meta_in_flight_entry_id)s in flight; finalize it first") % {"session_id": session_id, "meta_in_flight_entry_id": meta.in_flight_entry_id}
                         )
                     if parent_override is MISSING:
                         parent = self._leaf(meta, index)
                     else:
                         parent = parent_override
                         if parent is not None and parent not in index.by_id:
-                            raise EntryNotFound(f"entry {parent!r} not found in session {session_id}")
+                            raise EntryNotFound(_("entry %(parent)r not found in session %(session_id)s") % {"parent": parent, "session_id": session_id})
                     new_id = new_entry_id(_TakenIds(index, meta))
                     pending = pending_entry(build(parent, new_id, index) if wants_index else build(parent, new_id))
                     self._add_at_leaf(meta, index, emit, [pending])
@@ -1302,7 +1303,7 @@ def _with_tree_keys(entry: dict, new_id: str, parent_id: str | None) -> dict:
     """``entry`` with id/parentId/timestamp where Pi puts them (caller's values win)."""
     entry_id = entry.get("id", new_id)
     if not isinstance(entry_id, str) or not entry_id:
-        raise InvalidEntry("'id' must be a non-empty string")
+        raise InvalidEntry(_("'id' must be a non-empty string"))
     tree = {"id": entry_id, "parentId": entry.get("parentId", parent_id), "timestamp": entry.get("timestamp") or now_iso()}
     rest = {k: v for k, v in entry.items() if k not in tree and k != "type"}
     if entry["type"] in _LATE_ID_TYPES:
@@ -1316,17 +1317,17 @@ _FIXED_KEYS = frozenset({"type", "id", "parentId", "timestamp", "batchId"})
 def _check_neta_fields(current: dict, fields) -> None:
     """What may change in an in-flight Neta entry: anything but its identity."""
     if current.get("type") not in E.NETA_ENTRY_TYPES:
-        raise InvalidEntry(f"only Neta entries ({', '.join(sorted(E.NETA_ENTRY_TYPES))}) take fields, not {current.get('type')!r}")
+        raise InvalidEntry(_("only Neta entries (%(join_sorted_e_neta_entry_types)s) take fields, not %(current_get_type)r") % {"join_sorted_e_neta_entry_types": ', '.join(sorted(E.NETA_ENTRY_TYPES)), "current_get_type": current.get('type')})
     if not isinstance(fields, dict):
-        raise InvalidEntry("fields must be a JSON object")
+        raise InvalidEntry(_("fields must be a JSON object"))
     fixed = sorted(set(fields) & _FIXED_KEYS)
     if fixed:
-        raise InvalidEntry(f"fields cannot change {', '.join(fixed)}")
+        raise InvalidEntry(_("fields cannot change %(join_fixed)s") % {"join_fixed": ', '.join(fixed)})
 
 
 def _check_message(message) -> None:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise InvalidEntry("a message is a JSON object with a string 'role'")
+        raise InvalidEntry(_("a message is a JSON object with a string 'role'"))
 
 
 def _count(meta: AgentSession, index: SessionIndex, entry: dict) -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import orjson
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from sessions_tree import jsonl
 from sessions_tree import tree_events as te
@@ -145,7 +146,7 @@ class FileProvider(SessionTreeProvider):
         path = Path(os.path.realpath(folder / name))
         if folder.parent != root or path.parent != folder or len(name.encode("utf-8")) > MAX_NAME_BYTES:
             raise InvalidSessionFile(
-                "header: the session file would not be a file of its own folder inside the sessions directory",
+                _("header: the session file would not be a file of its own folder inside the sessions directory"),
                 field="header",
             )
         return path
@@ -156,7 +157,7 @@ class FileProvider(SessionTreeProvider):
         lines = [header_raw, *(p.raw for p in records)]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         if path.exists():
-            raise InvalidSessionFile(f"the session file {path.name} already exists", field="header.id")
+            raise InvalidSessionFile(_("the session file %(path_name)s already exists") % {"path_name": path.name}, field="header.id")
         atomic_write(path, data)
         meta.session_file = str(path)
         meta.last_seq = len(data)
@@ -183,7 +184,7 @@ class FileProvider(SessionTreeProvider):
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND if not shared else os.O_RDONLY)
         except FileNotFoundError:
-            raise InvalidSessionFile(f"session file {path} of session {meta.session_id} is missing") from None
+            raise InvalidSessionFile(_("session file %(path)s of session %(meta_session_id)s is missing") % {"path": path, "meta_session_id": meta.session_id}) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
             _locks.fds[path] = fd

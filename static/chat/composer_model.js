@@ -1,11 +1,12 @@
+import { t } from "./i18n.js";
 // The composer's pure parts (node-tested): slash commands and their completion, the
 // queued follow-up/steer messages shown until the run takes them.
 
 export const SLASH_COMMANDS = [
-  { name: "compact", args: "[instructions]", help: "Summarize the context so far (optional instructions for the summary)" },
-  { name: "fork", args: "", help: "Copy the conversation up to here into a new session" },
-  { name: "name", args: "<title>", help: "Rename this session" },
-  { name: "tree", args: "", help: "Open the session tree" },
+  { name: "compact", get args() { return t("[instructions]"); }, get help() { return t("Summarize the context so far (optional instructions for the summary)"); } },
+  { name: "fork", args: "", get help() { return t("Copy the conversation up to here into a new session"); } },
+  { name: "name", get args() { return t("<title>"); }, get help() { return t("Rename this session"); } },
+  { name: "tree", args: "", get help() { return t("Open the session tree"); } },
 ];
 
 /**

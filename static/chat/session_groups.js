@@ -1,3 +1,4 @@
+import { formatDate, t } from "./i18n.js";
 // The session list's groups (pure, node-tested): pinned sessions first, then by the day they
 // were last used — Today, Yesterday, Previous 7 days, Previous 30 days, then by month.
 
@@ -10,14 +11,14 @@ function startOfDay(date) {
 /** The group a session last used at `iso` falls in, seen at `now`. */
 export function dateGroup(iso, now = new Date()) {
   const when = new Date(iso);
-  if (Number.isNaN(when.getTime())) return "Older";
+  if (Number.isNaN(when.getTime())) return t("Older");
   const today = startOfDay(now);
-  const t = when.getTime();
-  if (t >= today) return "Today";
-  if (t >= today - DAY) return "Yesterday";
-  if (t >= today - 7 * DAY) return "Previous 7 days";
-  if (t >= today - 30 * DAY) return "Previous 30 days";
-  return when.toLocaleDateString(undefined, { year: "numeric", month: "long" });
+  const time = when.getTime();
+  if (time >= today) return t("Today");
+  if (time >= today - DAY) return t("Yesterday");
+  if (time >= today - 7 * DAY) return t("Previous 7 days");
+  if (time >= today - 30 * DAY) return t("Previous 30 days");
+  return formatDate(when, { year: "numeric", month: "long" });
 }
 
 /** [{label, sessions}] in display order; `sessions` newest first within each group. */
@@ -25,11 +26,12 @@ export function groupSessions(sessions, now = new Date()) {
   const pinned = sessions.filter((s) => s.pinned);
   const rest = sessions.filter((s) => !s.pinned).sort((a, b) => String(b.updatedAt).localeCompare(String(a.updatedAt)));
   const groups = [];
-  if (pinned.length) groups.push({ label: "Pinned", sessions: pinned });
+  const pinnedLabel = t("Pinned");
+  if (pinned.length) groups.push({ label: pinnedLabel, sessions: pinned });
   for (const session of rest) {
     const label = dateGroup(session.updatedAt, now);
     const last = groups[groups.length - 1];
-    if (last && last.label === label && last.label !== "Pinned") last.sessions.push(session);
+    if (last && last.label === label && last.label !== pinnedLabel) last.sessions.push(session);
     else groups.push({ label, sessions: [session] });
   }
   return groups;

@@ -2,6 +2,7 @@
 
 import { firstLine } from "./tree_model.js";
 import { plainText } from "./plain_text.js";
+import { t } from "./i18n.js";
 
 export function provisionalTitle(store) {
   const snapshot = store.snapshot;
@@ -36,5 +37,5 @@ export function shownTitle(store, storedTitle = "") {
   if (title) return { text: title, named: true };
   const first = provisionalTitle(store);
   if (first) return { text: first, named: false };
-  return { text: untouched(store) ? "New session" : "Untitled session", named: false };
+  return { text: untouched(store) ? t("New session") : t("Untitled session"), named: false };
 }

@@ -1,3 +1,4 @@
+import { t } from "./i18n.js";
 // One visual language (docs/chat.md, "Panels and state tokens"): every status the page
 // shows — a tool card, a subagent row, the plan, the question, the run — maps to one of
 // these tokens, drawn by the `state-<token>` class and the `--state-<token>` colours.
@@ -32,12 +33,13 @@ export function stateToken(status) {
   return BY_STATUS[status] ?? "waiting";
 }
 
+// Getters: each label in the page's language when it is read (static/chat/i18n.js).
 export const STATE_LABELS = {
-  running: "running",
-  waiting: "waiting",
-  done: "done",
-  partial: "partial",
-  failed: "failed",
-  aborted: "cancelled",
-  "timed-out": "timed out",
+  get running() { return t("running"); },
+  get waiting() { return t("waiting"); },
+  get done() { return t("done"); },
+  get partial() { return t("partial"); },
+  get failed() { return t("failed"); },
+  get aborted() { return t("cancelled"); },
+  get "timed-out"() { return t("timed out"); },
 };

@@ -6,6 +6,7 @@
 // live events add while the children run. Pure: no DOM, no fetch.
 
 import { stateToken } from "./state_tokens.js";
+import { t } from "./i18n.js";
 
 const TERMINAL = new Set(["completed", "partial", "failed", "cancelled", "timed_out", "lost"]);
 const MAX_ITEMS = 400;
@@ -49,21 +50,21 @@ function toolItem(id, name = "", args = {}) {
 function activity(ce) {
   switch (ce.type) {
     case "run_start":
-      return "started";
+      return t("started");
     case "assistant_delta":
-      return ce.kind === "thinking" ? "thinking…" : "writing…";
+      return ce.kind === "thinking" ? t("thinking…") : t("writing…");
     case "assistant_message":
-      return "answered";
+      return t("answered");
     case "tool_call":
-      return `tool ${ce.name ?? ""}`.trim();
+      return t("tool {name}", { name: ce.name ?? "" }).trim();
     case "tool_result":
-      return `${ce.name ?? "tool"} ${ce.isError ? "failed" : "done"}`;
+      return ce.isError ? t("{name} failed", { name: ce.name ?? "tool" }) : t("{name} done", { name: ce.name ?? "tool" });
     case "proxy_request":
-      return `tool ${ce.name ?? ""} (main process)`.trim();
+      return t("tool {name} (main process)", { name: ce.name ?? "" });
     case "heartbeat":
       return null;
     case "run_end":
-      return ce.status === "partial" ? `stopped: ${ce.stopReason ?? "budget"}` : "finished";
+      return ce.status === "partial" ? t("stopped: {reason}", { reason: ce.stopReason ?? "budget" }) : t("finished");
     case "run_error":
       return `${ce.code ?? "error"}: ${ce.message ?? ""}`.trim();
     default:
@@ -189,11 +190,11 @@ function parseTime(value) {
 }
 
 const BUDGETS = {
-  budget_turns: "the turn budget",
-  budget_tool_calls: "the tool-call budget",
-  budget_tokens: "the token budget",
-  budget_cost: "the cost budget",
-  budget_wall_clock: "the wall-clock budget",
+  get budget_turns() { return t("the turn budget"); },
+  get budget_tool_calls() { return t("the tool-call budget"); },
+  get budget_tokens() { return t("the token budget"); },
+  get budget_cost() { return t("the cost budget"); },
+  get budget_wall_clock() { return t("the wall-clock budget"); },
 };
 
 /** The budget that stopped a partial child, from its result entry's last process events. */
@@ -205,11 +206,11 @@ function stopReasonOf(resultEntry) {
 }
 
 const WHY = {
-  partial: "stopped by a budget",
-  failed: "failed",
-  lost: "its supervisor was lost",
-  cancelled: "cancelled",
-  timed_out: "timed out",
+  get partial() { return t("stopped by a budget"); },
+  get failed() { return t("failed"); },
+  get lost() { return t("its supervisor was lost"); },
+  get cancelled() { return t("cancelled"); },
+  get timed_out() { return t("timed out"); },
 };
 
 /**
@@ -233,8 +234,8 @@ export function batchRows(entry, { results = {}, children = new Map(), inFlight 
     const cancelledBy = record.cancelledBy ?? null;
     let why = null;
     if (status in WHY) {
-      const what = status === "partial" && BUDGETS[errorCode] ? `stopped by ${BUDGETS[errorCode]}` : WHY[status];
-      why = `${what}${errorCode && errorCode !== status ? ` (${errorCode})` : ""}${error ? `: ${error}` : ""}${cancelledBy ? ` — by ${cancelledBy}` : ""}`;
+      const what = status === "partial" && BUDGETS[errorCode] ? t("stopped by {budget}", { budget: BUDGETS[errorCode] }) : WHY[status];
+      why = `${what}${errorCode && errorCode !== status ? ` (${errorCode})` : ""}${error ? `: ${error}` : ""}${cancelledBy ? ` — ${t("by {who}", { who: cancelledBy })}` : ""}`;
     }
     return {
       runId: run.runId,
@@ -246,7 +247,7 @@ export function batchRows(entry, { results = {}, children = new Map(), inFlight 
       startedAt: parseTime(record.startedAt) ?? child?.startedTs ?? null,
       endedAt: parseTime(record.endedAt) ?? child?.endedTs ?? null,
       usage: result?.usage ?? record.usage ?? child?.usage ?? null,
-      lastActivity: child?.lastActivity ?? (TERMINAL.has(status) ? (status === "completed" ? "finished" : why) : null),
+      lastActivity: child?.lastActivity ?? (TERMINAL.has(status) ? (status === "completed" ? t("finished") : why) : null),
       why,
       finalText: result?.finalText ?? child?.finalText ?? null,
       resultEntryId: results[run.runId]?.id ?? null,

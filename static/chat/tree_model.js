@@ -8,11 +8,12 @@
 import { ROOT_KEY } from "./tree_events.js";
 import { cutText, plainText } from "./plain_text.js";
 import { splitDocuments } from "./documents.js";
+import { t, tn } from "./i18n.js";
 
 export const FILTERS = [
-  { id: "all", label: "All" },
-  { id: "messages", label: "Messages" },
-  { id: "labeled", label: "Labeled" },
+  { id: "all", get label() { return t("All"); } },
+  { id: "messages", get label() { return t("Messages"); } },
+  { id: "labeled", get label() { return t("Labeled"); } },
 ];
 
 /**
@@ -107,42 +108,42 @@ function describe(entry) {
     case "user": {
       const { text, documents } = splitDocuments(message.content);
       const files = documents.map((d) => `[${d.name}]`).join(" ");
-      const extra = [files, Array.isArray(message.content) && message.content.some((b) => b?.type === "image") ? "[image]" : ""].filter(Boolean).join(" ");
-      return [text, extra].filter(Boolean).join(" ") || "(empty)";
+      const extra = [files, Array.isArray(message.content) && message.content.some((b) => b?.type === "image") ? t("[image]") : ""].filter(Boolean).join(" ");
+      return [text, extra].filter(Boolean).join(" ") || t("(empty)");
     }
     case "assistant": {
       const text = contentText(message.content);
       const calls = (Array.isArray(message.content) ? message.content : []).filter((b) => b?.type === "toolCall").map((b) => b.name);
       const tail = calls.length ? ` [${calls.join(", ")}]` : "";
-      if (message.stopReason === "error") return `error: ${message.errorMessage ?? ""}`;
-      if (!text && message.stopReason === "aborted") return `(aborted)${tail}`;
-      return (text || contentText(message.content, { withThinking: true }) || "(no text)") + tail;
+      if (message.stopReason === "error") return t("error: {message}", { message: message.errorMessage ?? "" });
+      if (!text && message.stopReason === "aborted") return `${t("(aborted)")}${tail}`;
+      return (text || contentText(message.content, { withThinking: true }) || t("(no text)")) + tail;
     }
     case "tool":
       return `${message.toolName ?? "tool"}: ${contentText(message.content)}`;
     case "bash":
       return `$ ${message.command ?? ""}`;
     case "compaction":
-      return `compaction (${entry.tokensBefore ?? "?"} tokens before)`;
+      return t("compaction ({tokens} tokens before)", { tokens: entry.tokensBefore ?? "?" });
     case "branch_summary":
-      return `branch summary: ${entry.summary ?? ""}`;
+      return t("branch summary: {summary}", { summary: entry.summary ?? "" });
     case "custom_message":
       return `${entry.customType ?? message?.customType ?? "custom"}: ${contentText(entry.content ?? message?.content)}`;
     case "custom":
       return `custom: ${entry.customType ?? ""}`;
     case "label":
-      return entry.label ? `label “${entry.label}”` : "label cleared";
+      return entry.label ? t("label “{label}”", { label: entry.label }) : t("label cleared");
     case "session_info":
-      return `name: ${entry.name ?? ""}`;
+      return t("name: {name}", { name: entry.name ?? "" });
     case "model_change":
-      return `model: ${entry.provider ?? ""}/${entry.modelId ?? ""}`;
+      return t("model: {model}", { model: `${entry.provider ?? ""}/${entry.modelId ?? ""}` });
     case "thinking_level_change":
-      return `thinking: ${entry.thinkingLevel ?? ""}`;
+      return t("thinking: {level}", { level: entry.thinkingLevel ?? "" });
     case "subagent_batch": {
       const runs = Array.isArray(entry.runs) ? entry.runs : [];
       const done = runs.filter((r) => r?.status === "completed").length;
       const state = entry.metadata?.state ?? "running";
-      return `subagents (${entry.mode ?? "batch"}): ${done} of ${runs.length} completed · ${state}`;
+      return t("subagents ({mode}): {done} of {all} completed · {state}", { mode: entry.mode ?? "batch", done, all: runs.length, state });
     }
     case "subagent_result":
       return `${entry.agent ?? "subagent"}: ${entry.status ?? "?"}${entry.content?.results?.[0]?.finalText ? ` — ${entry.content.results[0].finalText}` : ""}`;
@@ -370,7 +371,7 @@ const TEXTS = new WeakMap();
 
 /** The one-line text of a row (cached per entry: entries never change once stored). */
 export function rowText(row) {
-  if (row.kind === "fold") return `⋯ ${row.count} more entries`;
+  if (row.kind === "fold") return `⋯ ${tn("{n} more entry", "{n} more entries", row.count)}`;
   if (row.inFlight && row.entry.type === "message") return contentText(row.entry.message?.content) ? firstLine(row.entry) : "streaming…";
   if (row.inFlight) return firstLine(row.entry); // a subagent batch: its checkpointed statuses
   let text = TEXTS.get(row.entry);

@@ -15,6 +15,7 @@ import { TreeSidebar } from "../chat/components/tree.js";
 import { Connection } from "../chat/connection.js";
 import { api, sessionApi } from "../chat/api.js";
 import { SessionStore } from "../chat/store.js";
+import { t, tn } from "../chat/i18n.js";
 
 const REPLAY_PAGE = 50;
 
@@ -26,10 +27,10 @@ function RunState({ store }) {
   return html`
     <p class="console-live-state" data-connection=${state} data-run-state=${run.state}>
       <span class="console-badge ${state === "live" ? "completed" : "queued"}">${state}</span>
-      ${" "}run <span class=${`console-badge ${run.state}`}>${run.state}</span>
+      ${" "}${t("run")} <span class=${`console-badge ${run.state}`}>${run.state}</span>
       ${run.runId ? html` <code>${String(run.runId).slice(0, 8)}</code>` : null}
-      ${store.live ? html` · streaming <code>${store.live.entryId}</code>` : null}
-      ${" "}· ${entries} entries loaded
+      ${store.live ? html` · ${t("streaming")} <code>${store.live.entryId}</code>` : null}
+      ${" "}· ${tn("{n} entry loaded", "{n} entries loaded", entries)}
       ${lastError ? html` · <span class="console-live-error">${lastError}</span>` : null}
     </p>
   `;
@@ -88,12 +89,12 @@ function Replay({ runId }) {
   }, [runId]);
   return html`
     <div class="console-replay" data-run=${runId}>
-      <p class="muted">${state.status ? html`status <span class=${`console-badge ${state.status}`}>${state.status}</span> · ` : null}${state.events.length} event${state.events.length === 1 ? "" : "s"} shown</p>
+      <p class="muted">${state.status ? html`${t("status")} <span class=${`console-badge ${state.status}`}>${state.status}</span> · ` : null}${tn("{n} event shown", "{n} events shown", state.events.length)}</p>
       <ol class="console-replay-events">
         ${state.events.map((e) => html`<li key=${e.seq} data-seq=${e.seq}><code>#${e.seq}</code> <strong>${e.type}</strong> ${eventSummary(e)}</li>`)}
       </ol>
-      ${state.error ? html`<p class="errornote">Could not load the events: ${state.error}</p>` : null}
-      ${state.hasMore && state.events.length > 0 ? html`<button type="button" class="button" disabled=${state.loading} onClick=${more}>${state.loading ? "Loading…" : `Next ${REPLAY_PAGE} events`}</button>` : null}
+      ${state.error ? html`<p class="errornote">${t("Could not load the events: {error}", { error: state.error })}</p>` : null}
+      ${state.hasMore && state.events.length > 0 ? html`<button type="button" class="button" disabled=${state.loading} onClick=${more}>${state.loading ? t("Loading…") : t("Next {n} events", { n: REPLAY_PAGE })}</button>` : null}
     </div>
   `;
 }
@@ -105,7 +106,7 @@ function addReplays() {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "button console-replay-button";
-    button.textContent = "Replay";
+    button.textContent = t("Replay");
     cell.append(button);
     row.append(cell);
     let panel = null;
@@ -113,7 +114,7 @@ function addReplays() {
       if (panel) {
         panel.remove();
         panel = null;
-        button.textContent = "Replay";
+        button.textContent = t("Replay");
         return;
       }
       panel = document.createElement("tr");
@@ -122,7 +123,7 @@ function addReplays() {
       panel.append(td);
       row.after(panel);
       render(h(Replay, { runId }), td);
-      button.textContent = "Hide the replay";
+      button.textContent = t("Hide the replay");
     });
   }
 }

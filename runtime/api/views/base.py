@@ -2,6 +2,7 @@
 input parsing."""
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 import contextlib
 
@@ -61,11 +62,11 @@ def session_or_404(request, session_id: str, need: str | None = None) -> AgentSe
     token = request.auth if isinstance(request.auth, ApiToken) else None
     access = session_access(request.user, meta, token=token)
     if not access.read:
-        raise ApiError("session_not_found", f"no session {session_id!r}", status_code=404)
+        raise ApiError("session_not_found", _("no session %(session_id)r") % {"session_id": session_id}, status_code=404)
     need = need or required_access(request)
     if not access.allows(need):
         verb = "delete" if need == "delete" else "change"
-        raise ApiError("permission_denied", f"you may read this session but not {verb} it", status_code=403)
+        raise ApiError("permission_denied", _("you may read this session but not %(verb)s it") % {"verb": verb}, status_code=403)
     return meta
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
@@ -55,10 +56,10 @@ def staff_patch(request, model, writable: dict[str, str], update):
     under the API's names, and nothing is saved."""
     body = request.data
     if not isinstance(body, dict) or not body:
-        raise ApiError("invalid", "give an object of the fields to change", status_code=400)
+        raise ApiError("invalid", _("give an object of the fields to change"), status_code=400)
     unknown = sorted(set(body) - set(writable))
     if unknown:
-        raise ApiError("invalid", f"cannot change {', '.join(unknown)} (one of: {', '.join(writable)})", status_code=400, field=unknown[0])
+        raise ApiError("invalid", _("cannot change %(join_unknown)s (one of: %(join_writable)s)") % {"join_unknown": ', '.join(unknown), "join_writable": ', '.join(writable)}, status_code=400, field=unknown[0])
     # full_clean lets None through a blank=True field that is not nullable; the save would fail.
     nulled = sorted(key for key, value in body.items() if value is None and not model._meta.get_field(writable[key]).null)
     if nulled:
@@ -112,19 +113,19 @@ class AgentToolsApi(APIView):
         qs = Agent.objects.all() if request.user.is_staff else usable_agents(request.user)
         agent = qs.filter(name=name).first()
         if agent is None:
-            raise ApiError("not_found", f"no agent named {name!r}", status_code=404)
+            raise ApiError("not_found", _("no agent named %(name)r") % {"name": name}, status_code=404)
         role = request.query_params.get("for", "agent")
         if role not in ("agent", "subagent"):
-            raise ApiError("invalid_input", f"for must be 'agent' or 'subagent', not {role!r}", status_code=400)
+            raise ApiError("invalid_input", _("for must be 'agent' or 'subagent', not %(role)r") % {"role": role}, status_code=400)
         try:
             SubagentPolicy.from_dict(agent.subagent_policy)
         except SubagentPolicyError as exc:
-            raise ApiError("invalid_agent_config", f"the agent's subagent policy is invalid: {exc}", status_code=409) from exc
+            raise ApiError("invalid_agent_config", _("the agent's subagent policy is invalid: %(exc)s") % {"exc": exc}, status_code=409) from exc
         try:
             # for=subagent: what a child of this agent's kind gets at most (its parent's policy narrows it further)
             projection = agent_tool_projection(agent, for_subagent=role == "subagent")
         except PolicyError as exc:
-            raise ApiError("invalid_agent_config", f"the agent's tool policy is invalid: {exc}", status_code=409) from exc
+            raise ApiError("invalid_agent_config", _("the agent's tool policy is invalid: %(exc)s") % {"exc": exc}, status_code=409) from exc
         body = {"agent": agent.name, **projection.to_dict()}
         if role == "subagent":
             body["children"] = child_projections(agent)

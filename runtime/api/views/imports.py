@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files.uploadhandler import FileUploadHandler
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import (
     extend_schema,
 )
@@ -81,7 +82,7 @@ class SessionImportApi(APIView):
             raise ApiError("too_large", str(exc), status_code=413, field="file") from None
         upload = data["file"]
         if upload.size > limit:
-            raise ApiError("too_large", f"the file is larger than {limit} bytes", status_code=413, field="file")
+            raise ApiError("too_large", _("the file is larger than %(limit)s bytes") % {"limit": limit}, status_code=413, field="file")
         name = upload.name or "file"
         with _upload_on_disk(upload) as path:
             try:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
@@ -352,7 +353,7 @@ class SessionShareApi(SessionApi):
         meta = self.meta
         share = SessionShare.objects.filter(session=meta, pk=share_id).first()
         if share is None:
-            raise ApiError("not_found", f"no share link {share_id} of this session", status_code=404)
+            raise ApiError("not_found", _("no share link %(share_id)s of this session") % {"share_id": share_id}, status_code=404)
         return Response(share_row(share_revoke(share)))
 
 

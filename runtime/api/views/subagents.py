@@ -5,6 +5,7 @@ session the caller may not read answers 404 like a missing one; cancelling needs
 """
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -116,12 +117,12 @@ def _run_for(request, run_id: str, need: str) -> SubprocessRun:
     except Exception:  # a malformed uuid: the same answer as a missing run
         run = None
     if run is None:
-        raise ApiError("subagent_run_not_found", f"no subagent run {run_id!r}", status_code=404)
+        raise ApiError("subagent_run_not_found", _("no subagent run %(run_id)r") % {"run_id": run_id}, status_code=404)
     try:
         session_or_404(request, run.session_id, need)
     except ApiError as exc:
         if exc.status_code == 404:
-            raise ApiError("subagent_run_not_found", f"no subagent run {run_id!r}", status_code=404) from None
+            raise ApiError("subagent_run_not_found", _("no subagent run %(run_id)r") % {"run_id": run_id}, status_code=404) from None
         raise
     return run
 

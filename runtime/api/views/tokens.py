@@ -5,6 +5,7 @@ anyone's. Another user's token looks like a missing one. A read-only token canno
 """
 
 from __future__ import annotations
+from django.utils.translation import gettext as _
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -32,7 +33,7 @@ def _tokens(user, action: str = "view"):
 def _token(request, token_id: int, action: str) -> ApiToken:
     token = _tokens(request.user, action).filter(pk=token_id).first()
     if token is None:
-        raise ApiError("not_found", f"no token {token_id}", status_code=404)
+        raise ApiError("not_found", _("no token %(token_id)s") % {"token_id": token_id}, status_code=404)
     return token
 
 

@@ -8,11 +8,14 @@ import sys
 import threading
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from runtime.agents.selectors import default_agent
 from runtime.agents.workspaces import workspace_for
 from runtime.errors import RuntimeInputError
 from runtime.management.acting_user import acting_user, add_as_user_argument
+from runtime.management.terminal_language import terminal_language
 from runtime.models import Agent, RunStatus
 from runtime.runs.prompts import session_prompt
 from runtime.runs.questions import answer_question
@@ -90,19 +93,24 @@ class Command(BaseCommand):
         parser.add_argument("--model", help="use this model for the turn")
         add_as_user_argument(parser)
 
-    def handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, as_user=None, **options):
+    def handle(self, *args, **options):
+        # Messages in the terminal's language (LANG=zh_CN.UTF-8: Simplified Chinese).
+        with translation.override(terminal_language()):
+            return self._handle(*args, **options)
+
+    def _handle(self, *args, text, agent=None, session=None, from_entry=None, model=None, as_user=None, **options):
         no_color = options.get("no_color", False)
         actor = acting_user(as_user)
         try:
             chosen = Agent.objects.select_related("model").get(name=agent, enabled=True) if agent else default_agent()
         except Agent.DoesNotExist:
-            raise CommandError(f"no enabled agent named {agent!r}") from None
+            raise CommandError(_("no enabled agent named %(name)r") % {"name": agent}) from None
         except RuntimeInputError as exc:
             raise CommandError(str(exc)) from exc
         try:
             if session:
                 if not AgentSession.objects.filter(session_id=session).exists():
-                    raise CommandError(f"no session {session!r}")
+                    raise CommandError(_("no session %(session_id)r") % {"session_id": session})
                 session_id = session
             else:
                 session_id = session_start(agent=chosen, user=actor).session_id
@@ -112,7 +120,7 @@ class Command(BaseCommand):
         except (RuntimeInputError, SessionTreeError) as exc:
             raise CommandError(str(exc)) from exc
         if outcome.queued_as:
-            raise CommandError(f"session {session_id} has a run in progress; queued as {outcome.queued_as}")
+            raise CommandError(_("session %(session)s has a run in progress; queued as %(mode)s") % {"session": session_id, "mode": outcome.queued_as})
         color = not no_color and sys.stdout.isatty()
         sink = TerminalSink(self.stdout, color=color)
         cancel = threading.Event()
@@ -134,13 +142,13 @@ class Command(BaseCommand):
         workspace = workspace_for(chosen, AgentSession.objects.get(session_id=session_id), create=False)
         self.stdout.write("")
         self.stdout.write(
-            f"{run.status} · {run.input_tokens} in / {run.output_tokens} out tokens"
-            f" · ${run.cost:.6f} · session {session_id} · workspace {workspace.cwd} ({workspace.mode})"
+            _("%(status)s · %(input)s in / %(output)s out tokens · $%(cost).6f · session %(session)s · workspace %(cwd)s (%(mode)s)")
+            % {"status": run.status, "input": run.input_tokens, "output": run.output_tokens, "cost": run.cost, "session": session_id, "cwd": workspace.cwd, "mode": workspace.mode}
         )
         if run.status == RunStatus.WAITING:
             raise CommandError(
-                f"the run waits for an answer to: {run.question.get('question')!r} (options: {run.question.get('options') or 'free text'}); "
-                f"answer with POST /api/sessions/{session_id}/answer/ {{toolCallId: {run.question.get('toolCallId')!r}, answer}}"
+                _("the run waits for an answer to: %(question)r (options: %(options)s); answer with POST /api/sessions/%(session)s/answer/ {toolCallId: %(call)r, answer}")
+                % {"question": run.question.get("question"), "options": run.question.get("options") or _("free text"), "session": session_id, "call": run.question.get("toolCallId")}
             )
         if run.status != RunStatus.COMPLETED:
             raise CommandError(run.error or run.status)

@@ -30,6 +30,7 @@ import { plainText } from "../plain_text.js";
 import { shownTitle } from "../session_title.js";
 import { ShareDialog } from "./share_dialog.js";
 import { SettingsDialog } from "./settings.js";
+import { t } from "../i18n.js";
 
 const NARROW = "(max-width: 900px)";
 
@@ -67,7 +68,7 @@ function Resizer({ width, setWidth }) {
     if (event.key === "ArrowLeft") setWidth(clampWidth(width + 24));
     else if (event.key === "ArrowRight") setWidth(clampWidth(width - 24));
   };
-  return html`<div class="resizer" role="separator" aria-orientation="vertical" aria-label="Resize the tree" aria-valuenow=${width} aria-valuemin="200" aria-valuemax="900" tabindex="0" onPointerDown=${onPointerDown} onKeyDown=${onKeyDown}></div>`;
+  return html`<div class="resizer" role="separator" aria-orientation="vertical" aria-label=${t("Resize the tree")} aria-valuenow=${width} aria-valuemin="200" aria-valuemax="900" tabindex="0" onPointerDown=${onPointerDown} onKeyDown=${onKeyDown}></div>`;
 }
 
 function clampWidth(value) {
@@ -88,7 +89,7 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
   // A session with nothing in it yet (a draft, or `/?agent=X`'s fresh one) is a "New session".
   const shown = store.snapshot
     ? shownTitle(store, data.session?.title)
-    : { text: data.session?.title || (data.session?.messageCount ? "Untitled session" : "New session"), named: Boolean(data.session?.title) };
+    : { text: data.session?.title || (data.session?.messageCount ? t("Untitled session") : t("New session")), named: Boolean(data.session?.title) };
   const named = shown.named;
   const title = shown.text;
   useEffect(() => {
@@ -97,28 +98,28 @@ function TopBar({ store, data, treeOpen, sessionsOpen, toggleTree, toggleSession
   const csrf = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/)?.[1] ?? "";
   return html`
     <header class="topbar">
-      <button type="button" class="icon-button" aria-label="Sessions" aria-pressed=${sessionsOpen} aria-controls="sessions" onClick=${toggleSessions}>☰</button>
+      <button type="button" class="icon-button" aria-label=${t("Sessions")} aria-pressed=${sessionsOpen} aria-controls="sessions" onClick=${toggleSessions}>☰</button>
       <a class="brand" href=${data.urls.home}>Neta</a>
       ${renaming
-        ? html`<${InlineEditor} id="title-input" label="Session title" className="title-editor" maxLength="500" placeholder="Session title"
+        ? html`<${InlineEditor} id="title-input" label=${t("Session title")} className="title-editor" maxLength="500" placeholder=${t("Session title")}
             initial=${store.snapshot?.session?.title || data.session?.title || ""}
             onDone=${async (value) => {
               setRenaming(false);
               if (value) await onRename(value);
             }} />`
-        : html`<h1 class=${named ? "session-title" : "session-title provisional"} title=${named ? title : `${title} (not named yet)`}>${title}</h1>
-            ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label="Rename the session" title="Rename" onClick=${() => setRenaming(true)}>✎</button>
-              <button type="button" class="icon-button pin-button" aria-label=${pinned ? "Unpin the session" : "Pin the session"} aria-pressed=${pinned} title=${pinned ? "Pinned to the top of your sessions" : "Pin to the top of your sessions"} onClick=${pin}>${pinned ? "★" : "☆"}</button>` : null}`}
+        : html`<h1 class=${named ? "session-title" : "session-title provisional"} title=${named ? title : t("{title} (not named yet)", { title })}>${title}</h1>
+            ${data.sessionId ? html`<button type="button" class="icon-button rename-button" aria-label=${t("Rename the session")} title=${t("Rename")} onClick=${() => setRenaming(true)}>✎</button>
+              <button type="button" class="icon-button pin-button" aria-label=${pinned ? t("Unpin the session") : t("Pin the session")} aria-pressed=${pinned} title=${pinned ? t("Pinned to the top of your sessions") : t("Pin to the top of your sessions")} onClick=${pin}>${pinned ? "★" : "☆"}</button>` : null}`}
       <span class="muted agent-name">${data.agent.name} · ${data.agent.model.displayName}</span>
       <span class="spacer"></span>
-      ${data.sessionId ? html`<button type="button" class="icon-button share-button" aria-label="Share or download" title="Share a read-only link, download (JSONL, Markdown, HTML)" onClick=${onShare}><span class="wide-only">Share</span><span class="narrow-only" aria-hidden="true">⇪</span></button>` : null}
-      <button type="button" class="icon-button settings-button" aria-label="Settings" title="Custom instructions, Enter sends" onClick=${onSettings}>⚙</button>
+      ${data.sessionId ? html`<button type="button" class="icon-button share-button" aria-label=${t("Share or download")} title=${t("Share a read-only link, download (JSONL, Markdown, HTML)")} onClick=${onShare}><span class="wide-only">${t("Share")}</span><span class="narrow-only" aria-hidden="true">⇪</span></button>` : null}
+      <button type="button" class="icon-button settings-button" aria-label=${t("Settings")} title=${t("Custom instructions, language, Enter sends")} onClick=${onSettings}>⚙</button>
       <${ThemeToggle} username=${data.user.username} />
-      <button type="button" class="icon-button tree-toggle" aria-label="Session tree" aria-pressed=${treeOpen} onClick=${toggleTree}>⎇<span class="wide-only"> Tree</span></button>
-      ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>Console</a>` : null}
+      <button type="button" class="icon-button tree-toggle" aria-label=${t("Session tree")} aria-pressed=${treeOpen} onClick=${toggleTree}>⎇<span class="wide-only"> ${t("Tree")}</span></button>
+      ${data.urls.console ? html`<a class="muted small-link" href=${data.urls.console}>${t("Console")}</a>` : null}
       <form method="post" action=${data.urls.logout} class="logout">
         <input type="hidden" name="csrfmiddlewaretoken" value=${decodeURIComponent(csrf)} />
-        <button type="submit" class="link-button" title=${`Signed in as ${data.user.username}`}>Sign out</button>
+        <button type="submit" class="link-button" title=${t("Signed in as {user}", { user: data.user.username })}>${t("Sign out")}</button>
       </form>
     </header>
   `;
@@ -229,7 +230,7 @@ export function App({ data, store, connection }) {
 
   const guardRun = () => {
     if (store.running) {
-      say("A run is active: abort it (or wait) before moving in the tree.");
+      say(t("A run is active: abort it (or wait) before moving in the tree."));
       return true;
     }
     return false;
@@ -246,7 +247,7 @@ export function App({ data, store, connection }) {
         const newLeaf = target.mode === "edit" ? target.branchFrom : entryId;
         const summarize = fromTree ? await decideSummarize(newLeaf) : false;
         if (summarize === null) return;
-        if (summarize) say("Summarizing the branch you left…", "info");
+        if (summarize) say(t("Summarizing the branch you left…"), "info");
         try {
           const result = await connection.send("switch_leaf", { entryId, summarize });
           if (summarize) setNotice(null);
@@ -257,7 +258,7 @@ export function App({ data, store, connection }) {
             dropEdit(); // the text of a "continue from here" must not be sent from the new place
           }
         } catch (e) {
-          say(`Could not move there: ${e.message}`);
+          say(t("Could not move there: {error}", { error: e.message }));
         }
       },
       treeGo(entryId) {
@@ -275,12 +276,12 @@ export function App({ data, store, connection }) {
         }
       },
       async retry(entryId) {
-        return actions.regenerate(entryId, "Retry");
+        return actions.regenerate(entryId, "retry");
       },
       /** A new answer to the user message `entryId` answered: a sibling answer. */
-      async regenerate(entryId, what = "Regenerate", { prompt = false } = {}) {
+      async regenerate(entryId, what = "regenerate", { prompt = false } = {}) {
         const user = prompt ? store.entry(entryId) : retryTarget(store.snapshot, lookup, entryId);
-        if (!user) return say(`Nothing to ${what.toLowerCase()}: no user message before this one.`);
+        if (!user) return say(what === "retry" ? t("Nothing to retry: no user message before this one.") : t("Nothing to answer: no user message before this one."));
         if (guardRun()) return;
         try {
           const { model } = promptChoice(models, choiceRef.current, data.agent.model);
@@ -288,7 +289,7 @@ export function App({ data, store, connection }) {
           const result = await connection.send("regenerate", model ? { entryId: user.id, model } : { entryId: user.id });
           store.setRun({ runId: result.runId, state: "queued" });
         } catch (e) {
-          say(`${what} failed: ${e.message}`);
+          say(what === "retry" ? t("Retry failed: {error}", { error: e.message }) : what === "answer" ? t("Answer failed: {error}", { error: e.message }) : t("Regenerate failed: {error}", { error: e.message }));
         }
       },
       /** The `‹ n/m ›` switcher: the leaf to the newest end of that version (summary prompt as in the tree). */
@@ -298,7 +299,7 @@ export function App({ data, store, connection }) {
           const result = await connection.send("switch_leaf", { entryId: leafId, summarize: false });
           if (result.editorText != null) setDraft({ text: result.editorText, focus: true });
         } catch (e) {
-          say(`Could not switch versions: ${e.message}`);
+          say(t("Could not switch versions: {error}", { error: e.message }));
         }
       },
       /** Edit in place: the edited text is sent as a sibling of user message `entryId`. */
@@ -307,7 +308,7 @@ export function App({ data, store, connection }) {
         try {
           return await sendFrom(entryId, { text, images: imagesOf(store.entry(entryId) ?? {}), mode: "follow_up" });
         } catch (e) {
-          say(`Could not send the edit: ${e.message}`);
+          say(t("Could not send the edit: {error}", { error: e.message }));
           return false;
         }
       },
@@ -315,31 +316,31 @@ export function App({ data, store, connection }) {
         try {
           await api.label(entryId, label || null);
         } catch (e) {
-          say(`Could not label: ${e.message}`);
+          say(t("Could not label: {error}", { error: e.message }));
         }
       },
       async rename(title) {
         try {
           await api.rename(title);
         } catch (e) {
-          say(`Could not rename: ${e.message}`);
+          say(t("Could not rename: {error}", { error: e.message }));
         }
       },
       async loadOlder() {
         try {
           await store.loadOlder(async (cursor, limit) => (await api.entries(cursor, limit)).results);
         } catch (e) {
-          say(`Could not load older entries: ${e.message}`);
+          say(t("Could not load older entries: {error}", { error: e.message }));
         }
       },
       async compact(instructions = "") {
         if (guardRun()) return;
-        say("Compacting the context…", "info");
+        say(t("Compacting the context…"), "info");
         try {
           await compactSession(data.sessionId, instructions);
-          say("Context compacted.", "info");
+          say(t("Context compacted."), "info");
         } catch (e) {
-          say(`Could not compact: ${e.message}`);
+          say(t("Could not compact: {error}", { error: e.message }));
         }
       },
       /** A new session of the path to `entryId`. At a prompt (Pi's rule) the path before it,
@@ -357,7 +358,7 @@ export function App({ data, store, connection }) {
           if (target.mode === "edit") keepComposerText(fork.sessionId, target.text);
           window.location.assign(`/sessions/${encodeURIComponent(fork.sessionId)}/`);
         } catch (e) {
-          say(`Could not fork: ${e.message}`);
+          say(t("Could not fork: {error}", { error: e.message }));
         }
       },
       /** Continue an answer cut at the output limit: the model goes on in the same answer. */
@@ -368,16 +369,16 @@ export function App({ data, store, connection }) {
           const result = await api.continueAnswer(entryId);
           store.setRun({ runId: result.run.runId, state: "queued" });
         } catch (e) {
-          say(`Could not continue: ${e.message}`);
+          say(t("Could not continue: {error}", { error: e.message }));
         }
       },
       /** 👍 / 👎 (null: taken back) with an optional note, on answer `entryId`. */
       async feedback(entryId, rating, note = "") {
         try {
           await api.feedback(entryId, rating, note);
-          say(rating ? "Thanks: your feedback is kept with the answer." : "Feedback taken back.", "info");
+          say(rating ? t("Thanks: your feedback is kept with the answer.") : t("Feedback taken back."), "info");
         } catch (e) {
-          say(`Could not send feedback: ${e.message}`);
+          say(t("Could not send feedback: {error}", { error: e.message }));
         }
       },
     }),
@@ -418,7 +419,7 @@ export function App({ data, store, connection }) {
     }
     if (!result.queuedAs) store.setRun({ runId: result.runId, state: "queued" });
     else {
-      say(result.queuedAs === "steer" ? "Sent to steer the running agent." : "Queued as a follow-up.", "info");
+      say(result.queuedAs === "steer" ? t("Sent to steer the running agent.") : t("Queued as a follow-up."), "info");
       const seen = countUserText(store.snapshot?.entries ?? [], text);
       setQueued((items) => [...items, { id: `${Date.now()}-${items.length}`, text, mode: result.queuedAs, seen }]);
     }
@@ -440,13 +441,13 @@ export function App({ data, store, connection }) {
       await api.rename(args);
     } else if (name === "fork") {
       const leaf = store.snapshot?.leafId;
-      if (!leaf) throw new Error("Nothing to fork yet: the session is empty.");
+      if (!leaf) throw new Error(t("Nothing to fork yet: the session is empty."));
       await actions.fork(leaf);
     } else if (name === "compact") {
-      if (store.running) throw new Error("A run is active: abort it (or wait) before compacting.");
-      say("Compacting the context…", "info");
+      if (store.running) throw new Error(t("A run is active: abort it (or wait) before compacting."));
+      say(t("Compacting the context…"), "info");
       await compactSession(data.sessionId, args || "");
-      say("Context compacted.", "info");
+      say(t("Context compacted."), "info");
     }
   }
 
@@ -455,7 +456,7 @@ export function App({ data, store, connection }) {
     if (command?.error) throw new Error(command.error);
     if (!data.sessionId) {
       // A draft: the session is created by its first message (draft.js).
-      if (command) throw new Error(`/${command.name} needs a session: send a first message.`);
+      if (command) throw new Error(t("/{command} needs a session: send a first message.", { command: command.name }));
       const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
       if (images.length) payload.images = images;
       if (documents.length) payload.documents = documents;
@@ -481,7 +482,7 @@ export function App({ data, store, connection }) {
     try {
       await connection.send("abort");
     } catch (e) {
-      say(`Could not abort: ${e.message}`);
+      say(t("Could not abort: {error}", { error: e.message }));
     }
   };
 
@@ -505,15 +506,15 @@ export function App({ data, store, connection }) {
       <${TopBar} store=${store} data=${data} treeOpen=${treeOpen} sessionsOpen=${sessionsOpen} toggleTree=${toggleTree} toggleSessions=${toggleSessions} onRename=${actions.rename}
         onShare=${() => setDialog("share")} onSettings=${() => setDialog("settings")} />
       <div class=${layout} style=${`--tree-width:${treeWidth}px`}>
-        ${sessionsOpen ? html`<${Boundary} name="session list"><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
+        ${sessionsOpen ? html`<${Boundary} name="session list" label=${t("session list")}><${SessionList} data=${data} store=${store} open=${sessionsOpen} onClose=${() => setSessionsOpen(false)} onNew=${newSession} /><//>` : null}
         <main class="chat" id="main">
-          ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label="Dismiss" onClick=${() => setNotice(null)}>✕</button></div>` : null}
+          ${notice ? html`<div class=${`notice notice-${notice.kind}`} role=${notice.kind === "error" ? "alert" : "status"}>${notice.text}<button type="button" class="icon-button" aria-label=${t("Dismiss")} onClick=${() => setNotice(null)}>✕</button></div>` : null}
           <${ArchivedBanner} session=${data.session} readOnly=${data.readOnly} />
-          <${Boundary} name="conversation"><${Conversation} store=${store} actions=${actions} agent=${data.agent} onStarter=${(text) => setDraft({ text, focus: true })} /><//>
-          <${Boundary} name="status bar"><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
-          <${Boundary} name="plan"><${PlanPanel} store=${store} /><//>
-          <${Boundary} name="question"><${ClarifyPanel} store=${store} connection=${connection} /><//>
-          <${Boundary} name="approval"><${ApprovalPanel} store=${store} connection=${connection} /><//>
+          <${Boundary} name="conversation" label=${t("conversation")}><${Conversation} store=${store} actions=${actions} agent=${data.agent} onStarter=${(text) => setDraft({ text, focus: true })} /><//>
+          <${Boundary} name="status bar" label=${t("status bar")}><${StatusBar} store=${store} agent=${data.agent} onReconnect=${() => connection.reconnectNow()} onCompact=${() => actions.compact()} /><//>
+          <${Boundary} name="plan" label=${t("plan")}><${PlanPanel} store=${store} /><//>
+          <${Boundary} name="question" label=${t("question")}><${ClarifyPanel} store=${store} connection=${connection} /><//>
+          <${Boundary} name="approval" label=${t("approval")}><${ApprovalPanel} store=${store} connection=${connection} /><//>
           <${Composer}
             store=${store}
             draft=${draft}
@@ -534,7 +535,7 @@ export function App({ data, store, connection }) {
         ${isNarrow && (treeOpen || sessionsOpen)
           ? html`<div class="drawer-backdrop" aria-hidden="true" onClick=${() => { setTreeOpen(false); setSessionsOpen(false); }}></div>`
           : null}
-        ${treeOpen ? html`<${Boundary} name="tree"><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} drawer=${isNarrow} /><//>` : null}
+        ${treeOpen ? html`<${Boundary} name="tree" label=${t("tree")}><${TreeSidebar} store=${store} actions=${actions} open=${treeOpen} onClose=${() => setTreeOpen(false)} drawer=${isNarrow} /><//>` : null}
       </div>
       <${Shortcuts} />
       ${data.sessionId ? html`<${ShareDialog} sessionId=${data.sessionId} title=${shownTitle(store, data.session?.title).text} open=${dialog === "share"} onClose=${() => setDialog(null)} readOnly=${data.readOnly} />` : null}

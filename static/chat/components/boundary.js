@@ -7,6 +7,7 @@
 
 import { Component } from "preact";
 import { html } from "./html.js";
+import { t } from "../i18n.js";
 
 export class Boundary extends Component {
   componentDidCatch(error) {
@@ -14,12 +15,12 @@ export class Boundary extends Component {
     this.setState({ error });
   }
 
-  render({ name, children }, { error }) {
+  render({ name, label, children }, { error }) {
     if (!error) return children;
     return html`
       <div class="panel-failed" role="alert" data-panel-failed=${name}>
-        <p>The ${name} could not be shown: ${String(error?.message ?? error)}</p>
-        <button type="button" class="link-button" onClick=${() => this.setState({ error: null })}>Try again</button>
+        <p>${t("The {part} could not be shown:", { part: label ?? name })} ${String(error?.message ?? error)}</p>
+        <button type="button" class="link-button" onClick=${() => this.setState({ error: null })}>${t("Try again")}</button>
       </div>
     `;
   }

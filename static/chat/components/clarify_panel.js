@@ -8,6 +8,7 @@ import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { registerToolRenderer } from "./tool_renderers.js";
 import { openQuestion } from "../plan.js";
+import { t } from "../i18n.js";
 
 export function ClarifyPanel({ store, connection }) {
   useStore(store, ["leaf", "tree", "run", "connection"]);
@@ -44,12 +45,12 @@ export function ClarifyPanel({ store, connection }) {
     if (free) answer(free);
   };
   return html`
-    <section class="panel clarify-panel state-waiting" aria-label="Question from the agent" data-tool-call-id=${question.toolCallId}>
-      <header class="panel-head"><span class="panel-title">Waiting for you</span><span class="muted">the run goes on when you answer; a message sent meanwhile waits for the run</span></header>
+    <section class="panel clarify-panel state-waiting" aria-label=${t("Question from the agent")} data-tool-call-id=${question.toolCallId}>
+      <header class="panel-head"><span class="panel-title">${t("Waiting for you")}</span><span class="muted">${t("the run goes on when you answer; a message sent meanwhile waits for the run")}</span></header>
       <div class="panel-body">
         <p class="clarify-question">${question.question}</p>
         ${question.options.length
-          ? html`<div class="clarify-options" role="group" aria-label="Options">
+          ? html`<div class="clarify-options" role="group" aria-label=${t("Options")}>
               ${question.options.map((option) => html`<button type="button" key=${option} class=${`option-button${chosen.includes(option) ? " chosen" : ""}`}
                 aria-pressed=${question.multiSelect ? chosen.includes(option) : undefined} disabled=${sending || offline} onClick=${() => pick(option)}>${option}</button>`)}
             </div>`
@@ -57,10 +58,10 @@ export function ClarifyPanel({ store, connection }) {
         ${question.allowFreeText || question.multiSelect
           ? html`<form class="clarify-free" onSubmit=${sendFree}>
               ${question.allowFreeText
-                ? html`<label class="visually-hidden" for="clarify-input">Your answer</label>
-                    <input id="clarify-input" type="text" placeholder=${question.options.length ? "Or write your own answer…" : "Your answer…"} value=${text} onInput=${(e) => setText(e.currentTarget.value)} />`
+                ? html`<label class="visually-hidden" for="clarify-input">${t("Your answer")}</label>
+                    <input id="clarify-input" type="text" placeholder=${question.options.length ? t("Or write your own answer…") : t("Your answer…")} value=${text} onInput=${(e) => setText(e.currentTarget.value)} />`
                 : null}
-              <button type="submit" class="primary" disabled=${sending || offline || (!text.trim() && !(question.multiSelect && chosen.length))}>Answer</button>
+              <button type="submit" class="primary" disabled=${sending || offline || (!text.trim() && !(question.multiSelect && chosen.length))}>${t("Answer")}</button>
             </form>`
           : null}
         ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
@@ -74,6 +75,6 @@ registerToolRenderer("ask_user", {
   summary: (args) => (typeof args?.question === "string" ? args.question : ""),
   Body: ({ args, result }) => html`
     ${Array.isArray(args?.options) && args.options.length ? html`<ul class="clarify-card-options">${args.options.map((o, i) => html`<li key=${i}>${String(o)}</li>`)}</ul>` : null}
-    <div class="tool-note">${result ? result.message.content?.[0]?.text ?? "" : "Waiting for the user's answer."}</div>
+    <div class="tool-note">${result ? result.message.content?.[0]?.text ?? "" : t("Waiting for the user's answer.")}</div>
   `,
 });

@@ -1,3 +1,4 @@
+import { t } from "../i18n.js";
 // Code blocks in rendered markdown: a header with the language and a copy button.
 //
 // The markdown arrives as sanitized HTML (markdown.js), so the header is added to the
@@ -45,12 +46,12 @@ export function decorateCodeBlocks(element) {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "code-copy";
-    button.textContent = "Copy";
-    button.setAttribute("aria-label", `Copy the ${language.textContent} code`);
+    button.textContent = t("Copy");
+    button.setAttribute("aria-label", t("Copy the {language} code", { language: language.textContent }));
     button.addEventListener("click", async () => {
       const ok = await copyText(code.textContent);
-      button.textContent = ok ? "Copied" : "Copy failed";
-      setTimeout(() => (button.textContent = "Copy"), DONE_MS);
+      button.textContent = ok ? t("Copied") : t("Copy failed");
+      setTimeout(() => (button.textContent = t("Copy")), DONE_MS);
     });
     head.append(language, button);
     pre.replaceWith(wrapper);

@@ -7,6 +7,7 @@ import { useStore } from "./hooks.js";
 import { useSlashMenu } from "./slash.js";
 import { PendingDocuments } from "./documents.js";
 import { DOCUMENT_MAX_BYTES, DOCUMENTS_MAX, formatBytes, isDocumentFile } from "../documents.js";
+import { t } from "../i18n.js";
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IMAGES = 8;
@@ -64,21 +65,21 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     for (const file of list) {
       const name = file.name || "pasted file";
       if (IMAGE_TYPES.includes(file.type) && supportsImages) {
-        if (file.size > MAX_IMAGE_BYTES) problems.push(`${name} is ${formatBytes(file.size)}: images up to 7 MB can be attached.`);
+        if (file.size > MAX_IMAGE_BYTES) problems.push(t("{name} is {size}: images up to 7 MB can be attached.", { name, size: formatBytes(file.size) }));
         else imageFiles.push(file);
       } else if (isDocumentFile(file)) {
-        if (file.size > DOCUMENT_MAX_BYTES) problems.push(`${name} is ${formatBytes(file.size)}: documents up to ${formatBytes(DOCUMENT_MAX_BYTES)} can be attached.`);
+        if (file.size > DOCUMENT_MAX_BYTES) problems.push(t("{name} is {size}: documents up to {max} can be attached.", { name, size: formatBytes(file.size), max: formatBytes(DOCUMENT_MAX_BYTES) }));
         else documentFiles.push(file);
       } else if (IMAGE_TYPES.includes(file.type)) {
         problems.push(`${name}: this model does not take images.`);
       } else {
-        problems.push(`${name}: only PDF, text, markdown and code files${supportsImages ? " and images (PNG, JPEG, GIF, WebP)" : ""} can be attached.`);
+        problems.push(supportsImages ? t("{name}: only PDF, text, markdown and code files and images (PNG, JPEG, GIF, WebP) can be attached.", { name }) : t("{name}: only PDF, text, markdown and code files can be attached.", { name }));
       }
     }
     const roomImages = Math.max(0, MAX_IMAGES - images.length);
     const roomDocs = Math.max(0, DOCUMENTS_MAX - documents.length);
-    if (imageFiles.length > roomImages) problems.push(`At most ${MAX_IMAGES} images a message.`);
-    if (documentFiles.length > roomDocs) problems.push(`At most ${DOCUMENTS_MAX} documents a message.`);
+    if (imageFiles.length > roomImages) problems.push(t("At most {n} images a message.", { n: MAX_IMAGES }));
+    if (documentFiles.length > roomDocs) problems.push(t("At most {n} documents a message.", { n: DOCUMENTS_MAX }));
     if (problems.length) setError(problems.join(" "));
     try {
       const [readImages, readDocs] = await Promise.all([
@@ -155,30 +156,30 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   const offline = store.connection.state !== "live";
   const narrow = NARROW();
   return html`
-    <form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label="Message composer"
+    <form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label=${t("Message composer")}
       onDragOver=${onDrag} onDragEnter=${onDrag} onDragLeave=${onDrag} onDrop=${onDrop}>
       ${queued}
       ${banner
         ? html`<div class="branch-banner" role="status">
-            <span>⎇ Sending starts a new branch from <strong>${banner.fromLabel}</strong> (the edited message stays in its old branch).</span>
-            <button type="button" class="link-button" onClick=${onCancelBanner}>Cancel</button>
+            <span>⎇ ${t("Sending starts a new branch from")} <strong>${banner.fromLabel}</strong> ${t("(the edited message stays in its old branch).")}</span>
+            <button type="button" class="link-button" onClick=${onCancelBanner}>${t("Cancel")}</button>
           </div>`
         : null}
       ${images.length
-        ? html`<ul class="attachments" aria-label="Attached images">
-            ${images.map((img, i) => html`<li key=${i}><img alt=${img.name} src=${`data:${img.mimeType};base64,${img.data}`} /><button type="button" class="icon-button" aria-label=${`Remove ${img.name}`} onClick=${() => setImages(images.filter((_, j) => j !== i))}>✕</button></li>`)}
+        ? html`<ul class="attachments" aria-label=${t("Attached images")}>
+            ${images.map((img, i) => html`<li key=${i}><img alt=${img.name} src=${`data:${img.mimeType};base64,${img.data}`} /><button type="button" class="icon-button" aria-label=${t("Remove {name}", { name: img.name })} onClick=${() => setImages(images.filter((_, j) => j !== i))}>✕</button></li>`)}
           </ul>`
         : null}
       <${PendingDocuments} documents=${documents} onRemove=${(i) => setDocuments(documents.filter((_, j) => j !== i))} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
       ${slash.menu}
       <div class="composer-row">
-        <label for="composer-input" class="visually-hidden">Message</label>
+        <label for="composer-input" class="visually-hidden">${t("Message")}</label>
         <textarea
           id="composer-input"
           ref=${area}
           rows=${narrow ? 1 : 3}
-          placeholder=${narrow ? (running ? "Queue a message…" : "Message the agent…") : running ? `Queue a message for the running agent… (${enterSends ? "Enter" : "Ctrl+Enter or Queue"} sends)` : enterSends ? "Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)" : "Message the agent… (Ctrl+Enter or Send sends, / for commands)"}
+          placeholder=${narrow ? (running ? t("Queue a message…") : t("Message the agent…")) : running ? (enterSends ? t("Queue a message for the running agent… (Enter sends)") : t("Queue a message for the running agent… (Ctrl+Enter or Queue sends)")) : enterSends ? t("Message the agent… (Enter sends, Shift+Enter for a new line, / for commands)") : t("Message the agent… (Ctrl+Enter or Send sends, / for commands)")}
           aria-autocomplete="list"
           aria-controls=${slash.open ? "slash-menu" : undefined}
           aria-activedescendant=${slash.activeId}
@@ -192,17 +193,17 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           onPaste=${onPaste}
         ></textarea>
         <div class="composer-buttons">
-          <button type="button" class="icon-button attach-button" aria-label="Attach files" title=${supportsImages ? "Attach documents (PDF, text, markdown, code) or images" : "Attach documents (PDF, text, markdown, code)"} onClick=${() => fileInput.current.click()}>${narrow ? "+" : "Attach"}</button>
-          <input ref=${fileInput} type="file" aria-label="Files to attach" accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
+          <button type="button" class="icon-button attach-button" aria-label=${t("Attach files")} title=${supportsImages ? t("Attach documents (PDF, text, markdown, code) or images") : t("Attach documents (PDF, text, markdown, code)")} onClick=${() => fileInput.current.click()}>${narrow ? "+" : t("Attach")}</button>
+          <input ref=${fileInput} type="file" aria-label=${t("Files to attach")} accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
           ${running
-            ? html`<label class="visually-hidden" for="queue-mode">Deliver as</label>
-                <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title="How a message sent during a run is delivered">
-                  <option value="follow_up">Follow-up</option>
-                  <option value="steer">Steer</option>
+            ? html`<label class="visually-hidden" for="queue-mode">${t("Deliver as")}</label>
+                <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title=${t("How a message sent during a run is delivered")}>
+                  <option value="follow_up">${t("Follow-up")}</option>
+                  <option value="steer">${t("Steer")}</option>
                 </select>`
             : null}
-          <button type="submit" class="primary" disabled=${!draft.text.trim() || sending || offline}>${running ? "Queue" : "Send"}</button>
-          ${running ? html`<button type="button" class="danger" onClick=${onAbort}>Abort</button>` : null}
+          <button type="submit" class="primary" disabled=${!draft.text.trim() || sending || offline}>${running ? t("Queue") : t("Send")}</button>
+          ${running ? html`<button type="button" class="danger" onClick=${onAbort}>${t("Abort")}</button>` : null}
         </div>
       </div>
       ${pickers}

@@ -13,6 +13,7 @@ import { followBottom } from "../follow.js";
 import { onReveal } from "../reveal.js";
 import { trackThinking } from "../thinking_time.js";
 import { FirstScreen } from "./first_screen.js";
+import { t } from "../i18n.js";
 
 const NOTE_KINDS = new Set(["model_change", "thinking_level_change"]);
 
@@ -134,7 +135,7 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
     }, 1600);
     return () => clearTimeout(timer);
   }, [flash]);
-  if (!snapshot) return html`<p class="empty-state" role="status">Connecting…</p>`;
+  if (!snapshot) return html`<p class="empty-state" role="status">${t("Connecting…")}</p>`;
   const hidden = Math.max(0, items.length - limit);
   const truncated = snapshot.page?.activePathTruncated;
   const labels = snapshot.labelsByEntryId;
@@ -142,11 +143,11 @@ function StableList({ store, actions, onItems, agent, onStarter, follower }) {
     <div class="stable-list" ref=${listRef}>
       ${hidden > 0 || truncated
         ? html`<div class="earlier">
-            ${hidden > 0 ? html`<button type="button" class="link-button" onClick=${() => showEarlier(PAGE * 2)}>Show ${Math.min(hidden, PAGE * 2)} earlier of ${hidden} hidden</button>` : null}
+            ${hidden > 0 ? html`<button type="button" class="link-button" onClick=${() => showEarlier(PAGE * 2)}>${t("Show {count} earlier of {hidden} hidden", { count: Math.min(hidden, PAGE * 2), hidden })}</button>` : null}
             ${truncated && hidden === 0
-              ? html`<span class="muted">Older entries of this path are not loaded (${snapshot.page.activePathLength} in all).</span>
+              ? html`<span class="muted">${t("Older entries of this path are not loaded ({n} in all).", { n: snapshot.page.activePathLength })}</span>
                   ${store.older.below > 0
-                    ? html`<button type="button" class="link-button" disabled=${store.older.loading} onClick=${() => actions.loadOlder()}>${store.older.loading ? "Loading…" : "Load older messages"}</button>`
+                    ? html`<button type="button" class="link-button" disabled=${store.older.loading} onClick=${() => actions.loadOlder()}>${store.older.loading ? t("Loading…") : t("Load older messages")}</button>`
                     : null}`
               : null}
           </div>`
@@ -166,7 +167,7 @@ function LiveMessage({ store }) {
   if (!live) {
     if (batch) return html`<${SubagentPanel} store=${store} entry=${batch} inFlight=${true} />`;
     if (store.running && store.run.state === "waiting") return null; // the question panel says it
-    if (store.running) return html`<div class="live-pending" role="status"><span class="spinner" aria-hidden="true"></span> Working…</div>`;
+    if (store.running) return html`<div class="live-pending" role="status"><span class="spinner" aria-hidden="true"></span> ${t("Working…")}</div>`;
     return null;
   }
   const message = liveMessage(live);
@@ -176,7 +177,7 @@ function LiveMessage({ store }) {
   const role = parent?.type === "message" ? parent.message?.role : parent?.type;
   const continues = role === "assistant" || role === "toolResult" || role === "subagent_batch" || role === "subagent_result";
   return html`
-    <article class=${`msg msg-assistant msg-streaming${continues ? " msg-continues" : ""}`} data-entry-id=${live.entryId} aria-label="Assistant answer (streaming)" aria-busy=${!live.ended}>
+    <article class=${`msg msg-assistant msg-streaming${continues ? " msg-continues" : ""}`} data-entry-id=${live.entryId} aria-label=${t("Assistant answer (streaming)")} aria-busy=${!live.ended}>
       <div class="msg-body">
         <${AssistantBlocks} message=${message} store=${store} streaming=${true} entryId=${live.entryId} />
         ${!live.ended ? html`<span class="cursor" aria-hidden="true"></span>` : null}
@@ -217,7 +218,7 @@ function AnswerAnnouncer({ store }) {
       }
       if (entry?.type === "message" && entry.message?.role === "user") break;
     }
-    const head = state === "completed" ? "Answer" : state === "failed" ? "The answer failed" : "The answer was aborted";
+    const head = state === "completed" ? t("Answer") : state === "failed" ? t("The answer failed") : t("The answer was aborted");
     setSaid(`${head}${text ? `: ${text.length > 600 ? `${text.slice(0, 600)}…` : text}` : "."}`);
   }, [store.run.runId, store.run.state]);
   return html`<div class="visually-hidden" role="status" aria-live="polite" aria-atomic="true" data-announcer>${said}</div>`;
@@ -253,13 +254,13 @@ export function Conversation({ store, actions, agent = null, onStarter = () => {
   return html`
     <div class="conversation-frame">
       <${AnswerAnnouncer} store=${store} />
-      <div class="conversation" ref=${scroller} role="log" aria-label="Conversation" aria-live="off">
+      <div class="conversation" ref=${scroller} role="log" aria-label=${t("Conversation")} aria-live="off">
         <div class="conversation-inner" ref=${inner}>
           <${StableList} store=${store} actions=${actions} onItems=${onItems} agent=${agent} onStarter=${onStarter} follower=${follower} />
           <div class="live-slot"><${HeldBatches} store=${store} /><${LiveMessage} store=${store} /></div>
         </div>
       </div>
-      ${following ? null : html`<button type="button" class="jump-latest" onClick=${() => follower.current?.jump()}>↓ Jump to latest</button>`}
+      ${following ? null : html`<button type="button" class="jump-latest" onClick=${() => follower.current?.jump()}>↓ ${t("Jump to latest")}</button>`}
     </div>
   `;
 }

@@ -6,6 +6,7 @@ import { useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { feedbackFor } from "../feedback_model.js";
+import { t } from "../i18n.js";
 
 // Drawn, not emoji: every system has the shapes, not every one has an emoji font.
 const THUMB = "M2 10h3v10H2zM7 20h9.2a2 2 0 0 0 2-1.6l1.6-7A2 2 0 0 0 17.8 9H13l.8-4.2A1.8 1.8 0 0 0 12 3L7 9.5z";
@@ -29,14 +30,14 @@ export function FeedbackButtons({ entryId, store, actions }) {
     aria-pressed=${given?.rating === rating} aria-label=${name} title=${name}
     onClick=${() => (given?.rating === rating ? send(null, "") : setAsking(rating))}><${Thumb} down=${down} /></button>`;
   return html`
-    <span class="feedback" role="group" aria-label="Feedback on this answer">
-      ${button("up", false, "Good answer")}${button("down", true, "Bad answer")}
+    <span class="feedback" role="group" aria-label=${t("Feedback on this answer")}>
+      ${button("up", false, t("Good answer"))}${button("down", true, t("Bad answer"))}
       ${asking
         ? html`<form class="feedback-note" onSubmit=${(e) => { e.preventDefault(); send(asking, note.trim()); }}>
-            <label class="visually-hidden" for=${`feedback-note-${entryId}`}>A note (optional)</label>
-            <input id=${`feedback-note-${entryId}`} maxlength="1000" placeholder=${asking === "up" ? "What was good? (optional)" : "What went wrong? (optional)"} value=${note}
+            <label class="visually-hidden" for=${`feedback-note-${entryId}`}>${t("A note (optional)")}</label>
+            <input id=${`feedback-note-${entryId}`} maxlength="1000" placeholder=${asking === "up" ? t("What was good? (optional)") : t("What went wrong? (optional)")} value=${note}
               onInput=${(e) => setNote(e.currentTarget.value)} onKeyDown=${(e) => e.key === "Escape" && setAsking(null)} ref=${(el) => el && !el.dataset.focused && (el.dataset.focused = "1", el.focus())} />
-            <button type="submit" class="small">Send</button>
+            <button type="submit" class="small">${t("Send")}</button>
           </form>`
         : null}
     </span>

@@ -5,6 +5,7 @@
 
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
+import { t } from "../i18n.js";
 
 export function InlineEditor({ id, label, initial, placeholder, maxLength, className = "", onDone }) {
   const [text, setText] = useState(initial);
@@ -31,8 +32,8 @@ export function InlineEditor({ id, label, initial, placeholder, maxLength, class
         placeholder=${placeholder}
         onKeyDown=${(e) => e.key === "Escape" && onDone(null)}
       />
-      <button type="submit" class="primary small">Save</button>
-      <button type="button" class="small" onClick=${() => onDone(null)}>Cancel</button>
+      <button type="submit" class="primary small">${t("Save")}</button>
+      <button type="button" class="small" onClick=${() => onDone(null)}>${t("Cancel")}</button>
     </form>
   `;
 }

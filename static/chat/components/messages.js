@@ -18,6 +18,7 @@ import { DocumentChips } from "./documents.js";
 import { decorateCodeBlocks } from "./code_block.js";
 import { typesetWithin } from "../typeset.js";
 import { Thinking } from "./thinking.js";
+import { t, tn } from "../i18n.js";
 
 export { Thinking };
 
@@ -33,7 +34,7 @@ export function Markdown({ text, streaming = false }) {
   return html`<div class="markdown" ref=${ref} dangerouslySetInnerHTML=${{ __html: renderMarkdown(source, { cacheable: !streaming }) }}></div>`;
 }
 
-function CopyButton({ text, label = "Copy" }) {
+function CopyButton({ text, label = t("Copy") }) {
   const [done, setDone] = useState(false);
   const copy = async () => {
     try {
@@ -49,7 +50,7 @@ function CopyButton({ text, label = "Copy" }) {
     setDone(true);
     setTimeout(() => setDone(false), 1200);
   };
-  return html`<button type="button" class="icon-button" onClick=${copy} aria-label=${label} title=${label}>${done ? "Copied" : "Copy"}</button>`;
+  return html`<button type="button" class="icon-button" onClick=${copy} aria-label=${label} title=${label}>${done ? t("Copied") : t("Copy")}</button>`;
 }
 
 function Usage({ usage, turnUsage, message = null }) {
@@ -58,20 +59,20 @@ function Usage({ usage, turnUsage, message = null }) {
   // An answer stopped mid-stream has no output count from its model: estimated from what streamed.
   const guessed = !usage.output && message ? streamedTokens(message) : 0;
   const parts = [`↑${formatTokens(usage.input ?? 0)}`, guessed ? `↓~${formatTokens(guessed)}` : `↓${formatTokens(usage.output ?? 0)}`];
-  if (usage.cacheRead) parts.push(`cache ${formatTokens(usage.cacheRead)}`);
+  if (usage.cacheRead) parts.push(t("cache {tokens}", { tokens: formatTokens(usage.cacheRead) }));
   const cost = usage.cost && typeof usage.cost === "object" ? usage.cost.total ?? 0 : usage.cost === undefined ? 0 : null;
-  return html`<span class="usage" title="tokens in / out, cost of this message">${parts.join(" ")} · ${formatCost(cost)}${
-    turnUsage ? html`<span class="turn-usage" title="the whole turn"> · turn ${formatTokens(turnUsage.input)}/${formatTokens(turnUsage.output)} · ${formatCost(turnUsage.cost)}</span>` : null
+  return html`<span class="usage" title=${t("tokens in / out, cost of this message")}>${parts.join(" ")} · ${formatCost(cost)}${
+    turnUsage ? html`<span class="turn-usage" title=${t("the whole turn")}> · ${t("turn")} ${formatTokens(turnUsage.input)}/${formatTokens(turnUsage.output)} · ${formatCost(turnUsage.cost)}</span>` : null
   }</span>`;
 }
 
 function Label({ label }) {
-  return label ? html`<span class="entry-label" title="label"># ${shown(label)}</span>` : null;
+  return label ? html`<span class="entry-label" title=${t("label")}># ${shown(label)}</span>` : null;
 }
 
 /** A content block this page cannot draw, marked in place (the rest of the message is drawn). */
 export function UnknownBlock({ problem }) {
-  return html`<div class="block-unrenderable" data-unrenderable-block="true" role="note">This part of the message could not be shown: ${problem}.</div>`;
+  return html`<div class="block-unrenderable" data-unrenderable-block="true" role="note">${t("This part of the message could not be shown: {problem}.", { problem })}</div>`;
 }
 
 function badBlocks(content, role) {
@@ -82,9 +83,9 @@ function badBlocks(content, role) {
 /** What an entry that cannot be drawn shows instead: that it is there, its id and type, and why. */
 export function UnrenderableEntry({ id, typeName, problem }) {
   return html`
-    <article class="msg msg-unrenderable" data-entry-id=${shown(id)} data-unrenderable="true" role="note" aria-label="An entry that could not be shown">
-      <div class="unrenderable-title">This entry could not be shown</div>
-      <div class="unrenderable-detail">id <code>${shown(id)}</code> · type <code>${shown(typeName)}</code>${problem ? html` · <span>${shown(problem)}</span>` : null}</div>
+    <article class="msg msg-unrenderable" data-entry-id=${shown(id)} data-unrenderable="true" role="note" aria-label=${t("An entry that could not be shown")}>
+      <div class="unrenderable-title">${t("This entry could not be shown")}</div>
+      <div class="unrenderable-detail">${t("id")} <code>${shown(id)}</code> · ${t("type")} <code>${shown(typeName)}</code>${problem ? html` · <span>${shown(problem)}</span>` : null}</div>
     </article>
   `;
 }
@@ -97,7 +98,7 @@ export function UserMessage({ entry, label, actions, store }) {
   const { text, documents } = splitDocuments(entry.message.content);
   const [editing, setEditing] = useState(false);
   return html`
-    <article class="msg msg-user" data-entry-id=${entry.id} aria-label="Your message">
+    <article class="msg msg-user" data-entry-id=${entry.id} aria-label=${t("Your message")}>
       <div class="msg-body">
         ${editing
           ? html`<${EditInPlace} text=${text} onCancel=${() => setEditing(false)} onSave=${async (value) => {
@@ -107,19 +108,19 @@ export function UserMessage({ entry, label, actions, store }) {
             }} />`
           : html`<div class="user-text">${text}</div>`}
         <${DocumentChips} documents=${documents} />
-        ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt="attached image" src=${`data:${b.mimeType};base64,${b.data}`} />`)}
+        ${images(entry.message.content).map((b, i) => html`<img key=${i} class="msg-image" alt=${t("attached image")} src=${`data:${b.mimeType};base64,${b.data}`} />`)}
         ${badBlocks(entry.message.content, "user").map((problem, i) => html`<${UnknownBlock} key=${`bad${i}`} problem=${problem} />`)}
         ${store ? html`<${Unanswered} entry=${entry} store=${store} actions=${actions} />` : null}
       </div>
       <footer class="msg-actions">
         ${store ? html`<${VersionSwitcher} entry=${entry} store=${store} actions=${actions} />` : null}
         <${Label} label=${label} />
-        <${CopyButton} text=${text} label="Copy message" />
+        <${CopyButton} text=${text} label=${t("Copy message")} />
         ${editing || !store ? null : html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => setEditing(true)}
-            title=${busy ? "Available when the run ends" : "Edit this message and send it as a new version"}>Edit</button>`}<//>`}
+            title=${busy ? t("Available when the run ends") : t("Edit this message and send it as a new version")}>${t("Edit")}</button>`}<//>`}
         ${store
           ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.continueFrom(entry.id)}
-              title=${busy ? "Available when the run ends" : "Edit this message and send it as a new branch"}>Continue from here</button>`}<//>`
+              title=${busy ? t("Available when the run ends") : t("Edit this message and send it as a new branch")}>${t("Continue from here")}</button>`}<//>`
           : null}
       </footer>
     </article>
@@ -131,8 +132,8 @@ function Unanswered({ entry, store, actions }) {
   useStore(store, ["leaf", "run"]);
   const snapshot = store.snapshot;
   if (!snapshot || snapshot.leafId !== entry.id || store.running || store.readOnly) return null;
-  return html`<div class="unanswered" role="note"><span class="muted">No answer yet.</span>
-    <button type="button" class="small" onClick=${() => actions.regenerate(entry.id, "Answer", { prompt: true })}>Answer this message</button></div>`;
+  return html`<div class="unanswered" role="note"><span class="muted">${t("No answer yet.")}</span>
+    <button type="button" class="small" onClick=${() => actions.regenerate(entry.id, "answer", { prompt: true })}>${t("Answer this message")}</button></div>`;
 }
 
 /** The assistant's blocks in order: thinking, text, tool calls (the streaming message, a child's stream). */
@@ -145,17 +146,17 @@ export function AssistantBlocks({ message, results = {}, store = null, streaming
 function Outcome({ message, entryId, actions, store }) {
   const stop = message.stopReason;
   if (stop === "error") {
-    return html`<${ActionRetryBar} status="failed" label="Error" className="msg-error" text=${shown(message.errorMessage) || "the model returned an error"}
-      onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
+    return html`<${ActionRetryBar} status="failed" label=${t("Error")} className="msg-error" text=${shown(message.errorMessage) || t("the model returned an error")}
+      onRetry=${() => actions.retry(entryId)} retryTitle=${t("Answer the same message again (a new version beside this one)")} />`;
   }
   if (stop === "aborted") {
-    return html`<${ActionRetryBar} status="aborted" label="Aborted" className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : "the answer was stopped"}
-      onRetry=${() => actions.retry(entryId)} retryTitle="Answer the same message again (a new version beside this one)" />`;
+    return html`<${ActionRetryBar} status="aborted" label=${t("Aborted")} className="msg-aborted" text=${message.errorMessage ? shown(message.errorMessage) : t("the answer was stopped")}
+      onRetry=${() => actions.retry(entryId)} retryTitle=${t("Answer the same message again (a new version beside this one)")} />`;
   }
   if (stop === "length") {
-    return html`<${ActionRetryBar} status="partial" label="Cut short" className="msg-cut" text="The answer reached the model's output limit."
+    return html`<${ActionRetryBar} status="partial" label=${t("Cut short")} className="msg-cut" text=${t("The answer reached the model's output limit.")}
       action=${store ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button action-retry" disabled=${busy}
-        onClick=${() => actions.continueAnswer(entryId)} title="The model goes on where it stopped (in the same answer)">Continue</button>`}<//>` : null} />`;
+        onClick=${() => actions.continueAnswer(entryId)} title=${t("The model goes on where it stopped (in the same answer)")}>${t("Continue")}</button>`}<//>` : null} />`;
   }
   return null;
 }
@@ -164,11 +165,11 @@ function Outcome({ message, entryId, actions, store }) {
 function Steps({ parts, store, open: openByDefault }) {
   const [open, setOpen] = useState(null); // null: the default (open until the answer is there)
   const isOpen = open ?? openByDefault;
-  const label = `${parts.stepCount} ${parts.stepCount === 1 ? "step" : "steps"}`;
+  const label = tn("{n} step", "{n} steps", parts.stepCount);
   return html`
     <details class="steps" open=${isOpen} onToggle=${(e) => e.currentTarget.open !== isOpen && setOpen(e.currentTarget.open)}>
       <summary><span class="steps-title">${label}</span>${parts.tools.length ? html`<span class="steps-tools"> · ${parts.tools.join(", ")}</span>` : null}${parts.errors
-        ? html`<span class="steps-errors"> · ${parts.errors} ${parts.errors === 1 ? "error" : "errors"}</span>`
+        ? html`<span class="steps-errors"> · ${tn("{n} error", "{n} errors", parts.errors)}</span>`
         : null}</summary>
       ${isOpen ? html`<div class="steps-body">${parts.steps.map((step) => html`<${StepView} key=${step.member.id} step=${step} store=${store} />`)}</div>` : null}
     </details>
@@ -206,7 +207,7 @@ export function TurnCard({ item, label, actions, store }) {
   const copyText = parts.final || item.members.map((m) => (m.kind === "assistant" ? contentText(m.entry.message.content) : "")).filter(Boolean).join("\n\n");
   const single = item.members.length === 1;
   return html`
-    <article class=${`msg msg-assistant msg-turn${failed ? ` msg-${stop}` : ""}`} data-entry-id=${first.id} data-last-entry-id=${lastEntry.id} aria-label="Assistant answer">
+    <article class=${`msg msg-assistant msg-turn${failed ? ` msg-${stop}` : ""}`} data-entry-id=${first.id} data-last-entry-id=${lastEntry.id} aria-label=${t("Assistant answer")}>
       <div class="msg-body">
         ${parts.onlyThinking
           ? parts.steps.map((step) => html`<${StepView} key=${step.member.id} step=${step} store=${store} />`)
@@ -217,19 +218,19 @@ export function TurnCard({ item, label, actions, store }) {
       </div>
       <footer class="msg-actions">
         ${store ? html`<${VersionSwitcher} entry=${first.entry} store=${store} actions=${actions} />` : null}
-        <span class="model-name" title="model">${shown(message.model)}</span>
+        <span class="model-name" title=${t("model")}>${shown(message.model)}</span>
         ${single
           ? html`<${Usage} usage=${message.usage} message=${message} />`
           : item.turnUsage
-            ? html`<span class="usage" title=${`tokens in / out, cost of this answer (${item.turnUsage.messages} model calls)`}>↑${formatTokens(item.turnUsage.input)} ↓${item.turnUsage.estimated ? "~" : ""}${formatTokens(item.turnUsage.output)} · ${formatCost(item.turnUsage.cost)}</span>`
+            ? html`<span class="usage" title=${tn("tokens in / out, cost of this answer ({n} model call)", "tokens in / out, cost of this answer ({n} model calls)", item.turnUsage.messages)}>↑${formatTokens(item.turnUsage.input)} ↓${item.turnUsage.estimated ? "~" : ""}${formatTokens(item.turnUsage.output)} · ${formatCost(item.turnUsage.cost)}</span>`
             : null}
         <${Label} label=${label} />
-        ${copyText ? html`<${CopyButton} text=${copyText} label="Copy answer" />` : null}
+        ${copyText ? html`<${CopyButton} text=${copyText} label=${t("Copy answer")} />` : null}
         ${store && !failed ? html`<${FeedbackButtons} entryId=${lastEntry.id} store=${store} actions=${actions} />` : null}
         ${failed || !store ? null : html`<${RegenerateButton} entry=${first.entry} actions=${actions} store=${store} />`}
         ${store
           ? html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.continueFrom(lastEntry.id)}
-              title=${busy ? "Available when the run ends" : "Move the leaf here: the next prompt continues from this answer"}>Continue from here</button>`}<//>`
+              title=${busy ? t("Available when the run ends") : t("Move the leaf here: the next prompt continues from this answer")}>${t("Continue from here")}</button>`}<//>`
           : null}
       </footer>
     </article>
@@ -250,7 +251,7 @@ function SummaryNode({ entry, title, detail, label, actions, className }) {
       </details>
       <footer class="msg-actions">
         <${Label} label=${label} />
-        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>Continue from here</button>
+        <button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>${t("Continue from here")}</button>
       </footer>
     </article>
   `;
@@ -258,21 +259,21 @@ function SummaryNode({ entry, title, detail, label, actions, className }) {
 
 export function CompactionNode(props) {
   const tokens = num(props.entry.tokensBefore);
-  return html`<${SummaryNode} ...${props} title="Context compacted" detail=${tokens !== null ? `${formatTokens(tokens)} tokens before` : null} className="msg-compaction" />`;
+  return html`<${SummaryNode} ...${props} title=${t("Context compacted")} detail=${tokens !== null ? t("{tokens} tokens before", { tokens: formatTokens(tokens) }) : null} className="msg-compaction" />`;
 }
 
 export function BranchSummaryNode(props) {
-  return html`<${SummaryNode} ...${props} title="Branch summary" detail="what happened on the branch that was left" className="msg-branch-summary" />`;
+  return html`<${SummaryNode} ...${props} title=${t("Branch summary")} detail=${t("what happened on the branch that was left")} className="msg-branch-summary" />`;
 }
 
 export function CustomMessageNode({ entry, label, actions }) {
   const content = entry.content ?? entry.message?.content;
   const kind = shown(entry.customType ?? entry.message?.customType ?? "custom");
   return html`
-    <article class="msg msg-node msg-custom" data-entry-id=${entry.id} aria-label=${`Custom message: ${kind}`}>
+    <article class="msg msg-node msg-custom" data-entry-id=${entry.id} aria-label=${t("Custom message: {kind}", { kind })}>
       <div class="node-title">✉ ${kind}</div>
       <${Markdown} text=${contentText(content)} />
-      <footer class="msg-actions"><${Label} label=${label} /><button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>Continue from here</button></footer>
+      <footer class="msg-actions"><${Label} label=${label} /><button type="button" class="icon-button" onClick=${() => actions.continueFrom(entry.id)}>${t("Continue from here")}</button></footer>
     </article>
   `;
 }
@@ -280,15 +281,15 @@ export function CustomMessageNode({ entry, label, actions }) {
 export function BashNode({ entry, label }) {
   const m = entry.message;
   return html`
-    <article class="msg msg-node msg-bash" data-entry-id=${entry.id} aria-label="Shell command">
+    <article class="msg msg-node msg-bash" data-entry-id=${entry.id} aria-label=${t("Shell command")}>
       <pre class="tool-output terminal"><code>$ ${shown(m.command)}${"\n"}${shown(m.output)}</code></pre>
-      <footer class="msg-actions"><${Label} label=${label} /><span class="muted">exit ${m.exitCode === undefined || m.exitCode === null ? "?" : shown(m.exitCode)}${m.cancelled ? " · cancelled" : ""}</span></footer>
+      <footer class="msg-actions"><${Label} label=${label} /><span class="muted">${t("exit {code}", { code: m.exitCode === undefined || m.exitCode === null ? "?" : shown(m.exitCode) })}${m.cancelled ? ` · ${t("cancelled")}` : ""}</span></footer>
     </article>
   `;
 }
 
 export function NoteLine({ entry, kind }) {
-  const text = kind === "model_change" ? `Model: ${shown(entry.provider)}/${shown(entry.modelId)}` : kind === "thinking_level_change" ? `Thinking level: ${shown(entry.thinkingLevel)}` : shown(entry.type);
+  const text = kind === "model_change" ? t("Model: {model}", { model: `${shown(entry.provider)}/${shown(entry.modelId)}` }) : kind === "thinking_level_change" ? t("Thinking level: {level}", { level: shown(entry.thinkingLevel) }) : shown(entry.type);
   return html`<div class="note-line" data-entry-id=${entry.id}>${text}</div>`;
 }
 
@@ -325,7 +326,7 @@ export class EntryItem extends Component {
   render({ item, label, actions, store }, { error, errorEntry }) {
     if (item.kind === "unrenderable") return html`<${UnrenderableEntry} id=${item.id} typeName=${item.typeName} problem=${item.problem} />`;
     if (error && errorEntry === item.entry) {
-      return html`<${UnrenderableEntry} id=${item.id} typeName=${entryTypeName(item.entry)} problem=${`drawing it failed (${shown(error?.message ?? error)})`} />`;
+      return html`<${UnrenderableEntry} id=${item.id} typeName=${entryTypeName(item.entry)} problem=${t("drawing it failed ({error})", { error: shown(error?.message ?? error) })} />`;
     }
     const View = VIEWS[item.kind];
     if (!View) return html`<${NoteLine} entry=${item.entry} kind=${item.kind} />`;

@@ -6,6 +6,7 @@
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { chosenModel } from "../composer_model.js";
+import { t } from "../i18n.js";
 
 export { chosenModel, promptChoice } from "../composer_model.js";
 
@@ -19,28 +20,28 @@ export function Pickers({ store, models, agentModel, choice, setChoice, enterSen
   return html`
     <div class="pickers">
       <label class="picker">
-        <span class="visually-hidden">Model for the next prompt</span>
-        <select id="model-picker" aria-label="Model for the next prompt" value=${model.name} disabled=${disabled}
+        <span class="visually-hidden">${t("Model for the next prompt")}</span>
+        <select id="model-picker" aria-label=${t("Model for the next prompt")} value=${model.name} disabled=${disabled}
           onChange=${(e) => setChoice({ ...choice, model: e.currentTarget.value })}>
           ${models.map((m) => html`<option value=${m.name} title=${capabilities(m)}>${m.displayName}</option>`)}
         </select>
       </label>
       <label class="picker">
-        <span class="visually-hidden">Thinking level for the next prompt</span>
-        <select id="thinking-picker" aria-label="Thinking level for the next prompt" value=${level} disabled=${disabled || !model.supportsThinking}
-          title=${model.supportsThinking ? "How much the model thinks before answering" : `${model.displayName} does not think`}
+        <span class="visually-hidden">${t("Thinking level for the next prompt")}</span>
+        <select id="thinking-picker" aria-label=${t("Thinking level for the next prompt")} value=${level} disabled=${disabled || !model.supportsThinking}
+          title=${model.supportsThinking ? t("How much the model thinks before answering") : t("{model} does not think", { model: model.displayName })}
           onChange=${(e) => setChoice({ ...choice, thinkingLevel: e.currentTarget.value })}>
-          ${THINKING_LEVELS.map((t) => html`<option value=${t}>${t === "off" ? "thinking off" : `thinking: ${t}`}</option>`)}
+          ${THINKING_LEVELS.map((level) => html`<option value=${level}>${level === "off" ? t("thinking off") : t("thinking: {level}", { level })}</option>`)}
         </select>
       </label>
-      <label class="enter-toggle" title="When off, Enter is a new line and the Send button sends (Ctrl+Enter always sends)">
-        <input type="checkbox" checked=${enterSends} onChange=${(e) => setEnterSends(e.currentTarget.checked)} /> Enter sends
+      <label class="enter-toggle" title=${t("When off, Enter is a new line and the Send button sends (Ctrl+Enter always sends)")}>
+        <input type="checkbox" checked=${enterSends} onChange=${(e) => setEnterSends(e.currentTarget.checked)} /> ${t("Enter sends")}
       </label>
     </div>
   `;
 }
 
 function capabilities(model) {
-  const can = [model.supportsTools ? "tools" : null, model.supportsThinking ? "thinking" : null, model.supportsImages ? "images" : null].filter(Boolean);
-  return can.length ? `takes ${can.join(", ")}` : "text only";
+  const can = [model.supportsTools ? t("tools") : null, model.supportsThinking ? t("thinking") : null, model.supportsImages ? t("images") : null].filter(Boolean);
+  return can.length ? t("takes {what}", { what: can.join(", ") }) : t("text only");
 }

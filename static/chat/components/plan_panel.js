@@ -9,6 +9,7 @@ import { useStore } from "./hooks.js";
 import { registerToolRenderer } from "./tool_renderers.js";
 import { planAt, planPinned } from "../plan.js";
 import { stateToken } from "../state_tokens.js";
+import { t } from "../i18n.js";
 
 const MARKS = { pending: "○", in_progress: "◐", completed: "●" };
 
@@ -24,10 +25,10 @@ function openByDefault() {
 
 function TodoList({ todos }) {
   return html`<ol class="todo-list">
-    ${todos.map((t, i) => html`<li key=${i} class=${`todo-item state-${stateToken(t.status)}`} data-status=${t.status}>
-      <span class="todo-mark" aria-hidden="true">${MARKS[t.status] ?? "○"}</span>
-      <span class="todo-text">${t.content}</span>
-      <span class="visually-hidden">(${t.status.replace("_", " ")})</span>
+    ${todos.map((todo, i) => html`<li key=${i} class=${`todo-item state-${stateToken(todo.status)}`} data-status=${todo.status}>
+      <span class="todo-mark" aria-hidden="true">${MARKS[todo.status] ?? "○"}</span>
+      <span class="todo-text">${todo.content}</span>
+      <span class="visually-hidden">(${todo.status === "completed" ? t("completed") : todo.status === "in_progress" ? t("in progress") : t("pending")})</span>
     </li>`)}
   </ol>`;
 }
@@ -74,13 +75,13 @@ export function PlanPanel({ store }) {
   const finished = plan.done === plan.total;
   const token = finished ? "done" : "running";
   return html`
-    <section class=${`panel plan-panel state-${token}`} aria-label="Plan" data-done=${plan.done} data-total=${plan.total}>
+    <section class=${`panel plan-panel state-${token}`} aria-label=${t("Plan")} data-done=${plan.done} data-total=${plan.total}>
       <header class="panel-head">
         <button type="button" class="panel-toggle" aria-expanded=${shown} onClick=${toggle}>
-          <span class="panel-title">Plan</span>
-          <span class="plan-count">${plan.done} of ${plan.total} done</span>
-          <${ProgressBar} done=${plan.done} total=${plan.total} label="Plan progress" />
-          <span class="plan-current">${plan.current ? plan.current.content : finished ? "all done" : ""}</span>
+          <span class="panel-title">${t("Plan")}</span>
+          <span class="plan-count">${t("{done} of {total} done", { done: plan.done, total: plan.total })}</span>
+          <${ProgressBar} done=${plan.done} total=${plan.total} label=${t("Plan progress")} />
+          <span class="plan-current">${plan.current ? plan.current.content : finished ? t("all done") : ""}</span>
           <span class="chevron" aria-hidden="true">${shown ? "▾" : "▸"}</span>
         </button>
       </header>
@@ -92,12 +93,12 @@ export function PlanPanel({ store }) {
 registerToolRenderer("todo", {
   summary: (args) => {
     const todos = Array.isArray(args?.todos) ? args.todos : [];
-    return `${todos.filter((t) => t?.status === "completed").length} of ${todos.length} done`;
+    return t("{done} of {total} done", { done: todos.filter((todo) => todo?.status === "completed").length, total: todos.length });
   },
   Body: ({ args, result }) => {
-    const todos = Array.isArray(result?.message?.details?.todos) ? result.message.details.todos : Array.isArray(args?.todos) ? args.todos.filter((t) => typeof t?.content === "string") : [];
+    const todos = Array.isArray(result?.message?.details?.todos) ? result.message.details.todos : Array.isArray(args?.todos) ? args.todos.filter((todo) => typeof todo?.content === "string") : [];
     return html`
-      <${TodoList} todos=${todos.map((t) => ({ content: String(t.content), status: ["pending", "in_progress", "completed"].includes(t.status) ? t.status : "pending" }))} />
+      <${TodoList} todos=${todos.map((todo) => ({ content: String(todo.content), status: ["pending", "in_progress", "completed"].includes(todo.status) ? todo.status : "pending" }))} />
       ${result?.message?.isError ? html`<div class="tool-note">${result.message.content?.[0]?.text ?? ""}</div>` : null}
     `;
   },

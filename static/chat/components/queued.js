@@ -5,6 +5,7 @@ import { useEffect } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { stillQueued } from "../composer_model.js";
+import { t } from "../i18n.js";
 
 export function QueuedMessages({ store, queued, setQueued }) {
   useStore(store, ["tree", "run"]);
@@ -15,12 +16,12 @@ export function QueuedMessages({ store, queued, setQueued }) {
   }, [left, queued]);
   if (!left.length) return null;
   return html`
-    <ul class="queued" aria-label="Queued messages">
+    <ul class="queued" aria-label=${t("Queued messages")}>
       ${left.map(
         (item) => html`<li key=${item.id} class="queued-item">
-          <span class=${`queued-mode queued-${item.mode}`}>${item.mode === "steer" ? "Steer" : "Follow-up"}</span>
+          <span class=${`queued-mode queued-${item.mode}`}>${item.mode === "steer" ? t("Steer") : t("Follow-up")}</span>
           <span class="queued-text">${item.text}</span>
-          <span class="muted">waiting for the agent</span>
+          <span class="muted">${t("waiting for the agent")}</span>
         </li>`,
       )}
     </ul>

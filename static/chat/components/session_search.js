@@ -8,6 +8,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { sessionApi, sessionsApi } from "../api.js";
+import { t, tn } from "../i18n.js";
 
 const PAUSE_MS = 250;
 
@@ -41,8 +42,8 @@ export function SessionSearch({ agent = null, onResults }) {
   }, [query]);
   return html`
     <div class="session-search">
-      <label for="session-search-input" class="visually-hidden">Search sessions</label>
-      <input id="session-search-input" type="search" placeholder="Search all your sessions" maxlength="200" value=${query}
+      <label for="session-search-input" class="visually-hidden">${t("Search sessions")}</label>
+      <input id="session-search-input" type="search" placeholder=${t("Search all your sessions")} maxlength="200" value=${query}
         onInput=${(e) => setQuery(e.currentTarget.value)} onKeyDown=${(e) => e.key === "Escape" && setQuery("")} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
     </div>
@@ -59,7 +60,7 @@ export function SessionRowActions({ session, title: shownTitle, current, onGone,
     if (asking && el && !el.open) el.showModal();
     if (!asking && el?.open) el.close();
   }, [asking]);
-  const title = shownTitle || session.title || "Untitled session";
+  const title = shownTitle || session.title || t("Untitled session");
   const confirm = async () => {
     try {
       const api = sessionApi(session.sessionId);
@@ -74,19 +75,19 @@ export function SessionRowActions({ session, title: shownTitle, current, onGone,
   };
   return html`
     <span class="session-actions">
-      ${onPin ? html`<button type="button" class="icon-button" aria-label=${`${session.pinned ? "Unpin" : "Pin"} ${title}`} aria-pressed=${Boolean(session.pinned)} title=${session.pinned ? "Unpin" : "Pin to the top"} onClick=${onPin}>${session.pinned ? "★" : "☆"}</button>` : null}
-      <button type="button" class="icon-button" aria-label=${`Archive ${title}`} title="Archive" onClick=${() => { setError(null); setAsking("archive"); }}>Archive</button>
-      <button type="button" class="icon-button danger-text" aria-label=${`Delete ${title}`} title="Delete" onClick=${() => { setError(null); setAsking("delete"); }}>Delete</button>
+      ${onPin ? html`<button type="button" class="icon-button" aria-label=${session.pinned ? t("Unpin {title}", { title }) : t("Pin {title}", { title })} aria-pressed=${Boolean(session.pinned)} title=${session.pinned ? t("Unpin") : t("Pin to the top")} onClick=${onPin}>${session.pinned ? "★" : "☆"}</button>` : null}
+      <button type="button" class="icon-button" aria-label=${t("Archive {title}", { title })} title=${t("Archive")} onClick=${() => { setError(null); setAsking("archive"); }}>${t("Archive")}</button>
+      <button type="button" class="icon-button danger-text" aria-label=${t("Delete {title}", { title })} title=${t("Delete")} onClick=${() => { setError(null); setAsking("delete"); }}>${t("Delete")}</button>
       <dialog ref=${dialog} class="dialog" aria-labelledby=${`confirm-${session.sessionId}`} onCancel=${(e) => { e.preventDefault(); setAsking(null); }}>
-        <h2 id=${`confirm-${session.sessionId}`}>${asking === "delete" ? "Delete this session?" : "Archive this session?"}</h2>
+        <h2 id=${`confirm-${session.sessionId}`}>${asking === "delete" ? t("Delete this session?") : t("Archive this session?")}</h2>
         <p><strong>${title}</strong></p>
         <p>${asking === "delete"
-          ? "Its whole tree, every branch and its runs are deleted for good."
-          : "It leaves the list; it is kept, and its address still opens it."}${current ? " You are in it now: a new session opens." : ""}</p>
+          ? t("Its whole tree, every branch and its runs are deleted for good.")
+          : t("It leaves the list; it is kept, and its address still opens it.")}${current ? ` ${t("You are in it now: a new session opens.")}` : ""}</p>
         ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
         <div class="button-row">
-          <button type="button" class=${asking === "delete" ? "danger" : "primary"} onClick=${confirm}>${asking === "delete" ? "Delete" : "Archive"}</button>
-          <button type="button" class="link-button" onClick=${() => { dialog.current?.close(); setAsking(null); }}>Cancel</button>
+          <button type="button" class=${asking === "delete" ? "danger" : "primary"} onClick=${confirm}>${asking === "delete" ? t("Delete") : t("Archive")}</button>
+          <button type="button" class="link-button" onClick=${() => { dialog.current?.close(); setAsking(null); }}>${t("Cancel")}</button>
         </div>
       </dialog>
     </span>
@@ -121,27 +122,27 @@ export function ArchivedSessions({ agent, current, added, onRestored }) {
       onRestored({ ...row, status: "active" });
       if (row.sessionId === current) window.location.reload(); // the page says it is archived: no more
     } catch (e) {
-      setError(`Could not restore: ${e.message}`);
+      setError(t("Could not restore: {error}", { error: e.message }));
     }
   };
   return html`
     <div class="archived-sessions">
       <button type="button" class="link-button archived-toggle" aria-expanded=${open} aria-controls="archived-list" onClick=${() => setOpen(!open)}>
-        ${open ? "▾" : "▸"} Archived
+        ${open ? "▾" : "▸"} ${t("Archived")}
       </button>
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
       ${open
         ? rows === null
-          ? html`<p class="muted archived-empty">Loading…</p>`
+          ? html`<p class="muted archived-empty">${t("Loading…")}</p>`
           : rows.length === 0
-            ? html`<p class="muted archived-empty" role="status">No archived session.</p>`
-            : html`<ul class="sessions archived" id="archived-list" aria-label="Archived sessions">
+            ? html`<p class="muted archived-empty" role="status">${t("No archived session.")}</p>`
+            : html`<ul class="sessions archived" id="archived-list" aria-label=${t("Archived sessions")}>
                 ${rows.map((s) => html`<li key=${s.sessionId}>
                   <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
-                    <span class="session-name">${s.title || "Untitled session"}</span>
-                    <span class="muted session-meta">${s.entryCount} entries</span>
+                    <span class="session-name">${s.title || t("Untitled session")}</span>
+                    <span class="muted session-meta">${tn("{n} entry", "{n} entries", s.entryCount)}</span>
                   </a>
-                  <button type="button" class="small restore-button" aria-label=${`Restore ${s.title || "Untitled session"}`} onClick=${() => restore(s)}>Restore</button>
+                  <button type="button" class="small restore-button" aria-label=${t("Restore {title}", { title: s.title || t("Untitled session") })} onClick=${() => restore(s)}>${t("Restore")}</button>
                 </li>`)}
               </ul>`
         : null}
@@ -160,14 +161,14 @@ export function ArchivedBanner({ session, readOnly = false }) {
       await sessionApi(session.sessionId).restore();
       window.location.reload();
     } catch (e) {
-      setError(`Could not restore: ${e.message}`);
+      setError(t("Could not restore: {error}", { error: e.message }));
       setBusy(false);
     }
   };
   return html`
     <div class="branch-banner archived-banner" role="status">
-      <span>This session is archived: it is not in the session list.</span>
-      ${readOnly ? null : html`<button type="button" class="small" disabled=${busy} onClick=${restore}>Restore</button>`}
+      <span>${t("This session is archived: it is not in the session list.")}</span>
+      ${readOnly ? null : html`<button type="button" class="small" disabled=${busy} onClick=${restore}>${t("Restore")}</button>`}
       ${error ? html`<span class="form-error" role="alert">${error}</span>` : null}
     </div>
   `;

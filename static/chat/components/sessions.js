@@ -9,12 +9,13 @@ import { ArchivedSessions, SessionRowActions, SessionSearch } from "./session_se
 import { liveEntryCount, shownTitle } from "../session_title.js";
 import { groupSessions } from "../session_groups.js";
 import { sessionApi } from "../api.js";
+import { formatDate, formatTime, t, tn } from "../i18n.js";
 
 function when(iso) {
   const date = new Date(iso);
   if (Number.isNaN(date.getTime())) return "";
   const today = new Date();
-  return date.toDateString() === today.toDateString() ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString();
+  return date.toDateString() === today.toDateString() ? formatTime(date) : formatDate(date);
 }
 
 /** Where switching to an agent goes: its last session, or a draft (nothing left behind). */
@@ -63,28 +64,28 @@ export function SessionList({ data, store, open, onClose, onNew }) {
   }, [open]);
 
   return html`
-    <nav class=${`session-list${open ? " open" : ""}`} aria-label="Sessions">
+    <nav class=${`session-list${open ? " open" : ""}`} aria-label=${t("Sessions")}>
       <div class="session-list-header">
-        <h2>Sessions</h2>
-        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label="Close the session list">✕</button>
+        <h2>${t("Sessions")}</h2>
+        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label=${t("Close the session list")}>✕</button>
       </div>
       <label class="agent-picker">
-        <span>Agent</span>
-        <select aria-label="Agent" value=${data.agent.name} onChange=${(e) => window.location.assign(agentUrl(data, e.currentTarget.value))}>
+        <span>${t("Agent")}</span>
+        <select aria-label=${t("Agent")} value=${data.agent.name} onChange=${(e) => window.location.assign(agentUrl(data, e.currentTarget.value))}>
           ${data.agents.map((a) => html`<option value=${a.name} title=${a.description}>${a.name}</option>`)}
         </select>
       </label>
-      <button type="button" class="primary new-session" onClick=${onNew}>+ New session</button>
+      <button type="button" class="primary new-session" onClick=${onNew}>+ ${t("New session")}</button>
       <${SessionSearch} onResults=${setHits} />
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
-      ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">No session matches.</p>` : null}
-      <ul class="sessions" aria-label=${hits ? "Matching sessions" : "Recent sessions"}>
+      ${hits && hits.length === 0 ? html`<p class="muted empty-search" role="status">${t("No session matches.")}</p>` : null}
+      <ul class="sessions" aria-label=${hits ? t("Matching sessions") : t("Recent sessions")}>
         ${groups.map((group) => html`
           ${group.label ? html`<li class="session-group" role="presentation" key=${`g-${group.label}`}><h3>${group.label}</h3></li>` : null}
           ${group.sessions.map((s) => html`<li key=${s.sessionId}>
             <a href=${`/sessions/${encodeURIComponent(s.sessionId)}/`} aria-current=${s.sessionId === current ? "page" : undefined} class=${s.sessionId === current ? "current" : ""}>
-              <span class="session-name">${s.pinned ? html`<span class="pin-mark" aria-label="pinned">★ </span>` : null}${(s.sessionId === current ? liveTitle : null) || s.title || "Untitled session"}</span>
-              <span class="session-meta">${s.agent && s.agent !== data.agent.name ? `${s.agent} · ` : ""}${when(s.updatedAt)} · ${s.sessionId === current && liveCount !== null ? liveCount : s.entryCount} entries</span>
+              <span class="session-name">${s.pinned ? html`<span class="pin-mark" aria-label=${t("pinned")}>★ </span>` : null}${(s.sessionId === current ? liveTitle : null) || s.title || t("Untitled session")}</span>
+              <span class="session-meta">${s.agent && s.agent !== data.agent.name ? `${s.agent} · ` : ""}${when(s.updatedAt)} · ${tn("{n} entry", "{n} entries", s.sessionId === current && liveCount !== null ? liveCount : s.entryCount)}</span>
               ${s.snippet ? html`<span class="session-snippet">${s.snippet}</span>` : null}
             </a>
             ${data.readOnly && s.sessionId === current ? null : html`<${SessionRowActions} session=${s} title=${(s.sessionId === current ? liveTitle : null) || s.title} current=${s.sessionId === current} onGone=${onGone} onPin=${hits ? null : () => togglePin(s)} />`}

@@ -6,6 +6,7 @@ import { html } from "./html.js";
 import { sessionApi } from "../api.js";
 import { download, fileName, htmlPage } from "../export_doc.js";
 import { copyText } from "./code_block.js";
+import { formatDateTime, t, tn } from "../i18n.js";
 
 async function fetchText(url) {
   const response = await fetch(url, { credentials: "same-origin" });
@@ -36,7 +37,7 @@ export function ShareDialog({ sessionId, title, open, onClose, readOnly }) {
       if (kind === "markdown") download(fileName(title, "md"), await fetchText(exportUrl("markdown")), "text/markdown");
       else download(fileName(title, "html"), htmlPage(title, await fetchText(exportUrl("markdown"))), "text/html");
     } catch (e) {
-      setError(`Could not download: ${e.message}`);
+      setError(t("Could not download: {error}", { error: e.message }));
     }
   };
   const share = async () => {
@@ -47,7 +48,7 @@ export function ShareDialog({ sessionId, title, open, onClose, readOnly }) {
       setLinks((now) => [link, ...(now ?? [])]);
       await copy(link);
     } catch (e) {
-      setError(`Could not make a link: ${e.message}`);
+      setError(t("Could not make a link: {error}", { error: e.message }));
     } finally {
       setBusy(false);
     }
@@ -62,36 +63,36 @@ export function ShareDialog({ sessionId, title, open, onClose, readOnly }) {
       const done = await api.unshare(link.id);
       setLinks((now) => now.map((l) => (l.id === link.id ? done : l)));
     } catch (e) {
-      setError(`Could not revoke: ${e.message}`);
+      setError(t("Could not revoke: {error}", { error: e.message }));
     }
   };
   const live = (links ?? []).filter((l) => !l.revokedAt);
   return html`
     <dialog ref=${ref} class="dialog share-dialog" aria-labelledby="share-title" onClose=${onClose}>
-      <h2 id="share-title">Share and download</h2>
-      <h3 class="dialog-section">Download</h3>
+      <h2 id="share-title">${t("Share and download")}</h2>
+      <h3 class="dialog-section">${t("Download")}</h3>
       <div class="button-row">
-        <a class="button-link" href=${exportUrl("")} download>Pi session (JSONL)</a>
+        <a class="button-link" href=${exportUrl("")} download>${t("Pi session (JSONL)")}</a>
         <button type="button" onClick=${() => save("markdown")}>Markdown</button>
-        <button type="button" onClick=${() => save("html")}>HTML page</button>
+        <button type="button" onClick=${() => save("html")}>${t("HTML page")}</button>
       </div>
-      <h3 class="dialog-section">Read-only link</h3>
-      <p class="muted small-text">Anyone with the link sees this conversation as it is now (the current branch), without signing in. Later messages are not shown; revoking stops the link at once.</p>
-      ${readOnly ? null : html`<div class="button-row"><button type="button" class="primary" disabled=${busy} onClick=${share}>${busy ? "Making a link…" : "Make a link and copy it"}</button></div>`}
+      <h3 class="dialog-section">${t("Read-only link")}</h3>
+      <p class="muted small-text">${t("Anyone with the link sees this conversation as it is now (the current branch), without signing in. Later messages are not shown; revoking stops the link at once.")}</p>
+      ${readOnly ? null : html`<div class="button-row"><button type="button" class="primary" disabled=${busy} onClick=${share}>${busy ? t("Making a link…") : t("Make a link and copy it")}</button></div>`}
       ${live.length
-        ? html`<ul class="share-links" aria-label="Share links">
+        ? html`<ul class="share-links" aria-label=${t("Share links")}>
             ${live.map((link) => html`<li key=${link.id}>
               <a href=${link.url} target="_blank" rel="noopener">${new URL(link.url, window.location.origin).href}</a>
-              <span class="muted">${new Date(link.createdAt).toLocaleString()} · ${link.views} views</span>
-              <button type="button" class="small" onClick=${() => copy(link)}>${copied === link.id ? "Copied" : "Copy"}</button>
-              ${readOnly ? null : html`<button type="button" class="small danger-text" onClick=${() => revoke(link)}>Revoke</button>`}
+              <span class="muted">${formatDateTime(link.createdAt)} · ${tn("{n} view", "{n} views", link.views)}</span>
+              <button type="button" class="small" onClick=${() => copy(link)}>${copied === link.id ? t("Copied") : t("Copy")}</button>
+              ${readOnly ? null : html`<button type="button" class="small danger-text" onClick=${() => revoke(link)}>${t("Revoke")}</button>`}
             </li>`)}
           </ul>`
         : links !== null
-          ? html`<p class="muted small-text">No live link.</p>`
+          ? html`<p class="muted small-text">${t("No live link.")}</p>`
           : null}
       ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
-      <div class="button-row dialog-close-row"><button type="button" onClick=${() => ref.current?.close()}>Close</button></div>
+      <div class="button-row dialog-close-row"><button type="button" onClick=${() => ref.current?.close()}>${t("Close")}</button></div>
     </dialog>
   `;
 }

@@ -6,6 +6,7 @@ import { html } from "./html.js";
 import { Conversation } from "./conversation.js";
 import { ThemeToggle } from "./theme_toggle.js";
 import { ROOT_KEY } from "../tree_events.js";
+import { formatDateTime, t } from "../i18n.js";
 
 /** A snapshot of a path alone (what the store and the conversation read). */
 export function pathSnapshot(share) {
@@ -38,7 +39,7 @@ export function SharedApp({ data, store }) {
         <span class="spacer"></span>
         <${ThemeToggle} username="" />
       </header>
-      <p class="shared-banner">A read-only copy shared on ${new Date(share.sharedAt).toLocaleString()} · agent ${share.agent}</p>
+      <p class="shared-banner">${t("A read-only copy shared on {date} · agent {agent}", { date: formatDateTime(share.sharedAt), agent: share.agent })}</p>
       <main class="chat" id="main">
         <${Conversation} store=${store} actions=${NO_ACTIONS} agent=${null} />
       </main>

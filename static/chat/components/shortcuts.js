@@ -2,11 +2,13 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
+import { t } from "../i18n.js";
 
-export const SHORTCUTS = [
-  ["Composer", [["Enter", "send"], ["Shift + Enter", "new line"], ["Escape", "give up continuing from a message (clears the text)"]]],
-  ["Tree (when focused)", [["↑ / ↓, PgUp / PgDn, Home / End", "move"], ["Enter", "go there"], ["← / →", "collapse / expand a branch point"], ["L", "label"], ["F", "fork into a new session"]]],
-  ["Page", [["?", "these shortcuts"], ["Escape", "close a drawer or dialog"]]],
+// Key names stay as printed on keyboards; what they do is in the reader's language.
+export const SHORTCUTS = () => [
+  [t("Composer"), [["Enter", t("send")], ["Shift + Enter", t("new line")], ["Escape", t("give up continuing from a message (clears the text)")]]],
+  [t("Tree (when focused)"), [["↑ / ↓, PgUp / PgDn, Home / End", t("move")], ["Enter", t("go there")], ["← / →", t("collapse / expand a branch point")], ["L", t("label")], ["F", t("fork into a new session")]]],
+  [t("Page"), [["?", t("these shortcuts")], ["Escape", t("close a drawer or dialog")]]],
 ];
 
 function typing(target) {
@@ -38,12 +40,12 @@ export function Shortcuts() {
   }, [open]);
   return html`
     <dialog ref=${ref} class="dialog shortcuts" aria-labelledby="shortcuts-title" onClose=${() => setOpen(false)}>
-      <h2 id="shortcuts-title">Keyboard shortcuts</h2>
-      ${SHORTCUTS.map(
+      <h2 id="shortcuts-title">${t("Keyboard shortcuts")}</h2>
+      ${SHORTCUTS().map(
         ([group, keys]) => html`<h3 class="shortcut-group">${group}</h3>
           <dl class="shortcut-list">${keys.map(([key, what]) => html`<div class="shortcut"><dt><kbd>${key}</kbd></dt><dd>${what}</dd></div>`)}</dl>`,
       )}
-      <div class="button-row"><button type="button" class="primary" onClick=${() => setOpen(false)}>Close</button></div>
+      <div class="button-row"><button type="button" class="primary" onClick=${() => setOpen(false)}>${t("Close")}</button></div>
     </dialog>
   `;
 }

@@ -5,6 +5,7 @@
 import { useState } from "preact/hooks";
 import { html } from "./html.js";
 import { completeSlash, slashSuggestions } from "../composer_model.js";
+import { t } from "../i18n.js";
 
 /** The completion menu for `text` and the key handler the composer asks first. */
 export function useSlashMenu(text, setText) {
@@ -38,7 +39,7 @@ export function useSlashMenu(text, setText) {
     return false;
   };
   const menu = suggestions.length
-    ? html`<ul class="slash-menu" role="listbox" id="slash-menu" aria-label="Commands">
+    ? html`<ul class="slash-menu" role="listbox" id="slash-menu" aria-label=${t("Commands")}>
         ${suggestions.map(
           (c, i) => html`<li key=${c.name} role="option" id=${`slash-${c.name}`} aria-selected=${i === index} class=${i === index ? "selected" : ""}
               onMouseDown=${(e) => { e.preventDefault(); pick(c); }}>

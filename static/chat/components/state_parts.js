@@ -6,6 +6,7 @@
 
 import { html } from "./html.js";
 import { STATE_LABELS, stateToken } from "../state_tokens.js";
+import { t } from "../i18n.js";
 
 export function StateBadge({ status, label = null }) {
   const token = stateToken(status);
@@ -25,7 +26,7 @@ export function ActionRetryBar({ status, label = null, text, onRetry = null, ret
         <${StateBadge} status=${status} label=${label} />
         <span class="action-bar-text">${text}</span>
         <span class="spacer"></span>
-        ${onRetry ? html`<button type="button" class="icon-button action-retry" onClick=${onRetry} title=${retryTitle || undefined}>Retry</button>` : null}
+        ${onRetry ? html`<button type="button" class="icon-button action-retry" onClick=${onRetry} title=${retryTitle || undefined}>${t("Retry")}</button>` : null}
         ${action}
       </div>
     </div>

@@ -6,11 +6,26 @@ import { useStore } from "./hooks.js";
 import { formatTokens } from "../conversation_model.js";
 import { stateToken } from "../state_tokens.js";
 import { meterTokens } from "../context_meter.js";
+import { t } from "../i18n.js";
 
 // Everyday words: a run that is idle or done and a connection that is live say nothing
 // (their elements stay, quiet, with their data-state); the rest says what is going on.
-const RUN_LABELS = { idle: "", queued: "Starting…", running: "Working…", waiting: "Waiting for you", completed: "", aborted: "Aborted", failed: "Failed", lost: "Lost (the server stopped)" };
-const CONNECTION_LABELS = { connecting: "Connecting…", syncing: "Catching up…", live: "", reconnecting: "Connection lost: reconnecting", offline: "Offline" };
+const RUN_LABELS = {
+  idle: "", completed: "",
+  get queued() { return t("Starting…"); },
+  get running() { return t("Working…"); },
+  get waiting() { return t("Waiting for you"); },
+  get aborted() { return t("Aborted"); },
+  get failed() { return t("Failed"); },
+  get lost() { return t("Lost (the server stopped)"); },
+};
+const CONNECTION_LABELS = {
+  live: "",
+  get connecting() { return t("Connecting…"); },
+  get syncing() { return t("Catching up…"); },
+  get reconnecting() { return t("Connection lost: reconnecting"); },
+  get offline() { return t("Offline"); },
+};
 
 function Countdown({ at }) {
   const [, tick] = useState(0);
@@ -19,7 +34,7 @@ function Countdown({ at }) {
     return () => clearInterval(timer);
   }, [at]);
   const seconds = Math.max(0, Math.ceil((at - Date.now()) / 1000));
-  return html`<span> in ${seconds}s</span>`;
+  return html`<span> ${t("in {seconds} s", { seconds })}</span>`;
 }
 
 export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
@@ -41,16 +56,16 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
   const runQuiet = !RUN_LABELS[run];
   const narrow = typeof matchMedia === "function" && matchMedia("(max-width: 900px)").matches;
   return html`
-    <div class="status-bar" role="status" aria-label="Status">
-      <span class="status-item context-usage" title="Context used by the active path">
+    <div class="status-bar" role="status" aria-label=${t("Status")}>
+      <span class="status-item context-usage" title=${t("Context used by the active path")}>
         <span class="meter" aria-hidden="true"><span class=${percent > 80 ? "meter-fill warn" : "meter-fill"} style=${`width:${percent.toFixed(1)}%`}></span></span>
-        <span title=${meter.approximate ? "estimated from the summary and the kept messages (compacted since the last answer)" : undefined}>${meter.approximate ? "~" : ""}${formatTokens(tokens)}</span> / ${formatTokens(window)} tokens
+        <span title=${meter.approximate ? t("estimated from the summary and the kept messages (compacted since the last answer)") : undefined}>${meter.approximate ? "~" : ""}${formatTokens(tokens)}</span> / ${formatTokens(window)} ${t("tokens")}
       </span>
-      ${onCompact ? html`<button type="button" class="link-button compact-button" disabled=${store.running || !store.snapshot || !hasMessages || !tokens} onClick=${onCompact} title="Summarize the older part of the context to free room (Pi's /compact; /compact instructions also works in the composer)">Compact</button>` : null}
-      ${narrow ? null : html`<span class="status-item model-name-status" title=${`Model of this conversation: ${model}; thinking level ${thinking}`}>${model}${thinking && thinking !== "off" ? ` · thinking ${thinking}` : ""}</span>`}
+      ${onCompact ? html`<button type="button" class="link-button compact-button" disabled=${store.running || !store.snapshot || !hasMessages || !tokens} onClick=${onCompact} title=${t("Summarize the older part of the context to free room (Pi's /compact; /compact instructions also works in the composer)")}>${t("Compact")}</button>` : null}
+      ${narrow ? null : html`<span class="status-item model-name-status" title=${t("Model of this conversation: {model}; thinking level {thinking}", { model, thinking })}>${model}${thinking && thinking !== "off" ? ` · ${t("thinking {level}", { level: thinking })}` : ""}</span>`}
       ${agent.sandbox && agent.sandbox.mode !== "bwrap"
         ? html`<span class=${`status-item sandbox sandbox-${agent.sandbox.mode}`} data-mode=${agent.sandbox.mode}
-            title=${`The agent's shell commands run without isolation: ${agent.sandbox.reason}`}>⚠ Commands not isolated</span>`
+            title=${t("The agent's shell commands run without isolation: {reason}", { reason: agent.sandbox.reason })}>⚠ ${t("Commands not isolated")}</span>`
         : null}
       <span class=${`status-item run-state run-${run}${run === "idle" ? "" : ` state-${stateToken(run)}`}${runQuiet ? " quiet" : ""}`} data-state=${run}>
         ${run === "running" || run === "queued" ? html`<span class="spinner" aria-hidden="true"></span>` : null} ${RUN_LABELS[run] ?? run}
@@ -63,7 +78,7 @@ export function StatusBar({ store, agent, onReconnect, onCompact = null }) {
       <span class=${`status-item connection conn-${connection.state}${connection.state === "live" ? " quiet" : ""}`} data-state=${connection.state}>
         <span class="dot" aria-hidden="true"></span> ${CONNECTION_LABELS[connection.state] ?? connection.state}
         ${connection.state === "reconnecting" && connection.retryAt ? html`<${Countdown} at=${connection.retryAt} />` : null}
-        ${connection.state === "reconnecting" || connection.state === "offline" ? html` <button type="button" class="link-button" onClick=${onReconnect}>Reconnect now</button>` : null}
+        ${connection.state === "reconnecting" || connection.state === "offline" ? html` <button type="button" class="link-button" onClick=${onReconnect}>${t("Reconnect now")}</button>` : null}
       </span>
     </div>
   `;

@@ -17,6 +17,7 @@ import { batchOutcome, batchRows, heldBatchRows, isTerminalChild, usageCost, usa
 import { STATE_LABELS, stateToken } from "../state_tokens.js";
 import { StateBadge } from "./state_parts.js";
 import { Thinking } from "./thinking.js";
+import { t, tn } from "../i18n.js";
 
 const REPLAY_PAGE = 500;
 const replaying = new Set(); // runIds with a replay request in flight (one at a time per child)
@@ -62,7 +63,7 @@ const idle = typeof requestIdleCallback === "function" ? (fn) => requestIdleCall
 const unidle = typeof cancelIdleCallback === "function" ? cancelIdleCallback : clearTimeout;
 
 /** The result a child's tool call shows when the child ended before the call had one. */
-const NOT_RUN = { message: { role: "toolResult", content: [{ type: "text", text: "Not run: the subagent ended before this call finished." }], isError: true } };
+const NOT_RUN = { message: { role: "toolResult", content: [{ type: "text", get text() { return t("Not run: the subagent ended before this call finished."); } }], isError: true } };
 
 class StreamItem extends Component {
   shouldComponentUpdate(next, nextState) {
@@ -159,7 +160,7 @@ function ChildStream({ store, row }) {
   const items = child?.items ?? [];
   return html`
     <div class="child-stream" data-subagent-stream=${row.runId} ref=${box} onScroll=${onScroll}>
-      ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? "Loading its events…" : "Starting…"}</p>` : null}
+      ${items.length === 0 ? html`<p class="muted">${isTerminalChild(row.status) ? t("Loading its events…") : t("Starting…")}</p>` : null}
       ${items.map((item, i) => html`<${StreamItem} key=${item.key} item=${item} live=${i === items.length - 1 && !isTerminalChild(row.status)} ended=${isTerminalChild(row.status)} />`)}
       ${row.finalText && !items.some((i) => i.kind === "text") ? html`<div class="markdown" dangerouslySetInnerHTML=${{ __html: renderMarkdown(row.finalText) }}></div>` : null}
     </div>
@@ -180,21 +181,21 @@ function ChildRow({ store, row, now, live, onError }) {
     try {
       await api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" });
     } catch (e) {
-      onError(`Could not cancel: ${e.message}`);
+      onError(t("Could not cancel: {error}", { error: e.message }));
     }
   };
   return html`
     <li class=${`subagent-row state-${row.token}`} data-run-id=${row.runId} data-status=${row.status} data-result-entry-id=${row.resultEntryId ?? undefined}>
       <div class="subagent-row-line">
-        <button type="button" class="panel-toggle subagent-expand" aria-expanded=${open} onClick=${() => setOpen(!open)} title="Show this subagent's stream">
+        <button type="button" class="panel-toggle subagent-expand" aria-expanded=${open} onClick=${() => setOpen(!open)} title=${t("Show this subagent's stream")}>
           <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
           <span class="subagent-agent">${row.agent}</span>
-          <span class="subagent-task" title=${row.task}>${row.task || `task ${row.taskIndex + 1}`}</span>
+          <span class="subagent-task" title=${row.task}>${row.task || t("task {n}", { n: row.taskIndex + 1 })}</span>
         </button>
         <${StateBadge} status=${row.status} label=${row.status === "lost" ? "lost" : null} />
-        <span class="subagent-elapsed muted" title="elapsed">${elapsed(row, now) ?? ""}</span>
-        <span class="subagent-usage muted" title="tokens · cost">${tokens !== null ? `${formatTokens(tokens)} tok` : ""}${cost !== null ? ` · ${formatCost(cost)}` : ""}</span>
-        ${live && !isTerminalChild(row.status) ? html`<button type="button" class="icon-button danger-text" onClick=${cancel} aria-label=${`Cancel subagent ${row.taskIndex + 1}`}>Cancel</button>` : null}
+        <span class="subagent-elapsed muted" title=${t("elapsed")}>${elapsed(row, now) ?? ""}</span>
+        <span class="subagent-usage muted" title=${t("tokens · cost")}>${tokens !== null ? t("{tokens} tok", { tokens: formatTokens(tokens) }) : ""}${cost !== null ? ` · ${formatCost(cost)}` : ""}</span>
+        ${live && !isTerminalChild(row.status) ? html`<button type="button" class="icon-button danger-text" onClick=${cancel} aria-label=${t("Cancel subagent {n}", { n: row.taskIndex + 1 })}>${t("Cancel")}</button>` : null}
       </div>
       ${row.why ? html`<div class="subagent-why">${row.why}</div>` : row.lastActivity ? html`<div class="subagent-activity muted">${row.lastActivity}</div>` : null}
       ${open ? html`<${ChildStreamBox} store=${store} row=${row} />` : null}
@@ -214,15 +215,15 @@ function BatchFrame({ store, rows, title, state, live, batchEntryId }) {
     const open = rows.filter((r) => !isTerminalChild(r.status));
     const outcomes = await Promise.allSettled(open.map((row) => api(`subagent-runs/${encodeURIComponent(row.runId)}/cancel/`, { method: "POST" })));
     const failed = outcomes.filter((o) => o.status === "rejected");
-    if (failed.length) setError(`Could not cancel ${failed.length} of ${open.length}: ${failed[0].reason?.message ?? failed[0].reason}`);
+    if (failed.length) setError(t("Could not cancel {failed} of {all}: {error}", { failed: failed.length, all: open.length, error: failed[0].reason?.message ?? failed[0].reason }));
   };
   return html`
-    <section class=${`panel subagent-panel state-${token}`} aria-label="Subagents" data-entry-id=${batchEntryId ?? undefined} data-state=${token}>
+    <section class=${`panel subagent-panel state-${token}`} aria-label=${t("Subagents")} data-entry-id=${batchEntryId ?? undefined} data-state=${token}>
       <header class="panel-head">
         <span class="panel-title">⇶ ${title}</span>
-        <span class="muted">${rows.length} ${rows.length === 1 ? "child" : "children"}${Object.entries(counts).map(([k, n]) => ` · ${n} ${STATE_LABELS[k]}`).join("")}</span>
+        <span class="muted">${tn("{n} child", "{n} children", rows.length)}${Object.entries(counts).map(([k, n]) => ` · ${n} ${STATE_LABELS[k]}`).join("")}</span>
         <span class="spacer"></span>
-        ${live && running ? html`<button type="button" class="icon-button danger-text" onClick=${cancelAll}>Cancel all</button>` : null}
+        ${live && running ? html`<button type="button" class="icon-button danger-text" onClick=${cancelAll}>${t("Cancel all")}</button>` : null}
       </header>
       <ul class="subagent-rows">
         ${rows.map((row) => html`<${ChildRow} key=${row.runId} store=${store} row=${row} now=${now} live=${live} onError=${setError} />`)}
@@ -237,7 +238,7 @@ export function SubagentPanel({ store, entry, results = {}, inFlight = false }) 
   useThrottledStore(store, "subagents", STREAM_REDRAW_MS); // the entry itself comes as a prop
   const rows = batchRows(entry, { results, children: store.subagents, inFlight });
   const mode = entry.mode === "chain" ? "chain" : entry.mode === "single" ? "task" : "parallel";
-  return html`<${BatchFrame} store=${store} rows=${rows} title=${`Subagents (${mode})`} state=${entry.metadata?.state} live=${inFlight} batchEntryId=${entry.id} />`;
+  return html`<${BatchFrame} store=${store} rows=${rows} title=${mode === "parallel" ? t("Subagents (parallel)") : mode === "chain" ? t("Subagents (chain)") : t("Subagent (task)")} state=${entry.metadata?.state} live=${inFlight} batchEntryId=${entry.id} />`;
 }
 
 /** Children seen on the socket before their batch entry arrived (replaced by it when it does). */
@@ -246,7 +247,7 @@ export function HeldBatches({ store }) {
   useThrottledStore(store, "subagents", STREAM_REDRAW_MS);
   const held = store.heldBatches();
   if (held.size === 0) return null;
-  return [...held.entries()].map(([batchId, children]) => html`<${BatchFrame} key=${batchId} store=${store} rows=${heldBatchRows(children)} title="Subagents (starting)" live=${true} />`);
+  return [...held.entries()].map(([batchId, children]) => html`<${BatchFrame} key=${batchId} store=${store} rows=${heldBatchRows(children)} title=${t("Subagents (starting)")} live=${true} />`);
 }
 
 /** The conversation item of a finished `subagent_batch` entry (its results joined to it). */
@@ -282,14 +283,14 @@ function delegateRenderer(tasksOf) {
     },
     summary: (args) => {
       const tasks = Array.isArray(tasksOf(args)) ? tasksOf(args) : [];
-      return `${tasks.length} ${tasks.length === 1 ? "task" : "tasks"}: ${tasks.map((t) => t?.agent ?? "?").join(", ")}`;
+      return `${tn("{n} task", "{n} tasks", tasks.length)}: ${tasks.map((task) => task?.agent ?? "?").join(", ")}`;
     },
     Body: ({ args, result }) => {
       const tasks = Array.isArray(tasksOf(args)) ? tasksOf(args) : [];
       const text = result?.message?.content?.find?.((b) => b?.type === "text")?.text ?? "";
       return html`
-        <ol class="delegate-tasks">${tasks.map((t, i) => html`<li key=${i}><code>${String(t?.agent ?? "?")}</code> ${String(t?.task ?? "")}</li>`)}</ol>
-        ${result ? html`<details class="delegate-result"><summary class="tool-section-label">Result (what the model read)</summary><pre class="tool-output"><code>${text}</code></pre></details>` : null}
+        <ol class="delegate-tasks">${tasks.map((task, i) => html`<li key=${i}><code>${String(task?.agent ?? "?")}</code> ${String(task?.task ?? "")}</li>`)}</ol>
+        ${result ? html`<details class="delegate-result"><summary class="tool-section-label">${t("Result (what the model read)")}</summary><pre class="tool-output"><code>${text}</code></pre></details>` : null}
       `;
     },
   };

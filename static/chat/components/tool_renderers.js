@@ -11,6 +11,7 @@ import { contentText } from "../tree_model.js";
 import { useStore } from "./hooks.js";
 import { stateToken } from "../state_tokens.js";
 import { safeHttpUrl, searchResults } from "../web_results.js";
+import { t, tn } from "../i18n.js";
 
 const renderers = new Map();
 
@@ -53,7 +54,7 @@ function ResultImages({ result }) {
   const blocks = Array.isArray(result?.message?.content) ? result.message.content : [];
   return blocks
     .filter((b) => b?.type === "image" && typeof b.data === "string")
-    .map((b, i) => html`<img key=${i} class="tool-image" alt="image returned by the tool" src=${`data:${b.mimeType};base64,${b.data}`} />`);
+    .map((b, i) => html`<img key=${i} class="tool-image" alt=${t("image returned by the tool")} src=${`data:${b.mimeType};base64,${b.data}`} />`);
 }
 
 const GENERIC = {
@@ -62,9 +63,9 @@ const GENERIC = {
     return text.length > 80 ? `${text.slice(0, 79)}…` : text;
   },
   Body: ({ call, args, result, output }) => html`
-    <div class="tool-section-label">Arguments</div>
+    <div class="tool-section-label">${t("Arguments")}</div>
     <${Output} text=${args ? JSON.stringify(args, null, 2) : call.argsText ?? ""} language="json" />
-    ${result || output ? html`<div class="tool-section-label">Result</div><${Output} text=${result ? resultText(result) : output.text} /><${ResultImages} result=${result} />` : null}
+    ${result || output ? html`<div class="tool-section-label">${t("Result")}</div><${Output} text=${result ? resultText(result) : output.text} /><${ResultImages} result=${result} />` : null}
   `,
 };
 
@@ -80,7 +81,7 @@ registerToolRenderer("bash", {
 });
 
 registerToolRenderer("read", {
-  summary: (args) => [args?.path, args?.offset ? `from line ${args.offset}` : null].filter(Boolean).join(" "),
+  summary: (args) => [args?.path, args?.offset ? t("from line {n}", { n: args.offset }) : null].filter(Boolean).join(" "),
   Body: ({ args, result, output }) => {
     if (!result && !output) return null;
     return html`<${Output} text=${result ? resultText(result) : output.text} language=${languageForPath(args?.path)} /><${ResultImages} result=${result} />`;
@@ -88,7 +89,7 @@ registerToolRenderer("read", {
 });
 
 registerToolRenderer("write", {
-  summary: (args) => `${args?.path ?? ""}${typeof args?.content === "string" ? ` (${args.content.split("\n").length} lines)` : ""}`,
+  summary: (args) => `${args?.path ?? ""}${typeof args?.content === "string" ? ` (${tn("{n} line", "{n} lines", args.content.split("\n").length)})` : ""}`,
   Body: ({ args, result }) => html`
     ${typeof args?.content === "string" ? html`<${Output} text=${args.content} language=${languageForPath(args?.path)} />` : null}
     ${result ? html`<div class="tool-note">${resultText(result)}</div>` : null}
@@ -104,7 +105,7 @@ function Diff({ text }) {
 }
 
 registerToolRenderer("edit", {
-  summary: (args) => `${args?.path ?? ""}${Array.isArray(args?.edits) ? ` (${args.edits.length} edit${args.edits.length === 1 ? "" : "s"})` : ""}`,
+  summary: (args) => `${args?.path ?? ""}${Array.isArray(args?.edits) ? ` (${tn("{n} edit", "{n} edits", args.edits.length)})` : ""}`,
   Body: ({ args, result }) => {
     const diff = result?.message?.details?.diff;
     if (typeof diff === "string" && diff) return html`<${Diff} text=${diff} />`;
@@ -124,7 +125,7 @@ for (const name of ["ls", "find", "grep"]) {
 }
 
 registerToolRenderer("web_search", {
-  summary: (args) => [args?.query, args?.site ? `site:${args.site}` : null, args?.recency ? `past ${args.recency}` : null].filter(Boolean).join(" · "),
+  summary: (args) => [args?.query, args?.site ? `site:${args.site}` : null, args?.recency ? t("past {period}", { period: args.recency }) : null].filter(Boolean).join(" · "),
   Body: ({ result }) => {
     if (!result) return null;
     const results = result.message?.isError ? [] : searchResults(result.message?.details);
@@ -185,7 +186,7 @@ export class ToolCard extends Component {
           <span class="tool-summary">${renderer.summary(args ?? {})}</span>
           ${status === "running" && store
             ? html`<${RunningStatus} store=${store} />`
-            : html`<span class=${`tool-status status-${status}`} aria-label=${`status: ${status}`}>${{ done: "✓", error: "✗ error", running: "running…", calling: "…", waiting: "waiting for you", partial: "◐ partial", cancelled: "cancelled" }[status]}</span>`}
+            : html`<span class=${`tool-status status-${status}`} aria-label=${t("status: {status}", { status })}>${{ done: "✓", error: `✗ ${t("error")}`, running: t("running…"), calling: "…", waiting: t("waiting for you"), partial: `◐ ${t("partial")}`, cancelled: t("cancelled") }[status]}</span>`}
         </summary>
         <div class="tool-body">
           ${result || !store ? body(null) : html`<${LiveOutput} store=${store} callId=${call.id}>${(output) => body(output)}</${LiveOutput}>`}

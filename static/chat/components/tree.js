@@ -7,6 +7,7 @@ import { InlineEditor } from "./inline_editor.js";
 import { buildRows, FILTERS, kindIcon, rowGuides, rowText } from "../tree_model.js";
 import { SubagentRowStatus } from "./subagent_panel.js";
 import { revealEntry } from "../reveal.js";
+import { t, tn } from "../i18n.js";
 
 const ROW = 28;
 const OVERSCAN = 12;
@@ -20,8 +21,8 @@ function Guides({ row }) {
 function FoldRow({ row, top, selected, onExpand }) {
   return html`
     <div id=${`tree-row-${row.id}`} class=${`tree-row kind-fold${selected ? " selected" : ""}`} role="treeitem" aria-level=${row.depth + 1} aria-selected=${selected} aria-expanded="false"
-      aria-label=${`${row.count} more entries, folded`} data-fold-of=${row.foldOf} style=${`top:${top}px;padding-left:8px`} onClick=${() => onExpand(row.foldOf)}>
-      <${Guides} row=${row} /><span class="twisty-space"></span><span class="fold-text">${rowText(row)}</span><span class="muted fold-hint">show</span>
+      aria-label=${tn("{n} more entry, folded", "{n} more entries, folded", row.count)} data-fold-of=${row.foldOf} style=${`top:${top}px;padding-left:8px`} onClick=${() => onExpand(row.foldOf)}>
+      <${Guides} row=${row} /><span class="twisty-space"></span><span class="fold-text">${rowText(row)}</span><span class="muted fold-hint">${t("show")}</span>
     </div>
   `;
 }
@@ -51,14 +52,14 @@ function TreeRow({ row, top, selected, onSelect, onGo, onToggle, onExpand }) {
     >
       <${Guides} row=${row} />
       ${row.branchPoint
-        ? html`<button type="button" class="twisty" tabindex="-1" aria-label=${row.collapsed ? "expand" : "collapse"} onClick=${(e) => { e.stopPropagation(); onToggle(row.id); }}>${row.collapsed ? "▸" : "▾"}</button>`
+        ? html`<button type="button" class="twisty" tabindex="-1" aria-label=${row.collapsed ? t("expand") : t("collapse")} onClick=${(e) => { e.stopPropagation(); onToggle(row.id); }}>${row.collapsed ? "▸" : "▾"}</button>`
         : html`<span class="twisty-space"></span>`}
       <span class="kind-icon" aria-hidden="true">${kindIcon(row.kind)}</span>
       <span class="row-text">${rowText(row)}</span>
       <${SubagentRowStatus} entry=${row.entry} inFlight=${row.inFlight} />
-      ${row.branchPoint ? html`<span class="branch-badge" title=${`${row.branchPoint} branches`}>⎇ ${row.branchPoint}</span>` : null}
+      ${row.branchPoint ? html`<span class="branch-badge" title=${tn("{n} branch", "{n} branches", row.branchPoint)}>⎇ ${row.branchPoint}</span>` : null}
       ${row.label ? html`<span class="row-label">${row.label}</span>` : null}
-      ${row.isLeaf ? html`<span class="leaf-marker" title="the leaf: the next prompt continues here">● leaf</span>` : null}
+      ${row.isLeaf ? html`<span class="leaf-marker" title=${t("the leaf: the next prompt continues here")}>● ${t("leaf")}</span>` : null}
     </div>
   `;
 }
@@ -207,29 +208,29 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false, d
   const selectedRow = picked?.kind === "fold" ? null : picked;
 
   return html`
-    <aside class=${`tree-sidebar${open ? " open" : ""}`} aria-label="Session tree">
+    <aside class=${`tree-sidebar${open ? " open" : ""}`} aria-label=${t("Session tree")}>
       <div class="tree-header">
-        <h2>Tree</h2>
-        <span class="muted tree-count">${model.shown}${model.shown !== model.total ? ` of ${model.total}` : ""} entries${snapshot?.page?.truncated ? ` (${snapshot.page.totalEntries} stored)` : ""}</span>
-        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label="Close the tree">✕</button>
+        <h2>${t("Tree")}</h2>
+        <span class="muted tree-count">${model.shown !== model.total ? t("{shown} of {total} entries", { shown: model.shown, total: model.total }) : tn("{n} entry", "{n} entries", model.shown)}${snapshot?.page?.truncated ? ` ${t("({n} stored)", { n: snapshot.page.totalEntries })}` : ""}</span>
+        <button type="button" class="icon-button drawer-close" onClick=${onClose} aria-label=${t("Close the tree")}>✕</button>
       </div>
       ${snapshot && older.below > 0
         ? html`<div class="tree-older">
-            <button type="button" class="small" disabled=${older.loading} onClick=${() => actions.loadOlder()}>${older.loading ? "Loading…" : "Load older entries"}</button>
-            <span class="muted">${snapshot.page.totalEntries - snapshot.entries.length} older not shown</span>
+            <button type="button" class="small" disabled=${older.loading} onClick=${() => actions.loadOlder()}>${older.loading ? t("Loading…") : t("Load older entries")}</button>
+            <span class="muted">${t("{n} older not shown", { n: snapshot.page.totalEntries - snapshot.entries.length })}</span>
           </div>`
         : null}
       <div class="tree-filters">
-        <span class="tree-filter-group" role="radiogroup" aria-label="Show">${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}</span>
+        <span class="tree-filter-group" role="radiogroup" aria-label=${t("Show")}>${FILTERS.map((f) => html`<button type="button" role="radio" aria-checked=${filter === f.id} class=${filter === f.id ? "chip active" : "chip"} onClick=${() => setFilter(f.id)}>${f.label}</button>`)}</span>
         <button type="button" class=${notes ? "chip active notes-toggle" : "chip notes-toggle"} aria-pressed=${notes} onClick=${() => setNotes(!notes)}
-          title="Titles, labels, model and thinking-level changes, feedback: folded into the entry before them unless shown">Notes</button>
+          title=${t("Titles, labels, model and thinking-level changes, feedback: folded into the entry before them unless shown")}>${t("Notes")}</button>
       </div>
       <div
         class="tree-viewport"
         ref=${viewport}
         role="tree"
         tabindex="0"
-        aria-label="Entries of this session"
+        aria-label=${t("Entries of this session")}
         aria-activedescendant=${picked ? `tree-row-${picked.id}` : undefined}
         onKeyDown=${onKey}
       >
@@ -238,11 +239,11 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false, d
         </div>
       </div>
       ${selectedRow
-        ? html`<div class="tree-actions" aria-label="Selected entry">
+        ? html`<div class="tree-actions" aria-label=${t("Selected entry")}>
             ${readOnly
               ? html`<span class="selected-text" title=${rowText(selectedRow)}>${kindIcon(selectedRow.kind)} ${rowText(selectedRow)}</span>`
               : editing === selectedRow.id
-              ? html`<${InlineEditor} id="label-input" label="Label" className="label-editor" maxLength="200" placeholder="Label (empty clears it)" initial=${selectedRow.label ?? ""} onDone=${async (value) => {
+              ? html`<${InlineEditor} id="label-input" label=${t("Label")} className="label-editor" maxLength="200" placeholder=${t("Label (empty clears it)")} initial=${selectedRow.label ?? ""} onDone=${async (value) => {
                   setEditing(null);
                   if (value !== null) await actions.label(selectedRow.id, value);
                   viewport.current?.focus();
@@ -250,9 +251,9 @@ export function TreeSidebar({ store, actions, open, onClose, readOnly = false, d
               : html`
                   <span class="selected-text" title=${rowText(selectedRow)}>${kindIcon(selectedRow.kind)} ${rowText(selectedRow)}</span>
                   <div class="button-row">
-                    <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${async () => { await go(selectedRow.id); if (drawer) onClose(); }} title="Enter">Go here</button>
-                    <button type="button" class="small" onClick=${() => setEditing(selectedRow.id)} title="L">Label</button>
-                    <button type="button" class="small" onClick=${() => actions.fork(selectedRow.id)} title="F: a new session holding the path up to here">Fork</button>
+                    <button type="button" class="primary small" disabled=${selectedRow.isLeaf} onClick=${async () => { await go(selectedRow.id); if (drawer) onClose(); }} title="Enter">${t("Go here")}</button>
+                    <button type="button" class="small" onClick=${() => setEditing(selectedRow.id)} title="L">${t("Label")}</button>
+                    <button type="button" class="small" onClick=${() => actions.fork(selectedRow.id)} title=${t("F: a new session holding the path up to here")}>${t("Fork")}</button>
                   </div>
                 `}
           </div>`

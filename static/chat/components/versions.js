@@ -8,6 +8,7 @@ import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useBusy, useStore } from "./hooks.js";
 import { stepVersion, versionsOf } from "../versions_model.js";
+import { t } from "../i18n.js";
 
 /** Renders `children(busy)`: busy while a run is active (moves in the tree wait for it). */
 export function RunBlocked({ store, children }) {
@@ -21,23 +22,23 @@ export function VersionSwitcher({ entry, store, actions }) {
   const versions = snapshot ? versionsOf(snapshot, (id) => store.entry(id), entry.id) : null;
   if (!versions) return null;
   const { ids, index } = versions;
-  const why = busy ? " (available when the run ends)" : "";
+  const why = busy ? ` ${t("(available when the run ends)")}` : "";
   const go = (step) => {
     const target = stepVersion(snapshot, (id) => store.entry(id), entry.id, step);
     if (target) actions.switchVersion(target);
   };
   return html`
-    <span class="versions" role="group" aria-label=${`Version ${index + 1} of ${ids.length}`}>
-      <button type="button" class="icon-button version-step" aria-label="Previous version" title=${`Previous version${why}`} disabled=${index === 0 || busy} onClick=${() => go(-1)}>‹</button>
+    <span class="versions" role="group" aria-label=${t("Version {n} of {all}", { n: index + 1, all: ids.length })}>
+      <button type="button" class="icon-button version-step" aria-label=${t("Previous version")} title=${`${t("Previous version")}${why}`} disabled=${index === 0 || busy} onClick=${() => go(-1)}>‹</button>
       <span class="version-count" aria-hidden="true">${index + 1}/${ids.length}</span>
-      <button type="button" class="icon-button version-step" aria-label="Next version" title=${`Next version${why}`} disabled=${index === ids.length - 1 || busy} onClick=${() => go(+1)}>›</button>
+      <button type="button" class="icon-button version-step" aria-label=${t("Next version")} title=${`${t("Next version")}${why}`} disabled=${index === ids.length - 1 || busy} onClick=${() => go(+1)}>›</button>
     </span>
   `;
 }
 
 export function RegenerateButton({ entry, actions, store }) {
   return html`<${RunBlocked} store=${store}>${(busy) => html`<button type="button" class="icon-button" disabled=${busy} onClick=${() => actions.regenerate(entry.id)}
-    title=${busy ? "Available when the run ends" : "A new answer to the same message (the old one stays as a version)"}>Regenerate</button>`}<//>`;
+    title=${busy ? t("Available when the run ends") : t("A new answer to the same message (the old one stays as a version)")}>${t("Regenerate")}</button>`}<//>`;
 }
 
 /** The user message's text as an editor: Save sends it as a sibling message, Escape gives up. */
@@ -73,12 +74,12 @@ export function EditInPlace({ text, onSave, onCancel }) {
   };
   return html`
     <form class="edit-in-place" onSubmit=${(e) => { e.preventDefault(); save(); }}>
-      <label class="visually-hidden" for="edit-in-place-input">Edit the message</label>
+      <label class="visually-hidden" for="edit-in-place-input">${t("Edit the message")}</label>
       <textarea id="edit-in-place-input" ref=${area} rows=${Math.min(12, Math.max(2, value.split("\n").length))} value=${value} onInput=${(e) => setValue(e.currentTarget.value)} onKeyDown=${onKeyDown}></textarea>
       <div class="button-row">
-        <span class="muted small">Sent as a new version of this message; the old one stays.</span>
-        <button type="button" class="small" onClick=${onCancel}>Cancel</button>
-        <button type="submit" class="primary small" disabled=${!value.trim() || busy}>Save and send</button>
+        <span class="muted small">${t("Sent as a new version of this message; the old one stays.")}</span>
+        <button type="button" class="small" onClick=${onCancel}>${t("Cancel")}</button>
+        <button type="submit" class="primary small" disabled=${!value.trim() || busy}>${t("Save and send")}</button>
       </div>
     </form>
   `;
