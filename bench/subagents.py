@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+FLOOD = {"on": False}  # --flood: the served runs add a flooding child (set by main)
+
 STATE = tempfile.mkdtemp(prefix="neta-bench-subagents-")
 os.environ.update({"NETA_VAR_DIR": STATE, "NETA_TASK_BACKEND": "inline", "NETA_LOG_LEVEL": "WARNING", "NETA_SANDBOX": "none"})
 os.environ.pop("NETA_DATABASE_URL", None)
@@ -178,7 +180,7 @@ async def _served_rounds(cluster, rounds: int) -> dict:
         return rows if rows and all(r["endedAt"] and r["status"] not in ("running", "cancelling") for r in rows) else None
 
     lags, stops, left, statuses, flood = [], [], [], set(), []
-    if os.environ.get("NETA_BENCH_FLOOD"):
+    if FLOOD["on"]:
         for _ in range(rounds):
             sid, frames, reader = await open_session()
             run_id = (await asyncio.to_thread(http, "post", f"/api/sessions/{sid}/prompt/", {"text": "flood batch"}))["run"]["runId"]
@@ -256,7 +258,7 @@ def main() -> None:
     parser.add_argument("--flood", action="store_true", help="served only: one child floods ~1 MB of tiny deltas beside one that streams")
     args = parser.parse_args()
     if args.flood:
-        os.environ["NETA_BENCH_FLOOD"] = "1"
+        FLOOD["on"] = True
         for mode in [m for m in args.served.split(",") if m and m != "none"]:
             served(mode, args.rounds)
         return
