@@ -111,12 +111,12 @@ async def test_the_audit_middleware_on_the_event_loop_names_the_api_door_and_the
 
 async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(settings):
     """Celery's Django fixup closes connections after each task unless they may be kept; the
-    worker's task thread is marked to keep them (neta.celery: on worker_init for -P solo, on
-    worker_process_init in each prefork child), a plain thread is not."""
+    worker's task threads are marked to keep them (neta.celery: on worker_init for the threads
+    and solo pools, on worker_process_init in each prefork child), a plain thread is not."""
     import celery.signals
     from django.db import close_old_connections, connection
 
-    from neta.celery import _worker_process_setup
+    from neta.celery import _worker_child_setup, _worker_setup
 
     settings.NETA_GC_YOUNG = 0  # the handler also tunes the collector: not this test process's (tests/neta/test_gc_tuning.py)
 
@@ -138,9 +138,10 @@ async def test_a_celery_worker_thread_keeps_its_connection_between_tasks(setting
 
     assert await asyncio.to_thread(in_thread, True) is True
     assert await asyncio.to_thread(in_thread, False) is False
-    # -P solo: the worker's main process runs the tasks; worker_init (sent with the worker, which
-    # Celery's own fixup needs) reaches the same handler.
-    assert any(receiver() is _worker_process_setup for _, receiver in celery.signals.worker_init.receivers)
+    # -P threads / solo: the worker's own process runs the tasks; worker_init (sent with the
+    # worker, which Celery's own fixup needs) sets it up the same way.
+    assert any(receiver() is _worker_child_setup for _, receiver in celery.signals.worker_process_init.receivers)
+    assert any(receiver() is _worker_setup for _, receiver in celery.signals.worker_init.receivers)
 
 
 async def test_a_request_crosses_to_its_thread_a_few_times_not_once_per_middleware_half(monkeypatch):
