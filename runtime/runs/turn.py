@@ -871,24 +871,10 @@ def close_open_tool_calls(provider: SessionTreeProvider, session_id: str, *, tex
 
     Only when the messages after that assistant message are its tool results: once a
     user message follows, the turn was already closed."""
-    answered: set[str] = set()
-    last = None
-    for entry in reversed(provider.get_active_path(session_id)):
-        if entry.get("type") != "message":
-            continue
-        message = entry["message"]
-        if message.get("role") == "toolResult":
-            answered.add(message.get("toolCallId"))
-            continue
-        last = message if message.get("role") == "assistant" else None
-        break
-    if last is None:
-        return []
     appended = []
-    for block in last.get("content") or []:
-        if block.get("type") == "toolCall" and block.get("id") not in answered:
-            result = ToolResult.error(text).to_pi_tool_result(block.get("id") or "", block.get("name") or "")
-            appended.append(provider.append_message(session_id, result))
+    for block in open_tool_calls(provider, session_id):
+        result = ToolResult.error(text).to_pi_tool_result(block.get("id") or "", block.get("name") or "")
+        appended.append(provider.append_message(session_id, result))
     return appended
 
 

@@ -42,6 +42,27 @@ export function planAt(snapshot, lookup) {
  * multiSelect, entryId} or null. The run's state says whether it still waits (`waiting`).
  */
 export function openQuestion(snapshot, lookup) {
+  const open = openCalls(snapshot, lookup);
+  const call = open?.calls.find((b) => b.name === "ask_user");
+  if (!call) return null;
+  const args = call.arguments && typeof call.arguments === "object" ? call.arguments : {};
+  const options = Array.isArray(args.options) ? args.options.filter((o) => typeof o === "string") : [];
+  return {
+    toolCallId: call.id,
+    question: typeof args.question === "string" ? args.question : "",
+    options,
+    allowFreeText: typeof args.allow_free_text === "boolean" ? args.allow_free_text : options.length === 0,
+    multiSelect: Boolean(args.multi_select) && options.length > 0,
+    entryId: open.entry.id,
+  };
+}
+
+/**
+ * The tool calls of the active path's last assistant message that have no result yet, in
+ * order, with that message's entry: {entry, calls}, or null once a user message follows it
+ * (the question and approval panels read what waits from here).
+ */
+export function openCalls(snapshot, lookup) {
   const path = Array.isArray(snapshot?.activePath) ? snapshot.activePath : [];
   const answered = new Set();
   for (let i = path.length - 1; i >= 0; i -= 1) {
@@ -54,18 +75,7 @@ export function openQuestion(snapshot, lookup) {
     }
     if (message.role !== "assistant") return null;
     const blocks = Array.isArray(message.content) ? message.content : [];
-    const call = blocks.find((b) => b?.type === "toolCall" && b.name === "ask_user" && !answered.has(b.id));
-    if (!call) return null;
-    const args = call.arguments && typeof call.arguments === "object" ? call.arguments : {};
-    const options = Array.isArray(args.options) ? args.options.filter((o) => typeof o === "string") : [];
-    return {
-      toolCallId: call.id,
-      question: typeof args.question === "string" ? args.question : "",
-      options,
-      allowFreeText: typeof args.allow_free_text === "boolean" ? args.allow_free_text : options.length === 0,
-      multiSelect: Boolean(args.multi_select) && options.length > 0,
-      entryId: entry.id,
-    };
+    return { entry, calls: blocks.filter((b) => b?.type === "toolCall" && !answered.has(b.id)) };
   }
   return null;
 }

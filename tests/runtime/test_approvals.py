@@ -7,7 +7,6 @@ stores, a real bash."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from runtime.sessions.permissions import session_approvals, session_set_permissi
 from runtime.sessions.services import session_fork, session_start
 from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
+from tests.support.driver import wait_status
 from tests.support.rules import rules
 from toolcatalog.protocol import get_tool
 
@@ -209,14 +209,6 @@ def test_the_api_decides_and_a_read_only_token_cannot(driver_for, django_user_mo
     assert AgentRun.objects.get(pk=run.pk).question["decidedBy"] == "owner"
 
 
-def wait_status(run, status, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = AgentRun.objects.get(pk=run.pk)
-        if row.status == status:
-            return row
-        time.sleep(0.05)
-    raise AssertionError(f"run {run.run_id} is {row.status}, not {status}: {row.error}")
 
 
 def test_a_waiting_approval_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):

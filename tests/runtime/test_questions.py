@@ -6,7 +6,6 @@ works while it waits, bad answers are refused without a write. Scripted model, r
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from rest_framework.test import APIClient
@@ -21,6 +20,7 @@ from runtime.runs.reaper import reap_stale_runs
 from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from sessions_tree.providers import provider_for_session
+from tests.support.driver import wait_status
 from tests.support.rules import rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,14 +115,6 @@ def test_a_question_parks_the_run_and_the_answer_resumes_it(driver_for, django_u
     assert states(driver, run.run_id)[-3:] == ["waiting", "running", "completed"]  # "queued" went to the default sink
 
 
-def wait_status(run, status, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = AgentRun.objects.get(pk=run.pk)
-        if row.status == status:
-            return row
-        time.sleep(0.05)
-    raise AssertionError(f"run {run.run_id} is {row.status}, not {status}: {row.error}")
 
 
 def test_a_waiting_run_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):

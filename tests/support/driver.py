@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 
-from runtime.models import Agent
+from runtime.models import Agent, AgentRun
 from runtime.realtime.sinks import InMemorySink
 from runtime.runs.prompts import session_prompt
 from runtime.runs.turn import execute_run
@@ -41,3 +42,14 @@ class Driver:
         thread = threading.Thread(target=work)
         thread.start()
         return thread, holder, outcome.run
+
+
+def wait_status(run, status, timeout: float = 60.0):
+    """Until ``run``'s row has ``status`` (a run another thread or process executes); the row."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = AgentRun.objects.get(pk=run.pk)
+        if row.status == status:
+            return row
+        time.sleep(0.05)
+    raise AssertionError(f"run {run.run_id} is {row.status}, not {status}: {row.error}")
