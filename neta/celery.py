@@ -81,8 +81,10 @@ def _consume_host_queue(sender=None, instance=None, **_):
 
 
 @worker_ready.connect
-def _start_reaper(**_):
-    from runtime.runs.reaper import start_reaper_timer  # app code loads once Django is set up (the signal)
+def _start_reaper(sender=None, **_):
+    from runtime.runs.reaper import set_node, start_reaper_timer  # app code loads once Django is set up (the signal)
+
+    set_node(getattr(sender, "hostname", "") or "")  # the node name the worker answers broadcasts with
     from toolcatalog.sandbox import effective_sandbox  # app code loads once Django is set up (the signal)
 
     effective_sandbox()  # the sandbox probe: a fallback to none is logged at start-up

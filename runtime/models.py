@@ -658,6 +658,7 @@ class ProcessBeat(models.Model):
     host = models.CharField(max_length=255)
     pid = models.IntegerField()
     role = models.CharField(max_length=64, blank=True, help_text=_("What the process is: web, celery worker, beat, command."))
+    node = models.CharField(max_length=255, blank=True, help_text=_("A Celery worker's node name (its -n), as the workers answer a broadcast."))
     at = models.DateTimeField()
     changed = models.PositiveIntegerField(default=0, help_text=_("Runs the last pass changed."))
     error = models.CharField(max_length=500, blank=True)

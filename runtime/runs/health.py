@@ -17,7 +17,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from runtime.models import ProcessBeat
+from runtime.models import AgentRun, ProcessBeat, RunStatus
+from runtime.runs.process import process_gone
 from toolcatalog.sandbox import effective_sandbox
 from toolcatalog.selectors import mcp_server_states
 
@@ -111,10 +112,17 @@ def celery_status(*, timeout: float = CELERY_TIMEOUT) -> dict:
     beats = last_beats()
     for node, consumed in sorted(answers.items()):
         host = node.split("@", 1)[-1]
-        beat = next((b for b in beats if b["host"] == host and b["role"] == "celery worker"), None)
+        # The worker's own beat by its node name (a worker started with -n name@host), else the
+        # last beat of a celery worker on that host.
+        beat = next((b for b in beats if b.get("node") == node), None) or next(
+            (b for b in beats if b["host"] == host and b["role"] == "celery worker" and not b.get("node")), None
+        )
         for queue in consumed or []:
             name = queue.get("name")
             queues.setdefault(name, []).append({"worker": node, "lastHeartbeat": beat["at"] if beat else None})
+    result["depths"] = queue_depths(list(queues))
+    oldest = AgentRun.objects.filter(status=RunStatus.QUEUED).order_by("created_at").values_list("created_at", flat=True).first()
+    result["oldestQueuedSeconds"] = round((timezone.now() - oldest).total_seconds(), 1) if oldest else None
     missing = [name for name in celery_queues() if not queues.get(name)]
     if missing:
         said = [_("no subagent worker (nothing consumes %(queue)r)") % {"queue": name} if name == settings.NETA_SUBAGENT_QUEUE else name for name in missing]
@@ -138,12 +146,37 @@ def queue_consumers(queue: str, *, timeout: float = CONSUMER_CHECK_TIMEOUT) -> l
     return sorted(node for node, consumed in answers.items() if any(q.get("name") == queue for q in consumed or []))
 
 
+def queue_depths(names: list[str]) -> dict[str, int | None]:
+    """Messages waiting in each Celery queue (a passive declare: the broker counts them); None
+    for a queue the broker could not be asked about."""
+    from celery import current_app  # the project's app (neta/celery.py), bound when Django loads
+
+    depths: dict[str, int | None] = {}
+    try:
+        with current_app.connection_for_read() as conn:
+            channel = conn.default_channel
+            for name in names:
+                try:
+                    depths[name] = int(channel.queue_declare(queue=name, passive=True).message_count)
+                except Exception:  # noqa: BLE001 - a queue nobody declared yet holds nothing
+                    depths[name] = 0
+    except Exception:  # noqa: BLE001 - the broker's errors: reported as unknown, never raised
+        logger.warning("could not count the Celery queues", exc_info=True)
+        return {name: None for name in names}
+    return depths
+
+
 def last_beats(duty: str = "reaper", limit: int = 20) -> list[dict]:
+    """The processes' last beats, each with its state: ``running`` (recent), ``gone`` (a process of
+    this host that no longer runs: it stays listed as gone until its row ages out) or ``silent``
+    (no beat for three intervals, on another host)."""
     rows = ProcessBeat.objects.filter(duty=duty).order_by("-at")[:limit]
-    return [
-        {"host": b.host, "pid": b.pid, "role": b.role, "at": b.at.isoformat(), "changed": b.changed, "error": b.error}
-        for b in rows
-    ]
+    fresh = timezone.now() - dt.timedelta(seconds=3 * settings.NETA_REAPER_INTERVAL_SECONDS)
+    out = []
+    for b in rows:
+        state = "gone" if process_gone(b.host, b.pid, None) else ("running" if b.at >= fresh else "silent")
+        out.append({"host": b.host, "pid": b.pid, "role": b.role, "node": b.node, "state": state, "at": b.at.isoformat(), "changed": b.changed, "error": b.error})
+    return out
 
 
 def reaper_status() -> dict:

@@ -109,6 +109,15 @@ def process_role() -> str:
     return " ".join(argv)[:64]
 
 
+_node = {"name": ""}  # this process's Celery node name, when it is a worker (set_node)
+
+
+def set_node(name: str) -> None:
+    """This process is the Celery worker ``name`` (its ``-n``): its beats say so, and the health
+    report matches the workers that answer a broadcast by that name."""
+    _node["name"] = name or ""
+
+
 def record_pass(*, changed: int, error: str = "") -> None:
     """The reaper's pass in this process, as a ``ProcessBeat`` row (one per process, updated in
     place); rows of processes silent for a week go. Never raises: health is not worth a failed round."""
@@ -116,7 +125,7 @@ def record_pass(*, changed: int, error: str = "") -> None:
     try:
         ProcessBeat.objects.update_or_create(
             duty="reaper", host=HOST, pid=os.getpid(),
-            defaults={"role": process_role(), "at": now, "changed": changed, "error": error[:500]},
+            defaults={"role": process_role(), "node": _node["name"][:255], "at": now, "changed": changed, "error": error[:500]},
         )
         ProcessBeat.objects.filter(at__lt=now - dt.timedelta(days=7)).delete()
     except DatabaseError:

@@ -235,3 +235,23 @@ def test_a_tools_page_names_the_settings_that_configure_it(client, staff, settin
     assert "<code>brave</code>" in page and "<code>SEARCH_TEST_KEY</code> — the variable is set" in page
     assert "a-secret-key-value" not in page  # the name of the variable, never its value
     assert "Server settings" not in client.get(reverse("admin:console_tool", args=["read"])).content.decode()
+
+
+def test_a_process_that_is_gone_is_shown_gone(client, staff):
+    import subprocess
+
+    from runtime.runs.process import HOST
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    now = timezone.now()
+    ProcessBeat.objects.create(duty="reaper", host=HOST, pid=finished.pid, role="web", at=now)
+    ProcessBeat.objects.create(duty="reaper", host="another-host", pid=1, role="celery worker", node="w1@another-host", at=now - dt.timedelta(hours=1))
+    reap_stale_runs(start=False)  # this process's own beat: running
+    states = {(b["host"], b["pid"]): b["state"] for b in health.last_beats()}
+    assert states[(HOST, finished.pid)] == "gone" and states[("another-host", 1)] == "silent"
+    assert "running" in states.values()
+    client.force_login(staff)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert 'data-process-state="gone"' in page and 'data-process-state="silent"' in page and "w1@another-host" in page
+

@@ -47,7 +47,9 @@ def test_a_turn_runs_on_a_real_celery_worker(distributed):
         env={"NETA_SUBAGENT_QUEUE": nobody},
     ).strip().splitlines()[-1])  # fmt: skip
     [worker] = health["queues"][distributed.queue]
+    # Matched by its node name (-n name-runs@host), which its own beats record.
     assert worker["worker"].startswith(f"{distributed.name}-runs@") and worker["lastHeartbeat"]
+    assert isinstance(health["depths"][distributed.queue], int) and "oldestQueuedSeconds" in health
     assert health["queues"][nobody] == [] and health["ok"] is False and nobody in health["detail"]
 
 
