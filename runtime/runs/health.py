@@ -149,7 +149,9 @@ def queue_consumers(queue: str, *, timeout: float = CONSUMER_CHECK_TIMEOUT) -> l
 def queue_depths(names: list[str]) -> dict[str, int | None]:
     """Messages waiting in each Celery queue (a passive declare: the broker counts them); None
     for a queue the broker could not be asked about."""
-    from celery import current_app  # the project's app (neta/celery.py), bound when Django loads
+    from celery import (
+        current_app,  # the project's app (neta/celery.py), bound when Django loads
+    )
 
     depths: dict[str, int | None] = {}
     try:

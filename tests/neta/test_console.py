@@ -206,7 +206,6 @@ def test_runs_list_columns_search_date_filter_links_and_who_aborted(client, staf
 
 def test_the_console_pages_writes_are_in_the_audit_log(client, staff, owner, agent):
     from audit.models import AuditEntry
-
     from tests.support.builders import model_form as form
 
     client.force_login(staff)
