@@ -13,16 +13,16 @@ from runtime.runs.selectors import (
     active_runs,
     failing_runs,
     runs_by_status,
-    usage_by_day,
 )
+from runtime.runs.usage import parse_query, usage_report
 
 USAGE_DAYS = 7
+USAGE_TOP = 5  # rows per grouping on the overview
 
 
 def overview_context() -> dict:
     now = timezone.now()
     day_ago = now - dt.timedelta(hours=24)
-    week = (now - dt.timedelta(days=USAGE_DAYS - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     health = health_report()
     parts = [
         ("Database", _("Database"), health["database"]),
@@ -35,7 +35,11 @@ def overview_context() -> dict:
     # The key (English) names the row for the page's hooks; the label is the reader's.
     checks = [(label, {**check, "key": key}) for key, label, check in parts]
     status_labels = {"ok": pgettext("health", "ok"), "degraded": pgettext("health", "degraded"), "down": pgettext("health", "down")}
-    usage = usage_by_day(since=week)
+    today = timezone.localdate()
+    week_query = {"from": (today - dt.timedelta(days=USAGE_DAYS - 1)).isoformat(), "to": today.isoformat()}
+    # Totals and the top few per grouping: one aggregate each over the week's runs (their
+    # created_at index), whatever the number of runs before; every row is on the usage page.
+    reports = {by: usage_report(parse_query({**week_query, "group_by": by})) for by in ("agent", "model", "user")}
     runs_24h = runs_by_status(since=day_ago)
     run_labels = {
         "queued": pgettext("run", "queued"), "running": pgettext("run", "running"), "waiting": pgettext("run", "waiting"),
@@ -46,11 +50,12 @@ def overview_context() -> dict:
     return {
         "health": {**health, "status_label": status_labels.get(health["status"], health["status"])},
         "health_checks": checks,
-        "usage_tables": [(by, by_labels.get(by, by), rows) for by, rows in usage.items()],
+        "usage_tables": [(by, by_labels.get(by, by), report["rows"][:USAGE_TOP]) for by, report in reports.items()],
+        "usage_totals": reports["agent"]["totals"],
+        "usage_query": week_query,
         "runs_24h": runs_24h,
         "runs_24h_labels": [(status, run_labels.get(status, status), n) for status, n in runs_24h.items()],
         "active_runs": active_runs(),
         "failing_runs": failing_runs(since=now - dt.timedelta(days=USAGE_DAYS)),
-        "usage": usage,
         "usage_days": USAGE_DAYS,
     }

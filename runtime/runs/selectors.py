@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Prefetch, Sum
-from django.db.models.functions import Substr, TruncDate
+from django.db.models import Count, Prefetch
+from django.db.models.functions import Substr
 
 from runtime.models import ACTIVE_RUN_STATUSES, Agent, AgentRun, RunStatus
 from infra.prepared import P, Prepared
@@ -82,35 +82,3 @@ RUN_ROW_FIELDS = (
     "run_id", "session_id", "status", "model_name", "created_at", "started_at", "finished_at", "input_tokens",
     "output_tokens", "cost", "agent_id", "user_id", "cancelled_by_id",
 )
-
-
-def usage_by_day(*, since) -> dict[str, list[dict]]:
-    """Tokens and cost per day since ``since`` by agent, by model (the one that answered, as the
-    run recorded it; for a run from before that was recorded, its override, else its agent's
-    model) and by user, for the console's overview: one aggregate over the runs'
-    ``created_at`` range, grouped by day, agent, models and user ids (no join), then
-    folded three ways here, with the names read from the few agents and users it names."""
-    groups = list(
-        AgentRun.objects.filter(created_at__gte=since)
-        .annotate(day=TruncDate("created_at"))
-        .values("day", "agent_id", "answered_model", "model_name", "user_id")
-        .annotate(runs=Count("id"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"))
-        .order_by()
-    )
-    agents = {a.pk: a for a in Agent.objects.filter(pk__in={g["agent_id"] for g in groups}).select_related("model").only("id", "name", "model__name")}
-    users = dict(get_user_model().objects.filter(pk__in={g["user_id"] for g in groups if g["user_id"]}).values_list("id", "username"))
-    keys = {
-        "agent": lambda g: agents[g["agent_id"]].name,
-        "model": lambda g: g["answered_model"] or g["model_name"] or agents[g["agent_id"]].model.name,
-        "user": lambda g: users.get(g["user_id"], "(no user)"),
-    }
-    folded: dict[str, list[dict]] = {}
-    for by, key in keys.items():
-        rows: dict[tuple, dict] = {}
-        for g in groups:
-            k = (g["day"], key(g))
-            row = rows.setdefault(k, {"day": k[0], "key": k[1], "runs": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0})
-            for field in ("runs", "input_tokens", "output_tokens", "cost"):
-                row[field] += g[field] or 0
-        folded[by] = sorted(rows.values(), key=lambda r: (-r["day"].toordinal(), -r["cost"], r["key"]))
-    return folded

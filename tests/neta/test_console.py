@@ -81,12 +81,13 @@ def test_overview_counts_runs_usage_and_failures(client, staff, owner, agent):
     context = answer.context
     assert context["runs_24h"]["completed"] == 1 and context["runs_24h"]["failed"] == 1 and context["runs_24h"]["running"] == 1
     assert [r.session_id for r in context["active_runs"]] == ["s2"]
-    by_agent = context["usage"]["agent"]
-    today = [r for r in by_agent if r["day"] == now.date()]
-    assert today[0]["key"] == "helper" and today[0]["runs"] == 3 and today[0]["input_tokens"] == 100
-    assert {r["key"] for r in context["usage"]["model"]} == {"cheap"}
-    assert {r["key"] for r in context["usage"]["user"]} == {"owner", "(no user)"}
+    tables = {by: rows for by, _, rows in context["usage_tables"]}
+    assert [(r["key"], r["runs"], r["input_tokens"]) for r in tables["agent"]] == [("helper", 4, 100)]  # the week, top few
+    assert {r["key"] for r in tables["model"]} == {"cheap"}
+    assert {r["key"] for r in tables["user"]} == {"owner", "(no user)"}
+    assert context["usage_totals"]["runs"] == 4 and context["usage_totals"]["cost"] == "0.500000"
     page = answer.content.decode()
+    assert 'href="/admin/console/usage/?from=' in page  # every row: the usage page
     assert "429 rate limited" in page and 'id="failing-runs"' in page
 
 
