@@ -63,9 +63,15 @@ def answer_question(*, session_id: str, tool_call_id: Any, answer: Any, actor=No
         "answeredBy": actor.get_username() if actor is not None else None,
         "answeredAt": now_ms(),
     }
+    return _resume(run, settled, tool_call_id=tool_call_id, start=start)
+
+
+def _resume(run: AgentRun, settled: dict, *, tool_call_id: str, start: bool) -> AgentRun:
+    """Resume ``run`` with its question ``settled`` and hand it to its backend; the second of
+    two answers (another tab, the expiry, an abort meanwhile) gets ``QuestionNotFound``."""
     with transaction.atomic():
         if not lifecycle.resume(run, settled, tool_call_id=tool_call_id):
-            raise QuestionNotFound(tool_call_id)  # answered in another tab, expired or aborted meanwhile
+            raise QuestionNotFound(tool_call_id)
         submit_run(run, start=start)
     run.refresh_from_db()
     return run
@@ -124,9 +130,4 @@ def decide_approval(
         "decidedBy": actor.get_username() if actor is not None else None,
         "decidedAt": now_ms(),
     }
-    with transaction.atomic():
-        if not lifecycle.resume(run, settled, tool_call_id=tool_call_id):
-            raise QuestionNotFound(tool_call_id)  # decided in another tab, expired or aborted meanwhile
-        submit_run(run, start=start)
-    run.refresh_from_db()
-    return run
+    return _resume(run, settled, tool_call_id=tool_call_id, start=start)
