@@ -45,7 +45,7 @@ def usage_page(request):
         "error": error,
         "bars": bars,
         "chart_height": 22 * len(bars) + 4,
-        "chart_width": CHART_WIDTH + 260,
+        "chart_width": CHART_WIDTH + 330,  # the labels left of the bars, the cost right of them
         "csv_query": request.GET.urlencode(),
     }
     return TemplateResponse(request, "console/usage.html", context)

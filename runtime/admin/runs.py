@@ -310,7 +310,7 @@ def trace_waterfall(run):
             )  # fmt: skip
         )
     return format_html(
-        '<table class="console-table trace-waterfall"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table>',
+        '<div style="overflow-x:auto"><table class="console-table trace-waterfall" style="min-width:760px"><thead><tr><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></thead><tbody>{}</tbody></table></div>',
         _("kind"), _("name"), _("start"), _("took"), _("%(seconds)s s in all") % {"seconds": f"{total:.2f}"}, format_html_join("", "{}", ((r,) for r in rows)),
     )
 
