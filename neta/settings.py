@@ -44,8 +44,10 @@ DEBUG = env_bool("NETA_DEBUG", False)
 ALLOWED_HOSTS = env_list("NETA_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("NETA_CSRF_TRUSTED_ORIGINS", [])
 
+# Daphne is not an app here: as one it would import Twisted into every process that sets
+# Django up (workers, commands), ~0.15 s of CPU each. ``python -m neta.serve`` runs it, and
+# ``manage.py runserver`` is its command (neta/management/commands/runserver.py).
 INSTALLED_APPS = [
-    "daphne",
     "neta.console.apps.ConsoleAdminConfig",  # django.contrib.admin with the console site (docs/console.md)
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -4,6 +4,8 @@ from django.urls import include, path
 from runtime.pages.language import remember_language
 from runtime.pages.login_throttle import throttled_login
 
+admin.autodiscover()  # the console's admin modules load with the URLconf (neta/console/apps.py)
+
 urlpatterns = [
     # The admin's sign-in under the same failed-attempt limits as the chat page's.
     path("admin/login/", throttled_login(remember_language(admin.site.login))),
