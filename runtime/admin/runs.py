@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from runtime.admin.common import ERROR_SHOWN, grouped
-from runtime.api.views.traces import rebuilt_body, run_spans
+from runtime.api.views.traces import rebuilt_body, recorded_parts, run_spans
 from runtime.models import (
     Agent,
     AgentRun,
@@ -264,6 +264,7 @@ class AgentRunAdmin(ViewOnly, LightListAdmin):
 
 TRACE_REQUESTS_SHOWN = 20  # model calls whose rebuilt request the page embeds (the API has them all)
 KIND_COLOURS = {"model_call": "#417690", "tool_call": "#7a9a01", "subagent": "#a05a2c"}
+KIND_LABELS = {"model_call": _("model call"), "tool_call": _("tool call"), "subagent": _("subagent")}
 
 
 def trace_waterfall(run):
@@ -277,8 +278,12 @@ def trace_waterfall(run):
     ends = [dt.datetime.fromisoformat(s["end"]) for s in spans if s["end"]]
     total = max((max(ends) - start).total_seconds(), 0.001) if ends else 0.001
     calls = {c.pk: c for c in ModelCall.objects.filter(run=run)}
+    parents = {s["id"]: s["parent"] for s in rest}
     rows = []
     for index, span in enumerate(rest):
+        depth, up = 0, span["parent"]
+        while up in parents and depth < 8:  # under a subagent (a child's call, a grandchild): indented
+            depth, up = depth + 1, parents[up]
         began = dt.datetime.fromisoformat(span["start"]) if span["start"] else start
         ended = dt.datetime.fromisoformat(span["end"]) if span["end"] else began
         offset, length = (began - start).total_seconds(), max((ended - began).total_seconds(), 0)
@@ -301,11 +306,18 @@ def trace_waterfall(run):
                     '<details class="trace-request"><summary>{}</summary><pre>{}</pre></details>',
                     _("request sent"), json.dumps(body, ensure_ascii=False, indent=2)[:200_000],
                 )
+            elif call is not None and call.subprocess_run_id is not None:
+                detail = format_html(
+                    '<details class="trace-request"><summary>{}</summary><p class="help">{}</p><pre>{}</pre></details>',
+                    _("request recorded, without its messages"),
+                    _("A subagent's messages lived in its process: its system prompt, tools and settings are recorded, its messages are not."),
+                    json.dumps(recorded_parts(call), ensure_ascii=False, indent=2)[:200_000],
+                )
         rows.append(
             format_html(
-                '<tr data-kind="{}"><td>{}</td><td><code>{}</code></td><td>{} s</td><td>{} s</td>'
+                '<tr data-kind="{}"><td data-depth="{}" style="padding-left:{}em">{}{}</td><td><code>{}</code></td><td>{} s</td><td>{} s</td>'
                 '<td style="min-width:220px"><div style="margin-left:{}%;width:{}%;min-width:2px;height:10px;background:{}"></div></td><td>{}{}</td></tr>',
-                span["kind"], span["kind"].replace("_", " "), span["name"], f"{offset:.2f}", f"{length:.2f}",
+                span["kind"], depth, 0.5 + 1.2 * depth, "↳ " if depth else "", KIND_LABELS.get(span["kind"], span["kind"]), span["name"], f"{offset:.2f}", f"{length:.2f}",
                 round(100 * offset / total, 2), round(100 * length / total, 2), KIND_COLOURS.get(span["kind"], "#888"), what, detail,
             )  # fmt: skip
         )

@@ -19,6 +19,7 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
 from audit.services import record
+from runtime.admin.recorded_requests import recorded_request
 from runtime.errors import RuntimeInputError
 from runtime.models import (
     Agent,
@@ -300,9 +301,13 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
         return self._done(request, meta, "No run was active." if run is None else f"Asked run {run.run_id} to stop ({run.status}).")
 
     def context_view(self, request, object_id: str):
+        """The kernel's page, with the recorded request that produced the entry (its trace) above it."""
         response = super().context_view(request, object_id)
         if isinstance(response, TemplateResponse) and self.has_change_permission(request, response.context_data.get("original")):
             response.context_data["leaf_action_url"] = reverse("admin:sessions_tree_agentsession_leaf", args=[response.context_data["original"].session_id])
+        if isinstance(response, TemplateResponse) and not response.context_data.get("error"):
+            response.template_name = "admin/runtime/session/context.html"
+            response.context_data["recorded"] = recorded_request(response.context_data["original"].session_id, response.context_data.get("at") or "")
         return response
 
     def has_change_permission(self, request, obj=None):

@@ -3,9 +3,28 @@ run's trace shows as the call's exact request (the same ``build_params`` the cal
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict
 
 from .spec import LlmRequest, ModelSpec
+
+REFERENCED = ("system_prompt", "messages", "tools")  # the request's fields a trace stores by reference
+
+
+def digest(text: str) -> str:
+    """The SHA-256 a trace stores a shared text under (a system prompt, a set of tool definitions)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def tools_text(tools: list[dict]) -> str:
+    """Tool definitions as the one text their digest is taken of."""
+    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_settings(request: LlmRequest) -> dict:
+    """The request's fields a trace stores as they are (all but those it stores by reference)."""
+    return {k: v for k, v in asdict(request).items() if k not in REFERENCED}
 
 
 def request_body(model: ModelSpec, request: LlmRequest) -> dict:

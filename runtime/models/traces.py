@@ -22,9 +22,18 @@ class ModelCall(models.Model):
     endpoint answered, its timings, stop reason, usage, cost and error, and its exact request
     by reference — the entry its context ends at (the messages are that entry's path in the
     tree), the blobs of its system prompt and tools, and the request's other fields — enough
-    to rebuild the body it sent byte for byte (``runtime.llm.bodies``)."""
+    to rebuild the body it sent byte for byte (``runtime.llm.bodies``). A subagent child's call
+    names its child and the place in the child's context instead of an entry, and its body
+    is not rebuilt (the child's messages lived in its process)."""
 
     run = models.ForeignKey(AgentRun, null=True, blank=True, on_delete=models.CASCADE, related_name="model_calls")
+    # A subagent child's call: the child that made it (``run`` is the run that started the
+    # batch), and where in the child's context it was made — the seq of the child's last
+    # event before the call (its messages live in the child's process, not in the tree).
+    subprocess_run = models.ForeignKey(
+        "runtime.SubprocessRun", null=True, blank=True, on_delete=models.CASCADE, related_name="model_calls"
+    )
+    context_seq = models.PositiveIntegerField(null=True, blank=True)
     session_id = models.CharField(max_length=64, db_index=True)
     purpose = models.CharField(max_length=16, default="turn")  # turn (more later: compaction, titles)
     model = models.CharField(max_length=64)

@@ -4,7 +4,8 @@
 When the run stops executing, its records (``traces.py``) become spans with the GenAI
 semantic conventions: ``invoke_agent <agent>`` for the run, a ``chat <model>`` child per
 model call, ``execute_tool <tool>`` per tool call and ``invoke_agent <child agent>`` per
-subagent child, with their recorded start and end times. The official SDK's batching span
+subagent child (its own model calls ``chat`` spans under it), with their recorded start and
+end times. The official SDK's batching span
 processor sends them from a thread of its own through a bounded queue: exporting never slows
 or fails a turn, and a collector that is down only logs. Prompts and answers go along only
 with ``NETA_OTEL_CAPTURE_CONTENT``.
@@ -101,25 +102,7 @@ def _export(run, calls, tools) -> None:
     context = trace.set_span_in_context(root)
     end = start
     for call in calls:
-        usage = call.usage or {}
-        span = tracer.start_span(
-            f"chat {call.model_id or call.model}",
-            context=context,
-            start_time=_ns(call.started_at),
-            attributes={
-                "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDERS.get(_kind(call), call.provider or "unknown"),
-                "gen_ai.request.model": call.model_id or call.model, "gen_ai.response.model": call.model_id or call.model,
-                "gen_ai.usage.input_tokens": int(usage.get("input") or 0), "gen_ai.usage.output_tokens": int(usage.get("output") or 0),
-                "gen_ai.response.finish_reasons": [call.stop_reason or "unknown"], "server.address": call.endpoint or "",
-                "neta.model": call.model, "neta.cost_usd": float(call.cost),
-            },
-        )  # fmt: skip
-        if call.first_token_at:
-            span.add_event("first_token", timestamp=_ns(call.first_token_at))
-        if call.error:
-            span.set_status(trace.Status(trace.StatusCode.ERROR, call.error[:500]))
-            span.set_attribute("error.type", "model_error")
-        span.end(end_time=_ns(call.finished_at))
+        _chat_span(tracer, call, context)
         end = max(end, call.finished_at) if end and call.finished_at else (call.finished_at or end)
     for tool in tools:
         span = tracer.start_span(
@@ -130,6 +113,9 @@ def _export(run, calls, tools) -> None:
             span.set_status(trace.Status(trace.StatusCode.ERROR))
         span.end(end_time=_ns(tool.finished_at))
         end = max(end, tool.finished_at) if end else tool.finished_at
+    child_calls: dict[int, list[ModelCall]] = {}
+    for call in ModelCall.objects.filter(run=run, subprocess_run__isnull=False).order_by("started_at", "pk"):
+        child_calls.setdefault(call.subprocess_run_id, []).append(call)
     for child in SubprocessRun.objects.filter(parent_run=run, started_at__isnull=False):
         usage = child.usage or {}
         span = tracer.start_span(
@@ -139,10 +125,37 @@ def _export(run, calls, tools) -> None:
                 "gen_ai.usage.input_tokens": int(usage.get("input") or 0), "gen_ai.usage.output_tokens": int(usage.get("output") or 0),
             },
         )  # fmt: skip
+        for call in child_calls.get(child.pk, ()):  # the child's model calls, under its span
+            _chat_span(tracer, call, trace.set_span_in_context(span))
         span.end(end_time=_ns(child.ended_at or end))
     if run.error:
         root.set_status(trace.Status(trace.StatusCode.ERROR, run.error[:500]))
     root.end(end_time=_ns(run.finished_at or end))
+
+
+def _chat_span(tracer, call: ModelCall, context) -> None:
+    """A model call's ``chat`` span under ``context`` (the run's span, or a subagent child's)."""
+    from opentelemetry import trace  # loaded with the tracer above
+
+    usage = call.usage or {}
+    span = tracer.start_span(
+        f"chat {call.model_id or call.model}",
+        context=context,
+        start_time=_ns(call.started_at),
+        attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": PROVIDERS.get(_kind(call), call.provider or "unknown"),
+            "gen_ai.request.model": call.model_id or call.model, "gen_ai.response.model": call.model_id or call.model,
+            "gen_ai.usage.input_tokens": int(usage.get("input") or 0), "gen_ai.usage.output_tokens": int(usage.get("output") or 0),
+            "gen_ai.response.finish_reasons": [call.stop_reason or "unknown"], "server.address": call.endpoint or "",
+            "neta.model": call.model, "neta.cost_usd": float(call.cost),
+        },
+    )  # fmt: skip
+    if call.first_token_at:
+        span.add_event("first_token", timestamp=_ns(call.first_token_at))
+    if call.error:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, call.error[:500]))
+        span.set_attribute("error.type", "model_error")
+    span.end(end_time=_ns(call.finished_at))
 
 
 def _kind(call: ModelCall) -> str:

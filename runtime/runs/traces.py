@@ -12,11 +12,10 @@ older records (the reaper's round).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -24,21 +23,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from runtime.llm.bodies import digest, request_settings, tools_text
 from runtime.models import Blob, ModelCall, ToolCallRecord
 
-REFERENCED = ("system_prompt", "messages", "tools")
-logger = logging.getLogger(__name__)  # the request's fields stored by reference
+logger = logging.getLogger(__name__)
 
 _stored: set[str] = set()  # digests of the blobs this process stored (or found stored)
 _stored_lock = threading.Lock()
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def tools_text(tools: list[dict]) -> str:
-    return json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -79,7 +70,7 @@ def record_model_calls(pending: Pending, run, session_id: str, attempts: list[At
     for index, item in enumerate(attempts):
         last = index == len(attempts) - 1
         request = item.request
-        other = {k: v for k, v in asdict(request).items() if k not in REFERENCED}
+        other = request_settings(request)
         system, tools = request.system_prompt, tools_text(request.tools)
         blobs[digest(system)], blobs[digest(tools)] = system, tools
         usage = (final.get("usage") or {}) if last else {}
@@ -111,6 +102,57 @@ def record_direct(*, run, session_id: str, purpose: str, name: str, spec, reques
         write(pending)
     except Exception:  # noqa: BLE001 - observability never fails the call it records
         logger.exception("recording a %s call failed", purpose)
+
+
+def record_child_calls(row, events: list[dict], blobs: dict) -> None:
+    """A subagent child's ``model_call`` events (runtime/subagents/protocol.py) as ``ModelCall``
+    rows of the run that started its batch, linked to the child (``row``) and its context
+    position; the texts it sent along as blobs, each only under its own digest (a child names
+    no text it did not send). What is not of the expected type is left empty. Never raises."""
+    try:
+        pending = Pending()
+        pending.blobs = {d: t for d, t in (blobs or {}).items() if isinstance(t, str) and digest(t) == d}
+        pending.calls = [_child_call(row, event) for event in events]
+        write(pending)
+    except Exception:  # noqa: BLE001 - observability never fails the child it records
+        logger.exception("subagent %s: recording its model calls failed", row.run_id)
+
+
+def _child_call(row, event: dict) -> ModelCall:
+    call = event.get("call") if isinstance(event.get("call"), dict) else {}
+
+    def text(key: str, limit: int) -> str:
+        value = call.get(key)
+        return value[:limit] if isinstance(value, str) else ""
+
+    def moment(value) -> dt.datetime | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        try:
+            return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+
+    def hexdigest(key: str) -> str:
+        value = text(key, 64)
+        return value if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else ""
+
+    usage = call.get("usage") if isinstance(call.get("usage"), dict) else {}
+    try:
+        cost = Decimal(str((usage.get("cost") or {}).get("total", 0) or 0)).quantize(Decimal("0.000001"))
+    except (ArithmeticError, AttributeError, ValueError):
+        cost = Decimal(0)
+    seq = call.get("contextSeq")
+    return ModelCall(
+        run_id=row.parent_run_id, subprocess_run=row, session_id=row.session_id, purpose="turn",
+        model=text("model", 64), model_id=text("modelId", 200), provider=text("provider", 64), api=text("api", 32), endpoint=text("endpoint", 255),
+        context_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2**31 else None,
+        system_digest=hexdigest("systemDigest"), tools_digest=hexdigest("toolsDigest"),
+        settings=call.get("settings") if isinstance(call.get("settings"), dict) else {},
+        started_at=moment(call.get("startedAt")) or moment(event.get("ts")) or timezone.now(),
+        first_token_at=moment(call.get("firstTokenAt")), finished_at=moment(call.get("finishedAt")) or moment(event.get("ts")),
+        stop_reason=text("stopReason", 16), usage=usage, cost=cost if abs(cost) < 10**8 else Decimal(0), error=text("error", 10_000),
+    )  # fmt: skip
 
 
 def tool_record(run, call_id: str, name: str, arguments, started: dt.datetime, outcome: str) -> ToolCallRecord:

@@ -51,10 +51,13 @@ from runtime.subagents.envelope import (
 )
 from runtime.subagents.protocol import (
     BUDGET_CODES,
+    MAX_BLOB_BYTES,
     MAX_MESSAGE_TEXT_CHARS,
     EventWriter,
     ProtocolError,
     check_host_message,
+    encode_line,
+    now_ms,
     preview,
 )
 
@@ -65,6 +68,7 @@ DELTA_FLUSH_CHARS = 4096
 DELTA_FLUSH_SECONDS = 0.1
 ABORTED_TOOL_TEXT = "Tool call aborted: the subagent was stopped before it could run."
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_ENVELOPE = 0, 1, 2
+FIRST_TOKEN_EVENTS = frozenset({"text_delta", "thinking_delta", "toolcall_delta"})  # as the turn loop's
 
 
 def die_with_parent(expected_parent: int | None) -> None:
@@ -144,6 +148,8 @@ class Child:
         self._proxy_lock = threading.Condition()
         self._proxy_answers: dict[str, dict] = {}
         self._done = threading.Event()
+        self._blobs_sent: set[str] = set()  # digests whose text went with an earlier model_call
+        self._first_token: int | None = None
         self.started = time.monotonic()
         self.spec = self._model_spec()
         self.tools = self._tools()
@@ -307,12 +313,14 @@ class Child:
                 max_tokens=self.spec.max_output_tokens,
             )
             self.phase = "model"
+            context_seq, started = self.writer.seq, now_ms()
             final = self._stream(turn, request)
             self._add_usage(final.get("usage") or {})
             stop = final.get("stopReason")
             text = _text_of(final)
             self.texts.append(text)
             self.writer.emit("assistant_message", turn=turn, stopReason=stop, message=_bounded_message(final))
+            self._emit_model_call(turn, request, final, started=started, context_seq=context_seq)
             if stop == "aborted" or self.cancel.is_set():
                 raise self._stopped()
             if stop == "error":
@@ -362,9 +370,12 @@ class Child:
 
         final: dict | None = None
         partial: dict | None = None
+        self._first_token = None
         try:
             for event in self.llm.stream(self.spec, request, cancel=self.cancel):
                 partial = event.partial or partial
+                if self._first_token is None and event.type in FIRST_TOKEN_EVENTS:
+                    self._first_token = now_ms()
                 if event.type in ("text_delta", "thinking_delta"):
                     kind = "text" if event.type == "text_delta" else "thinking"
                     if (kind, event.content_index) != (pending_kind, pending_index):
@@ -385,6 +396,37 @@ class Child:
             final = {**(partial or {"role": "assistant", "content": []}), "stopReason": "aborted" if self.cancel.is_set() else "error"}
             final.setdefault("errorMessage", "the model stream ended without a final message")
         return final
+
+    def _emit_model_call(self, turn: int, request, final: dict, *, started: int, context_seq: int) -> None:
+        """The call just made, for its trace record on the host: who answered, when, how it
+        ended, and its request by reference (the texts of its system prompt and tools the
+        first time this run sends them)."""
+        from urllib.parse import (
+            urlsplit,  # as ``llm``: loaded once the child runs
+        )
+
+        from runtime.llm.bodies import (  # as ``llm``: loaded once the child runs
+            digest,
+            request_settings,
+            tools_text,
+        )
+
+        system, tools = request.system_prompt, tools_text(request.tools)
+        blobs = {}
+        for text in (system, tools):
+            key = digest(text)
+            if key not in self._blobs_sent and len(encode_line({"t": text})) <= MAX_BLOB_BYTES:
+                blobs[key] = text
+            self._blobs_sent.add(key)
+        ref = self.envelope.runtime_config.model
+        call = {
+            "model": ref.name or ref.model_id, "modelId": self.spec.model_id, "provider": self.spec.provider_name, "api": self.spec.api,
+            "endpoint": urlsplit(self.spec.base_url or "").hostname or "",
+            "startedAt": started, "firstTokenAt": self._first_token, "finishedAt": now_ms(),
+            "stopReason": final.get("stopReason") or "", "usage": final.get("usage") or {}, "error": final.get("errorMessage") or "",
+            "settings": request_settings(request), "systemDigest": digest(system), "toolsDigest": digest(tools), "contextSeq": context_seq,
+        }  # fmt: skip
+        self.writer.emit("model_call", turn=turn, call=call, blobs=blobs)
 
     def _run_call(self, turn: int, call: dict) -> dict:
         from toolcatalog.protocol import (

@@ -264,6 +264,7 @@ class ModelRef(_Wire):
     supports_images: bool = _meta("supportsImages", _bool, False)
     prices: dict = _meta("prices", _dict, {})
     options: dict = _meta("options", _dict, {})
+    name: str = _meta("name", _str(max_len=200), "")  # the configured model's name (its trace records say it)
 
     def check(self, where: str) -> None:
         if self.api_key_env and not (self.api_key_env.replace("_", "a").isalnum() and not self.api_key_env[0].isdigit()):

@@ -927,6 +927,7 @@ def model_ref(model) -> dict:
         "supportsImages": model.supports_images,
         "prices": model.prices,
         "options": dict(spec.options or {}),
+        "name": model.name,
     }
 
 

@@ -22,6 +22,7 @@ from django.db import connection
 from runtime.agents.subagent_policy import DELEGATE_TOOLS
 from runtime.models import SubprocessRun
 from runtime.realtime.sinks import default_sink
+from runtime.runs import traces
 from runtime.subagents import services
 from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
@@ -181,10 +182,17 @@ def _flush(run: SubprocessRun, pending: list, lock: threading.Lock, coalescer: S
         batch, pending[:] = list(pending), []
     if not batch:
         return
+    calls = [e for e in batch if e.get("type") == "model_call"]
+    blobs: dict = {}
+    for event in calls:  # the texts become blobs: the table and the socket carry the event without them
+        sent = event.pop("blobs", None)
+        blobs.update(sent if isinstance(sent, dict) else {})
     try:
         services.subprocess_events_record(run, batch)
     except Exception:  # a recording hiccup never loses the run (the terminal state is written apart)
         logger.exception("subagent %s: could not record %d events", run.run_id, len(batch))
+    if calls:
+        traces.record_child_calls(run, calls, blobs)  # their trace records (never raises)
     for event in batch:
         coalescer.add(event)
     coalescer.flush()

@@ -7,6 +7,11 @@ Child → host, one JSON object a line on stdout, every event with ``v, runId, s
 ``heartbeat``       ``phase`` (model | tool | proxy | idle), ``usage``, ``counts``
 ``assistant_delta`` ``turn, kind`` (text | thinking), ``delta`` — coalesced, not one per token
 ``assistant_message`` ``turn, message`` (a Pi AssistantMessage, text capped), ``stopReason``
+``model_call``      ``turn, call, blobs`` — one model call as it happened (after its
+                    ``assistant_message``): ``call`` holds what its trace record needs
+                    (:data:`MODEL_CALL_FIELDS`), ``blobs`` the texts of its system prompt and
+                    tools by digest, each sent once per run (the host stores them and drops them
+                    from the event)
 ``tool_call``       ``turn, toolCallId, name, arguments, route``
 ``tool_result``     ``toolCallId, name, isError, preview, truncated, chars, details`` (bounded)
 ``proxy_request``   ``requestId, toolCallId, name, arguments`` — the host runs it and answers
@@ -44,6 +49,7 @@ EVENT_TYPES = (
     "heartbeat",
     "assistant_delta",
     "assistant_message",
+    "model_call",
     "tool_call",
     "tool_result",
     "proxy_request",
@@ -76,6 +82,17 @@ PART_CHARS = 96 * 1024
 PART_FIELDS = ("finalText", "partialText")
 PREVIEW_CHARS = 2000
 MAX_MESSAGE_TEXT_CHARS = 256 * 1024
+#: A model call's system prompt or tools travel in its event up to this size (JSON bytes);
+#: a larger one goes by digest alone (its trace record cannot show it).
+MAX_BLOB_BYTES = 256 * 1024
+#: ``model_call.call``: model (the configured name), modelId, provider, api, endpoint;
+#: startedAt, firstTokenAt, finishedAt (epoch ms); stopReason, usage, error; settings (the
+#: request's other fields); systemDigest, toolsDigest; contextSeq (the seq of the child's
+#: last event before the call: its context is the task and what its events up to there carry).
+MODEL_CALL_FIELDS = (
+    "model", "modelId", "provider", "api", "endpoint", "startedAt", "firstTokenAt", "finishedAt", "stopReason", "usage", "error",
+    "settings", "systemDigest", "toolsDigest", "contextSeq",
+)  # fmt: skip
 NOISE_KEEP_LINES = 50
 NOISE_KEEP_CHARS = 500
 STDERR_TAIL_BYTES = 16 * 1024
@@ -89,6 +106,7 @@ _REQUIRED = {
     "proxy_request": {"requestId": str, "name": str},
     "text_part": {"field": str, "text": str},
     "heartbeat": {"phase": str},
+    "model_call": {"call": dict},
 }
 
 

@@ -1,13 +1,16 @@
 """A run's trace (``runtime/runs/traces.py``, ``GET /api/runs/{id}/trace/``): every model call
 recorded as it happened — a failover's attempts each — with its exact request stored by
 reference, rebuilt byte for byte equal to the body a local wire server received (Anthropic,
-OpenAI chat, OpenAI Responses, through the official SDKs); tool calls with their outcome; the
-trace for the run's readers only; old records pruned."""
+OpenAI chat, OpenAI Responses, through the official SDKs); tool calls with their outcome; a
+subagent child's calls under its span; the trace for the run's readers only; old records
+pruned; the session's "context at an entry" page shows the request that produced the entry."""
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
+import re
 
 import pytest
 from django.utils import timezone
@@ -16,6 +19,7 @@ from rest_framework.test import APIClient
 from runtime.models import Agent, Blob, ModelCall, ModelConfig, ToolCallRecord
 from runtime.api.views.traces import rebuilt_body
 from runtime.runs import traces
+from tests.subagents import host_helpers
 from tests.support.driver import Driver
 from tests.support.rules import rules
 from tests.support.wire_servers import Reply, Status, serve
@@ -155,3 +159,66 @@ def test_a_compactions_summary_call_is_recorded_and_rebuilt(monkeypatch, workspa
     rebuilt = sorted((rebuilt_body(call) for call in summaries), key=lambda b: json.dumps(b, sort_keys=True))
     assert rebuilt == received
     assert all(call.run is None and call.session_id == driver.session_id and call.messages_digest for call in summaries)
+
+
+def test_a_childs_calls_are_model_call_spans_under_its_subagent_span(workspace, settings, admin_user):
+    settings.NETA_SANDBOX = "none"
+    h = host_helpers
+    h.make_agent("helper", h.ls_then("Seen it."), workspace=workspace)
+    boss = h.make_agent("boss", h.delegating("delegate_task", {"agent": "helper", "task": "look"}), workspace=workspace, subagent_policy=h.policy("helper"))
+    run = h.Parent(boss).prompt()
+    assert run.status == "completed", run.error
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    spans = trace(client, run)
+    (child,) = [s for s in spans if s["kind"] == "subagent"]
+    assert child["parent"] == str(run.run_id)
+    own = [s for s in spans if s["kind"] == "model_call" and s["parent"] == str(run.run_id)]
+    under = [s for s in spans if s["parent"] == child["id"]]
+    assert len(own) == 2 and all(s["attributes"]["request"] is not None and s["attributes"]["model"] == "boss-model" for s in own)
+    assert [s["kind"] for s in under] == ["model_call", "model_call"] and spans.index(child) < spans.index(under[0])
+    assert [s["attributes"]["stopReason"] for s in under] == ["toolUse", "stop"]
+    for span in under:
+        a = span["attributes"]
+        assert span["name"] == a["model"] == "helper-model" and a["subagentRunId"] == child["id"] and a["contextSeq"] >= 1
+        assert a["usage"]["output"] > 0 and float(a["cost"]) > 0 and a["timeToFirstTokenMs"] is not None and a["error"] == ""
+        assert a["request"] is None and "lived in its process" in a["requestUnavailable"]
+        assert "subagent" in a["recorded"]["system"].lower() and "ls" in [t["name"] for t in a["recorded"]["tools"]]
+        assert a["recorded"]["settings"]["thinking_level"] == "off"
+        assert child["start"] <= span["start"] <= span["end"] <= child["end"]
+    # Without ?include=request: no request, as for the parent's own calls.
+    plain = client.get(f"/api/runs/{run.run_id}/trace/").json()["spans"]
+    assert all("request" not in s["attributes"] and "recorded" not in s["attributes"] for s in plain if s["kind"] == "model_call")
+
+
+def _details(page: str, css_class: str) -> str:
+    match = re.search(rf'<details class="{css_class}"><summary>[^<]*</summary><pre>(.*?)</pre></details>', page, re.S)
+    assert match, page[:3000]
+    return html.unescape(match.group(1))
+
+
+def test_the_context_page_shows_the_recorded_request_that_produced_the_entry(monkeypatch, workspace, anthropic_server, admin_client):
+    agent = Agent.objects.create(
+        name="ctx", model=model(monkeypatch, "m-ctx", "anthropic", anthropic_server), cwd=str(workspace), system_prompt="Answer in one line.",
+    )  # fmt: skip
+    driver = Driver(agent)
+    anthropic_server.script(text("First answer."), text("Second answer."))
+    driver.prompt("hello there")
+    driver.prompt("and then?")
+    call = ModelCall.objects.order_by("pk").last()
+    url = f"/admin/sessions_tree/agentsession/{driver.session_id}/context/"
+    page = admin_client.get(url, {"at": call.entry_id}).content.decode()
+    assert "The recorded request that produced this entry" in page and "No model call is recorded" not in page
+    assert "Model <code>m-ctx</code>" in page and "<code>stop</code>" in page
+    # The body it sent, rebuilt: equal to what the wire server received for that second call.
+    assert json.loads(_details(page, "trace-request")) == anthropic_server.requests[1].body
+    assert "Answer in one line." in page and "3 messages sent" in page  # hello, the first answer, and then?
+    # The leaf is that entry: the page without ?at= shows the same request.
+    assert "The recorded request that produced this entry" in admin_client.get(url).content.decode()
+    # A user's entry was produced by no model call: today's reconstruction, with a note.
+    fallback = admin_client.get(url, {"at": call.context_leaf_id}).content.decode()
+    assert "No model call is recorded for this entry" in fallback and "The recorded request" not in fallback
+    assert "and then?" in fallback  # the context rebuilt from the tree still shows
+    # Pruned records: the note again.
+    ModelCall.objects.all().delete()
+    assert "No model call is recorded for this entry" in admin_client.get(url, {"at": call.entry_id}).content.decode()

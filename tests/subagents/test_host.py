@@ -510,4 +510,7 @@ def test_a_childs_page_reads_as_a_transcript_and_the_parents_trace_holds_its_chi
     assert "ls " in transcript and "The workspace holds notes.txt" in transcript and "completed" in transcript
     assert "assistant_delta" not in transcript  # the deltas read as one passage
     parent_page = admin_client.get(f"/admin/runtime/agentrun/{run.pk}/change/").content.decode()
-    assert parent_page.count('<tr data-kind="subagent">') == 2 and parent_page.count('<tr data-kind="model_call">') == 2
+    assert parent_page.count('<tr data-kind="subagent">') == 2
+    # The parent's two calls, then each child's two under its subagent row (indented, their request without its messages).
+    assert parent_page.count('<tr data-kind="model_call">') == 6 and parent_page.count('<tr data-kind="model_call"><td data-depth="1"') == 4
+    assert parent_page.count("request recorded, without its messages") == 4
