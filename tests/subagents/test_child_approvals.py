@@ -22,7 +22,8 @@ from runtime.runs.questions import decide_approval
 from runtime.runs.turn import execute_run
 from runtime.sessions.services import session_start
 from runtime.subagents import child_approvals
-from runtime.subagents.child import PLAN_ONLY_TEXT
+from runtime.subagents.child import PLAN_ONLY_TEXT, Child
+from runtime.subagents.envelope import parse_envelope
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.index import INDEXES
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script, wait_for
@@ -220,6 +221,27 @@ def test_a_plan_only_child_refuses_its_changing_calls(workspace, owner):
     assert child.final_text == "Child says: " + PLAN_ONLY_TEXT
     assert not (child_cwd(child) / "made.txt").exists()
     assert not SubagentApproval.objects.exists()
+    # The changing tools are not even offered to the child's model (what the child's loop leaves out).
+    as_child = Child(parse_envelope(child.envelope), writer=None, stdin=None)
+    hidden = {name for name in as_child.tools if as_child._hidden_in_plan_mode(name)}
+    assert {"bash", "write", "edit"} <= hidden and not {"ls", "read", "grep"} & hidden
+
+
+def test_the_wait_counts_within_the_childs_wall_clock(workspace, owner):
+    make_agent("helper", bash_then_answer(MAKE), workspace=workspace, tool_policy={"approval": "ask_changes"})
+    boss = make_agent(
+        "boss", delegating("delegate_parallel", ONE, after="Boss done."), workspace=workspace,
+        subagent_policy=policy("helper", child_budget={"wall_clock_seconds": 3}),
+    )  # fmt: skip
+    parent = Parent(boss)
+    parent.session_id = session_start(agent=boss, user=owner).session_id
+    run = parent.prompt()
+    assert run.status == RunStatus.COMPLETED
+    child = child_of(run)
+    request = SubagentApproval.objects.get(subprocess_run=child)
+    assert (request.expires_at - child.started_at).total_seconds() <= 3  # never past the child's own end
+    assert request.status in ("expired", "cancelled")
+    assert (child.status, child.error_code) == ("partial", "budget_wall_clock") and not (child_cwd(child) / "made.txt").exists()
 
 
 def test_an_unanswered_request_expires_as_a_denial(workspace, owner, settings):
@@ -298,3 +320,34 @@ def test_a_childs_request_is_decided_over_the_socket(workspace, owner):
     assert ack["type"] == "ack" and ack["result"] == {"subagentRunId": str(request.subprocess_run.run_id), "toolCallId": request.tool_call_id, "status": "allowed"}
     thread.join(60)
     assert holder[0].status == RunStatus.COMPLETED and (child_cwd(child_of(run)) / "made.txt").exists()
+
+
+def test_a_grandchilds_request_waits_in_the_top_session_named_with_its_depth(workspace, owner):
+    make_agent("leaf", bash_then_answer(MAKE), workspace=workspace, tool_policy={"approval": "ask_changes"})
+    make_agent("middle", script(default={"replies": [
+        [{"tool_call": {"name": "delegate_task", "arguments": {"agent": "leaf", "task": "make the file deeper"}}}], [{"text": "Middle got: {{result}}"}]]}),
+        workspace=workspace)  # fmt: skip
+    boss = make_agent(
+        "boss", delegating("delegate_task", {"agent": "middle", "task": "delegate deeper"}), workspace=workspace,
+        subagent_policy=policy("middle", "leaf", max_depth=2),
+    )  # fmt: skip
+    parent = Parent(boss)
+    parent.session_id = session_start(agent=boss, user=owner).session_id
+    thread, holder, run = parent.start()
+    request = pending_request(run)
+    leaf = request.subprocess_run
+    assert leaf.depth == 2 and leaf.agent == "leaf"
+    middle = SubprocessRun.objects.get(parent_run=run, depth=1)
+    assert middle.envelope["approval"]["mode"] == "auto" and leaf.envelope["approval"]["mode"] == "ask_changes"
+    [item] = client_for(owner).get(f"/api/sessions/{parent.session_id}/approvals/").json()["approvals"]
+    assert item["subagent"]["depth"] == 2 and item["subagent"]["agent"] == "leaf"
+    allowed = client_for(owner).post(
+        f"/api/sessions/{parent.session_id}/approve/", {"toolCallId": item["toolCallId"], "decision": "allow", "subagentRunId": str(leaf.run_id)}, format="json"
+    )
+    assert allowed.status_code == 200
+    thread.join(60)
+    assert holder[0].status == RunStatus.COMPLETED
+    leaf.refresh_from_db()
+    assert leaf.status == "completed" and (child_cwd(leaf) / "made.txt").exists()
+    [entry] = decisions(parent)
+    assert entry["subagent"] == {"runId": str(leaf.run_id), "agent": "leaf", "task": "make the file deeper", "depth": 2}
