@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from infra.db_threads import release as release_connection
 from runtime.errors import RuntimeInputError
 from runtime.models import (
     ACTIVE_SUBPROCESS_STATUSES,
@@ -44,7 +45,7 @@ from runtime.runs.questions import QuestionNotFound
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.25  # how often a waiting request reads its row
+POLL_SECONDS = 0.25  # how often a waiting request reads its row (its pooled connection given back between reads)
 Status = SubagentApprovalStatus
 
 
@@ -85,6 +86,7 @@ def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: thread
         elif timezone.now() >= row.expires_at:
             _settle(row, Status.EXPIRED)
         else:
+            release_connection()  # a wait may last an hour: no connection held meanwhile
             time.sleep(POLL_SECONDS)
         row.refresh_from_db()
     return answer_for(row)

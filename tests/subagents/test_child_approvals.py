@@ -135,6 +135,20 @@ def test_a_childs_call_waits_in_the_parent_session_named_and_allow_runs_it(works
     assert types.index("custom") > types.index("subagent_result") and types.index("custom") < types.index("toolResult")
 
 
+def test_the_consoles_subagent_run_page_shows_its_decided_requests(workspace, owner, admin_client):
+    parent = parent_for(workspace, owner, bash_then_answer(MAKE))
+    thread, holder, run = parent.start()
+    request = pending_request(run)
+    child_approvals.decide(
+        session_id=parent.session_id, subagent_run_id=request.subprocess_run.run_id, tool_call_id=request.tool_call_id,
+        decision="deny", note="a build is running", actor=owner,
+    )  # fmt: skip
+    thread.join(60)
+    page = admin_client.get(f"/admin/runtime/subprocessrun/{child_of(run).pk}/change/").content.decode()
+    section = page[page.index("inline-group") :]
+    assert "call_0" in section and "denied" in section and "a build is running" in section and "alice" in section
+
+
 def test_deny_reaches_the_childs_model_as_the_tool_result_and_it_goes_on(workspace, owner):
     parent = parent_for(workspace, owner, bash_then_answer(MAKE))
     thread, holder, run = parent.start()
