@@ -200,6 +200,8 @@ def test_the_stricter_of_the_childs_mode_and_the_sessions_holds(workspace, owner
     parent = parent_for(workspace, owner, bash_then_answer(MAKE), child_mode="auto", parent_mode="ask_changes")
     thread, holder, run = parent.start()
     wait_for(lambda: RunStatus.WAITING == type(run).objects.get(pk=run.pk).status, what="the delegation waiting")
+    [own] = client_for(owner).get(f"/api/sessions/{parent.session_id}/approvals/").json()["approvals"]
+    assert own["tool"] == "delegate_parallel" and own["subagent"] is None  # the run's own request, listed too
     thread.join(60)  # the parked run's execution ended; it resumes as a new one
     decide_approval(
         session_id=parent.session_id, tool_call_id=type(run).objects.get(pk=run.pk).question["toolCallId"], decision="allow", actor=owner, start=False
