@@ -367,3 +367,28 @@ def test_a_grandchilds_request_waits_in_the_top_session_named_with_its_depth(wor
     assert leaf.status == "completed" and (child_cwd(leaf) / "made.txt").exists()
     [entry] = decisions(parent)
     assert entry["subagent"] == {"runId": str(leaf.run_id), "agent": "leaf", "task": "make the file deeper", "depth": 2}
+
+
+@pytest.mark.oracle
+def test_pi_reads_a_session_with_a_childs_decision_as_neta_does(workspace, owner, oracle, tmp_path):
+    import json  # only this test reads the oracle's answer
+    import subprocess  # only this test runs the oracle
+
+    from sessions_tree.pi_files import export_session  # only this test exports
+    from sessions_tree.pi_view import DEFAULT  # only this test compares the views
+    from tests.support.entries import pi_view_of_file  # only this test compares the views
+
+    parent = parent_for(workspace, owner, bash_then_answer(MAKE))
+    thread, holder, run = parent.start()
+    request = pending_request(run)
+    child_approvals.decide(
+        session_id=parent.session_id, subagent_run_id=request.subprocess_run.run_id, tool_call_id=request.tool_call_id, decision="allow", actor=owner
+    )
+    thread.join(60)
+    assert holder[0].status == RunStatus.COMPLETED
+    path = export_session(parent.session_id, tmp_path / "exported.jsonl")
+    done = subprocess.run([str(oracle), "context", str(path)], capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout == pi_view_of_file(path, DEFAULT, False)
+    pi = json.loads(done.stdout)
+    assert [m["role"] for m in pi["messages"]] == ["user", "assistant", "toolResult", "assistant"]  # the decision is no message
