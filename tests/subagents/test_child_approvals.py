@@ -57,10 +57,10 @@ def owner(django_user_model):
     return django_user_model.objects.create_user("alice", password="pw")
 
 
-def parent_for(workspace, owner, child_rules, *, child_mode="ask_changes", parent_mode="auto", tasks=ONE) -> Parent:
+def parent_for(workspace, owner, child_rules, *, child_mode="ask_changes", parent_mode="auto", tasks=ONE, provider="file") -> Parent:
     make_agent("helper", child_rules, workspace=workspace, tool_policy={"approval": child_mode})
     boss = make_agent(
-        "boss", delegating("delegate_parallel", tasks, after="Boss done."), workspace=workspace,
+        "boss", delegating("delegate_parallel", tasks, after="Boss done."), workspace=workspace, provider=provider,
         subagent_policy=policy("helper"), tool_policy={"approval": parent_mode},
     )  # fmt: skip
     parent = Parent(boss)
@@ -149,8 +149,9 @@ def test_the_consoles_subagent_run_page_shows_its_decided_requests(workspace, ow
     assert "call_0" in section and "denied" in section and "a build is running" in section and "alice" in section
 
 
-def test_deny_reaches_the_childs_model_as_the_tool_result_and_it_goes_on(workspace, owner):
-    parent = parent_for(workspace, owner, bash_then_answer(MAKE))
+@pytest.mark.parametrize("provider", ["file", "mysql"])
+def test_deny_reaches_the_childs_model_as_the_tool_result_and_it_goes_on(workspace, owner, provider):
+    parent = parent_for(workspace, owner, bash_then_answer(MAKE), provider=provider)
     thread, holder, run = parent.start()
     request = pending_request(run)
     child_approvals.decide(
