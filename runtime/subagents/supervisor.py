@@ -29,6 +29,9 @@ Process rules (docs/subagents.md, "The supervisor"):
 * ``proxy_request`` events are re-checked against the envelope (a granted
   ``main-process-proxy`` tool) and handed to ``on_proxy_request(event) -> result`` in a
   thread of their own; the answer is written back as ``proxy_response``.
+* ``approval_request`` events go to ``on_approval_request(event) -> {decision, text, scope,
+  prefix}`` in a thread of their own (it waits for a person); the answer is written back as
+  ``approval_response`` (no handler: denied).
 
 Callbacks run in the monitor thread (``on_event``, ``on_noise``): keep them short (batch
 database writes elsewhere); an exception in one is logged, never fatal to the run.

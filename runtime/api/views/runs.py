@@ -24,8 +24,8 @@ from runtime.api.views.base import (
 from runtime.models import AgentRun
 from runtime.runs.prompts import queued_inputs, run_abort, session_continue, session_prompt, session_regenerate
 from runtime.runs.questions import answer_question, decide_approval, waiting_run
-from runtime.subagents import child_approvals
 from runtime.sessions.access import reads_all_sessions, visible_sessions
+from runtime.subagents import child_approvals
 
 
 class SessionPromptApi(SessionApi):
