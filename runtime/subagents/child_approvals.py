@@ -14,8 +14,8 @@ meanwhile still lists and decides it.
   the latest when the child's time is up), while its heartbeats (phase ``approval``) keep
   the host's idle limit from taking it for stalled.
 * "Allow for this session" holds at once for the other children of the same parent run
-  (checked here before a request is made) and, once the batch is written, for the whole
-  session (a ``neta.approval`` entry: :func:`decision_entries`).
+  (checked here before a request is made, and for one already waiting) and, once the batch
+  is written, for the whole session (a ``neta.approval`` entry: :func:`decision_entries`).
 * A request nobody decides within ``NETA_ASK_USER_TIMEOUT_SECONDS`` is denied (the
   waiting thread, and the reaper's round for a request whose waiter is gone); a child
   that is cancelled or ends takes its pending requests with it (``cancelled``).
@@ -46,14 +46,15 @@ from runtime.runs.questions import QuestionNotFound
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25  # how often a waiting request reads its row (its pooled connection given back between reads)
+RULE_POLLS = 4  # … and every this many reads, the session rules its siblings were given meanwhile
 Status = SubagentApprovalStatus
 
 
-def _rules_granted(run: SubprocessRun) -> tuple[approvals.Rule, ...]:
-    """The "allow for this session" decisions taken for children of the same parent run
-    (not yet in the tree: the batch writes them when it ends)."""
-    rows = SubagentApproval.objects.filter(subprocess_run__parent_run_id=run.parent_run_id, status=Status.ALLOWED, scope="session")
-    return tuple(approvals.Rule(tool=tool, prefix=prefix) for tool, prefix in rows.values_list("tool", "prefix"))
+def _granted_by(run: SubprocessRun, name: str, arguments: dict) -> SubagentApproval | None:
+    """The "allow for this session" decision, taken for a child of the same parent run, that
+    lets this call run (not yet in the tree: the batch writes them when it ends)."""
+    rows = SubagentApproval.objects.filter(subprocess_run__parent_run_id=run.parent_run_id, status=Status.ALLOWED, scope="session", tool=name)
+    return next((row for row in rows if approvals.Rule(tool=row.tool, prefix=row.prefix).allows(name, arguments)), None)
 
 
 def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: threading.Event) -> dict:
@@ -63,7 +64,7 @@ def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: thread
     name = str(event.get("name") or "")[:64]
     request = event.get("request") if isinstance(event.get("request"), dict) else {}
     arguments = request.get("arguments") if isinstance(request.get("arguments"), dict) else {}
-    if any(rule.allows(name, arguments) for rule in _rules_granted(run)):
+    if _granted_by(run, name, arguments) is not None:
         return {"decision": "allow"}
     timeout = float(envelope.approval.timeout_seconds)
     expires = timezone.now() + dt.timedelta(seconds=timeout)
@@ -80,11 +81,18 @@ def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: thread
             "request": {**request, "toolCallId": call_id, "tool": name, "timeoutSeconds": int(timeout)},
         },
     )  # fmt: skip
+    polls = 0
     while row.status == Status.PENDING:
+        polls += 1
         if stop.is_set():
             _settle(row, Status.CANCELLED)
         elif timezone.now() >= row.expires_at:
             _settle(row, Status.EXPIRED)
+        elif polls % RULE_POLLS == 0 and (rule := _granted_by(run, name, arguments)) is not None:
+            # A sibling's "allow for this session", given while this one waited, covers it too.
+            SubagentApproval.objects.filter(pk=row.pk, status=Status.PENDING).update(
+                status=Status.ALLOWED, decided_by=rule.decided_by, decided_at=timezone.now(), note=""
+            )
         else:
             release_connection()  # a wait may last an hour: no connection held meanwhile
             time.sleep(POLL_SECONDS)

@@ -195,6 +195,29 @@ def test_allow_for_the_session_holds_for_the_childs_later_calls_and_the_next_del
     assert not SubagentApproval.objects.filter(subprocess_run=later).exists()
 
 
+def test_allow_for_the_session_on_one_child_lets_a_waiting_sibling_run_too(workspace, owner):
+    two = {"tasks": [{"agent": "helper", "task": "first"}, {"agent": "helper", "task": "second"}]}
+    parent = parent_for(workspace, owner, bash_then_answer("echo hi"), tasks=two)
+    thread, holder, run = parent.start()
+
+    def both():
+        rows = list(SubagentApproval.objects.filter(subprocess_run__parent_run=run, status="pending").order_by("subprocess_run__task_index"))
+        return rows if len(rows) == 2 else None
+
+    waiting = wait_for(both, what="both children waiting")
+    first, second = waiting
+    child_approvals.decide(
+        session_id=parent.session_id, subagent_run_id=first.subprocess_run.run_id, tool_call_id=first.tool_call_id,
+        decision="allow", scope="session", actor=owner,
+    )  # fmt: skip
+    thread.join(60)
+    assert holder[0].status == RunStatus.COMPLETED
+    second.refresh_from_db()
+    assert (second.status, second.decided_by, second.scope) == ("allowed", "alice", "once")
+    assert [r.status for r in SubprocessRun.objects.filter(parent_run=run)] == ["completed", "completed"]
+    assert sorted((d["scope"], d["decision"]) for d in decisions(parent)) == [("once", "allow"), ("session", "allow")]
+
+
 def test_the_stricter_of_the_childs_mode_and_the_sessions_holds(workspace, owner):
     # The child agent says auto; the parent session runs ask_changes: the child asks. (The
     # delegation itself waits for approval in the parent's own ask mode, as before.)
