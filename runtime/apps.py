@@ -58,6 +58,11 @@ class RuntimeConfig(AppConfig):
         from runtime.subagents.services import subprocess_runs_reap  # app code loads in ready(), once every app's models are
 
         add_round_hook(subprocess_runs_reap)
+        from runtime.subagents.child_approvals import (
+            reap as subagent_approvals_reap,  # app code loads in ready(), once every app's models are
+        )
+
+        add_round_hook(subagent_approvals_reap)
         from runtime.runs.reaper import add_batch_settler  # app code loads in ready(), once every app's models are
         from runtime.subagents.host import settle_lost_batch  # app code loads in ready(), once every app's models are
 

@@ -23,6 +23,7 @@ from runtime.models import (
     AgentRun,
     ModelCall,
     RunInput,
+    SubagentApproval,
     SubprocessRun,
 )
 from runtime.runs.prompts import run_abort
@@ -48,6 +49,16 @@ class RunInputInline(ViewOnly, admin.TabularInline):
         return super().get_queryset(request).defer("images")  # not shown here (a prompt's images: megabytes)
 
 
+class SubagentApprovalInline(ViewOnly, admin.TabularInline):
+    """A child's calls that waited for a person, and what was decided (docs/subagents.md, "Approvals")."""
+
+    model = SubagentApproval
+    extra = 0
+    can_delete = False
+    readonly_fields = ("tool_call_id", "tool", "status", "scope", "prefix", "note", "decided_by", "decided_at", "created_at", "expires_at")
+    fields = readonly_fields
+
+
 @admin.register(SubprocessRun)
 class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     """Subagent children: the host's records (docs/subagents.md); read-only, cancel through the service."""
@@ -61,6 +72,7 @@ class SubprocessRunAdmin(ViewOnly, LightListAdmin):
     show_full_result_count = False
     readonly_fields = ["transcript", *(f.name for f in SubprocessRun._meta.fields if f.name != "envelope")]
     exclude = ("envelope",)
+    inlines = [SubagentApprovalInline]
 
     @admin.display(description=_("transcript"))
     def transcript(self, obj):

@@ -468,6 +468,35 @@ class ApproveInput(serializers.Serializer):
     scope = serializers.ChoiceField(choices=["once", "session"], required=False, default="once", help_text="session: allow this tool (or, with prefix, these bash commands) for the rest of the session.")
     prefix = StrictCharField(required=False, allow_blank=True, max_length=500, default="", help_text="bash only, with scope session: allow commands that start with this.")
     note = StrictCharField(required=False, allow_blank=True, max_length=2000, default="", help_text="Shown to the model with a denial.")
+    subagentRunId = serializers.UUIDField(
+        required=False, allow_null=True, default=None, help_text="A subagent child's call: the child's run id (GET approvals/ lists them)."
+    )
+
+
+class SubagentApprovalOut(serializers.Serializer):
+    """A call that waits for a person, and the child that made it (null: the session's own run)."""
+
+    kind = serializers.CharField()
+    toolCallId = serializers.CharField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField(required=False)
+    mode = serializers.CharField(required=False)
+    command = serializers.CharField(required=False)
+    cwd = serializers.CharField(required=False)
+    path = serializers.CharField(required=False)
+    diff = serializers.CharField(required=False)
+    status = serializers.CharField(required=False)
+    expiresAt = serializers.IntegerField(required=False)
+    subagent = serializers.JSONField(allow_null=True, help_text="runId, agent, task, taskIndex, depth, batchId of the child; null for the run's own call.")
+
+
+class SessionApprovalsOut(serializers.Serializer):
+    approvals = SubagentApprovalOut(many=True)
+
+
+class ApproveOut(serializers.Serializer):
+    run = RunOut(required=False, help_text="The session's run, resumed (a decision on the run's own call).")
+    approval = SubagentApprovalOut(required=False, help_text="The child's request, decided (a decision with subagentRunId).")
 
 
 class PermissionModeInput(serializers.Serializer):

@@ -50,6 +50,7 @@ urlpatterns = [
     path(SESSION + "abort/", runs.SessionAbortApi.as_view(), name="session-abort"),
     path(SESSION + "answer/", runs.SessionAnswerApi.as_view(), name="session-answer"),
     path(SESSION + "approve/", runs.SessionApproveApi.as_view(), name="session-approve"),
+    path(SESSION + "approvals/", runs.SessionApprovalsApi.as_view(), name="session-approvals"),
     path(SESSION + "permission-mode/", sessions.SessionPermissionModeApi.as_view(), name="session-permission-mode"),
     path(SESSION + "switch-leaf/", sessions.SessionLeafSwitchApi.as_view(), name="session-switch-leaf"),
     path(SESSION + "labels/", sessions.SessionLabelApi.as_view(), name="session-labels"),

@@ -53,6 +53,7 @@ from runtime.runs.questions import answer_question, decide_approval
 from runtime.sessions.access import Access, session_access
 from runtime.sessions.selectors import session_snapshot
 from runtime.sessions.services import session_switch_leaf
+from runtime.subagents import child_approvals
 from sessions_tree import jsonl
 from sessions_tree.errors import EntryNotFound, ResyncNeeded, SessionNotFound
 from sessions_tree.models import AgentSession, SessionEvent
@@ -263,6 +264,12 @@ def _answer(session_id: str, user, data: dict) -> dict:
 
 def _approve(session_id: str, user, data: dict) -> dict:
 
+    if data.get("subagentRunId") is not None:
+        row = child_approvals.decide(
+            session_id=session_id, subagent_run_id=data["subagentRunId"], tool_call_id=data["toolCallId"], decision=data["decision"],
+            scope=data["scope"], prefix=data["prefix"], note=data["note"], actor=user,
+        )  # fmt: skip
+        return {"subagentRunId": str(row.subprocess_run.run_id), "toolCallId": row.tool_call_id, "status": row.status}
     run = decide_approval(
         session_id=session_id, tool_call_id=data["toolCallId"], decision=data["decision"], scope=data["scope"],
         prefix=data["prefix"], note=data["note"], actor=user,

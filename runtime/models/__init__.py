@@ -24,6 +24,8 @@ from runtime.models.conversations import (
 from runtime.models.processes import (
     ACTIVE_SUBPROCESS_STATUSES,
     ProcessBeat,
+    SubagentApproval,
+    SubagentApprovalStatus,
     SubprocessEvent,
     SubprocessRun,
     SubprocessStatus,
@@ -85,6 +87,8 @@ __all__ = [
     "SessionPin",
     "SessionShare",
     "SLUG",
+    "SubagentApproval",
+    "SubagentApprovalStatus",
     "SubprocessEvent",
     "SubprocessRun",
     "SubprocessStatus",

@@ -119,6 +119,50 @@ class SubprocessEvent(models.Model):
         return f"{self.run_id}#{self.seq} {self.type}"
 
 
+class SubagentApprovalStatus(models.TextChoices):
+    """A child's approval request (docs/subagents.md, "Approvals"). Only ``pending`` waits."""
+
+    PENDING = "pending", "pending"
+    ALLOWED = "allowed", "allowed"
+    DENIED = "denied", "denied"
+    EXPIRED = "expired", "expired"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class SubagentApproval(models.Model):
+    """A subagent child's tool call that waits for a person, surfaced in the parent session.
+
+    ``(subprocess_run, tool_call_id)`` is unique: a child that asks again for the same call
+    gets the same request (and, once decided, the same decision)."""
+
+    subprocess_run = models.ForeignKey(SubprocessRun, on_delete=models.CASCADE, related_name="approvals", verbose_name=_("subagent run"))
+    session_id = models.CharField(max_length=64, db_index=True, verbose_name=_("session id"))
+    tool_call_id = models.CharField(max_length=200, verbose_name=_("tool call id"))
+    tool = models.CharField(max_length=64, verbose_name=_("tool"))
+    request = models.JSONField(default=dict, help_text=_("The exact call and what a person needs to judge it."))
+    status = models.CharField(
+        max_length=16, choices=SubagentApprovalStatus.choices, default=SubagentApprovalStatus.PENDING, db_index=True, verbose_name=_("status")
+    )
+    scope = models.CharField(max_length=16, default="once", verbose_name=_("scope"))
+    prefix = models.CharField(max_length=500, blank=True, verbose_name=_("prefix"))
+    note = models.TextField(blank=True, verbose_name=_("note"))
+    decided_by = models.CharField(max_length=200, blank=True, verbose_name=_("decided by"))
+    decided_at = models.DateTimeField(null=True, blank=True, verbose_name=_("decided at"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    expires_at = models.DateTimeField(verbose_name=_("expires at"))
+    recorded = models.BooleanField(default=False, help_text=_("Written into the parent session's tree."))
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        verbose_name = _("subagent approval")
+        verbose_name_plural = _("subagent approvals")
+        constraints = [models.UniqueConstraint(fields=["subprocess_run", "tool_call_id"], name="subagent_approval_call")]
+        indexes = [models.Index(fields=["session_id", "status"]), models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"approval {self.tool} of {self.subprocess_run_id} ({self.status})"
+
+
 class ProcessBeat(models.Model):
     """The last pass of a background duty in one process (the reaper's rounds), for the console's health.
 

@@ -10,6 +10,11 @@ carries ``cancel`` and ``proxy_response`` lines.
   its protected paths and its NETA_* tool settings (all from the envelope).
   ``main-process-proxy`` tools (read_skill, read_skill_file …) go to the host as
   ``proxy_request`` and the child waits for the ``proxy_response`` (or a cancel).
+* **Approvals.** The envelope's ``approval`` block says which calls wait for a person
+  (``runtime.runs.approvals``' rules: the mode, the session's "allow" rules). Such a call
+  is sent as ``approval_request`` and the child waits (heartbeat phase ``approval``) for
+  the host's ``approval_response`` or a cancel; a denial is the call's error result. In
+  ``plan_only`` the changing tools are not offered and a changing call is refused.
 * **Django.** The tool code reads a few settings through ``django.conf.settings``. The
   child never imports the project's settings module: it calls
   ``settings.configure(**envelope tool settings)`` — plain values, no apps, no database,
@@ -67,6 +72,10 @@ PR_SET_PDEATHSIG = 1
 DELTA_FLUSH_CHARS = 4096
 DELTA_FLUSH_SECONDS = 0.1
 ABORTED_TOOL_TEXT = "Tool call aborted: the subagent was stopped before it could run."
+PLAN_ONLY_TEXT = (
+    "Refused: this subagent runs in plan-only mode, where no tool that changes something runs. "
+    "Describe the change you would make instead."
+)
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_ENVELOPE = 0, 1, 2
 FIRST_TOKEN_EVENTS = frozenset({"text_delta", "thinking_delta", "toolcall_delta"})  # as the turn loop's
 
@@ -147,6 +156,8 @@ class Child:
         self.texts: list[str] = []
         self._proxy_lock = threading.Condition()
         self._proxy_answers: dict[str, dict] = {}
+        self._approval_answers: dict[str, dict] = {}
+        self._rules: tuple | None = None  # the session's "allow" rules (runs.approvals.Rule), read on first use
         self._done = threading.Event()
         self._blobs_sent: set[str] = set()  # digests whose text went with an earlier model_call
         self._first_token: int | None = None
@@ -235,6 +246,10 @@ class Child:
                 continue
             if message["type"] == "cancel":
                 self.request_stop(message.get("reason", "cancelled"))
+            elif message["type"] == "approval_response":
+                with self._proxy_lock:
+                    self._approval_answers[message["requestId"]] = message
+                    self._proxy_lock.notify_all()
             else:
                 with self._proxy_lock:
                     self._proxy_answers[message["requestId"]] = message["result"]
@@ -296,7 +311,7 @@ class Child:
         )
 
         llm = self.llm
-        definitions = [d for _, _, d in self.tools.values()] if self.spec.supports_tools else []
+        definitions = [d for name, (_, _, d) in self.tools.items() if not self._hidden_in_plan_mode(name)] if self.spec.supports_tools else []
         self.messages.append({"role": "user", "content": [{"type": "text", "text": self.envelope.task}], "timestamp": int(time.time() * 1000)})
         system_prompt = self.system_prompt()
         while True:
@@ -441,6 +456,8 @@ class Child:
             result = ToolResult.error(f"tool {name!r} is not available to this subagent")
         elif self.cancel.is_set():
             result = ToolResult.error(ABORTED_TOOL_TEXT)
+        elif (refusal := self._approval(call_id, name, arguments, entry)) is not None:
+            result = refusal
         elif route == "main-process-proxy":
             result = self._proxy(call_id, name, arguments)
         else:
@@ -460,6 +477,63 @@ class Child:
             details=_bounded_details(result.details),
         )
         return result.to_pi_tool_result(call_id, name)
+
+    # -- approvals ------------------------------------------------------------------------
+
+    def _classified(self, name: str):
+        """The tool as the approval rules see it: the builtin itself, or for a proxy tool a
+        stand-in that changes something when the host said so (the child has no registry)."""
+        route, tool, _ = self.tools[name]
+        if route != "main-process-proxy":
+            return tool
+        changing = name in self.envelope.approval.changing_proxy_tools
+        return _ProxyTool(name, changing)
+
+    def _hidden_in_plan_mode(self, name: str) -> bool:
+        if self.envelope.approval.mode != "plan_only":
+            return False
+        from runtime.runs import (
+            approvals,  # the parent's approval rules, loaded once the child runs (a light start-up)
+        )
+
+        return approvals.refused_in_plan_mode(self._classified(name), {})
+
+    def _approval(self, call_id: str, name: str, arguments: dict, entry):
+        """None: the call runs. Otherwise its error result: refused (plan-only), denied or expired."""
+        policy = self.envelope.approval
+        if policy.mode == "auto" or entry is None:
+            return None
+        from runtime.runs import (
+            approvals,  # the parent's approval rules, loaded once the child runs (a light start-up)
+        )
+        from toolcatalog.protocol import (
+            ToolResult,  # loaded on first use: a light start-up
+        )
+
+        tool = self._classified(name)
+        args = arguments if isinstance(arguments, dict) else {}
+        if policy.mode == "plan_only":
+            return ToolResult.error(PLAN_ONLY_TEXT) if approvals.refused_in_plan_mode(tool, args) else None
+        if self._rules is None:
+            self._rules = tuple(approvals.Rule(tool=r.tool, prefix=r.prefix) for r in policy.rules)
+        if not approvals.needs_approval(policy.mode, tool, name, args, self._rules):
+            return None
+        request = approvals.request_for({"id": call_id, "name": name, "arguments": args}, mode=policy.mode, cwd=self.envelope.runtime_config.cwd)
+        request_id = uuid.uuid4().hex
+        previous, self.phase = self.phase, "approval"
+        self.writer.emit("approval_request", requestId=request_id, toolCallId=call_id, name=name, request=request)
+        with self._proxy_lock:
+            while request_id not in self._approval_answers and not self.cancel.is_set():
+                self._proxy_lock.wait(0.5)
+            answer = self._approval_answers.pop(request_id, None)
+        self.phase = previous
+        if answer is None:
+            return ToolResult.error(ABORTED_TOOL_TEXT)
+        if answer["decision"] != "allow":
+            return ToolResult.error(answer.get("text") or "Not run: the call was denied.")
+        if answer.get("scope") == "session":  # later calls of this child that match run without asking
+            self._rules = (*self._rules, approvals.Rule(tool=name, prefix=answer.get("prefix") or ""))
+        return None
 
     def _run_local(self, tool, arguments: dict):
         from toolcatalog.protocol import (  # loaded on first use: a light start-up
@@ -505,6 +579,17 @@ class Child:
         content = [b for b in answer.get("content") or [] if isinstance(b, dict) and b.get("type") in ("text", "image")]
         details = answer.get("details") if isinstance(answer.get("details"), dict) else None
         return ToolResult(content=content, details=details, is_error=bool(answer.get("isError")))
+
+
+class _ProxyTool:
+    """A proxy tool as the approval rules read it (``changes_with``)."""
+
+    def __init__(self, name: str, changing: bool):
+        self.name = name
+        self.changes = changing
+
+    def changes_with(self, args: dict) -> bool:
+        return self.changes
 
 
 def _bounded_details(details: dict | None) -> dict | None:

@@ -29,6 +29,7 @@ MAX_ENVELOPE_BYTES = 4 * 1024 * 1024  # one stdin line; a bigger envelope is a h
 
 ROUTES = ("worker-local", "main-process-proxy")
 SANDBOX_MODES = ("none", "bwrap")
+APPROVAL_MODES = ("auto", "ask_changes", "ask_all", "plan_only")  # toolcatalog.policy's, weakest first
 
 #: The settings the child's tools read (toolcatalog), copied by the host into the envelope and
 #: given to ``django.conf.settings.configure`` in the child: the same limits and sandbox binary as
@@ -324,6 +325,28 @@ class Limits(_Wire):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovalRule(_Wire):
+    """An "allow for this session" rule of the parent session: this tool, or (bash) the
+    commands that start with ``prefix``."""
+
+    tool: str = _meta("tool", _str(empty=False, max_len=64))
+    prefix: str = _meta("prefix", _str(max_len=500), "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalPolicy(_Wire):
+    """Which of the child's calls wait for a person (docs/subagents.md, "Approvals"): the
+    stricter of the child agent's mode and the parent session's mode in force, the parent
+    session's rules, the proxy tools that change something (the child has no registry for
+    them), and how long a request waits before it is denied."""
+
+    mode: str = _meta("mode", _choice(APPROVAL_MODES), "auto")
+    rules: tuple[ApprovalRule, ...] = _meta("rules", _list_of(_nested(ApprovalRule)), ())
+    changing_proxy_tools: tuple[str, ...] = _meta("changingProxyTools", _str_list, ())
+    timeout_seconds: float = _meta("timeoutSeconds", _number(positive=True), 3600.0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskEnvelope(_Wire):
     v: int = _meta("v", _int(1))
     run_id: str = _meta("runId", _str(empty=False, max_len=64))
@@ -346,6 +369,7 @@ class TaskEnvelope(_Wire):
     # The delegating policy, for the host's re-check of a delegate proxy call (the child only
     # sees the delegate tools it was granted): {"rootAgent", "policy"}; empty: no delegation.
     delegation: dict = _meta("delegation", _dict, {})
+    approval: ApprovalPolicy = _meta("approval", _nested(ApprovalPolicy), ApprovalPolicy())
 
     def check(self, where: str) -> None:
         if self.v != ENVELOPE_VERSION:

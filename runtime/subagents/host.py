@@ -44,8 +44,9 @@ from runtime.agents.subagent_policy import (
 )
 from runtime.agents.tools import agent_tool_projection
 from runtime.models import Agent, SubprocessEvent, SubprocessRun, SubprocessStatus
+from runtime.runs import approvals
 from runtime.runs.health import queue_consumers
-from runtime.subagents import services
+from runtime.subagents import child_approvals, services
 from runtime.subagents.envelope import (
     ENVELOPE_VERSION,
     TaskEnvelope,
@@ -55,9 +56,9 @@ from runtime.subagents.envelope import (
 from runtime.subagents.hosting import mark_lost_if_unclaimed, supervise_subprocess_run
 from skills_registry.policy import SkillPolicy, SkillPolicyError
 from skills_registry.selectors import skills_visible
-from toolcatalog.policy import PolicyError
+from toolcatalog.policy import APPROVAL_MODES, PolicyError
 from toolcatalog.protected_paths import protected_paths
-from toolcatalog.protocol import ToolContext, ToolResult, get_tool, run_tool
+from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, get_tool, run_tool
 from toolcatalog.sandbox import effective_sandbox
 
 logger = logging.getLogger(__name__)
@@ -579,6 +580,10 @@ class Batch:
                 is_error=row.status in services.FAILED_STATUSES,
                 metadata={"processEvents": [_event_line(e) for e in reversed(events)], "eventCount": row.event_count},
             )
+        # The children's approval decisions, after the batch (nothing is appended while it runs):
+        # entries the model's context never includes, read back for the session's "allow" rules.
+        for data in child_approvals.decision_entries(rows):
+            self.provider.append_custom_entry(self.session_id, custom_type=approvals.DECISION_TYPE, data=data)
 
     # -- the tool result ----------------------------------------------------------------------
 
@@ -989,8 +994,33 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
         "limits": limits,
         "deadline": deadline_ms,
         "delegation": {"rootAgent": root_agent, "policy": policy.to_dict()} if delegates else {},
+        "approval": approval_block(parent, child, grants),
     }
     return parse_envelope(data), denied
+
+
+def approval_block(parent, child: Agent, grants: list[dict]) -> dict:
+    """The envelope's ``approval``: the stricter of the child agent's mode and the mode in
+    force where it was delegated from (the parent session's, or the delegating child's),
+    with that session's "allow" rules (docs/subagents.md, "Approvals")."""
+    own = (child.tool_policy or {}).get("approval") if isinstance(child.tool_policy, dict) else None
+    own = own if own in APPROVAL_MODES else "auto"
+    if isinstance(parent, ChildParent):
+        above = parent.envelope.approval
+        mode, rules = approvals.stricter(own, above.mode), [r.to_dict() for r in above.rules]
+    else:
+        mode = approvals.stricter(own, getattr(parent, "approval_mode", "auto") or "auto")
+        rules = [{"tool": r.tool, "prefix": r.prefix} for r in getattr(parent, "approval_rules", ())]
+    changing = []
+    for grant in grants:
+        if grant["route"] != "main-process-proxy":
+            continue
+        try:
+            if get_tool(grant["name"]).changes_with({}):
+                changing.append(grant["name"])
+        except UnknownTool:
+            changing.append(grant["name"])  # a tool nobody classified changes something
+    return {"mode": mode, "rules": rules, "changingProxyTools": changing, "timeoutSeconds": float(settings.NETA_ASK_USER_TIMEOUT_SECONDS)}
 
 
 class _TopParent:

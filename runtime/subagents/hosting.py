@@ -23,7 +23,7 @@ from runtime.agents.subagent_policy import DELEGATE_TOOLS
 from runtime.models import SubprocessRun
 from runtime.realtime.sinks import default_sink
 from runtime.runs import traces
-from runtime.subagents import services
+from runtime.subagents import child_approvals, services
 from runtime.subagents import stream_events as S
 from runtime.subagents.envelope import EnvelopeError, parse_envelope
 from runtime.subagents.protocol import PROTOCOL_VERSION, TERMINAL_TYPES, now_ms
@@ -111,7 +111,10 @@ def _supervise(run: SubprocessRun, sink, delegate=None) -> SubprocessRun:
 
     try:
         supervisor = ChildSupervisor(
-            envelope, on_event=on_event, on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child, delegate=delegate)
+            envelope,
+            on_event=on_event,
+            on_proxy_request=_proxy_handler(envelope, run=run, sink=sink, delegations=delegations, stop_child=stop_child, delegate=delegate),
+            on_approval_request=_approval_handler(run, envelope, stop=delegations.cancel),
         )
         holder.append(supervisor)
         supervisor.start()
@@ -154,6 +157,7 @@ def _supervise(run: SubprocessRun, sink, delegate=None) -> SubprocessRun:
     # end (recorded) before the child does, so a finished child has no live descendant.
     delegations.cancel.set()
     delegations.drain(DRAIN_SECONDS)
+    child_approvals.cancel_pending(run)  # a request its waiter has not settled yet
     services.subprocess_run_finish(
         run,
         terminal=outcome.terminal,
@@ -282,6 +286,19 @@ def _proxy_handler(envelope, *, run: SubprocessRun | None = None, sink=None, del
             for_subagent=True,
         )
         return run_tool(tool, ctx, arguments).to_dict()
+
+    return handle
+
+
+def _approval_handler(run: SubprocessRun, envelope, *, stop: threading.Event):
+    """The host side of ``approval_request``: the request waits in the parent session for a
+    person (``child_approvals``); ``stop`` is set when the child is cancelled or ends."""
+
+    def handle(event: dict) -> dict:
+        try:
+            return child_approvals.wait_for_decision(run, envelope, event, stop=stop)
+        finally:
+            connection.close()  # this approval thread's connection
 
     return handle
 

@@ -15,6 +15,8 @@ Child → host, one JSON object a line on stdout, every event with ``v, runId, s
 ``tool_call``       ``turn, toolCallId, name, arguments, route``
 ``tool_result``     ``toolCallId, name, isError, preview, truncated, chars, details`` (bounded)
 ``proxy_request``   ``requestId, toolCallId, name, arguments`` — the host runs it and answers
+``approval_request`` ``requestId, toolCallId, name, request`` — the call waits for a person; the
+                    host answers with ``approval_response``
 ``text_part``       ``field`` (finalText | partialText), ``text`` — one piece of a terminal event's
                     text too long for one line; the terminal event that follows names the field
                     in ``textParts`` and carries it empty, the host joins the pieces back
@@ -28,7 +30,8 @@ Exactly one terminal event per run: the child writes it when it can, the host wr
 synthetic one (``"synthetic": true``) when the child could not (crash, stall, kill).
 
 Host → child, on stdin after the envelope line: ``{"v":1,"type":"cancel","reason":...}`` and
-``{"v":1,"type":"proxy_response","requestId":...,"result":{"content":[...],"isError":...}}``.
+``{"v":1,"type":"proxy_response","requestId":...,"result":{"content":[...],"isError":...}}`` and
+``{"v":1,"type":"approval_response","requestId":...,"decision":"allow"|"deny","text":...,"scope":...,"prefix":...}``.
 
 Lines that are not protocol (not JSON, not an object, a bad event) are never dropped
 silently: :class:`NoiseLog` keeps a bounded sample and counts all of them.
@@ -53,6 +56,7 @@ EVENT_TYPES = (
     "tool_call",
     "tool_result",
     "proxy_request",
+    "approval_request",
     "text_part",
     "run_end",
     "run_error",
@@ -71,8 +75,9 @@ ERROR_CODES = (
     "bad_envelope",
     "spawn_failed",
 )
-HOST_MESSAGE_TYPES = ("cancel", "proxy_response")
-HEARTBEAT_PHASES = ("starting", "model", "tool", "proxy", "finishing")
+HOST_MESSAGE_TYPES = ("cancel", "proxy_response", "approval_response")
+HEARTBEAT_PHASES = ("starting", "model", "tool", "proxy", "approval", "finishing")
+APPROVAL_DECISIONS = ("allow", "deny")
 
 #: Bounds. A line longer than MAX_LINE_BYTES is cut and reported as noise.
 MAX_LINE_BYTES = 1024 * 1024
@@ -104,6 +109,7 @@ _REQUIRED = {
     "tool_call": {"toolCallId": str, "name": str},
     "tool_result": {"toolCallId": str, "name": str, "isError": bool},
     "proxy_request": {"requestId": str, "name": str},
+    "approval_request": {"requestId": str, "toolCallId": str, "name": str, "request": dict},
     "text_part": {"field": str, "text": str},
     "heartbeat": {"phase": str},
     "model_call": {"call": dict},
@@ -202,6 +208,13 @@ def check_host_message(obj: Any) -> dict:
         reason = obj.get("reason", "cancelled")
         if reason != "cancelled" and reason not in BUDGET_CODES:
             raise ProtocolError(f"cancel.reason must be 'cancelled' or a budget code, got {reason!r}")
+    elif kind == "approval_response":
+        if not isinstance(obj.get("requestId"), str) or not obj["requestId"]:
+            raise ProtocolError("approval_response.requestId must be a non-empty string")
+        if obj.get("decision") not in APPROVAL_DECISIONS:
+            raise ProtocolError(f"approval_response.decision must be one of {', '.join(APPROVAL_DECISIONS)}, got {obj.get('decision')!r}")
+        if not isinstance(obj.get("text", ""), str) or not isinstance(obj.get("prefix", ""), str) or obj.get("scope", "once") not in ("once", "session"):
+            raise ProtocolError("approval_response: text and prefix are strings, scope is once or session")
     else:
         if not isinstance(obj.get("requestId"), str) or not obj["requestId"]:
             raise ProtocolError("proxy_response.requestId must be a non-empty string")
@@ -217,6 +230,11 @@ def cancel_message(reason: str = "cancelled") -> dict:
 
 def proxy_response_message(request_id: str, result: dict[str, Any]) -> dict:
     return {"v": PROTOCOL_VERSION, "type": "proxy_response", "requestId": request_id, "result": result}
+
+
+def approval_response_message(request_id: str, *, decision: str, text: str = "", scope: str = "once", prefix: str = "") -> dict:
+    """The host's answer to ``approval_request``: ``text`` is a denied call's tool result."""
+    return {"v": PROTOCOL_VERSION, "type": "approval_response", "requestId": request_id, "decision": decision, "text": text, "scope": scope, "prefix": prefix}
 
 
 # --------------------------------------------------------------------------- host side

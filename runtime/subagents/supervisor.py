@@ -29,6 +29,9 @@ Process rules (docs/subagents.md, "The supervisor"):
 * ``proxy_request`` events are re-checked against the envelope (a granted
   ``main-process-proxy`` tool) and handed to ``on_proxy_request(event) -> result`` in a
   thread of their own; the answer is written back as ``proxy_response``.
+* ``approval_request`` events go to ``on_approval_request(event) -> {decision, text, scope,
+  prefix}`` in a thread of their own (it waits for a person); the answer is written back as
+  ``approval_response`` (no handler: denied).
 
 Callbacks run in the monitor thread (``on_event``, ``on_noise``): keep them short (batch
 database writes elsewhere); an exception in one is logged, never fatal to the run.
@@ -61,6 +64,7 @@ from runtime.subagents.protocol import (
     LineReader,
     NoiseLog,
     TextParts,
+    approval_response_message,
     cancel_message,
     decode_line,
     encode_line,
@@ -141,6 +145,7 @@ class ChildSupervisor:
         *,
         on_event: EventCallback | None = None,
         on_proxy_request: ProxyHandler | None = None,
+        on_approval_request: ProxyHandler | None = None,
         on_noise: Callable[[dict], None] | None = None,
         environ: Mapping[str, str] | None = None,
         python: str | None = None,
@@ -150,6 +155,7 @@ class ChildSupervisor:
         self.run_id = envelope.run_id
         self.on_event = on_event
         self.on_proxy_request = on_proxy_request
+        self.on_approval_request = on_approval_request
         self.on_noise = on_noise
         self.timings = timings or Timings()
         self.env = child_environment(envelope, environ)
@@ -379,6 +385,8 @@ class ChildSupervisor:
                     self._escalation_from = time.monotonic() + self.timings.exit_grace - self.timings.term_after
         elif event["type"] == "proxy_request":
             threading.Thread(target=self._proxy, args=(event,), name=f"subagent-{self.run_id}-proxy", daemon=True).start()
+        elif event["type"] == "approval_request":
+            threading.Thread(target=self._approval, args=(event,), name=f"subagent-{self.run_id}-approval", daemon=True).start()
         self._callback(self.on_event, event)
 
     def _track(self, event: dict) -> None:
@@ -421,6 +429,24 @@ class ChildSupervisor:
                 logger.exception("subagent %s: proxy tool %s failed", self.run_id, name)
                 result = {"content": [{"type": "text", "text": f"tool {name!r} failed on the host: {type(exc).__name__}: {exc}"}], "isError": True}
         self._send(proxy_response_message(event["requestId"], result))
+
+    def _approval(self, event: dict) -> None:
+        """``on_approval_request(event) -> {decision, text, scope, prefix}`` waits for a person
+        (the host's records); without one, or when it fails, the call is denied."""
+        answer = {"decision": "deny", "text": "Not run: this host decides no approvals."}
+        if self.on_approval_request is not None:
+            try:
+                answer = self.on_approval_request(event)
+            except Exception as exc:  # noqa: BLE001
+                logger.exception("subagent %s: approval request failed", self.run_id)
+                answer = {"decision": "deny", "text": f"Not run: the approval request failed on the host: {type(exc).__name__}: {exc}"}
+        decision = "allow" if answer.get("decision") == "allow" else "deny"
+        self._send(
+            approval_response_message(
+                event["requestId"], decision=decision, text=str(answer.get("text") or ""),
+                scope="session" if answer.get("scope") == "session" else "once", prefix=str(answer.get("prefix") or ""),
+            )
+        )  # fmt: skip
 
     # -- stdin -----------------------------------------------------------------------------
 

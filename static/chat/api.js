@@ -53,6 +53,7 @@ export const sessionApi = (sessionId) => {
     entries: (cursor, limit) => api(`${base}entries/?cursor=${cursor}&limit=${limit}`),
     lastRun: () => api(`runs/?session=${encodeURIComponent(sessionId)}&limit=1`),
     queued: () => api(`${base}queued/`),
+    approvals: () => api(`${base}approvals/`),
     continueAnswer: (entryId) => api(`${base}continue/`, { method: "POST", body: { entryId } }),
     feedback: (entryId, rating, note) => api(`${base}feedback/`, { method: "POST", body: { entryId, rating, note } }),
     shares: () => api(`${base}shares/`),

@@ -29,6 +29,7 @@ export function emptyChild(runId, fields = {}) {
     error: null,
     finalText: null,
     pid: null,
+    waitingApproval: null, // the tool call id of a request that waits for a person (approval_request)
     ...fields,
   };
 }
@@ -61,6 +62,8 @@ function activity(ce) {
       return ce.isError ? t("{name} failed", { name: ce.name ?? "tool" }) : t("{name} done", { name: ce.name ?? "tool" });
     case "proxy_request":
       return t("tool {name} (main process)", { name: ce.name ?? "" });
+    case "approval_request":
+      return t("waiting for approval of {name}", { name: ce.name ?? "" });
     case "heartbeat":
       return null;
     case "run_end":
@@ -125,7 +128,11 @@ export function applyChildEvent(child, ce, firstSeq = ce?.seq) {
         call: { ...i.call, name: ce.name ?? i.call.name, arguments: ce.arguments ?? i.call.arguments },
       }));
       break;
+    case "approval_request":
+      next.waitingApproval = ce.toolCallId ?? null;
+      break;
     case "tool_result":
+      if (next.waitingApproval === ce.toolCallId) next.waitingApproval = null;
       next.items = withItem(next.items, `tool:${ce.toolCallId}`, () => toolItem(ce.toolCallId, ce.name), (i) => ({
         ...i,
         result: {
@@ -141,6 +148,7 @@ export function applyChildEvent(child, ce, firstSeq = ce?.seq) {
       }));
       break;
     case "run_end":
+      next.waitingApproval = null;
       next.status = ce.status === "partial" ? "partial" : "completed";
       next.finalText = ce.finalText ?? null;
       if (ce.usage) next.usage = ce.usage;
@@ -149,6 +157,7 @@ export function applyChildEvent(child, ce, firstSeq = ce?.seq) {
       next.endedTs = ts;
       break;
     case "run_error":
+      next.waitingApproval = null;
       next.errorCode = ce.code ?? null;
       next.error = ce.message ?? null;
       if (ce.usage) next.usage = ce.usage;
@@ -163,6 +172,19 @@ export function applyChildEvent(child, ce, firstSeq = ce?.seq) {
 /** The replay endpoint's rows ({seq, type, payload}) as child events. */
 export function replayEvents(rows) {
   return (Array.isArray(rows) ? rows : []).map((row) => ({ ...(row.payload ?? {}), seq: row.seq, type: row.type }));
+}
+
+/**
+ * What the children's approval requests look like in the stream: a key that changes when a
+ * child starts or stops waiting for a person (the page then reads `approvals/`, the truth).
+ */
+export function approvalsKey(children) {
+  const waiting = [];
+  for (const [runId, child] of children) {
+    // The phase is part of it: once decided, the child's next heartbeat says it is past the wait.
+    if (child.waitingApproval && !TERMINAL.has(child.status)) waiting.push(`${runId}/${child.waitingApproval}/${child.phase === "approval" ? "waiting" : child.phase}`);
+  }
+  return waiting.sort().join(" ");
 }
 
 /** A child's stream without what only differs by delivery (for comparing live and replay). */

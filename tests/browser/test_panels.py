@@ -37,6 +37,12 @@ RULES = {
     "chunk_size": 4,
     "delay_ms": 15,
     "rules": [
+        {"match": {"contains": "cleaning delegate"}, "replies": [
+            [{"text": "A careful subagent will clean it."}, {"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [
+                {"agent": "panels-careful", "task": "clean the build please"},
+            ]}}}],
+            [{"text": "The subagent reported back."}],
+        ]},
         {"match": {"contains": "child task three"}, "reply": {"steps": [{"text": "Trying."}], "error": "503 the model is overloaded"}},
         {"match": {"contains": "quick child"}, "reply": [{"text": "Quick and done."}]},
         {"match": {"contains": "frozen child"}, "reply": [{"text": "This will take a long while."}, {"pause_ms": 120000}, {"text": "never shown"}]},
@@ -109,6 +115,10 @@ Agent.objects.update_or_create(name="panels-budget", defaults=dict(
 Agent.objects.update_or_create(name="panels-careful", defaults=dict(
     model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests: approvals",
     tool_policy={{"approval": "ask_changes"}},
+))
+Agent.objects.update_or_create(name="panels-boss", defaults=dict(
+    model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests: a careful child",
+    subagent_policy={{"enabled": True, "agents": ["panels-careful"], "child_budget": {{"idle_seconds": 60}}}},
 ))
 Agent.objects.update_or_create(name="panels", defaults=dict(
     model=model, workspace_mode="shared", restore_last_session=False, summarize_on_switch="never", description="panels tests",
@@ -435,4 +445,32 @@ def test_a_changing_call_waits_for_allow_or_deny_in_the_page(browser, server, pa
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("denied this call")
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("not now, a build is running")
     wait_idle(page)
+    context.close()
+
+
+def test_a_subagents_call_waits_in_the_parents_page_named_and_allow_runs_it(browser, server, panels_agent, artifacts):
+    """A child agent in "ask for changes" mode: its bash call waits in the parent's page, in
+    an approval panel that names the child and its task; Allow once lets the child run it,
+    and the child's answer reaches the parent. Screenshots: docs/screenshots/approval-subagent-*.png."""
+    context, page = open_page(browser, server, agent="panels-boss")
+    panel = page.locator(".approval-panel[data-subagent-run-id]")
+    send(page, "cleaning delegate please")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".panel-title")).to_contain_text("Subagent panels-careful asks")
+    expect(panel.locator(".approval-child")).to_contain_text("clean the build please")
+    expect(panel.locator(".approval-command")).to_have_text("echo cleaned the build folder")
+    shot_both_widths(page, artifacts, panel, "approval-subagent")
+    page.set_viewport_size(DESKTOP)
+    panel.get_by_role("button", name="Allow once").click()
+    expect(panel).to_have_count(0)
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("The subagent reported back.")
+    wait_idle(page)
+    result = page.evaluate(
+        """async () => {
+            const id = window.neta.store.sessionId;
+            const runs = await (await fetch(`/api/sessions/${id}/subagent-runs/`)).json();
+            return runs.map((r) => [r.agent, r.status]);
+        }"""
+    )
+    assert result == [["panels-careful", "completed"]]
     context.close()

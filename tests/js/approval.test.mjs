@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { commandPrefix, openApproval } from "../../static/chat/approval.js";
+import { applyChildEvent, approvalsKey, emptyChild } from "../../static/chat/subagents.js";
 
 const entries = {
   u: { id: "u", type: "message", message: { role: "user", content: [{ type: "text", text: "go" }] } },
@@ -40,4 +41,26 @@ test("no request once every call has its result, after a user message, or for a 
 test("the prefix offered is the command's first word", () => {
   assert.equal(commandPrefix("  git   status -s"), "git ");
   assert.equal(commandPrefix(""), "");
+});
+
+// A child's request: the key the page reads `approvals/` again on changes when a child starts
+// waiting, when its heartbeat says it is past the wait, and when the call's result comes.
+
+test("the children's approvals key follows a child's request from asked to decided", () => {
+  const run = (child) => new Map([["r1", child]]);
+  let child = emptyChild("r1");
+  const ev = (seq, type, extra = {}) => ({ seq, type, ts: seq, ...extra });
+  child = applyChildEvent(child, ev(1, "run_start", { pid: 1 }));
+  child = applyChildEvent(child, ev(2, "tool_call", { toolCallId: "c1", name: "bash", arguments: { command: "make" } }));
+  assert.equal(approvalsKey(run(child)), "");
+  child = applyChildEvent(child, ev(3, "approval_request", { toolCallId: "c1", name: "bash", requestId: "q", request: {} }));
+  const asked = approvalsKey(run(child));
+  assert.match(asked, /^r1\/c1\//);
+  child = applyChildEvent(child, ev(4, "heartbeat", { phase: "approval" }));
+  assert.equal(approvalsKey(run(child)), "r1/c1/waiting");
+  child = applyChildEvent(child, ev(5, "heartbeat", { phase: "tool" }));
+  assert.equal(approvalsKey(run(child)), "r1/c1/tool"); // decided: the page reads the list again
+  child = applyChildEvent(child, ev(6, "tool_result", { toolCallId: "c1", name: "bash", isError: false, preview: "ok" }));
+  assert.equal(approvalsKey(run(child)), "");
+  assert.equal(child.lastActivity, "bash done");
 });

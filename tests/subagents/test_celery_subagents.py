@@ -286,3 +286,46 @@ def test_a_killed_runs_worker_mid_batch_ends_the_run_recorded_and_its_children_t
         assert result["isError"] is True  # the open delegate call got its aborted result: the tree stays valid for Pi
     finally:
         deployment.close()
+
+
+def test_a_childs_request_on_the_subagent_worker_survives_a_web_restart_and_is_decided_there(distributed):
+    """A careful child supervised by the subagent worker: its bash call waits in the parent
+    session; another web process lists it with the child named, that process is killed and
+    started again, the request is still there, and the Allow given there reaches the child."""
+    child = f"careful-{uuid.uuid4().hex[:6]}"
+    distributed.add_agent(
+        child, {"version": 1, "rules": [], "default": {"replies": [
+            [{"tool_call": {"name": "bash", "id": "call_make", "arguments": {"command": "echo made"}}}], [{"text": "Child says: {{result}}"}]]}},
+        tool_policy={"approval": "ask_changes"},
+    )  # fmt: skip
+    parent = f"boss-{uuid.uuid4().hex[:6]}"
+    distributed.add_agent(
+        parent, {"version": 1, "rules": [{"match": "delegate", "replies": [
+            [{"tool_call": {"name": "delegate_parallel", "arguments": {"tasks": [{"agent": child, "task": "make it"}]}}}], [{"text": "Boss done."}]]}]},
+        subagent_policy={"enabled": True, "agents": [child]},
+    )  # fmt: skip
+    session_id, run_id = distributed.prompt("please delegate", agent=parent)
+    other = distributed.server_names[1]
+
+    def waiting() -> list[dict]:
+        status, body = distributed.http(other, "get", f"/api/sessions/{session_id}/approvals/")
+        assert status == 200, body
+        return body["approvals"]
+
+    deadline = time.monotonic() + 120
+    while not waiting():
+        assert time.monotonic() < deadline, distributed.log("subagents")[-3000:]
+        time.sleep(0.2)
+    [item] = waiting()
+    assert item["tool"] == "bash" and item["command"] == "echo made" and item["subagent"]["agent"] == child
+    distributed.kill(other)
+    distributed.start_server(other)
+    assert waiting() == [item]  # the request is the table's, not a process's
+    status, body = distributed.http(
+        other, "post", f"/api/sessions/{session_id}/approve/",
+        {"toolCallId": item["toolCallId"], "decision": "allow", "subagentRunId": item["subagent"]["runId"]},
+    )  # fmt: skip
+    assert status == 200 and body["approval"]["status"] == "allowed", body
+    row = distributed.wait_run(run_id, lambda r: r["status"] not in ("queued", "running"), timeout=120)
+    assert row["status"] == "completed", (row, distributed.log("subagents")[-3000:])
+    assert children(distributed, session_id, "status, backend, final_text") == [("completed", "celery", "Child says: made\n")]

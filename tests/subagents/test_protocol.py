@@ -14,6 +14,7 @@ from runtime.subagents.protocol import (
     MAX_LINE_BYTES,
     ProtocolError,
     TextParts,
+    approval_response_message,
     check_event,
     check_host_message,
     decode_line,
@@ -110,3 +111,21 @@ def test_host_messages_are_checked():
         check_host_message({"v": 1, "type": "cancel", "reason": "because"})
     with pytest.raises(ProtocolError, match="proxy_response.result"):
         check_host_message({"v": 1, "type": "proxy_response", "requestId": "x", "result": {}})
+
+
+def test_an_approval_travels_as_a_request_event_and_a_response_message():
+    out = io.BytesIO()
+    writer = EventWriter(out, "run-1")
+    event = writer.emit("approval_request", requestId="q1", toolCallId="c1", name="bash", request={"command": "make"})
+    assert check_event(json.loads(out.getvalue()), run_id="run-1") == event
+    with pytest.raises(ProtocolError, match="approval_request.request"):
+        check_event({**event, "seq": 2, "request": "make"}, run_id="run-1", last_seq=1)
+    assert check_event({**event, "type": "heartbeat", "phase": "approval", "seq": 3}, last_seq=2)["phase"] == "approval"
+    allow = approval_response_message("q1", decision="allow", scope="session", prefix="make")
+    assert check_host_message(allow) == {"v": 1, "type": "approval_response", "requestId": "q1", "decision": "allow", "text": "", "scope": "session", "prefix": "make"}
+    with pytest.raises(ProtocolError, match="approval_response.decision"):
+        check_host_message({**allow, "decision": "maybe"})
+    with pytest.raises(ProtocolError, match="scope is once or session"):
+        check_host_message({**allow, "scope": "forever"})
+    with pytest.raises(ProtocolError, match="approval_response.requestId"):
+        check_host_message({**allow, "requestId": ""})

@@ -23,8 +23,9 @@ from runtime.api.views.base import (
 )
 from runtime.models import AgentRun
 from runtime.runs.prompts import queued_inputs, run_abort, session_continue, session_prompt, session_regenerate
-from runtime.runs.questions import answer_question, decide_approval
+from runtime.runs.questions import answer_question, decide_approval, waiting_run
 from runtime.sessions.access import reads_all_sessions, visible_sessions
+from runtime.subagents import child_approvals
 
 
 class SessionPromptApi(SessionApi):
@@ -118,19 +119,40 @@ class SessionAnswerApi(SessionApi):
 
 class SessionApproveApi(SessionApi):
     @extend_schema(
-        summary="Allow or deny the tool call the session's run waits on; the run goes on",
+        summary="Allow or deny the tool call the session's run (or, with subagentRunId, one of its subagent children) waits on",
         request=S.ApproveInput,
-        responses={200: S.AnswerOut, **WRITE_ERRORS},
+        responses={200: S.ApproveOut, **WRITE_ERRORS},
     )
     def post(self, request, session_id: str):
         meta = self.meta
         data = parse(S.ApproveInput, request.data)
+        if data["subagentRunId"] is not None:
+            row = child_approvals.decide(
+                session_id=meta.session_id, subagent_run_id=data["subagentRunId"], tool_call_id=data["toolCallId"], decision=data["decision"],
+                scope=data["scope"], prefix=data["prefix"], note=data["note"], actor=request.user,
+            )  # fmt: skip
+            return Response({"approval": child_approvals.describe(row)})
         run = decide_approval(
             session_id=meta.session_id, tool_call_id=data["toolCallId"], decision=data["decision"], scope=data["scope"],
             prefix=data["prefix"], note=data["note"], actor=request.user,
         )  # fmt: skip
         run = AgentRun.objects.select_related("agent").get(pk=run.pk)
         return Response({"run": S.RunOut(run).data})
+
+
+class SessionApprovalsApi(SessionApi):
+    @extend_schema(
+        summary="The tool calls of the session that wait for a person: its run's own, and its subagent children's (each child named)",
+        responses={200: S.SessionApprovalsOut, **READ_ERRORS},
+    )
+    def get(self, request, session_id: str):
+        meta = self.meta
+        out = []
+        run = waiting_run(meta.session_id)
+        if run is not None and (run.question or {}).get("kind") == "approval":
+            out.append({**run.question, "status": "pending", "subagent": None})
+        out += [child_approvals.describe(row) for row in child_approvals.pending(meta.session_id)]
+        return Response({"approvals": out})
 
 
 @extend_schema_view(

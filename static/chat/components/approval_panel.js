@@ -4,12 +4,19 @@
 // that start with a prefix) and Deny with a note. The request is the open call at the leaf
 // (approval.js), so a reload or another tab shows it too; the decision goes over the socket
 // (`approve {toolCallId, decision, scope, prefix, note}`).
+//
+// A subagent child's request (docs/subagents.md, "Approvals") is shown the same way, under the
+// child's name and task: the list is `GET /api/sessions/{id}/approvals/` (the truth, so a reload
+// shows it), read again whenever a child starts or stops waiting (subagents.js::approvalsKey);
+// the decision is `approve` with the child's `subagentRunId`.
 
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { useStore } from "./hooks.js";
 import { commandPrefix, openApproval } from "../approval.js";
+import { sessionApi } from "../api.js";
 import { t, tn } from "../i18n.js";
+import { approvalsKey } from "../subagents.js";
 
 function CallView({ request }) {
   const { tool, args, command } = request;
@@ -30,14 +37,49 @@ function CallView({ request }) {
 }
 
 export function ApprovalPanel({ store, connection }) {
+  return html`<${ChildApprovals} store=${store} connection=${connection} /><${RunApproval} store=${store} connection=${connection} />`;
+}
+
+/** The children's requests that wait, each with its own panel. */
+function ChildApprovals({ store, connection }) {
+  useStore(store, ["subagents", "connection"]);
+  const key = approvalsKey(store.subagents);
+  const live = store.connection.state === "live";
+  const [requests, setRequests] = useState([]);
+  const [reads, setReads] = useState(0);
+  useEffect(() => {
+    if (!store.sessionId || !live) return undefined;
+    let stale = false;
+    sessionApi(store.sessionId)
+      .approvals()
+      .then((body) => { if (!stale) setRequests((body?.approvals ?? []).filter((a) => a.subagent)); })
+      .catch(() => {});
+    return () => { stale = true; };
+  }, [store.sessionId, key, live, reads]);
+  return requests.map(
+    (request) => html`<${RequestPanel} key=${`${request.subagent.runId}/${request.toolCallId}`} store=${store} connection=${connection}
+      request=${{ toolCallId: request.toolCallId, tool: request.tool, args: request.arguments ?? {}, command: request.command ?? "", subagent: request.subagent }}
+      onDecided=${() => setReads((n) => n + 1)} />`,
+  );
+}
+
+/** The session's own run's request (the open call at the leaf). */
+function RunApproval({ store, connection }) {
   useStore(store, ["leaf", "tree", "run", "connection"]);
   const snapshot = store.snapshot;
   const request = useMemo(() => (snapshot ? openApproval(snapshot, (id) => store.entry(id)) : null), [snapshot?.activePath, snapshot?.entries]);
+  if (!request || store.run.state !== "waiting") return null;
+  return html`<${RequestPanel} key=${request.toolCallId} store=${store} connection=${connection} request=${request} />`;
+}
+
+function RequestPanel({ store, connection, request, onDecided }) {
   const [note, setNote] = useState("");
   const [prefix, setPrefix] = useState(null);
   const [error, setError] = useState(null);
   const [sending, setSending] = useState(false);
-  if (!request || store.run.state !== "waiting") return null;
+  const child = request.subagent ?? null;
+  // The run's own panel keeps its plain ids; a child's are its own (several may wait at once).
+  const ids = child ? { prefix: `approval-prefix-${child.runId}-${request.toolCallId}`, note: `approval-note-${child.runId}-${request.toolCallId}` } : { prefix: "approval-prefix", note: "approval-note" };
   const offline = store.connection.state !== "live" || store.readOnly;
   const isBash = request.tool === "bash";
   const shownPrefix = prefix ?? commandPrefix(request.command);
@@ -49,9 +91,11 @@ export function ApprovalPanel({ store, connection }) {
       await connection.send("approve", {
         toolCallId: request.toolCallId, decision, scope, note: decision === "deny" ? note.trim() : "",
         prefix: decision === "allow" && scope === "session" && isBash ? shownPrefix.trim() : "",
+        ...(child ? { subagentRunId: child.runId } : {}),
       });
       setNote("");
       setPrefix(null);
+      onDecided?.();
     } catch (e) {
       setError(e.message || String(e));
     } finally {
@@ -59,22 +103,28 @@ export function ApprovalPanel({ store, connection }) {
     }
   };
   return html`
-    <section class="panel clarify-panel approval-panel state-waiting" aria-label=${t("Approval request")} data-tool-call-id=${request.toolCallId}>
-      <header class="panel-head"><span class="panel-title">${t("Allow")} <code>${request.tool}</code>?</span><span class="muted">${t("the run goes on when you decide")}</span></header>
+    <section class="panel clarify-panel approval-panel state-waiting" aria-label=${child ? t("Approval request of subagent {agent}", { agent: child.agent }) : t("Approval request")}
+      data-tool-call-id=${request.toolCallId} data-subagent-run-id=${child?.runId}>
+      <header class="panel-head">
+        ${child
+          ? html`<span class="panel-title">${t("Subagent {agent} asks", { agent: child.agent })}: ${t("Allow")} <code>${request.tool}</code>?</span><span class="muted">${t("the subagent goes on when you decide")}</span>`
+          : html`<span class="panel-title">${t("Allow")} <code>${request.tool}</code>?</span><span class="muted">${t("the run goes on when you decide")}</span>`}
+      </header>
       <div class="panel-body">
+        ${child ? html`<div class="approval-child muted">${t("Task: {task}", { task: child.task })}</div>` : null}
         <${CallView} request=${request} />
         <div class="clarify-options" role="group" aria-label=${t("Decision")}>
           <button type="button" class="option-button primary" disabled=${sending || offline} onClick=${() => decide("allow")}>${t("Allow once")}</button>
           <button type="button" class="option-button" disabled=${sending || offline} onClick=${() => decide("allow", "session")}>
             ${isBash ? t("Allow commands starting with this prefix") : t("Allow {tool} for this session", { tool: request.tool })}</button>
           ${isBash
-            ? html`<label class="visually-hidden" for="approval-prefix">${t("Command prefix")}</label>
-                <input id="approval-prefix" class="approval-prefix" type="text" value=${shownPrefix} onInput=${(e) => setPrefix(e.currentTarget.value)} />`
+            ? html`<label class="visually-hidden" for=${ids.prefix}>${t("Command prefix")}</label>
+                <input id=${ids.prefix} class="approval-prefix" type="text" value=${shownPrefix} onInput=${(e) => setPrefix(e.currentTarget.value)} />`
             : null}
         </div>
         <form class="clarify-free" onSubmit=${(e) => { e.preventDefault(); decide("deny"); }}>
-          <label class="visually-hidden" for="approval-note">${t("Why not (shown to the agent)")}</label>
-          <input id="approval-note" type="text" placeholder=${t("Why not? (optional, shown to the agent)")} value=${note} onInput=${(e) => setNote(e.currentTarget.value)} />
+          <label class="visually-hidden" for=${ids.note}>${t("Why not (shown to the agent)")}</label>
+          <input id=${ids.note} class="approval-note" type="text" placeholder=${t("Why not? (optional, shown to the agent)")} value=${note} onInput=${(e) => setNote(e.currentTarget.value)} />
           <button type="submit" class="danger" disabled=${sending || offline}>${t("Deny")}</button>
         </form>
         ${error ? html`<div class="form-error" role="alert">${error}</div>` : null}
