@@ -13,7 +13,6 @@ from runtime.models import RunStatus, SubprocessEvent, SubprocessRun
 from runtime.runs.prompts import run_abort
 from runtime.subagents.envelope import parse_envelope
 from runtime.subagents.host import delegate_from_child
-from sessions_tree.index import INDEXES
 from tests.subagents.host_helpers import (
     Parent,
     alive,
@@ -30,17 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DELEGATES = {"delegate_task", "delegate_parallel", "delegate_chain"}
 LEAF_ANSWER = "The leaf saw notes.txt. ✓"
 
-
-@pytest.fixture
-def workspace(tmp_path, settings):
-    path = tmp_path / "workspace"
-    path.mkdir()
-    (path / "notes.txt").write_text("hello\n")
-    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
-    settings.NETA_WORKSPACE_DIR = path
-    settings.NETA_SANDBOX = "none"
-    INDEXES.clear()
-    return path
 
 
 def middle(tool: str = "delegate_task", arguments: dict | None = None) -> dict:

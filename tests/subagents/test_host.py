@@ -21,7 +21,6 @@ from runtime.runs.prompts import run_abort
 from runtime.sessions.services import session_start
 from runtime.subagents import services
 from runtime.subagents.host import Task, cap_text, delegate
-from sessions_tree.index import INDEXES
 from tests.subagents.host_helpers import (
     OWN_PID,
     Parent,
@@ -41,17 +40,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TWO = {"tasks": [{"agent": "helper", "task": "look at the files"}, {"agent": "helper", "task": "describe the folder"}]}
 ANSWER = "The workspace holds notes.txt — and nothing else. ✓"
 
-
-@pytest.fixture
-def workspace(tmp_path, settings):
-    path = tmp_path / "workspace"
-    path.mkdir()
-    (path / "notes.txt").write_text("hello\n")
-    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
-    settings.NETA_WORKSPACE_DIR = path
-    settings.NETA_SANDBOX = "none"
-    INDEXES.clear()
-    return path
 
 
 def parent_with(workspace, parent_rules, child_rules, *, provider="file", **policy_extra) -> Parent:

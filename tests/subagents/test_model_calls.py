@@ -23,7 +23,6 @@ from runtime.models import (
 from runtime.runs import telemetry, traces
 from runtime.subagents.protocol import ProtocolError, check_event
 from runtime.subagents.supervisor import ChildSupervisor, Timings
-from sessions_tree.index import INDEXES
 from tests.subagents.helpers import Recorder, make_envelope
 from tests.subagents.host_helpers import (
     Parent,
@@ -38,18 +37,6 @@ FAST = Timings(term_after=0.5, kill_after=1.5, exit_grace=2.0, wall_clock_grace=
 TWO = {"tasks": [{"agent": "helper", "task": "look at the files"}, {"agent": "helper", "task": "describe the folder"}]}
 ANSWER = "The workspace holds notes.txt."
 
-
-@pytest.fixture
-def workspace(tmp_path, settings):
-    path = tmp_path / "workspace"
-    path.mkdir()
-    (path / "notes.txt").write_text("hello\n")
-    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
-    settings.NETA_WORKSPACE_DIR = path
-    settings.NETA_SANDBOX = "none"
-    INDEXES.clear()
-    traces._stored.clear()  # each test's database starts empty: so does this process's memory of stored blobs
-    return path
 
 
 def sha(text: str) -> str:
