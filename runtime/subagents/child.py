@@ -187,10 +187,7 @@ class Child:
 
     def _tools(self) -> dict[str, tuple[str, Any, dict]]:
         """name → (route, tool instance or None, definition). Raises EnvelopeError."""
-        from toolcatalog import protocol  # loaded on first use: a light start-up
-
-        protocol.defer_schema_checks()  # each schema is checked at its tool's first call (no jsonschema at start)
-        import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools (after the line above)
+        import toolcatalog.builtins  # noqa: F401 - registers the worker-local tools (loaded on first use: a light start-up)
         from toolcatalog.protocol import UnknownTool, get_tool
 
         out = {}
@@ -626,6 +623,11 @@ def main(argv: list[str] | None = None) -> int:
         EventWriter(out, _run_id_guess(line)).emit("run_error", code="bad_envelope", message=str(exc), partialText="")
         return EXIT_BAD_ENVELOPE
     writer = EventWriter(out, envelope.run_id)
+    # The process's tools check their schemas at each tool's first call (no jsonschema at start);
+    # set here, for the whole child process, before Child registers the builtins.
+    from toolcatalog import protocol  # loaded on first use: a light start-up
+
+    protocol.defer_schema_checks()
     try:
         child = Child(envelope, writer, stdin)
     except EnvelopeError as exc:

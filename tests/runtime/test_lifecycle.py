@@ -10,6 +10,7 @@ order deadlock and ``retry_on_deadlock`` runs the victim's transaction again.
 from __future__ import annotations
 
 import ast
+import re
 import logging
 import threading
 
@@ -257,17 +258,22 @@ SCANNED = ("runtime", "neta", "sessions_tree", "toolcatalog", "skills_registry")
 LIFECYCLE = "runtime/runs/lifecycle.py"
 # A subagent run (SubprocessRun) has a lifecycle of its own, in one module too.
 SUBAGENT_LIFECYCLE = "runtime/subagents/services.py"
+RUN_MODELS = ("AgentRun", "SubprocessRun")
 
 
 def status_writes(source: str) -> list[int]:
     """Lines that write a run's status: ``status=`` given to ``update``/``create``/
     ``update_or_create``/``get_or_create`` of a queryset of ``AgentRun`` (a chain
-    naming AgentRun or a ``run``), or an assignment to ``<…run…>.status``."""
+    naming AgentRun or a ``run``, unless it starts at another model's manager), or an
+    assignment to ``<…run…>.status``."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in ("update", "create", "update_or_create", "get_or_create", "bulk_update"):
                 chain = ast.unparse(node.func.value)
+                model = re.match(r"([A-Z]\w*)\.objects\b", chain)
+                if model and model.group(1) not in RUN_MODELS:
+                    continue  # another model's rows (a SubagentApproval filtered by its run)
                 if ("AgentRun" in chain or "run" in chain.lower()) and (
                     any(k.arg == "status" for k in node.keywords) or (node.func.attr == "bulk_update" and "status" in ast.unparse(node))
                 ):
@@ -286,6 +292,8 @@ def test_the_scan_sees_a_status_write():
     assert status_writes("x = 1\nrun.status = 'done'") == [2]
     assert status_writes("AgentRun.objects.create(session_id='s', status='running')") == [1]
     assert status_writes("AgentSession.objects.filter(pk=1).update(status='archived')") == []
+    assert status_writes("SubprocessRun.objects.filter(pk=1).update(status='failed')") == [1]
+    assert status_writes("SubagentApproval.objects.filter(subprocess_run=run).update(status='cancelled')") == []
 
 
 def test_nothing_but_the_lifecycle_writes_a_runs_status():

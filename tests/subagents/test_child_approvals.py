@@ -26,6 +26,7 @@ from runtime.subagents.child import PLAN_ONLY_TEXT, Child
 from runtime.subagents.envelope import parse_envelope
 from runtime.subagents.services import subprocess_run_cancel
 from sessions_tree.index import INDEXES
+from toolcatalog.protocol import Tool, ToolManifest, register_tool
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script, wait_for
 from tests.support.sockets import Socket, command
 
@@ -265,6 +266,19 @@ def test_a_plan_only_child_refuses_its_changing_calls(workspace, owner):
     as_child = Child(parse_envelope(child.envelope), writer=None, stdin=None)
     hidden = {name for name in as_child.tools if as_child._hidden_in_plan_mode(name)}
     assert {"bash", "write", "edit"} <= hidden and not {"ls", "read", "grep"} & hidden
+    # A Child built inside this process leaves its schema checks alone (the child process defers them).
+    with pytest.raises(Exception, match="objekt"):
+        register_tool(_BadSchema())
+
+
+class _BadSchema(Tool):
+    name = "test_bad_schema_after_child"
+    label = description = "A tool whose schema is not one"
+    parameters = {"type": "objekt"}
+    manifest = ToolManifest(kind="extension")
+
+    def execute(self, ctx, args):
+        raise AssertionError("never registered")
 
 
 def test_the_wait_counts_within_the_childs_wall_clock(workspace, owner):

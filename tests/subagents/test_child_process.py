@@ -494,6 +494,7 @@ def test_the_child_starts_without_the_heavy_modules_and_still_validates_tool_arg
         "from runtime.subagents.protocol import EventWriter\n"
         "envelope = parse_envelope(sys.argv[1])\n"
         "read_end, _keep_open = os.pipe()\n"
+        "from toolcatalog import protocol; protocol.defer_schema_checks()  # as the child's main() does\n"
         "child = Child(envelope, EventWriter(io.BytesIO(), envelope.run_id), os.fdopen(read_end, 'rb'))\n"
         f"heavy = {heavy!r}\n"
         "at_start = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
