@@ -490,7 +490,10 @@ class Batch:
     def _check_parent(self, rows: list[SubprocessRun]) -> None:
         if self.cancelled_by is None and self.ctx.cancel.is_set():
             if self.nested:
-                self.cancelled_by = f"parent subagent {self.turn.row.run_id} stopped"
+                # The reason the parent subagent was stopped for, as the cancel cascade gives it
+                # (the cascade and this check race: whichever cancels first, the reason is one).
+                above = SubprocessRun.objects.filter(pk=self.turn.row.pk).values_list("cancelled_by", flat=True).first()
+                self.cancelled_by = services.cascade_reason(self.turn.row, above) if above else f"parent subagent {self.turn.row.run_id} stopped"
             else:
                 self.cancelled_by = f"parent run {self.turn.run.run_id} aborted"
             for row in rows:

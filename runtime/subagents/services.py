@@ -263,11 +263,17 @@ def subprocess_run_cancel(run: SubprocessRun, *, by: str, actor=None) -> Subproc
     return run
 
 
+def cascade_reason(run: SubprocessRun, by: str) -> str:
+    """Why ``run``'s children are stopped when ``run`` was stopped ``by`` someone: the same
+    reason, marked as passed down once."""
+    return f"{by} (via subagent {run.run_id.hex[:8]})"[:200] if by and "(via subagent" not in by else by
+
+
 def subprocess_runs_cancel_descendants(run: SubprocessRun, *, by: str) -> int:
     """The cancel cascade below ``run``: every active grandchild (and below) is asked to
     stop too, recorded with who started the cancel."""
     below = list(SubprocessRun.objects.filter(parent_subprocess=run, status__in=ACTIVE_SUBPROCESS_STATUSES))
-    why = f"{by} (via subagent {run.run_id.hex[:8]})"[:200] if by and "(via subagent" not in by else by
+    why = cascade_reason(run, by)
     for child in below:
         subprocess_run_cancel(child, by=why)
     return len(below)
