@@ -25,7 +25,6 @@ from runtime.subagents import child_approvals
 from runtime.subagents.child import PLAN_ONLY_TEXT, Child
 from runtime.subagents.envelope import parse_envelope
 from runtime.subagents.services import subprocess_run_cancel
-from sessions_tree.index import INDEXES
 from toolcatalog.protocol import Tool, ToolManifest, register_tool
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script, wait_for
 from tests.support.sockets import Socket, command
@@ -40,17 +39,6 @@ def bash_then_answer(*commands: str) -> dict:
     """A child that runs each command with bash, one call a turn, then answers with the last result."""
     calls = [[{"tool_call": {"name": "bash", "id": f"call_{i}", "arguments": {"command": c}}}] for i, c in enumerate(commands)]
     return script(default={"replies": [*calls, [{"text": "Child says: {{result}}"}]]})
-
-
-@pytest.fixture
-def workspace(tmp_path, settings):
-    path = tmp_path / "workspace"
-    path.mkdir()
-    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
-    settings.NETA_WORKSPACE_DIR = path
-    settings.NETA_SANDBOX = "none"
-    INDEXES.clear()
-    return path
 
 
 @pytest.fixture

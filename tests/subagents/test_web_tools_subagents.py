@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from runtime.models import RunStatus, SubprocessEvent, SubprocessRun
-from sessions_tree.index import INDEXES
 from tests.subagents.host_helpers import Parent, delegating, make_agent, policy, script
 from tests.support.web_servers import SearchServer, SiteServer
 
@@ -16,13 +15,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def web(tmp_path, settings):
-    path = tmp_path / "workspace"
-    path.mkdir()
-    settings.NETA_SESSIONS_DIR = tmp_path / "sessions"
-    settings.NETA_WORKSPACE_DIR = path
-    settings.NETA_SANDBOX = "none"
-    INDEXES.clear()
+def web(workspace, settings):
+    path = workspace
     with SearchServer() as search, SiteServer() as site:
         settings.NETA_WEB_SEARCH_BACKEND = "searxng"
         settings.NETA_WEB_SEARCH_URL = search.base_url
