@@ -18,6 +18,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
+from audit.models import AuditEntry
 from audit.services import record
 from runtime.admin.recorded_requests import recorded_request
 from runtime.errors import RuntimeInputError
@@ -41,6 +42,7 @@ from runtime.sessions.services import (
     session_set_status,
     session_switch_leaf,
 )
+from runtime.sessions.permissions import session_decisions
 from runtime.sessions.sharing import share_revoke
 from sessions_tree.admin import AgentSessionAdmin, ViewOnly
 from sessions_tree.admin_lists import (
@@ -51,6 +53,14 @@ from sessions_tree.models import AgentSession
 
 # --------------------------------------------------------------------------- sessions
 
+
+
+def audit_log_url(user, session_id: str) -> str | None:
+    """The audit log's entries about the session, for a user who may read the log."""
+    opts = AuditEntry._meta
+    if not user.has_perm(f"{opts.app_label}.view_{opts.model_name}"):
+        return None
+    return f"{reverse(f'admin:{opts.app_label}_{opts.model_name}_changelist')}?target_id={session_id}"
 
 class SessionChangeForm(forms.ModelForm):
     """Title, agent and status: each change goes through its service in ``save_model``."""
@@ -327,9 +337,12 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             meta = self.get_object(request, object_id)
             if meta is not None:
                 run = active_run(meta.session_id)
+                decisions, decisions_total = session_decisions(meta)
                 extra_context = {
                     **(extra_context or {}), "active_run": run, "session_meta": meta, "title": _("Session"),
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
+                    "decisions": decisions, "decisions_total": decisions_total,
+                    "audit_url": audit_log_url(request.user, meta.session_id),
                     # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
                     "live_data": {
                         "sessionId": meta.session_id, "socket": f"/ws/sessions/{meta.session_id}/",

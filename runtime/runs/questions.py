@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from audit.services import record
 from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
 from runtime.runs import lifecycle
@@ -24,6 +25,7 @@ from runtime.runs.backends import submit_run
 from runtime.runs.selectors import runs_with_status
 from runtime.runs.approvals import DECISIONS, MAX_NOTE, MAX_PREFIX, SCOPES
 from sessions_tree.ids import now_ms
+from sessions_tree.models import AgentSession
 from toolcatalog.builtins.ask_user import check_answer
 
 logger = logging.getLogger(__name__)
@@ -130,4 +132,15 @@ def decide_approval(
         "decidedBy": actor.get_username() if actor is not None else None,
         "decidedAt": now_ms(),
     }
-    return _resume(run, settled, tool_call_id=tool_call_id, start=start)
+    with transaction.atomic():
+        resumed = _resume(run, settled, tool_call_id=tool_call_id, start=start)
+        audit_decision(actor, session_id, settled)
+    return resumed
+
+
+def audit_decision(actor, session_id: str, settled: dict, **extra) -> None:
+    """A staff member's decision in the audit log, targeting the session (a user's own
+    decisions are its tree's ``neta.approval`` entries, as their other writes are)."""
+    after = {k: settled.get(k) for k in ("toolCallId", "tool", "scope", "prefix", "note", "command") if settled.get(k)}
+    record(actor=actor, action="approval.decide", target=(AgentSession._meta.label_lower, session_id),
+           after={"decision": "allow" if settled.get("outcome") == "allowed" else "deny", **after, **extra})  # fmt: skip

@@ -7,6 +7,8 @@ stricter of the two. "Allow for this session" decisions are ``neta.approval`` en
 
 from __future__ import annotations
 
+import datetime as dt
+
 from runtime.errors import RuntimeInputError
 from runtime.models import Agent
 from runtime.runs import approvals
@@ -55,3 +57,35 @@ def session_set_permission_mode(*, meta: AgentSession, mode, actor) -> dict:
         data["by"] = actor.get_username()
     with acting_as(actor):
         return provider_for_session(meta.session_id).append_custom_entry(meta.session_id, custom_type=approvals.MODE_TYPE, data=data)
+
+
+#: The most decisions the console's session page lists (the newest).
+DECISIONS_SHOWN = 200
+
+
+def session_decisions(meta: AgentSession, *, limit: int = DECISIONS_SHOWN) -> tuple[list[dict], int]:
+    """Every approval decision and approval-mode change the session's tree holds, on every
+    branch, newest first (at most ``limit``), and how many there are. Each row says whether it
+    is on the active path: those are the ones that count for the session's rules."""
+    provider = provider_for_session(meta.session_id)
+    on_path = {e["id"] for e in provider.get_active_path(meta.session_id, meta=meta)}
+    kinds = {approvals.DECISION_TYPE: "decision", approvals.MODE_TYPE: "mode"}
+    rows = [
+        {**(entry.get("data") or {}), "kind": kinds[entry["customType"]], "entryId": entry["id"], "timestamp": entry.get("timestamp"), "onPath": entry["id"] in on_path}
+        for entry in provider.list_entries(meta.session_id)
+        if entry.get("type") == "custom" and entry.get("customType") in kinds and isinstance(entry.get("data") or {}, dict)
+    ]  # fmt: skip
+    rows.reverse()
+    for row in rows[:limit]:
+        row["when"] = _when(row)
+    return rows[:limit], len(rows)
+
+
+def _when(row: dict) -> dt.datetime | None:
+    at = row.get("at")
+    if isinstance(at, int | float) and not isinstance(at, bool):
+        return dt.datetime.fromtimestamp(at / 1000, tz=dt.timezone.utc)
+    try:
+        return dt.datetime.fromisoformat(str(row.get("timestamp")).replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -41,12 +41,13 @@ from runtime.models import (
     SubprocessRun,
 )
 from runtime.runs import approvals
-from runtime.runs.questions import QuestionNotFound
+from runtime.runs.questions import QuestionNotFound, audit_decision
 
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25  # how often a waiting request reads its row (its pooled connection given back between reads)
 RULE_POLLS = 4  # … and every this many reads, the session rules its siblings were given meanwhile
+CHILDS_END_GRACE_SECONDS = 5.0  # a request cut short by the child's end waits this long for the child to stop
 Status = SubagentApprovalStatus
 
 
@@ -67,12 +68,15 @@ def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: thread
     if _granted_by(run, name, arguments) is not None:
         return {"decision": "allow"}
     timeout = float(envelope.approval.timeout_seconds)
-    expires = timezone.now() + dt.timedelta(seconds=timeout)
+    expires = asked_until = timezone.now() + dt.timedelta(seconds=timeout)
     if envelope.deadline is not None:  # never past the child's own end
         expires = min(expires, dt.datetime.fromtimestamp(envelope.deadline / 1000, tz=dt.UTC))
     started = SubprocessRun.objects.filter(pk=run.pk).values_list("started_at", flat=True).first()
     if started is not None:
         expires = min(expires, started + dt.timedelta(seconds=float(envelope.limits.wall_clock_seconds)))
+    # Cut short by the child's end: when it comes, the child's own clock stops it a moment
+    # later (it started its clock after this row's started_at), and its end must say so.
+    at_childs_end = expires < asked_until
     row, _created = SubagentApproval.objects.get_or_create(
         subprocess_run=run,
         tool_call_id=call_id,
@@ -88,6 +92,9 @@ def wait_for_decision(run: SubprocessRun, envelope, event: dict, *, stop: thread
             _settle(row, Status.CANCELLED)
         elif timezone.now() >= row.expires_at:
             _settle(row, Status.EXPIRED)
+            if at_childs_end:  # a denial now would let the child answer past its budget
+                release_connection()
+                stop.wait(CHILDS_END_GRACE_SECONDS)
         elif polls % RULE_POLLS == 0 and (rule := _granted_by(run, name, arguments)) is not None:
             # A sibling's "allow for this session", given while this one waited, covers it too.
             SubagentApproval.objects.filter(pk=row.pk, status=Status.PENDING).update(
@@ -160,6 +167,9 @@ def decide(*, session_id: str, subagent_run_id, tool_call_id, decision, scope="o
             decided_by=actor.get_username() if actor is not None else "",
             decided_at=timezone.now(),
         )
+        if updated:
+            settled = {**question_of(row), "outcome": "allowed" if decision == "allow" else "denied", "scope": scope if decision == "allow" else "once", "prefix": prefix, "note": note.strip()}
+            audit_decision(actor, session_id, settled, subagentRunId=str(row.subprocess_run.run_id))
     if not updated:  # another tab, the expiry or a cancel got there first
         raise QuestionNotFound(tool_call_id)
     row.refresh_from_db()

@@ -127,6 +127,13 @@ Agent.objects.update_or_create(name="panels", defaults=dict(
 """
 
 
+STAFF = f"""
+from django.contrib.auth import get_user_model
+if not get_user_model().objects.filter(username="panels-operator").exists():
+    get_user_model().objects.create_superuser("panels-operator", "operator@example.com", {support.PASSWORD!r})
+"""
+
+
 @pytest.fixture(scope="module")
 def panels_agent(server):
     rules = json.dumps(RULES).replace(json.dumps(RELEASE), json.dumps(str(release_file(server))))
@@ -445,6 +452,25 @@ def test_a_changing_call_waits_for_allow_or_deny_in_the_page(browser, server, pa
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("denied this call")
     expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("not now, a build is running")
     wait_idle(page)
+    session_id = store_eval(page, "s.sessionId")
+    context.close()
+    # The console's session page lists both decisions, newest first, with who and the command.
+    server.python(STAFF)
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(server.base_url + f"/admin/sessions_tree/agentsession/{session_id}/change/")
+    page.fill("#id_username", "panels-operator")
+    page.fill("#id_password", support.PASSWORD)
+    page.click("input[type=submit]")
+    rows = page.locator("#session-decisions tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("denied")
+    expect(rows.nth(0)).to_contain_text("not now, a build is running")
+    expect(rows.nth(1)).to_contain_text("allowed once")
+    expect(rows.nth(1)).to_contain_text("echo cleaned the build folder")
+    expect(rows.nth(1)).to_contain_text("alice")
+    page.locator("#session-decisions").scroll_into_view_if_needed()
+    shot(page, artifacts, "console-session-approvals")
     context.close()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from audit.models import AuditEntry
 from runtime.api.tokens import api_token_create
 from runtime.errors import RuntimeInputError
 from runtime.models import AgentRun, RunStatus
@@ -30,6 +31,7 @@ from sessions_tree.models import AgentSession
 from sessions_tree.providers import provider_for_session
 from tests.support.driver import wait_status
 from tests.support.rules import rules
+from tests.support.services import wait_until
 from toolcatalog.protocol import get_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -209,6 +211,45 @@ def test_the_api_decides_and_a_read_only_token_cannot(driver_for, django_user_mo
     assert AgentRun.objects.get(pk=run.pk).question["decidedBy"] == "owner"
 
 
+
+
+def test_the_consoles_session_page_lists_every_decision_and_staff_decisions_are_audited(driver_for, django_user_model, admin_client):
+    owner = django_user_model.objects.create_user("owner", password="pw")
+    operator = django_user_model.objects.create_user("operator", password="pw", is_staff=True)
+    driver = driver_for(rules(TWO_COMMANDS, ECHO), tool_policy=policy("ask_changes"))
+    AgentSession.objects.filter(session_id=driver.session_id).update(user=owner)
+    session_set_permission_mode(meta=AgentSession.objects.get(session_id=driver.session_id), mode="ask_all", actor=owner)
+    first = driver.prompt("please run two commands", actor=owner)
+    client = APIClient()  # the owner decides in the page's way; as a plain user, unaudited
+    client.force_authenticate(owner)
+    url = f"/api/sessions/{driver.session_id}/approve/"
+    assert client.post(url, {"toolCallId": "call_a", "decision": "deny", "note": "<b>not</b> now"}, format="json").status_code == 200
+    # ask_all asks for ls too (the run goes on in the inline pool to that call): the operator allows it for the session.
+    waiting = wait_until(lambda: AgentRun.objects.filter(pk=first.pk, status=RunStatus.WAITING, question__toolCallId="call_b").first())
+    decide_approval(session_id=driver.session_id, tool_call_id="call_b", decision="allow", scope="session", actor=operator)  # as a command would: audited
+    wait_status(waiting, RunStatus.COMPLETED)
+    branch_point = AgentSession.objects.get(session_id=driver.session_id).leaf_entry_id
+    second = driver.prompt("echo again", actor=owner)
+    body = {"toolCallId": "call_e", "decision": "allow", "scope": "session", "prefix": "echo"}
+    assert client.post(url, body, format="json").status_code == 200
+    wait_status(second, RunStatus.COMPLETED)
+    # Back to before the second prompt: its decision stays in the tree, on another branch.
+    provider_for_session(driver.session_id).switch_leaf(driver.session_id, branch_point)
+
+    page = admin_client.get(f"/admin/sessions_tree/agentsession/{driver.session_id}/change/").content.decode()
+    section = page[page.index('id="session-decisions"'):]
+    section = section[: section.index("</table>")]
+    rows = section.split("<tr class=")[1:]
+    assert [r.split('"')[1] for r in rows] == ["decision-decision", "decision-decision", "decision-decision", "decision-mode"]  # newest first
+    newest, allowed, denied, mode = rows
+    assert "allowed for the session" in newest and "<code>echo</code>" in newest and "no (another branch)" in newest
+    assert "operator" in allowed and "allowed for the session" in allowed and "<code>ls</code>" in allowed and ">yes<" in allowed
+    assert "owner" in denied and "denied" in denied and "echo first &gt; first.txt" in denied and "&lt;b&gt;not&lt;/b&gt; now" in denied
+    assert "<code>ask_all</code>" in mode
+    assert f"?target_id={driver.session_id}" in section  # the audit log of the session, for who may read it
+    # The audit log holds the staff member's decision; the owner's are their tree's entries.
+    audited = AuditEntry.objects.filter(action="approval.decide", target_id=driver.session_id)
+    assert [(a.actor_name, a.after["decision"], a.after["tool"], a.after["scope"]) for a in audited] == [("operator", "allow", "ls", "session")]
 
 
 def test_a_waiting_approval_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):
