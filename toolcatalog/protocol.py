@@ -15,6 +15,7 @@ Results use Pi's ``toolResult`` content shapes, so
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,8 @@ from toolcatalog.manifest import EXECUTION_MODES, TOOL_KINDS, WORKER_ROUTES, Too
 from toolcatalog.protected_paths import protected_paths
 from toolcatalog.sandbox import effective_sandbox, resolve_sandbox
 from toolcatalog.shared_types import CancelSignal, ResolvedPaths, ToolCancelled, ToolError  # named here too (__all__)
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -277,6 +280,12 @@ class Tool:
         """Whether this call (with ``args``) may change something; ``changes`` by default."""
         return self.changes
 
+    def approval_preview(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any] | None:
+        """What a person deciding on this call should see beyond its arguments (``edit``: the
+        diff against the file as it is now), computed without changing anything; None: nothing
+        more. Called with arguments that passed the schema; may raise ToolError."""
+        return None
+
     def prepare_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """Accept legacy argument shapes before validation (Pi's ``prepareArguments``)."""
         return args
@@ -394,6 +403,26 @@ def run_tool(tool: Tool, ctx: ToolContext, args: Any) -> ToolResult:
     except Exception as exc:  # noqa: BLE001 - the runtime must never see a raise
         return ToolResult.error(clean_text(f"Tool {name!r} failed: {type(exc).__name__}: {exc}"))
     return ToolResult(content=_clean(result.content), details=_clean(result.details), is_error=bool(result.is_error))
+
+
+def preview_for_approval(tool: Tool, ctx: ToolContext, args: Any) -> dict[str, Any] | None:
+    """``tool.approval_preview`` for a call waiting for a person: None when the tool has none
+    or the arguments do not pass its schema (the request shows them as they are);
+    ``{"previewError": …}`` when the call could not run as asked (the file changed, the text is
+    not there). Never raises, never changes anything."""
+    if type(tool).approval_preview is Tool.approval_preview or not isinstance(args, dict):
+        return None
+    try:
+        args = tool.prepare_arguments(dict(args))
+        if validate_args(tool, args):
+            return None
+        preview = tool.approval_preview(ctx, args)
+    except ToolError as exc:
+        return {"previewError": _shorten(clean_text(str(exc)), MAX_PROBLEM_CHARS)}
+    except Exception:  # noqa: BLE001 - a preview is an aid: the request goes out without it
+        logger.exception("tool %r: approval preview failed", getattr(tool, "name", "?"))
+        return None
+    return _clean(preview) if isinstance(preview, dict) else None
 
 
 # --- registry -----------------------------------------------------------------

@@ -107,9 +107,10 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def request_for(call: dict, *, mode: str, cwd: str) -> dict:
+def request_for(call: dict, *, mode: str, cwd: str, preview: dict | None = None) -> dict:
     """The approval request a call becomes: the exact call, and what a person needs to judge
-    it (bash: the command and its directory; edit: the change as a diff; write: the path)."""
+    it (bash: the command and its directory; edit: the change as a diff — against the file as
+    it is, from the tool's ``preview``, else of the replaced text; write: the path)."""
     name, args = call.get("name") or "", call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     request: dict[str, Any] = {
         "kind": "approval",
@@ -122,7 +123,12 @@ def request_for(call: dict, *, mode: str, cwd: str) -> dict:
         request.update(command=str(args.get("command") or ""), cwd=cwd)
     elif name == "edit":
         request["path"] = str(args.get("path") or "")
-        request["diff"] = edit_diff(args)
+        if preview and isinstance(preview.get("diff"), str):
+            request["diff"], request["diffOf"] = _bounded_diff(preview["diff"].splitlines()), "file"
+        else:
+            request["diff"], request["diffOf"] = edit_diff(args), "replacements"
+    if preview and preview.get("previewError"):
+        request["previewError"] = str(preview["previewError"])
     elif name == "write":
         request["path"] = str(args.get("path") or "")
     return request
@@ -140,6 +146,10 @@ def edit_diff(args: dict[str, Any]) -> str:
         if not isinstance(old, str) or not isinstance(new, str):
             continue
         lines += difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=2)
+    return _bounded_diff(lines)
+
+
+def _bounded_diff(lines: list[str]) -> str:
     if len(lines) > MAX_DIFF_LINES:
         lines = lines[:MAX_DIFF_LINES] + [f"… {len(lines) - MAX_DIFF_LINES} more lines"]
     return "\n".join(lines)

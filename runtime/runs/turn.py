@@ -72,7 +72,7 @@ from sessions_tree.models import AgentSession
 from sessions_tree.providers import open_session, provider_for_session
 from sessions_tree.providers.base import ROOT, SessionTreeProvider
 from toolcatalog import catalog_version
-from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, get_tool
+from toolcatalog.protocol import ToolContext, ToolResult, UnknownTool, get_tool, preview_for_approval
 
 logger = logging.getLogger(__name__)
 
@@ -780,7 +780,8 @@ def _approval_gate(turn: Turn, call: dict) -> ToolResult | None:
         return None
     if turn.question is not None:
         return ToolResult.error(ONE_WAIT_TEXT)
-    turn.question = approvals.request_for(call, mode=mode, cwd=turn.cwd)
+    preview = preview_for_approval(tool, _tool_context(turn, call.get("id") or ""), args) if tool is not None else None
+    turn.question = approvals.request_for(call, mode=mode, cwd=turn.cwd, preview=preview)
     return WAIT
 
 

@@ -515,7 +515,8 @@ class Child:
             self._rules = tuple(approvals.Rule(tool=r.tool, prefix=r.prefix) for r in policy.rules)
         if not approvals.needs_approval(policy.mode, tool, name, args, self._rules):
             return None
-        request = approvals.request_for({"id": call_id, "name": name, "arguments": args}, mode=policy.mode, cwd=self.envelope.runtime_config.cwd)
+        preview = self._preview(entry[1], args) if entry[1] is not None else None
+        request = approvals.request_for({"id": call_id, "name": name, "arguments": args}, mode=policy.mode, cwd=self.envelope.runtime_config.cwd, preview=preview)
         request_id = uuid.uuid4().hex
         previous, self.phase = self.phase, "approval"
         self.writer.emit("approval_request", requestId=request_id, toolCallId=call_id, name=name, request=request)
@@ -533,30 +534,41 @@ class Child:
         return None
 
     def _run_local(self, tool, arguments: dict):
-        from toolcatalog.protocol import (  # loaded on first use: a light start-up
-            ToolContext,
-            ToolResult,
-            run_tool,
-        )
+        from toolcatalog.protocol import ToolResult, run_tool  # loaded on first use: a light start-up
 
         self.phase = "tool"
-        configure_tool_settings(self.envelope)  # before the first tool reads a setting; Django's import waits till then
-        config = self.envelope.runtime_config
-        policy = self.envelope.tool_policy
         try:
-            ctx = ToolContext(
-                roots=tuple(config.workspace_roots),
-                cwd=config.cwd,
-                cancel=self.cancel,
-                env_passthrough=policy.env_passthrough,
-                network=policy.network,
-                sandbox=config.sandbox.mode,
-                protected=tuple(config.sandbox.protected_paths),
-                for_subagent=True,  # a typed field of the context, no longer a key of extras
-            )
+            ctx = self._tool_context()
         except ValueError as exc:
             return ToolResult.error(f"the subagent's workspace is not usable: {exc}")
         return run_tool(tool, ctx, arguments)
+
+    def _tool_context(self):
+        """The context the child's own tools run in. Raises ValueError for an unusable workspace."""
+        from toolcatalog.protocol import ToolContext  # loaded on first use: a light start-up
+
+        configure_tool_settings(self.envelope)  # before the first tool reads a setting; Django's import waits till then
+        config = self.envelope.runtime_config
+        policy = self.envelope.tool_policy
+        return ToolContext(
+            roots=tuple(config.workspace_roots),
+            cwd=config.cwd,
+            cancel=self.cancel,
+            env_passthrough=policy.env_passthrough,
+            network=policy.network,
+            sandbox=config.sandbox.mode,
+            protected=tuple(config.sandbox.protected_paths),
+            for_subagent=True,  # a typed field of the context, no longer a key of extras
+        )
+
+    def _preview(self, tool, arguments: dict) -> dict | None:
+        """The tool's preview for an approval request (an edit's diff against the file)."""
+        from toolcatalog.protocol import preview_for_approval  # loaded on first use: a light start-up
+
+        try:
+            return preview_for_approval(tool, self._tool_context(), arguments)
+        except ValueError:
+            return None
 
     def _proxy(self, call_id: str, name: str, arguments: dict):
         from toolcatalog.protocol import (

@@ -85,6 +85,11 @@ RULES = {
             [{"tool_call": {"name": "todo", "arguments": {"todos": TODO_B}}}],
             [{"text": "The other plan is done."}],
         ]},
+        {"match": {"contains": "tidy the readme"}, "replies": [
+            [{"text": "First the file."}, {"tool_call": {"name": "write", "arguments": {"path": "readme-tidy.md", "content": "# Title\n\nan untidy line\n\nThe end.\n"}}}],
+            [{"text": "Now the change."}, {"tool_call": {"name": "edit", "arguments": {"path": "readme-tidy.md", "edits": [{"oldText": "an untidy line", "newText": "A tidy line."}]}}}],
+            [{"text": "Tidied: {{result}}"}],
+        ]},
         {"match": {"contains": "clean the build"}, "replies": [
             [{"text": "I will clean it."}, {"tool_call": {"name": "bash", "arguments": {"command": "echo cleaned the build folder"}}}],
             [{"text": "Result: {{result}}"}],
@@ -471,6 +476,26 @@ def test_a_changing_call_waits_for_allow_or_deny_in_the_page(browser, server, pa
     expect(rows.nth(1)).to_contain_text("alice")
     page.locator("#session-decisions").scroll_into_view_if_needed()
     shot(page, artifacts, "console-session-approvals")
+    context.close()
+
+
+def test_an_edit_waits_with_its_diff_against_the_file(browser, server, panels_agent, artifacts):
+    """The edit's panel shows the change to the file as it is (its lines around the change
+    too), marked added and removed."""
+    context, page = open_page(browser, server, agent="panels-careful")
+    panel = page.locator(".approval-panel")
+    send(page, "tidy the readme please")
+    expect(panel.locator(".approval-new")).to_contain_text("an untidy line")  # the write: its content
+    panel.get_by_role("button", name="Allow once").click()
+    diff = panel.locator(".approval-diff")
+    expect(diff).to_be_visible()
+    expect(diff.locator(".diff-del")).to_have_text("-an untidy line\n")
+    expect(diff.locator(".diff-add")).to_have_text("+A tidy line.\n")
+    expect(diff.locator(".diff-ctx").filter(has_text="# Title")).to_have_count(1)
+    shot(page, artifacts, "approval-edit-1440")
+    panel.get_by_role("button", name="Allow once").click()
+    expect(page.locator(".stable-list .msg-assistant").last).to_contain_text("Tidied:")
+    wait_idle(page)
     context.close()
 
 

@@ -252,6 +252,43 @@ def test_the_consoles_session_page_lists_every_decision_and_staff_decisions_are_
     assert [(a.actor_name, a.after["decision"], a.after["tool"], a.after["scope"]) for a in audited] == [("operator", "allow", "ls", "session")]
 
 
+EDITS = {
+    "match": {"contains": "edit the notes"},
+    "replies": [
+        [{"tool_call": {"name": "write", "id": "call_w", "arguments": {"path": "notes.md", "content": "alpha\nbeta\ngamma\n"}}}],
+        [{"tool_call": {"name": "edit", "id": "call_x", "arguments": {"path": "notes.md", "edits": [{"oldText": "beta", "newText": "BETA"}]}}}],
+        [{"tool_call": {"name": "edit", "id": "call_y", "arguments": {"path": "notes.md", "edits": [{"oldText": "delta", "newText": "DELTA"}]}}}],
+        [{"text": "Left as it was."}],
+    ],
+}  # fmt: skip
+
+
+def test_an_edit_waits_with_its_diff_against_the_file_and_one_that_cannot_apply_says_why(driver_for, workspace):
+    driver = driver_for(rules(EDITS), tool_policy=policy("ask_changes"))
+    run = driver.prompt("please edit the notes")
+    assert run.question["tool"] == "write" and "diff" not in run.question
+    decide_approval(session_id=driver.session_id, tool_call_id="call_w", decision="allow", start=False)
+    waiting = execute_run(run.run_id, sink=driver.sink)
+    request = waiting.question
+    assert waiting.status == RunStatus.WAITING and request["toolCallId"] == "call_x"
+    # The diff is of the file as it is now: its lines around the change too, nothing written yet.
+    assert request["diffOf"] == "file" and "previewError" not in request
+    lines = request["diff"].splitlines()
+    assert lines[0].startswith("--- a/") and "-beta" in lines and "+BETA" in lines and " alpha" in lines and " gamma" in lines
+    [notes] = workspace.rglob("notes.md")
+    assert notes.read_text() == "alpha\nbeta\ngamma\n"
+    decide_approval(session_id=driver.session_id, tool_call_id="call_x", decision="deny", start=False)
+    again = execute_run(run.run_id, sink=driver.sink)
+    request = again.question
+    # Text the file does not hold: the request says the edit would fail, and shows the replacements.
+    assert request["toolCallId"] == "call_y" and request["diffOf"] == "replacements"
+    assert request["previewError"].startswith("Could not find edits[0].oldText in notes.md")
+    assert request["diff"].splitlines()[-2:] == ["-delta", "+DELTA"]
+    decide_approval(session_id=driver.session_id, tool_call_id="call_y", decision="deny", start=False)
+    assert execute_run(run.run_id, sink=driver.sink).status == RunStatus.COMPLETED
+    assert notes.read_text() == "alpha\nbeta\ngamma\n"
+
+
 def test_a_waiting_approval_holds_no_thread_of_the_inline_pool(driver_for, settings, monkeypatch):
     """One pool thread: while a call waits for approval, another session's run goes through
     that thread, and the decision resumes the waiting run on it too."""

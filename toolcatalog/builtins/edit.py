@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from toolcatalog.builtins.read import open_regular_file
@@ -21,6 +22,15 @@ from toolcatalog.paths import resolve_path
 from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 
 MAX_EDIT_FILE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Plan:
+    st: os.stat_result  # the file as read: the write refuses a file changed since
+    shown: str
+    content: str  # LF line endings, no BOM
+    updated: str
+    final: str  # what is written: the BOM and line endings restored
 
 
 def _line_ending(text: str) -> str:
@@ -102,7 +112,8 @@ class EditTool(Tool):
             args["edits"] = [{"oldText": args.pop("oldText"), "newText": args.pop("newText")}]
         return args
 
-    def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    def _plan(self, ctx: ToolContext, args: dict[str, Any]) -> _Plan:
+        """Read the file and apply the edits in memory (nothing written). Raises ToolError."""
         edits = args["edits"]
         for index, item in enumerate(edits):
             encode_text(item["oldText"], field=f"edits[{index}].oldText")
@@ -155,13 +166,23 @@ class EditTool(Tool):
         updated = "".join(pieces)
         if updated == content:
             raise ToolError(f"No changes made to {shown}: the replacements produce identical content")
-        final = bom + (updated.replace("\n", "\r\n") if ending == "\r\n" else updated)
+        return _Plan(st=st, shown=shown, content=content, updated=updated, final=bom + (updated.replace("\n", "\r\n") if ending == "\r\n" else updated))
+
+    def execute(self, ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+        plan = self._plan(ctx, args)
         ctx.check_cancelled()
         wp = resolve_path(ctx, args["path"])  # again: the file may have moved since it was read
-        write_atomically(wp, final.encode("utf-8"), create_parents=False, expect=st)
-        diff, first_changed = unified_diff(content, updated, shown)
+        write_atomically(wp, plan.final.encode("utf-8"), create_parents=False, expect=plan.st)
+        edits = args["edits"]
+        diff, first_changed = unified_diff(plan.content, plan.updated, plan.shown)
         count = len(edits)
         return ToolResult.text(
-            f"Successfully replaced {count} block{'s' if count != 1 else ''} in {shown}.",
+            f"Successfully replaced {count} block{'s' if count != 1 else ''} in {plan.shown}.",
             details={"diff": diff, "firstChangedLine": first_changed},
         )
+
+    def approval_preview(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+        """What the edit would change in the file as it is now, as a unified diff."""
+        plan = self._plan(ctx, self.prepare_arguments(args))
+        diff, first_changed = unified_diff(plan.content, plan.updated, plan.shown)
+        return {"diff": diff, "firstChangedLine": first_changed}

@@ -1,6 +1,6 @@
 // The approval panel: while the run waits for a person to allow a tool call, the exact call
-// sits at the composer (bash: the command; edit: the replacements; other tools: the
-// arguments) with Allow once, Allow for this session (the tool, or for bash the commands
+// sits at the composer (bash: the command; edit: the diff against the file as it is, else the
+// replacements; other tools: the arguments) with Allow once, Allow for this session (the tool, or for bash the commands
 // that start with a prefix) and Deny with a note. The request is the open call at the leaf
 // (approval.js), so a reload or another tab shows it too; the decision goes over the socket
 // (`approve {toolCallId, decision, scope, prefix, note}`).
@@ -18,11 +18,21 @@ import { sessionApi } from "../api.js";
 import { t, tn } from "../i18n.js";
 import { approvalsKey } from "../subagents.js";
 
+/** A unified diff, each line marked as added, removed or a hunk header. */
+function DiffView({ diff }) {
+  const kind = (line) => (line.startsWith("@@") ? "hunk" : line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : "ctx");
+  return html`<pre class="approval-diff" aria-label=${t("The change to the file")}><code>${String(diff).split("\n").map((line, i) => html`<span key=${i} class=${`diff-${kind(line)}`}>${line}\n</span>`)}</code></pre>`;
+}
+
 function CallView({ request }) {
   const { tool, args, command } = request;
   if (tool === "bash") return html`<pre class="approval-command"><code>${command}</code></pre>`;
+  const problem = request.previewError ? html`<div class="approval-problem" role="note">${t("As asked, this call would fail: {error}", { error: request.previewError })}</div>` : null;
+  if (tool === "edit" && request.diffOf === "file" && request.diff) {
+    return html`<div class="approval-path"><code>${String(args.path ?? "")}</code></div><${DiffView} diff=${request.diff} />`;
+  }
   if (tool === "edit" && Array.isArray(args.edits)) {
-    return html`<div class="approval-path"><code>${String(args.path ?? "")}</code></div>
+    return html`<div class="approval-path"><code>${String(args.path ?? "")}</code></div>${problem}
       ${args.edits.map((edit, i) => html`<div key=${i} class="approval-edit">
         <pre class="approval-old" aria-label=${t("Replaced text")}><code>${String(edit?.oldText ?? "")}</code></pre>
         <pre class="approval-new" aria-label=${t("New text")}><code>${String(edit?.newText ?? "")}</code></pre>
@@ -36,40 +46,36 @@ function CallView({ request }) {
   return html`<pre class="approval-args"><code>${JSON.stringify(args, null, 2)}</code></pre>`;
 }
 
-export function ApprovalPanel({ store, connection }) {
-  return html`<${ChildApprovals} store=${store} connection=${connection} /><${RunApproval} store=${store} connection=${connection} />`;
-}
+/** What the server holds of a listed request beyond the call: the edit's diff against the file. */
+const shownOf = (listed) => ({ diff: listed?.diff, diffOf: listed?.diffOf, previewError: listed?.previewError });
 
-/** The children's requests that wait, each with its own panel. */
-function ChildApprovals({ store, connection }) {
-  useStore(store, ["subagents", "connection"]);
-  const key = approvalsKey(store.subagents);
+export function ApprovalPanel({ store, connection }) {
+  useStore(store, ["subagents", "connection", "leaf", "tree", "run"]);
+  const snapshot = store.snapshot;
+  const own = useMemo(() => (snapshot ? openApproval(snapshot, (id) => store.entry(id)) : null), [snapshot?.activePath, snapshot?.entries]);
+  const ownWaiting = own && store.run.state === "waiting" ? own : null;
+  // The list (`GET approvals/`) is the truth for the children's requests and holds the run's own
+  // request as the server made it; read again when a child or the run starts or stops waiting.
+  const key = `${approvalsKey(store.subagents)}|${ownWaiting?.toolCallId ?? ""}`;
   const live = store.connection.state === "live";
-  const [requests, setRequests] = useState([]);
+  const [listed, setListed] = useState([]);
   const [reads, setReads] = useState(0);
   useEffect(() => {
     if (!store.sessionId || !live) return undefined;
     let stale = false;
     sessionApi(store.sessionId)
       .approvals()
-      .then((body) => { if (!stale) setRequests((body?.approvals ?? []).filter((a) => a.subagent)); })
+      .then((body) => { if (!stale) setListed(body?.approvals ?? []); })
       .catch(() => {});
     return () => { stale = true; };
   }, [store.sessionId, key, live, reads]);
-  return requests.map(
+  const children = listed.filter((a) => a.subagent);
+  const ownListed = ownWaiting ? listed.find((a) => !a.subagent && a.toolCallId === ownWaiting.toolCallId) : null;
+  return html`${children.map(
     (request) => html`<${RequestPanel} key=${`${request.subagent.runId}/${request.toolCallId}`} store=${store} connection=${connection}
-      request=${{ toolCallId: request.toolCallId, tool: request.tool, args: request.arguments ?? {}, command: request.command ?? "", subagent: request.subagent }}
+      request=${{ toolCallId: request.toolCallId, tool: request.tool, args: request.arguments ?? {}, command: request.command ?? "", subagent: request.subagent, ...shownOf(request) }}
       onDecided=${() => setReads((n) => n + 1)} />`,
-  );
-}
-
-/** The session's own run's request (the open call at the leaf). */
-function RunApproval({ store, connection }) {
-  useStore(store, ["leaf", "tree", "run", "connection"]);
-  const snapshot = store.snapshot;
-  const request = useMemo(() => (snapshot ? openApproval(snapshot, (id) => store.entry(id)) : null), [snapshot?.activePath, snapshot?.entries]);
-  if (!request || store.run.state !== "waiting") return null;
-  return html`<${RequestPanel} key=${request.toolCallId} store=${store} connection=${connection} request=${request} />`;
+  )}${ownWaiting ? html`<${RequestPanel} key=${ownWaiting.toolCallId} store=${store} connection=${connection} request=${{ ...ownWaiting, ...shownOf(ownListed) }} />` : null}`;
 }
 
 function RequestPanel({ store, connection, request, onDecided }) {
