@@ -155,6 +155,15 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
 
   const offline = store.connection.state !== "live";
   const narrow = NARROW();
+  // How a message sent during a run is delivered: beside Queue on a desktop; on a phone in the
+  // pickers' row below, so the message box keeps its width beside Queue and Abort.
+  const deliverAs = running
+    ? html`<label class="visually-hidden" for="queue-mode">${t("Deliver as")}</label>
+        <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title=${t("How a message sent during a run is delivered")}>
+          <option value="follow_up">${t("Follow-up")}</option>
+          <option value="steer">${t("Steer")}</option>
+        </select>`
+    : null;
   return html`
     <form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${(e) => { e.preventDefault(); send(); }} aria-label=${t("Message composer")}
       onDragOver=${onDrag} onDragEnter=${onDrag} onDragLeave=${onDrag} onDrop=${onDrop}>
@@ -195,18 +204,12 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
         <div class="composer-buttons">
           <button type="button" class="icon-button attach-button" aria-label=${t("Attach files")} title=${supportsImages ? t("Attach documents (PDF, text, markdown, code) or images") : t("Attach documents (PDF, text, markdown, code)")} onClick=${() => fileInput.current.click()}>${narrow ? "+" : t("Attach")}</button>
           <input ref=${fileInput} type="file" aria-label=${t("Files to attach")} accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
-          ${running
-            ? html`<label class="visually-hidden" for="queue-mode">${t("Deliver as")}</label>
-                <select id="queue-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)} title=${t("How a message sent during a run is delivered")}>
-                  <option value="follow_up">${t("Follow-up")}</option>
-                  <option value="steer">${t("Steer")}</option>
-                </select>`
-            : null}
+          ${narrow ? null : deliverAs}
           <button type="submit" class="primary" disabled=${!draft.text.trim() || sending || offline}>${running ? t("Queue") : t("Send")}</button>
           ${running ? html`<button type="button" class="danger" onClick=${onAbort}>${t("Abort")}</button>` : null}
         </div>
       </div>
-      ${pickers}
+      ${narrow && deliverAs ? html`<div class="composer-under">${deliverAs}${pickers}</div>` : pickers}
     </form>
   `;
 }
