@@ -47,6 +47,9 @@ class ModelCall(models.Model):
     # A call whose messages are not a path of the tree (a summary's, a title's): their blob.
     messages_digest = models.CharField(max_length=64, blank=True)
     tools_digest = models.CharField(max_length=64, blank=True)
+    # The model as it was called (its spec without the key: id, options, limits), so the request
+    # rebuilds as sent after the model's row changed; blank on older records (today's row then).
+    spec_digest = models.CharField(max_length=64, blank=True)
     settings = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField()
     first_token_at = models.DateTimeField(null=True, blank=True)

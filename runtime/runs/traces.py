@@ -45,12 +45,19 @@ class Attempt:
     context_leaf_id: str
     started: dt.datetime = field(default_factory=timezone.now)
     first_token: dt.datetime | None = None
+    spec: str = ""  # spec_text of the model called
+
+
+def spec_text(spec) -> str:
+    """The model as a call used it, as JSON: every field of its ``ModelSpec`` but the key."""
+    fields = {k: v for k, v in vars(spec).items() if k != "api_key"}
+    return json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def attempt(candidate, request, context_leaf_id: str) -> Attempt:
     spec = candidate.spec
     host = urlsplit(spec.base_url or "").hostname or ""
-    return Attempt(candidate.name, spec.model_id, spec.provider_name, spec.api, host, request, context_leaf_id or "")
+    return Attempt(candidate.name, spec.model_id, spec.provider_name, spec.api, host, request, context_leaf_id or "", spec=spec_text(spec))
 
 
 @dataclass
@@ -73,13 +80,15 @@ def record_model_calls(pending: Pending, run, session_id: str, attempts: list[At
         other = request_settings(request)
         system, tools = request.system_prompt, tools_text(request.tools)
         blobs[digest(system)], blobs[digest(tools)] = system, tools
+        if item.spec:
+            blobs[digest(item.spec)] = item.spec
         usage = (final.get("usage") or {}) if last else {}
         stop = final.get("stopReason") or "" if last else "error"
         rows.append(
             ModelCall(
                 run=run, session_id=session_id, purpose=purpose, model=item.model, model_id=item.model_id, provider=item.provider, api=item.api,
                 endpoint=item.endpoint, context_leaf_id=item.context_leaf_id, entry_id=entry_id if last else "",
-                system_digest=digest(system), tools_digest=digest(tools), settings=other,
+                system_digest=digest(system), tools_digest=digest(tools), spec_digest=digest(item.spec) if item.spec else "", settings=other,
                 started_at=item.started, first_token_at=item.first_token,
                 finished_at=attempts[index + 1].started if not last else now, stop_reason=stop, usage=usage,
                 cost=Decimal(str((usage.get("cost") or {}).get("total", 0) or 0)),
@@ -94,7 +103,7 @@ def record_direct(*, run, session_id: str, purpose: str, name: str, spec, reques
     Never raises: a record that cannot be written is logged."""
     try:
         pending = Pending()
-        item = Attempt(name, spec.model_id, spec.provider_name, spec.api, urlsplit(spec.base_url or "").hostname or "", request, "", started)
+        item = Attempt(name, spec.model_id, spec.provider_name, spec.api, urlsplit(spec.base_url or "").hostname or "", request, "", started, spec=spec_text(spec))
         record_model_calls(pending, run, session_id, [item], final=final, entry_id="", purpose=purpose)
         messages = json.dumps(request.messages, ensure_ascii=False, separators=(",", ":"))
         pending.calls[0].messages_digest = digest(messages)

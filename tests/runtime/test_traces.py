@@ -75,8 +75,14 @@ def test_each_calls_request_is_rebuilt_as_the_wire_received_it(request, monkeypa
         assert span["attributes"]["request"] == received.body
         assert span["attributes"]["model"] == f"m-{kind}" and span["attributes"]["endpoint"] == "127.0.0.1"
         assert span["attributes"]["stopReason"] == "stop" and span["attributes"]["timeToFirstTokenMs"] is not None
-    # The system prompt and the tools are stored once, however many calls send them.
-    assert Blob.objects.count() == 2
+    # The system prompt, the tools and the model's spec are stored once, however many calls send them.
+    assert Blob.objects.count() == 3
+    # The model's row changes afterwards: the requests still rebuild as they were sent.
+    ModelConfig.objects.filter(name=f"m-{kind}").update(model_id="renamed-id", max_output_tokens=77, supports_thinking=True)
+    for span, received in zip(first_calls + second_calls, server.requests):
+        rebuilt = rebuilt_body(ModelCall.objects.get(pk=int(span["id"].split(":")[1])))
+        assert rebuilt == received.body and "renamed-id" not in json.dumps(rebuilt)
+    assert "sk-test" not in "".join(Blob.objects.values_list("text", flat=True))  # the key is never kept
 
 
 def test_a_failover_records_each_attempt_and_tool_calls_their_outcome(monkeypatch, workspace, anthropic_server, openai_server, admin_user):

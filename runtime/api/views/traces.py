@@ -13,6 +13,7 @@ says why, and its recorded parts (``system``, ``tools``, ``settings``) come inst
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from django.http import Http404
@@ -26,6 +27,7 @@ from runtime.agents.specs import model_spec
 from runtime.api.views.base import READ_ERRORS
 from runtime.errors import RuntimeInputError
 from runtime.llm.bodies import request_body
+from runtime.llm.spec import ModelSpec
 from runtime.models import (
     AgentRun,
     Blob,
@@ -68,10 +70,22 @@ def rebuilt_body(call: ModelCall) -> dict | None:
     or a subagent child made it (its messages are not in the tree)."""
     if call.subprocess_run_id is not None:
         return None
-    config = ModelConfig.objects.filter(name=call.model).first()
-    if config is None:
+    spec = recorded_spec(call)
+    if spec is None:  # a record from before specs were kept: the model's row as it is today
+        config = ModelConfig.objects.filter(name=call.model).first()
+        if config is None:
+            return None
+        spec = model_spec(config)
+    return request_body(spec, rebuilt_request(call))
+
+
+def recorded_spec(call: ModelCall) -> ModelSpec | None:
+    """The model as ``call`` used it (its spec, recorded without the key), or None."""
+    text = Blob.objects.filter(digest=call.spec_digest).values_list("text", flat=True).first() if call.spec_digest else None
+    if not text:
         return None
-    return request_body(model_spec(config), rebuilt_request(call))
+    known = {f.name for f in dataclasses.fields(ModelSpec)}
+    return ModelSpec(**{k: v for k, v in json.loads(text).items() if k in known})
 
 
 def recorded_parts(call: ModelCall) -> dict:
