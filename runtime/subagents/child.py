@@ -161,6 +161,7 @@ class Child:
         self._done = threading.Event()
         self._blobs_sent: set[str] = set()  # digests whose text went with an earlier model_call
         self._first_token: int | None = None
+        self._transient = False  # whether the last call failed in a way that may pass
         self.started = time.monotonic()
         self.spec = self._model_spec()
         self.tools = self._tools()
@@ -325,14 +326,19 @@ class Child:
                 max_tokens=self.spec.max_output_tokens,
             )
             self.phase = "model"
-            context_seq, started = self.writer.seq, now_ms()
-            final = self._stream(turn, request)
-            self._add_usage(final.get("usage") or {})
-            stop = final.get("stopReason")
+            retries = 0
+            while True:
+                context_seq, started = self.writer.seq, now_ms()
+                final = self._stream(turn, request)
+                self._add_usage(final.get("usage") or {})
+                stop = final.get("stopReason")
+                self.writer.emit("assistant_message", turn=turn, stopReason=stop, message=_bounded_message(final))
+                self._emit_model_call(turn, request, final, started=started, context_seq=context_seq)
+                if not self._retry_after(final, retries):
+                    break
+                retries += 1
             text = _text_of(final)
             self.texts.append(text)
-            self.writer.emit("assistant_message", turn=turn, stopReason=stop, message=_bounded_message(final))
-            self._emit_model_call(turn, request, final, started=started, context_seq=context_seq)
             if stop == "aborted" or self.cancel.is_set():
                 raise self._stopped()
             if stop == "error":
@@ -351,6 +357,19 @@ class Child:
                     raise self._partial("budget_tool_calls")
                 self.counts["toolCalls"] += 1
                 self.messages.append(self._run_call(turn, call))
+
+    def _retry_after(self, final: dict, retries: int) -> bool:
+        """After a call ended in ``final``: whether it is made again, as the parent's turn does
+        (runtime/runs/retries.py) — a failure that may pass (``transient``) after the output
+        began, fewer than ``llmRetries`` times so far; the wait (base × 2^n) ends at a cancel.
+        The broken reply stays in the events (``assistant_message`` with ``stopReason: error``)
+        and never enters the child's context."""
+        config = self.envelope.runtime_config
+        if final.get("stopReason") != "error" or not self._transient or not final.get("content") or retries >= config.llm_retries:
+            return False
+        self._check_usage_budgets()  # the broken reply's tokens count: a spent budget ends here
+        wait = config.llm_retry_base_ms * (2**retries) / 1000
+        return not self.cancel.wait(wait)
 
     def _check_usage_budgets(self) -> None:
         limits = self.limits
@@ -383,6 +402,7 @@ class Child:
         final: dict | None = None
         partial: dict | None = None
         self._first_token = None
+        self._transient = False
         try:
             for event in self.llm.stream(self.spec, request, cancel=self.cancel):
                 partial = event.partial or partial
@@ -401,6 +421,7 @@ class Child:
                     flush()
                 elif event.type in ("done", "error"):
                     final = event.message
+                    self._transient = event.type == "error" and bool(getattr(event, "transient", False))
         except Exception as exc:  # noqa: BLE001 - the LLM layer promises not to raise; be safe anyway
             final = {**(partial or {"role": "assistant", "content": []}), "stopReason": "error", "errorMessage": f"{type(exc).__name__}: {exc}"}
         flush()

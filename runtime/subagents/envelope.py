@@ -297,6 +297,10 @@ class RuntimeConfig(_Wire):
     cwd: str = _meta("cwd", _str(empty=False))
     workspace_roots: tuple[str, ...] = _meta("workspaceRoots", _str_list)
     sandbox: SandboxConfig = _meta("sandbox", _nested(SandboxConfig))
+    # A model call whose stream broke after its output began is made again this many times,
+    # after base × 1, 2, 4 … ms (the parent's NETA_LLM_RETRIES / NETA_LLM_RETRY_BASE_MS).
+    llm_retries: int = _meta("llmRetries", _int(0), 0)
+    llm_retry_base_ms: int = _meta("llmRetryBaseMs", _int(0), 2000)
 
     def check(self, where: str) -> None:
         if not self.workspace_roots:

@@ -993,6 +993,8 @@ def build_envelope(*, parent, child: Agent, policy: SubagentPolicy, row: Subproc
                 "protectedPaths": [str(p) for p in protected_paths()],
                 "toolSettings": tool_settings_from_django(),
             },
+            "llmRetries": settings.NETA_LLM_RETRIES,
+            "llmRetryBaseMs": settings.NETA_LLM_RETRY_BASE_MS,
         },
         "limits": limits,
         "deadline": deadline_ms,
