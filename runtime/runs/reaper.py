@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import threading
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
@@ -213,7 +214,48 @@ def _lose(run: AgentRun, reason: str, *, deleting: bool = False) -> tuple[bool, 
     except Exception as exc:  # never leave the run un-reaped because its tree is odd
         logger.exception("could not close the entries of lost run %s", run.run_id)
         notes.append(f"its in-flight entry could not be closed ({type(exc).__name__}: {exc})")
+    try:
+        usage_from_tree(run)
+    except SessionNotFound:
+        pass
+    except Exception:  # the figures are an aid: never leave the run un-reaped for them
+        logger.exception("could not read the usage of lost run %s from its entries", run.run_id)
     return lifecycle.lose(run, notes, owner=owner, deleting=deleting)
+
+
+USAGE_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"), ("cache_read_tokens", "cacheRead"), ("cache_write_tokens", "cacheWrite"))
+
+
+def usage_from_tree(run: AgentRun) -> None:
+    """A dead run's tokens and cost as its replies in the tree say, where they say more than
+    its row: the turn writes a reply's usage with its next update of the row (``RunBook``), so
+    a run killed during a tool had not written its last reply's. Its replies are the assistant
+    messages after its prompt on the active path (it was the session's active run)."""
+    if not run.prompt_entry_id:
+        return
+    path = provider_for_session(run.session_id).get_active_path(run.session_id)
+    ids = [e["id"] for e in path]
+    if run.prompt_entry_id not in ids:
+        return
+    tokens = dict.fromkeys((column for column, _ in USAGE_COLUMNS), 0)
+    cost = Decimal(0)
+    for entry in path[ids.index(run.prompt_entry_id) + 1 :]:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if not isinstance(message, dict) or message.get("role") != "assistant" or not isinstance(message.get("usage"), dict):
+            continue
+        usage = message["usage"]
+        for column, key in USAGE_COLUMNS:
+            tokens[column] += int(usage.get(key) or 0)
+        cost += Decimal(str((usage.get("cost") or {}).get("total", 0) or 0))
+    row = AgentRun.objects.filter(pk=run.pk).values(*tokens, "cost").first()
+    if row is None:
+        return
+    more = {column: value for column, value in tokens.items() if value > (row[column] or 0)}
+    if cost > (row["cost"] or 0):
+        more["cost"] = cost
+    if more:
+        AgentRun.objects.filter(pk=run.pk).update(**more)
+        logger.info("lost run %s: usage read back from its entries (%s)", run.run_id, ", ".join(sorted(more)))
 
 
 def finalize_abandoned_entry(session_id: str) -> dict | None:

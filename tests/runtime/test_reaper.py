@@ -111,6 +111,23 @@ def test_a_run_whose_process_is_gone_is_reaped_at_once(driver_for):
     assert driver.prompt("next").status == RunStatus.COMPLETED
 
 
+def test_a_lost_run_keeps_the_usage_its_replies_in_the_tree_hold(driver_for):
+    """Killed during a tool: its reply was in the tree, its usage not yet on its row."""
+    driver = driver_for(rules())
+    earlier = driver.prompt("an earlier turn")  # its reply's usage is the earlier run's, not this one's
+    assert earlier.status == RunStatus.COMPLETED
+    run = crashed_run(driver, owner=dead_process())
+    usage = {"input": 1200, "output": 80, "cacheRead": 300, "cacheWrite": 0, "totalTokens": 1580, "cost": {"total": 0.0123}}
+    reply = {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": "sleep 60"}}],
+             "usage": usage, "stopReason": "toolUse", "timestamp": 2}  # fmt: skip
+    provider_for_session(driver.session_id).append_message(driver.session_id, reply)
+    AgentRun.objects.filter(pk=run.pk).update(output_tokens=500)  # what the row holds beyond the tree stays
+    reap_session(driver.session_id)
+    run.refresh_from_db()
+    assert run.status == RunStatus.LOST
+    assert (run.input_tokens, run.output_tokens, run.cache_read_tokens, float(run.cost)) == (1200, 500, 300, 0.0123)
+
+
 def test_a_run_of_a_live_process_is_left_alone(driver_for):
     driver = driver_for(rules())
     run = crashed_run(driver, owner=this_process())
