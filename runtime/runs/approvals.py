@@ -110,7 +110,8 @@ def _shown(value: Any) -> Any:
 def request_for(call: dict, *, mode: str, cwd: str, preview: dict | None = None) -> dict:
     """The approval request a call becomes: the exact call, and what a person needs to judge
     it (bash: the command and its directory; edit: the change as a diff — against the file as
-    it is, from the tool's ``preview``, else of the replaced text; write: the path)."""
+    it is, from the tool's ``preview``, else of the replaced text; write: the path, and the
+    diff against the file as it is, or from nothing for a new one)."""
     name, args = call.get("name") or "", call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     request: dict[str, Any] = {
         "kind": "approval",
@@ -131,6 +132,9 @@ def request_for(call: dict, *, mode: str, cwd: str, preview: dict | None = None)
         request["previewError"] = str(preview["previewError"])
     elif name == "write":
         request["path"] = str(args.get("path") or "")
+        if preview and isinstance(preview.get("diff"), str):
+            request["diff"], request["diffOf"] = _bounded_diff(preview["diff"].splitlines()), "file"
+            request["created"] = bool(preview.get("created"))
     return request
 
 

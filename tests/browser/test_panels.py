@@ -485,7 +485,8 @@ def test_an_edit_waits_with_its_diff_against_the_file(browser, server, panels_ag
     context, page = open_page(browser, server, agent="panels-careful")
     panel = page.locator(".approval-panel")
     send(page, "tidy the readme please")
-    expect(panel.locator(".approval-new")).to_contain_text("an untidy line")  # the write: its content
+    expect(panel.locator(".approval-path")).to_contain_text("a new file")  # the write: its content, all added
+    expect(panel.locator(".approval-diff .diff-add").filter(has_text="an untidy line")).to_have_count(1)
     panel.get_by_role("button", name="Allow once").click()
     diff = panel.locator(".approval-diff")
     expect(diff).to_be_visible()

@@ -266,7 +266,9 @@ EDITS = {
 def test_an_edit_waits_with_its_diff_against_the_file_and_one_that_cannot_apply_says_why(driver_for, workspace):
     driver = driver_for(rules(EDITS), tool_policy=policy("ask_changes"))
     run = driver.prompt("please edit the notes")
-    assert run.question["tool"] == "write" and "diff" not in run.question
+    # A write to a new file: its whole content as added lines.
+    assert run.question["tool"] == "write" and run.question["diffOf"] == "file" and run.question["created"] is True
+    assert [line for line in run.question["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")] == ["+alpha", "+beta", "+gamma"]
     decide_approval(session_id=driver.session_id, tool_call_id="call_w", decision="allow", start=False)
     waiting = execute_run(run.run_id, sink=driver.sink)
     request = waiting.question

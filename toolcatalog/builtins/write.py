@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from toolcatalog.builtins.edit import unified_diff
+from toolcatalog.builtins.read import open_regular_file
+from toolcatalog.file_kinds import looks_binary
 from toolcatalog.file_writes import encode_text, write_atomically
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import PathRefused, resolve_path
 from toolcatalog.protocol import Tool, ToolContext, ToolResult
+
+
+MAX_PREVIEW_BYTES = 1024 * 1024  # an existing file larger than this is not diffed for an approval
 
 
 class WriteTool(Tool):
@@ -39,3 +46,23 @@ class WriteTool(Tool):
             f"Successfully wrote {len(data)} bytes to {wp.shown}",
             details={"bytes": len(data), "created": not existed},
         )
+
+    def approval_preview(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The write as a unified diff of the file as it is now (a new file: from nothing);
+        None for a file that is not text or is too large to show."""
+        wp = resolve_path(ctx, args["path"])
+        old = ""
+        if wp.exists:
+            fd, st, _shown = open_regular_file(ctx, args["path"], verb="write")
+            with os.fdopen(fd, "rb", closefd=True) as fh:
+                if st.st_size > MAX_PREVIEW_BYTES:
+                    return None
+                raw = fh.read(MAX_PREVIEW_BYTES + 1)
+            if looks_binary(raw[:8192]):
+                return None
+            try:
+                old = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        diff, first_changed = unified_diff(old.replace("\r\n", "\n"), args["content"].replace("\r\n", "\n"), wp.shown)
+        return {"diff": diff, "firstChangedLine": first_changed, "created": not wp.exists}

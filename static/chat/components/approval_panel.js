@@ -1,6 +1,6 @@
 // The approval panel: while the run waits for a person to allow a tool call, the exact call
-// sits at the composer (bash: the command; edit: the diff against the file as it is, else the
-// replacements; other tools: the arguments) with Allow once, Allow for this session (the tool, or for bash the commands
+// sits at the composer (bash: the command; edit and write: the diff against the file as it is,
+// else the replacements or the content; other tools: the arguments) with Allow once, Allow for this session (the tool, or for bash the commands
 // that start with a prefix) and Deny with a note. The request is the open call at the leaf
 // (approval.js), so a reload or another tab shows it too; the decision goes over the socket
 // (`approve {toolCallId, decision, scope, prefix, note}`).
@@ -38,6 +38,9 @@ function CallView({ request }) {
         <pre class="approval-new" aria-label=${t("New text")}><code>${String(edit?.newText ?? "")}</code></pre>
       </div>`)}`;
   }
+  if (tool === "write" && request.diffOf === "file" && request.diff) {
+    return html`<div class="approval-path"><code>${String(args.path ?? "")}</code> · ${request.created ? t("a new file") : t("replaces the file")}</div><${DiffView} diff=${request.diff} />`;
+  }
   if (tool === "write") {
     const content = String(args.content ?? "");
     return html`<div class="approval-path"><code>${String(args.path ?? "")}</code> · ${tn("{n} character", "{n} characters", content.length)}</div>
@@ -47,7 +50,7 @@ function CallView({ request }) {
 }
 
 /** What the server holds of a listed request beyond the call: the edit's diff against the file. */
-const shownOf = (listed) => ({ diff: listed?.diff, diffOf: listed?.diffOf, previewError: listed?.previewError });
+const shownOf = (listed) => ({ diff: listed?.diff, diffOf: listed?.diffOf, previewError: listed?.previewError, created: listed?.created });
 
 export function ApprovalPanel({ store, connection }) {
   useStore(store, ["subagents", "connection", "leaf", "tree", "run"]);
