@@ -223,11 +223,17 @@ def check_recovered(dep: CrashDeployment, oracle, was_active: set[str], ready_at
         assert calls <= results, f"tool calls without a result in {session_id}: {calls - results}"
         exported = dep.workdir / f"{session_id}.jsonl"
         exported.write_text("".join(json.dumps(e) + "\n" for e in entries))
-        with ORACLE_LOCK:
-            result = subprocess.run([str(oracle), "context", str(exported)], capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        pi = json.loads(result.stdout)
-        assert pi["messages"], session_id
+    # Pi reads every export: ``oracle context`` for each file, in one process (Pi loads once).
+    jobs = dep.workdir / "oracle-jobs.json"
+    jobs.write_text(json.dumps([{"file": str(dep.workdir / f"{session_id}.jsonl")} for session_id in dep.sessions]))
+    with ORACLE_LOCK:
+        result = subprocess.run([str(oracle), "context-batch", str(jobs)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    read = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [line["index"] for line in read] == list(range(len(dep.sessions))), result.stdout[-2000:]
+    for session_id, line in zip(dep.sessions, read):
+        assert line["ok"], (session_id, line)
+        assert line["result"]["messages"], session_id
 
     # Each session takes a new prompt.
     for session_id in dep.sessions:
