@@ -88,6 +88,9 @@ RECOVERY_ENV = {
     "NETA_RUN_STALE_SECONDS": str(STALE_SECONDS),
     "NETA_REAPER_INTERVAL_SECONDS": str(REAPER_SECONDS),
     "NETA_RUN_CLAIM_SECONDS": str(CLAIM_SECONDS),
+    # A streaming answer's checkpoint every second on Celery too (its default is 5 s): a
+    # kill mid-stream waits for the first checkpoint (``wait_streaming``).
+    "NETA_STREAM_SAVE_SECONDS": "1",
     "NETA_LOG_LEVEL": "WARNING",
 }
 
