@@ -56,7 +56,12 @@ def test_a_turn_runs_on_a_real_celery_worker(distributed):
 def test_killing_the_worker_mid_run_is_recovered_by_the_reaper(tmp_path):
     """A deployment of its own: its worker is killed."""
     require_mariadb_and_redis()
-    with Deployment(tmp_path / "deployment", servers=0, database="mysql", redis=True, backend="celery", rules=SLOW_RULES) as deployment:
+    # A checkpoint of the streaming answer every second (the Celery default is 5 s): the kill
+    # waits for the first one.
+    with Deployment(
+        tmp_path / "deployment", servers=0, database="mysql", redis=True, backend="celery", rules=SLOW_RULES,
+        extra_env={"NETA_STREAM_SAVE_SECONDS": "1"},
+    ) as deployment:  # fmt: skip
         deployment.start_worker("runs", pool="solo")
         session_id, run_id = deployment.prompt("slow please")
         deployment.wait_run(run_id, lambda r: r["status"] == "running" and r["in_flight"])

@@ -88,6 +88,9 @@ RECOVERY_ENV = {
     "NETA_RUN_STALE_SECONDS": str(STALE_SECONDS),
     "NETA_REAPER_INTERVAL_SECONDS": str(REAPER_SECONDS),
     "NETA_RUN_CLAIM_SECONDS": str(CLAIM_SECONDS),
+    # A streaming answer's checkpoint every second on Celery too (its default is 5 s): a
+    # kill mid-stream waits for the first checkpoint (``wait_streaming``).
+    "NETA_STREAM_SAVE_SECONDS": "1",
     "NETA_LOG_LEVEL": "WARNING",
 }
 
@@ -181,8 +184,26 @@ class CrashDeployment(Deployment):
         time.sleep(0.5)  # the tool's command has started (nothing outside the process says when)
 
 
-def check_recovered(dep: CrashDeployment, oracle, was_active: set[str], ready_at: float, *, stale: int = STALE_SECONDS) -> None:
-    """No request: the runs that were active at the kill end within stale + one period."""
+def pi_reads(oracle, exports: list[Path]) -> None:
+    """Pi reads every export: ``oracle context`` for each file, in one process (Pi loads once)."""
+    jobs = exports[0].with_name("oracle-jobs.json")
+    jobs.write_text(json.dumps([{"file": str(path)} for path in exports]))
+    with ORACLE_LOCK:
+        result = subprocess.run([str(oracle), "context-batch", str(jobs)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    read = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [line["index"] for line in read] == list(range(len(exports))), result.stdout[-2000:]
+    for path, line in zip(exports, read):
+        assert line["ok"], (path.name, line)
+        assert line["result"]["messages"], path.name
+
+
+def check_recovered(
+    dep: CrashDeployment, oracle, was_active: set[str], ready_at: float, *, stale: int = STALE_SECONDS, exports: list[Path] | None = None
+) -> None:
+    """No request: the runs that were active at the kill end within stale + one period.
+    ``exports``: add the sessions' exports to this list for the caller to have Pi read
+    (``pi_reads``), rather than read them here."""
     deadline = ready_at + stale + REAPER_SECONDS + RECOVERY_SLACK
 
     def originals_terminal():
@@ -223,11 +244,11 @@ def check_recovered(dep: CrashDeployment, oracle, was_active: set[str], ready_at
         assert calls <= results, f"tool calls without a result in {session_id}: {calls - results}"
         exported = dep.workdir / f"{session_id}.jsonl"
         exported.write_text("".join(json.dumps(e) + "\n" for e in entries))
-        with ORACLE_LOCK:
-            result = subprocess.run([str(oracle), "context", str(exported)], capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        pi = json.loads(result.stdout)
-        assert pi["messages"], session_id
+    files = [dep.workdir / f"{session_id}.jsonl" for session_id in dep.sessions]
+    if exports is None:
+        pi_reads(oracle, files)
+    else:
+        exports.extend(files)
 
     # Each session takes a new prompt.
     for session_id in dep.sessions:
@@ -300,7 +321,7 @@ HOOKS = [
 ]
 
 
-def _hook_scenario(workdir: Path, oracle, point: str, text: str, follow_up: bool) -> None:
+def _hook_scenario(workdir: Path, oracle, point: str, text: str, follow_up: bool, exports: list[Path]) -> None:
     dep = inline_deployment(workdir, NETA_TEST_KILL_AT=point)
     try:
         dep.start_daphne()
@@ -313,15 +334,17 @@ def _hook_scenario(workdir: Path, oracle, point: str, text: str, follow_up: bool
         assert f"NETA_TEST_KILL_AT={point}" in dep.log("daphne")
         dep.env.pop("NETA_TEST_KILL_AT")
         dep.start_daphne()
-        check_recovered(dep, oracle, was_active, time.monotonic())
+        check_recovered(dep, oracle, was_active, time.monotonic(), exports=exports)
     finally:
         dep.close()
 
 
 def test_inline_server_killing_itself_at_named_points(tmp_path, oracle):
-    """Five deployments side by side, each killed at its point, restarted, checked."""
+    """Five deployments side by side, each killed at its point, restarted, checked; then
+    Pi reads every deployment's exports."""
+    exports: list[Path] = []
     with ThreadPoolExecutor(max_workers=len(HOOKS)) as pool:
-        futures = {point: pool.submit(_hook_scenario, tmp_path / point, oracle, point, text, fu) for point, text, fu in HOOKS}
+        futures = {point: pool.submit(_hook_scenario, tmp_path / point, oracle, point, text, fu, exports) for point, text, fu in HOOKS}
     failures = {}
     for point, future in futures.items():
         try:
@@ -329,6 +352,8 @@ def test_inline_server_killing_itself_at_named_points(tmp_path, oracle):
         except Exception as exc:  # report every point, not only the first
             failures[point] = exc
     assert not failures, "\n".join(f"{point}: {exc!r}" for point, exc in failures.items())
+    assert len(exports) == len(HOOKS)  # one session each
+    pi_reads(oracle, exports)
 
 
 # --------------------------------------------------------------------------- distributed: Celery

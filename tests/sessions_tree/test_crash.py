@@ -140,9 +140,11 @@ def read_acks(path: Path) -> tuple[list[str], list[str]]:
     return acked, begun
 
 
-def file_state(path: str) -> tuple[list[dict], bytes]:
-    """(the JSON objects of the complete lines, the unterminated tail) — asserting no glued line."""
-    data = Path(path).read_bytes()
+def file_state(path: str, data: bytes | None = None) -> tuple[list[dict], bytes]:
+    """(the JSON objects of the complete lines, the unterminated tail) — asserting no glued line.
+    ``data``: the file's bytes, when the caller has read them."""
+    if data is None:
+        data = Path(path).read_bytes()
     *complete, tail = data.split(b"\n")
     objects = []
     for number, line in enumerate(complete, start=1):
@@ -170,17 +172,31 @@ def in_order(subsequence: list[str], sequence: list[str]) -> bool:
     return -1 not in indices and indices == sorted(indices)
 
 
-def pi_reading(path: str) -> list[str]:
-    parsed = parse_session_text(Path(path).read_bytes().decode("utf-8", errors="replace"))  # as Node reads it
+def pi_parse(data: bytes):
+    parsed = parse_session_text(data.decode("utf-8", errors="replace"))  # as Node reads it
     assert parsed.header is not None
     assert [d.kind for d in parsed.diagnostics] in ([], ["torn_tail"])
-    return [e["id"] for e in parsed.entries]
+    return parsed
 
 
-def check_after_kill(provider, server: ForkServer, tracked: Tracked) -> bytes:
-    """Everything that must hold on the file exactly as the kill left it. Returns the torn tail."""
+def pi_reading(path: str) -> list[str]:
+    return [e["id"] for e in pi_parse(Path(path).read_bytes()).entries]
+
+
+@dataclass
+class AfterKill:
+    """The file as the kill left it: its bytes, its torn tail, and Pi's reading of it."""
+
+    data: bytes
+    tail: bytes
+    pi_ids: list[str]
+
+
+def check_after_kill(provider, server: ForkServer, tracked: Tracked) -> AfterKill:
+    """Everything that must hold on the file exactly as the kill left it."""
     meta = provider.get_session(tracked.session_id)
-    objects, tail = file_state(meta.session_file)
+    data = Path(meta.session_file).read_bytes()
+    objects, tail = file_state(meta.session_file, data)
     file_ids = [o["id"] for o in objects[1:]]
     assert len(file_ids) == len(set(file_ids)), "duplicate entry ids in the file"
     missing = [i for i in tracked.acked if i not in file_ids]
@@ -190,8 +206,8 @@ def check_after_kill(provider, server: ForkServer, tracked: Tracked) -> bytes:
         assert entry_id in file_ids or entry_id == meta.in_flight_entry_id
 
     # Pi's reading of the same bytes: the complete lines, plus a tail that happens to be a whole object.
-    parsed = parse_session_text(Path(meta.session_file).read_bytes().decode("utf-8", errors="replace"))
-    pi_ids = pi_reading(meta.session_file)
+    parsed = pi_parse(data)
+    pi_ids = [e["id"] for e in parsed.entries]
     assert pi_ids == file_ids + ([orjson.loads(tail)["id"]] if tail and tail_is_entry(tail) else [])
 
     # Neta's reading, with no in-process cache, and a new process: what was acknowledged
@@ -212,16 +228,19 @@ def check_after_kill(provider, server: ForkServer, tracked: Tracked) -> bytes:
     assert fresh["entryIds"] == neta_ids
     assert fresh["leaf"] == meta.leaf_entry_id and fresh["inFlight"] == meta.in_flight_entry_id
     assert fresh["contextIds"] == ctx.source_entry_ids
-    return tail
+    return AfterKill(data, tail, pi_ids)
 
 
-def check_next_append(provider, tracked: Tracked, tail: bytes) -> None:
+def check_next_append(provider, tracked: Tracked, left: AfterKill) -> None:
     """The next append (after finalizing what a dead writer left in flight) works, repairs
-    the tail and adopts what a dead writer left durable; then Neta and Pi read the same."""
+    the tail and adopts what a dead writer left durable; then Neta and Pi read the same.
+    ``left``: ``check_after_kill``'s reading of the file, unchanged since (checked)."""
     sid = tracked.session_id
+    tail = left.tail
     forget_process_caches()
     meta = provider.get_session(sid)
-    pi_before = pi_reading(meta.session_file)
+    assert Path(meta.session_file).read_bytes() == left.data, "the file changed after the checks of the kill"
+    pi_before = left.pi_ids
     torn_before = len(meta.diagnostics.get("tornTails", []))
     recovered = []
     if meta.in_flight_entry_id:
@@ -297,15 +316,15 @@ def test_random_sigkill_never_loses_acknowledged_entries(fork_server, tmp_path):
         acked, begun = read_acks(acks)
         tracked.acked += acked
         tracked.begun = begun
-        tail = check_after_kill(provider, fork_server, tracked)
-        torn_tails += bool(tail)
+        left = check_after_kill(provider, fork_server, tracked)
+        torn_tails += bool(left.tail)
         # Half the time the test appends next; otherwise the next child meets the
         # file as the kill left it (torn tail, entry in flight) and must cope.
         if run % 2 == 0:
-            check_next_append(provider, tracked, tail)
+            check_next_append(provider, tracked, left)
     for tracked in sessions:
-        tail = check_after_kill(provider, fork_server, tracked)
-        check_next_append(provider, tracked, tail)
+        left = check_after_kill(provider, fork_server, tracked)
+        check_next_append(provider, tracked, left)
     total = sum(len(t.acked) for t in sessions)
     print(f"crash test (NETA_CRASH_SEED={seed}): {RANDOM_RUNS} kills, {total} acknowledged entries, {torn_tails} torn tails")
     assert total > RANDOM_RUNS, "the children acknowledged almost nothing: the kills proved little"
@@ -323,7 +342,8 @@ def test_kill_at_a_chosen_point_of_an_append(fork_server, tmp_path, crash):
         status = fork_server.reap(pid)
         assert status["signal"] == signal.SIGKILL, f"{status} {fork_server.stderr()}"
         tracked.acked, tracked.begun = read_acks(acks)
-        tail = check_after_kill(provider, fork_server, tracked)
+        left = check_after_kill(provider, fork_server, tracked)
+        tail = left.tail
         if crash.startswith("torn-newline"):
             assert tail_is_entry(tail), "all of the line but its newline reached the file"
         elif crash.startswith("mid-write"):
@@ -340,5 +360,5 @@ def test_kill_at_a_chosen_point_of_an_append(fork_server, tmp_path, crash):
             fork_server.reap(pid)
             tracked.acked, begun = read_acks(acks)
             tracked.begun = begun
-            tail = check_after_kill(provider, fork_server, tracked)
-        check_next_append(provider, tracked, tail)
+            left = check_after_kill(provider, fork_server, tracked)
+        check_next_append(provider, tracked, left)

@@ -187,11 +187,17 @@ def test_sessions_written_through_the_api_read_back_the_same_in_pi(provider, ora
     path = tmp_path / "api.jsonl"
     path.write_text("".join(provider.export_lines(sid)))
     header, entries, leaf = provider.session_source(sid)
-    for chosen in [leaf, *other_leaves]:
-        args = [str(oracle), "context", str(path)] + ([chosen] if chosen != leaf else [])
-        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stdout + result.stderr
-        pi = json.loads(result.stdout)
+    # ``oracle context FILE [LEAF]`` for every leaf, in one process (Pi loads once).
+    chosen_leaves = [leaf, *other_leaves]
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps([{"file": str(path), **({"leaf": chosen} if chosen != leaf else {})} for chosen in chosen_leaves]))
+    result = subprocess.run([str(oracle), "context-batch", str(jobs)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    read = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [line["index"] for line in read] == list(range(len(chosen_leaves))), result.stdout
+    for chosen, line in zip(chosen_leaves, read):
+        assert line["ok"], line
+        pi = line["result"]
         ours = session_view(header, entries, chosen, file_version=3)
         assert ours == pi
         ctx = provider.build_context(sid, chosen)

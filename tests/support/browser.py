@@ -22,9 +22,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from tests.support import databases
 from tests.support.deployment import PASSWORD, Deployment
 from tests.support.services import REPO, require
 
@@ -100,18 +100,21 @@ _STATIC_ROOT: Path | None = None
 
 
 def static_root() -> Path:
-    """The static files collected once per test process (what `make run` serves: hashed
-    names, the chat bundle, gzip copies; neta/static_build.py), shared by every server."""
+    """The static files collected once per test run (what `make run` serves: hashed names,
+    the chat bundle, gzip copies; neta/static_build.py), shared by every server of the run's
+    processes (``databases.run_folder``)."""
     global _STATIC_ROOT
     if _STATIC_ROOT is None:
-        root = Path(tempfile.mkdtemp(prefix="neta-static-"))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_")}
-        env.update(NETA_STATIC_ROOT=str(root), NETA_VAR_DIR=str(root / "var"), DJANGO_SETTINGS_MODULE="neta.settings")
-        out = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=REPO, env=env, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"collectstatic failed:\n{out.stdout}\n{out.stderr}")
-        _STATIC_ROOT = root
+        _STATIC_ROOT = databases.run_folder("static", _collect_static)
     return _STATIC_ROOT
+
+
+def _collect_static(root: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NETA_")}
+    env.update(NETA_STATIC_ROOT=str(root), NETA_VAR_DIR=str(root / "var"), DJANGO_SETTINGS_MODULE="neta.settings")
+    out = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=REPO, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"collectstatic failed:\n{out.stdout}\n{out.stderr}")
 
 
 def require_browser() -> None:

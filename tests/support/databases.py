@@ -16,7 +16,8 @@ the ``django_migrations`` rows, so the processes started on it see a migrated in
 
 The templates belong to the run: the xdist workers of one run share them (whoever needs one
 first makes it, under a lock; ``TESTS_SUPPORT_RUN``, set by the controller, names the run), and
-the process that started the run drops them at its end.
+the process that started the run drops them at its end. Other files the run's processes share
+(the browser deployments' collected static files) go in a folder of the run (``run_folder``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ def _run_lock():
             yield
         finally:
             _lock_held = False
+
+
+def run_folder(name: str, make) -> Path:
+    """A folder the run's processes share, ``make(folder)`` called once to fill it (by the
+    first process to need it, under a lock of the folder's own); removed with the templates."""
+    folder = SCRATCH / name
+    done = SCRATCH / f"{name}.made"
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    with open(SCRATCH / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
 def _key(engine: str, stage, server: dict | None = None) -> str:
