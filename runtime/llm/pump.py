@@ -119,7 +119,6 @@ class Pump:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._stream = None
-        self._finished = False  # the caller read the stream to its end
         self._thread = threading.Thread(target=self._open, name="neta-llm-stream", daemon=True)
         self._thread.start()
 
@@ -159,7 +158,6 @@ class Pump:
         if cancel is None:
             yield OPENED
             yield from self._stream
-            self._finished = True
             return
         _watcher.watch(self, cancel)
         try:
@@ -171,7 +169,6 @@ class Pump:
                 if is_set():
                     raise Cancelled
                 yield item
-            self._finished = True
         except Cancelled:
             raise
         except Exception:
@@ -190,16 +187,11 @@ class Pump:
             interrupt_response(stream)
 
     def stop(self) -> None:
-        """The caller is done: close the response (its connection goes back to the pool when
-        the stream was read to its end, else its socket is shut down first). Stops the opening
-        thread from handing over a response that arrives later."""
-        if self._finished:
-            with self._lock:
-                stream = self._stream
-        else:
-            self.interrupt()
-            with self._lock:
-                stream = self._stream
-        self._stream = None
+        """The caller is done: the response's socket is shut down and the response closed (a
+        connection serves one call, as when a helper thread read it), and the opening thread
+        will not hand over a response that arrives later."""
+        self.interrupt()
+        with self._lock:
+            stream, self._stream = self._stream, None
         if stream is not None:
             _close(stream)
