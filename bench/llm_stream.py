@@ -7,7 +7,10 @@
 2. long outputs: a 1 MB text in 4-character deltas and a 256 KB tool argument in
    64-character deltas (appending and partial JSON parsing stay linear);
 3. anthropic and openai over a local wire server: µs per delta through SDK + helper
-   thread + builder, against iterating the same SDK stream directly.
+   thread + builder, against iterating the same SDK stream directly;
+4. CPU per reply of 20 concurrent Anthropic streams of 500 deltas each from
+   ``bench/fake_provider.py`` (its own process, 125 deltas a second): the process's CPU
+   (every thread's) through the layer, against the SDK alone (its event models).
 Nothing is asserted; figures are printed.
 """
 
@@ -132,7 +135,55 @@ def bench_wire() -> None:
             )
 
 
+def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float = 125.0) -> None:
+    import resource
+    import subprocess
+    import threading
+
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "bench.fake_provider", "--port", "0", "--seconds", str(seconds), "--rate", str(rate)],
+        stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )  # fmt: skip
+    try:
+        base_url = f"http://127.0.0.1:{int(provider.stdout.readline().split()[1])}"
+        model = ModelSpec("anthropic", "bench", "anthropic", base_url=base_url, api_key="k")
+
+        def through_layer():
+            for _ in stream(model, request(), cancel=threading.Event()):  # a turn always passes its cancel event
+                pass
+
+        def sdk_alone():
+            client = anthropic_client(base_url=base_url, api_key="k")
+            for _ in client.messages.create(model="bench", max_tokens=10, messages=[{"role": "user", "content": "go"}], stream=True):
+                pass
+
+        def cpu_per_reply(fn) -> float:
+            threads = [threading.Thread(target=fn) for _ in range(streams)]
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            before = usage.ru_utime + usage.ru_stime
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            return (usage.ru_utime + usage.ru_stime - before) / streams
+
+        through_layer()
+        sdk_alone()  # warm both paths
+        layer = statistics.median(cpu_per_reply(through_layer) for _ in range(3))
+        sdk = statistics.median(cpu_per_reply(sdk_alone) for _ in range(3))
+        deltas = int(seconds * rate)
+        print(
+            f"anthropic wire, {streams} concurrent streams of {deltas} deltas: layer {layer * 1000:.1f} ms CPU a reply "
+            f"({layer / deltas * 1e6:.0f} µs/delta), SDK alone {sdk * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
+        )
+    finally:
+        provider.terminate()
+        provider.wait()
+
+
 if __name__ == "__main__":
     bench_scripted()
     bench_long_outputs()
     bench_wire()
+    bench_wire_concurrent()

@@ -7,15 +7,19 @@ from __future__ import annotations
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from infra.prepared import P, Prepared
 from runtime.errors import RuntimeInputError
 from runtime.models import UserSettings
+
+# Read for every run (its system prompt): compiled once, not built by the ORM each time.
+_INSTRUCTIONS = Prepared(lambda: UserSettings.objects.filter(user_id=P("user")).order_by("pk").values_list("custom_instructions", flat=True)[:1])
 
 
 def instructions_for(user_id: int | None) -> str:
     """The custom instructions of the user ``user_id`` ("" without any)."""
     if not user_id:
         return ""
-    return UserSettings.objects.filter(user_id=user_id).values_list("custom_instructions", flat=True).first() or ""
+    return _INSTRUCTIONS.first(user=user_id) or ""
 
 
 def language_for(user_id: int | None) -> str:

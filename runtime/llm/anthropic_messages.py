@@ -221,7 +221,10 @@ def build_params(model: ModelSpec, request: LlmRequest) -> dict:
 
 
 class Decoder:
-    """Raw Anthropic stream events → builder steps (Pi's `streamAnthropic`)."""
+    """Raw Anthropic stream events → builder steps (Pi's `streamAnthropic`).
+
+    The events are their JSON objects as the server sent them (`raw_events`): building the
+    SDK's model of every delta cost more than all the rest of the layer's work on it."""
 
     def __init__(self, builder: AssistantBuilder) -> None:
         self.b = builder
@@ -231,17 +234,17 @@ class Decoder:
         self.saw_start = False
         self.saw_stop = False
 
-    def _usage(self, usage, *, initial: bool) -> None:
+    def _usage(self, usage: dict, *, initial: bool) -> None:
         current = self.b.message["usage"]
 
         def pick(name: str, key: str) -> int:
-            value = getattr(usage, name, None)
+            value = usage.get(name)
             if value is None:
                 return 0 if initial else current[key]
             return int(value)
 
-        creation = getattr(usage, "cache_creation", None)
-        long_writes = getattr(creation, "ephemeral_1h_input_tokens", None) if creation is not None else None
+        creation = usage.get("cache_creation")
+        long_writes = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else None
         self.b.set_usage(
             input=pick("input_tokens", "input"),
             output=pick("output_tokens", "output"),
@@ -252,48 +255,50 @@ class Decoder:
         )
 
     def feed(self, event) -> list[StreamEvent]:
-        kind = event.type
+        if type(event) is not dict:  # an SDK whose stream cannot hand over the JSON: its model
+            event = event.model_dump(mode="json", by_alias=True)
+        kind = event.get("type")
         b = self.b
         if kind == "content_block_delta":
-            index = self.blocks.get(event.index)
+            index = self.blocks.get(event.get("index"))
             if index is None:
                 return []
-            delta = event.delta
-            dkind = delta.type
+            delta = event["delta"]
+            dkind = delta.get("type")
             block_type = b.content[index]["type"]
             if dkind == "text_delta" and block_type == "text":
-                return [b.text_delta(index, delta.text)]
+                return [b.text_delta(index, delta["text"])]
             if dkind == "thinking_delta" and block_type == "thinking":
-                return [b.thinking_delta(index, delta.thinking)]
+                return [b.thinking_delta(index, delta["thinking"])]
             if dkind == "input_json_delta" and block_type == "toolCall":
-                return [b.tool_call_delta(index, delta.partial_json)]
+                return [b.tool_call_delta(index, delta["partial_json"])]
             if dkind == "signature_delta" and block_type == "thinking":
-                b.add_thinking_signature(index, delta.signature)
+                b.add_thinking_signature(index, delta["signature"])
             return []
         if kind == "content_block_start":
-            block = event.content_block
-            btype = block.type
+            block = event["content_block"]
+            btype = block.get("type")
             initial = ""
             if btype == "text":
                 index, ev = b.begin_text()
-                initial = getattr(block, "text", "") or ""
+                initial = block.get("text") or ""
             elif btype == "thinking":
-                index, ev = b.begin_thinking(signature=getattr(block, "signature", "") or "")
-                initial = getattr(block, "thinking", "") or ""
+                index, ev = b.begin_thinking(signature=block.get("signature") or "")
+                initial = block.get("thinking") or ""
             elif btype == "redacted_thinking":
-                index, ev = b.begin_thinking("[Reasoning redacted]", signature=block.data, redacted=True)
+                index, ev = b.begin_thinking("[Reasoning redacted]", signature=block["data"], redacted=True)
             elif btype == "tool_use":
-                start_input = getattr(block, "input", None)
-                index, ev = b.begin_tool_call(block.id, block.name, start_input if isinstance(start_input, dict) else None)
+                start_input = block.get("input")
+                index, ev = b.begin_tool_call(block["id"], block["name"], start_input if isinstance(start_input, dict) else None)
             else:
                 return []  # server tools, citations …: not part of Pi's message
-            self.blocks[event.index] = index
+            self.blocks[event.get("index")] = index
             if initial:  # text that came with the start event still arrives as a delta
                 delta = b.text_delta(index, initial) if btype == "text" else b.thinking_delta(index, initial)
                 return [ev, delta]
             return [ev]
         if kind == "content_block_stop":
-            index = self.blocks.pop(event.index, None)
+            index = self.blocks.pop(event.get("index"), None)
             if index is None:
                 return []
             btype = b.content[index]["type"]
@@ -304,15 +309,17 @@ class Decoder:
             return [b.end_tool_call(index)]
         if kind == "message_start":
             self.saw_start = True
-            b.set_response_id(event.message.id)
-            self._usage(event.message.usage, initial=True)
+            message = event["message"]
+            b.set_response_id(message.get("id"))
+            self._usage(message.get("usage") or {}, initial=True)
             return []
         if kind == "message_delta":
-            reason = getattr(event.delta, "stop_reason", None)
+            reason = (event.get("delta") or {}).get("stop_reason")
             if reason:
                 self.stop_reason = reason
-            if event.usage is not None:
-                self._usage(event.usage, initial=False)
+            usage = event.get("usage")
+            if usage is not None:
+                self._usage(usage, initial=False)
             return []
         if kind == "message_stop":
             self.saw_stop = True
@@ -376,6 +383,17 @@ def describe_error(exc: BaseException) -> Failure:
     return Failure(f"{type(exc).__name__}: {exc}")
 
 
+def raw_events(stream):
+    """The SDK's stream, made to yield each event's JSON object instead of building its model
+    (the SDK returns the data as it is for ``cast_to`` ``object``). Everything else stays the
+    SDK's: the request, the SSE parsing, ``ping`` skipped, an ``error`` event raised as its
+    ``APIStatusError``, read failures raised as its connection and timeout errors. An SDK
+    without that attribute yields its models (``Decoder.feed`` takes both)."""
+    if hasattr(stream, "_cast_to"):
+        stream._cast_to = object
+    return stream
+
+
 # -- the provider ---------------------------------------------------------------------------
 
 
@@ -391,6 +409,6 @@ class AnthropicProvider(WireProvider):
         headers = beta_headers(model, params)
 
         def start():
-            return client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None)
+            return raw_events(client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None))
 
         return start

@@ -3,9 +3,10 @@ run's trace shows as the call's exact request (the same ``build_params`` the cal
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from .spec import LlmRequest, ModelSpec
 
@@ -23,8 +24,10 @@ def tools_text(tools: list[dict]) -> str:
 
 
 def request_settings(request: LlmRequest) -> dict:
-    """The request's fields a trace stores as they are (all but those it stores by reference)."""
-    return {k: v for k, v in asdict(request).items() if k not in REFERENCED}
+    """The request's fields a trace stores as they are (all but those it stores by reference),
+    copied as ``asdict`` copies them. Not ``asdict`` itself: it copied the whole transcript
+    (``messages``) to leave it out, a deep copy of the session per model call."""
+    return {f.name: copy.deepcopy(getattr(request, f.name)) for f in fields(request) if f.name not in REFERENCED}
 
 
 def request_body(model: ModelSpec, request: LlmRequest) -> dict:

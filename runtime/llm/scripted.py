@@ -286,6 +286,7 @@ def parse_script(data) -> Script:
 
 _file_cache: dict[str, tuple[tuple, Script]] = {}
 _cache_lock = threading.Lock()
+_parse_lock = threading.Lock()  # held while a rules file is parsed
 
 
 def resolve_rules_path(value: str | os.PathLike) -> Path:
@@ -315,6 +316,20 @@ def load_script(source=None) -> Script:
         cached = _file_cache.get(str(path))
     if cached is not None and cached[0] == key:
         return cached[1]
+    # One thread parses a file, the others wait for its result: a runs worker's first burst of
+    # turns (a hundred threads at once) parsed the demo rules once each.
+    with _parse_lock:
+        with _cache_lock:
+            cached = _file_cache.get(str(path))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        script = _parse_file(path)
+        with _cache_lock:
+            _file_cache[str(path)] = (key, script)
+    return script
+
+
+def _parse_file(path) -> Script:
     text = path.read_text(encoding="utf-8")
     try:
         if path.suffix.lower() == ".json":
@@ -326,12 +341,9 @@ def load_script(source=None) -> Script:
     except Exception as exc:  # noqa: BLE001 - json ValueError, yaml.YAMLError
         raise ScriptedRulesError(f"rules file {path}: cannot parse: {exc}") from None
     try:
-        script = parse_script(data)
+        return parse_script(data)
     except ScriptedRulesError as exc:
         raise ScriptedRulesError(f"rules file {path}: {exc}") from None
-    with _cache_lock:
-        _file_cache[str(path)] = (key, script)
-    return script
 
 
 # -- streaming ------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ _QUEUE_LIMIT = 10_000
 _LOG_SECONDS = 10.0
 
 
+_BATCH = 100  # the most messages a cross-process layer is handed at once (``group_send_many``)
+
+
 class _Sender:
     """A FIFO of (group, message) delivered on one event loop.
 
@@ -79,6 +82,7 @@ class _Sender:
         self.layer = layer
         self.pid = os.getpid()
         self.direct = hasattr(type(layer), "group_send_now")  # the in-process layer (a Redis layer proxies attributes to its loop)
+        self.many = hasattr(type(layer), "group_send_many")  # a layer that sends a backlog in one round trip
         self.queue: asyncio.Queue | None = None
         self.pending: collections.deque[tuple[str, dict]] = collections.deque()
         self.scheduled = False
@@ -141,16 +145,28 @@ class _Sender:
             self.logged_at, self.logged_dropped = now, self.dropped
 
     async def _drain(self) -> None:
-        # Never ends on an error: a layer error (Redis away, ChannelFull) costs that message only.
+        # Never ends on an error: a layer error (Redis away, ChannelFull) costs those messages only.
+        # What queued up meanwhile (producers are many threads, the loop one) goes out together
+        # when the layer can send several in one round trip, in the same order.
+        queue = self.queue
         while True:
-            group, message = await self.queue.get()
+            group, message = await queue.get()
+            batch = [(group, message)]
+            if self.many:
+                while len(batch) < _BATCH and not queue.empty():
+                    batch.append(queue.get_nowait())
             try:
-                await self.layer.group_send(group, message)
-                self.sent += 1
+                if len(batch) == 1:
+                    await self.layer.group_send(group, message)
+                else:
+                    await self.layer.group_send_many(batch)
+                self.sent += len(batch)
             except Exception as exc:
-                self._lost(f"group_send to {group}", exc)
+                for item in batch:
+                    self._lost(f"group_send to {item[0]}", exc)
             finally:
-                self.queue.task_done()
+                for _ in batch:
+                    queue.task_done()
 
     async def _drained(self) -> None:
         self._pump()  # whatever is pending (a wake-up may still be on its way)

@@ -40,6 +40,21 @@ class _FanoutLoopLayer(RedisPubSubLoopLayer):
         self.channels[channel] = SocketQueue(self.capacity, self.channel_layer)
         await self._get_shard(channel).subscribe(channel)
 
+    async def group_send_many(self, items: list[tuple[str, dict]]) -> None:
+        """``group_send`` of each (group, message), in order: one pipeline of ``PUBLISH``es per
+        shard (one round trip, one connection from the pool) instead of a command each."""
+        by_shard: dict = {}
+        for group, message in items:
+            channel = self._get_group_channel_name(group)
+            by_shard.setdefault(self._get_shard(channel), []).append((channel, self.channel_layer.serialize(message)))
+        for shard, publishes in by_shard.items():
+            async with shard._lock:  # as channels_redis' own publish
+                shard._ensure_redis()
+                pipe = shard._redis.pipeline(transaction=False)
+                for channel, data in publishes:
+                    pipe.publish(channel, data)
+                await pipe.execute()
+
 
 class RedisFanoutLayer(RedisPubSubChannelLayer):
     """The distributed layer: Redis pub/sub (``channels_redis.pubsub``), one bounded queue per socket.
@@ -56,6 +71,10 @@ class RedisFanoutLayer(RedisPubSubChannelLayer):
         # Set before anything else: the base class proxies unknown attributes to its loop layer.
         self.capacity, self.dropped, self._dropped_logged, self._drop_logged_at = capacity, 0, 0, 0.0
         super().__init__(*args, **kwargs)
+
+    async def group_send_many(self, items: list[tuple[str, dict]]) -> None:
+        """Several group messages at once (the publisher's backlog): see ``_FanoutLoopLayer``."""
+        await self._get_layer().group_send_many(items)
 
     def _get_layer(self):
         loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ from celery import shared_task
 from django.db import DatabaseError, close_old_connections, connection
 
 from infra.db_threads import keep_connections, release
+from infra.prepared import update_rows
 from runtime.crash_points import crash_point, fault_point
 from runtime.models import AgentRun, RunStatus
 from runtime.runs.backends import RUN_TASK
@@ -54,4 +55,4 @@ def reap_stale_runs() -> int:
 def record_receiver(run_id: str) -> None:
     """A Celery worker took the task of queued ``run_id``: record its process as the run's
     owner until it claims the run, so a process killed in between is seen as gone at once."""
-    AgentRun.objects.filter(run_id=run_id, status=RunStatus.QUEUED).update(**this_process())
+    update_rows(AgentRun, {"run_id": run_id, "status": RunStatus.QUEUED}, this_process())  # a kept statement: one per task

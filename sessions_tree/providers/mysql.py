@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from django.db import connections
 from django.db.models import BinaryField, F, Func
 
+from infra.prepared import insert, update_rows
 from sessions_tree.index import (
     INDEXES,
     PAUSE_FROM_ENTRIES,
@@ -307,7 +308,7 @@ class MysqlProvider(SessionTreeProvider):
         in_flight = entry_row(meta, meta.last_seq, pending, status=EntryStatus.IN_FLIGHT)
 
         def write() -> None:
-            SessionEntry.objects.using(self.using).bulk_create([*rows, in_flight])  # one INSERT
+            insert([*rows, in_flight], using=self.using)  # one INSERT, its SQL kept
             if rows:
                 self._index_own(index, rows)
 
@@ -322,12 +323,13 @@ class MysqlProvider(SessionTreeProvider):
         seq = meta.last_seq
 
         def write() -> None:
-            rows = SessionEntry.objects.using(self.using).filter(session=meta, entry_id=pending.entry["id"])
-            # The in-flight row is the newest (``last_seq``): one UPDATE, and the index learns it from what we hold.
-            if rows.filter(seq=seq, status=EntryStatus.IN_FLIGHT).update(payload=pending.raw, status=status):
+            # The in-flight row is the newest (``last_seq``): one UPDATE (prepared), and the index
+            # learns it from what we hold.
+            condition = {"session": meta.pk, "entry_id": pending.entry["id"], "seq": seq, "status": EntryStatus.IN_FLIGHT}
+            if update_rows(SessionEntry, condition, {"payload": pending.raw, "status": status}, using=self.using):
                 row = entry_row(meta, seq, pending, status=status)
             else:  # a row stored otherwise (an older version's, or a repair's)
-                row = rows.get()
+                row = SessionEntry.objects.using(self.using).filter(session=meta, entry_id=pending.entry["id"]).get()
                 row.payload = pending.raw
                 row.status = status
                 row.save(using=self.using, update_fields=["payload", "status"])

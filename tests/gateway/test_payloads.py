@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from runtime.realtime.groups import group_name
 from runtime.realtime.messages import encoded_size, stream_messages, tree_message
 
@@ -118,6 +120,70 @@ def test_a_burst_from_a_thread_arrives_whole_and_in_order_with_few_wake_ups():
         pumps = [w for w in wake_ups if getattr(w, "__name__", "") == "_pump"]
         assert 1 <= len(pumps) <= 3  # 900 messages while the loop was busy: a wake-up per burst, not 900
     finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
+    """With the deployed layer (Redis), what queued up while the publisher's loop was busy
+    is sent as one pipeline: every message arrives, each producer's in its order."""
+    import asyncio  # as the test above: the sender's own loop, in a thread
+    import threading
+
+    from runtime.realtime.publisher import _Sender
+    from runtime.realtime.redis_layer import RedisFanoutLayer
+    from tests.support.services import REDIS_URL, redis_available, require
+
+    require(redis_available(), f"Redis is not reachable at {REDIS_URL}")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    layer = RedisFanoutLayer(hosts=[REDIS_URL], prefix=f"neta_test_backlog_{os.getpid()}", capacity=2000)
+    sender = None
+    try:
+        channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), loop).result(5)
+        asyncio.run_coroutine_threadsafe(layer.group_add("g", channel), loop).result(5)
+        sender = _Sender(loop, layer)
+        assert sender.many
+        sent_at_once = []
+        many = layer.group_send_many
+
+        async def counted(items):
+            sent_at_once.append(len(items))
+            await many(items)
+
+        layer.group_send_many = counted
+        blocked, release = threading.Event(), threading.Event()
+        loop.call_soon_threadsafe(lambda: (blocked.set(), release.wait(5)))  # the loop is busy meanwhile
+        assert blocked.wait(5)
+        producers = [
+            threading.Thread(target=lambda p=p: [sender.submit([("g", {"type": "m", "p": p, "n": n})]) for n in range(300)])
+            for p in range(3)
+        ]  # fmt: skip
+        for producer in producers:
+            producer.start()
+        for producer in producers:
+            producer.join()
+        release.set()
+        assert sender.flush(timeout=10)
+
+        async def take(count):
+            return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
+
+        got = asyncio.run_coroutine_threadsafe(take(900), loop).result(30)
+        assert sender.sent == 900 and sender.dropped == 0
+        for p in range(3):
+            assert [m["n"] for m in got if m["p"] == p] == list(range(300))  # each producer's order kept
+        assert sent_at_once and sum(sent_at_once) >= 800 and max(sent_at_once) <= 100  # a pipeline per 100, not a command each
+    finally:
+
+        async def close():
+            if sender is not None:
+                sender.task.cancel()  # its drain task waits on the queue forever
+            await layer.flush()
+
+        asyncio.run_coroutine_threadsafe(close(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
-from runtime.llm.anthropic_messages import build_params
+from runtime.llm.anthropic_messages import Decoder, build_params
+from runtime.llm.assistant import AssistantBuilder
 from tests.support.wire_servers import (
     Reply,
     Status,
@@ -451,3 +452,47 @@ def test_one_hour_cache_writes_are_billed_at_their_own_price(server):
     server.script(Reply([{"type": "text", "text": "ok"}], usage={"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 3000}))
     plain = complete(spec(server, prices=prices), ask("hi"))["usage"]
     assert "cacheWrite1h" not in plain and plain["cost"]["cacheWrite"] == pytest.approx(3000 * 3.75 / 1e6)
+
+
+# -- the decoder --------------------------------------------------------------------------------
+
+
+def test_the_decoder_reads_the_sdks_event_models_as_it_reads_their_json():
+    """The stream hands the decoder each event's JSON; an SDK that cannot hands its models,
+    and the message built is the same."""
+    import pydantic  # the SDK's own event types, for this test only
+    from anthropic.types import RawMessageStreamEvent  # as above
+
+    usage = {"input_tokens": 5, "output_tokens": 1, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 4,
+             "cache_creation": {"ephemeral_1h_input_tokens": 3, "ephemeral_5m_input_tokens": 1}}  # fmt: skip
+    events = [
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+                                              "stop_reason": None, "stop_sequence": None, "usage": usage}},  # fmt: skip
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "Hel"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "lo"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"path": "."}'}},
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    ]
+    models = pydantic.TypeAdapter(RawMessageStreamEvent)
+    built = []
+    for convert in (lambda event: event, models.validate_python):
+        builder = AssistantBuilder(api="anthropic-messages", provider="p", model="m", prices={}, timestamp=1)
+        decoder = Decoder(builder)
+        steps = [step.type for event in events for step in decoder.feed(convert(event))]
+        built.append((steps, decoder.finish(), builder.message))
+    assert built[0] == built[1]
+    steps, stop, message = built[0]
+    assert stop == "toolUse"
+    assert steps[:3] == ["thinking_start", "thinking_delta", "thinking_end"]
+    assert message["content"][1] == {"type": "text", "text": "Hello"}
+    assert message["content"][2]["arguments"] == {"path": "."}
+    assert message["responseId"] == "msg_1"
+    assert message["usage"]["output"] == 9
