@@ -337,11 +337,15 @@ class ConsoleSessionAdmin(AgentSessionAdmin):
             meta = self.get_object(request, object_id)
             if meta is not None:
                 run = active_run(meta.session_id)
-                decisions, decisions_total = session_decisions(meta)
+                try:
+                    decisions, decisions_total = session_decisions(meta)
+                    decisions_error = ""
+                except (SessionTreeError, OSError) as exc:  # a broken tree or a file removed by hand: the page still opens
+                    decisions, decisions_total, decisions_error = [], 0, str(exc)
                 extra_context = {
                     **(extra_context or {}), "active_run": run, "session_meta": meta, "title": _("Session"),
                     "can_abort": request.user.has_perm(f"{AgentRun._meta.app_label}.change_agentrun"),
-                    "decisions": decisions, "decisions_total": decisions_total,
+                    "decisions": decisions, "decisions_total": decisions_total, "decisions_error": decisions_error,
                     "audit_url": audit_log_url(request.user, meta.session_id),
                     # The live tree (static/console/session_live.js): the chat page's socket, read-only here.
                     "live_data": {

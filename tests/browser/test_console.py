@@ -52,7 +52,20 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"console-{name}.png"), full_page=False)
 
 
-def test_an_operator_walks_the_console(browser, server, wire, tmp_path):
+# The walk closes bash to subagents in the deployment the worker's other browser tests share.
+BASH_BACK = """
+from toolcatalog.services import tool_config_update
+tool_config_update(actor=None, name="bash", allow_in_subagent=True)
+"""
+
+
+@pytest.fixture
+def bash_back_for_subagents(server):
+    yield
+    server.python(BASH_BACK)
+
+
+def test_an_operator_walks_the_console(browser, server, wire, tmp_path, bash_back_for_subagents):
     server.python(STAFF)
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
