@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from .assistant import AssistantBuilder
-from .clients import anthropic_client, request_timeout
+from .clients import anthropic_client, raw_events, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
 from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
@@ -381,17 +381,6 @@ def describe_error(exc: BaseException) -> Failure:
         cause = exc.__cause__ or exc
         return Failure(f"Connection error: {cause}", retryable=True)
     return Failure(f"{type(exc).__name__}: {exc}")
-
-
-def raw_events(stream):
-    """The SDK's stream, made to yield each event's JSON object instead of building its model
-    (the SDK returns the data as it is for ``cast_to`` ``object``). Everything else stays the
-    SDK's: the request, the SSE parsing, ``ping`` skipped, an ``error`` event raised as its
-    ``APIStatusError``, read failures raised as its connection and timeout errors. An SDK
-    without that attribute yields its models (``Decoder.feed`` takes both)."""
-    if hasattr(stream, "_cast_to"):
-        stream._cast_to = object
-    return stream
 
 
 # -- the provider ---------------------------------------------------------------------------

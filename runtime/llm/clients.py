@@ -125,3 +125,15 @@ def openai_client(*, base_url: str | None, api_key: str):
         return client
 
     return cached_client(("openai", url, api_key), build)
+
+
+def raw_events(stream):
+    """An SDK stream (``anthropic`` or ``openai``), made to yield each event's JSON object
+    instead of building its pydantic model (both SDKs return the data as it is for ``cast_to``
+    ``object``): the models cost more than all the rest of the layer's work on an event.
+    Everything else stays the SDK's: the request, the SSE parsing, an error event raised as
+    its ``APIError``, read failures raised as its connection and timeout errors. An SDK
+    without that attribute yields its models (the decoders take both)."""
+    if hasattr(stream, "_cast_to"):
+        stream._cast_to = object
+    return stream

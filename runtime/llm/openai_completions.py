@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from .assistant import AssistantBuilder
-from .clients import openai_client, request_timeout
+from .clients import openai_client, raw_events, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
 from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
@@ -180,75 +180,84 @@ class Decoder:
         self.calls_by_id: dict[str, int] = {}
         self.finish_reason: str | None = None
 
-    def _usage(self, usage) -> None:
-        prompt = getattr(usage, "prompt_tokens", None) or 0
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None)
+    def _usage(self, usage: dict) -> None:
+        prompt = usage.get("prompt_tokens") or 0
+        details = usage.get("prompt_tokens_details")
+        details = details if isinstance(details, dict) else {}
+        cached = details.get("cached_tokens")
         if cached is None:
-            cached = (getattr(usage, "model_extra", None) or {}).get("prompt_cache_hit_tokens") or 0  # DeepSeek
-        cache_write = getattr(details, "cache_write_tokens", None) or 0
+            cached = usage.get("prompt_cache_hit_tokens") or 0  # DeepSeek
+        cache_write = details.get("cache_write_tokens") or 0
         # Some endpoints count this request's cache writes in cached_tokens too (Pi's rule).
         cache_read = max(0, cached - cache_write) if cache_write > 0 else cached
         self.b.set_usage(
             input=max(0, prompt - cache_read - cache_write),
-            output=getattr(usage, "completion_tokens", None) or 0,
+            output=usage.get("completion_tokens") or 0,
             cache_read=cache_read,
             cache_write=cache_write,
         )
 
-    def _call_index(self, call, events: list) -> int:
-        stream_index = call.index if isinstance(call.index, int) else None
+    def _call_index(self, call: dict, events: list) -> int:
+        stream_index = call.get("index") if isinstance(call.get("index"), int) else None
+        call_id = call.get("id") or ""
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        name = function.get("name") or ""
         index = self.calls_by_stream.get(stream_index) if stream_index is not None else None
-        if index is None and call.id:
-            index = self.calls_by_id.get(call.id)
+        if index is None and call_id:
+            index = self.calls_by_id.get(call_id)
         if index is None:
-            name = call.function.name if call.function is not None and call.function.name else ""
-            index, ev = self.b.begin_tool_call(call.id or "", name)
+            index, ev = self.b.begin_tool_call(call_id, name)
             events.append(ev)
         block = self.b.content[index]
         if stream_index is not None:
             self.calls_by_stream.setdefault(stream_index, index)
-        if call.id:
-            self.calls_by_id.setdefault(call.id, index)
+        if call_id:
+            self.calls_by_id.setdefault(call_id, index)
             if not block["id"]:
-                block["id"] = call.id
-        if not block["name"] and call.function is not None and call.function.name:
-            block["name"] = call.function.name
+                block["id"] = call_id
+        if not block["name"] and name:
+            block["name"] = name
         return index
 
     def feed(self, chunk) -> list[StreamEvent]:
+        """One chunk as its JSON object (``raw_events``), or the SDK's model of it."""
+        if type(chunk) is not dict:  # an SDK whose stream cannot hand over the JSON: its model
+            chunk = chunk.model_dump(mode="json")
         b = self.b
         events: list[StreamEvent] = []
-        b.set_response_id(getattr(chunk, "id", None))
-        if getattr(chunk, "usage", None) is not None:
-            self._usage(chunk.usage)
-        choices = getattr(chunk, "choices", None) or []
-        if not choices:
+        b.set_response_id(chunk.get("id"))
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage(usage)
+        choices = chunk.get("choices") or []
+        if not choices or not isinstance(choices[0], dict):
             return events
         choice = choices[0]
-        if choice.finish_reason:
-            self.finish_reason = choice.finish_reason
-        delta = choice.delta
-        if delta is None:
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
             return events
-        extra = delta.model_extra or {}
         for field in REASONING_FIELDS:
-            value = extra.get(field)
+            value = delta.get(field)
             if isinstance(value, str) and value:
                 if self.thinking_index is None:
                     self.thinking_index, ev = b.begin_thinking("", signature=field)
                     events.append(ev)
                 events.append(b.thinking_delta(self.thinking_index, value))
                 break
-        if delta.content:
+        content = delta.get("content")
+        if content:
             if self.text_index is None:
                 self.text_index, ev = b.begin_text()
                 events.append(ev)
-            events.append(b.text_delta(self.text_index, delta.content))
-        for call in delta.tool_calls or ():
+            events.append(b.text_delta(self.text_index, content))
+        for call in delta.get("tool_calls") or ():
+            if not isinstance(call, dict):
+                continue
             index = self._call_index(call, events)
-            arguments = call.function.arguments if call.function is not None else None
-            events.append(b.tool_call_delta(index, arguments or ""))
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            events.append(b.tool_call_delta(index, function.get("arguments") or ""))
         return events
 
     def close_blocks(self) -> list[StreamEvent]:
@@ -308,6 +317,6 @@ class OpenAIProvider(WireProvider):
         client = openai_client(base_url=model.base_url, api_key=api_key)
 
         def start():
-            return client.chat.completions.create(**params, extra_body=extra or None, timeout=timeout)
+            return raw_events(client.chat.completions.create(**params, extra_body=extra or None, timeout=timeout))
 
         return start

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 
 from runtime.llm import LlmRequest, ModelSpec, complete, stream
-from runtime.llm.openai_completions import build_params
+from runtime.llm.assistant import AssistantBuilder
+from runtime.llm.openai_completions import Decoder, build_params
 from tests.support.wire_servers import (
     Reply,
     Status,
@@ -357,3 +358,47 @@ def test_a_stream_without_usage_gets_an_estimate_marked_as_such(openai_server):
     assert usage["totalTokens"] == usage["input"] + usage["output"] and usage["cost"]["total"] > 0
     reported = complete(openai_spec(openai_server), request)["usage"]  # a usage chunk: taken as it is, not marked
     assert "estimated" not in reported and (reported["input"], reported["output"]) == (10, 5)
+
+
+# -- the decoder --------------------------------------------------------------------------------
+
+
+def test_the_decoder_reads_the_sdks_chunk_models_as_it_reads_their_json():
+    """The stream hands the decoder each chunk's JSON; an SDK that cannot hands its models,
+    and the message built is the same (reasoning fields of other endpoints, tool calls by
+    index and id, cached tokens included)."""
+    from openai.types.chat import ChatCompletionChunk  # the SDK's own chunk type, for this test only
+
+    def chunk(delta: dict | None = None, finish=None, usage=None, choices=True) -> dict:
+        out = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}
+        if choices:
+            out["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+        if usage is not None:
+            out["usage"] = usage
+        return out
+
+    chunks = [
+        chunk({"role": "assistant", "reasoning_content": "Think"}),
+        chunk({"reasoning_content": "ing."}),
+        chunk({"content": "Hel"}),
+        chunk({"content": "lo"}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"pa'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'th": "."}'}}]}),
+        chunk({}, finish="tool_calls"),
+        chunk(choices=False, usage={"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57, "prompt_tokens_details": {"cached_tokens": 20}}),
+    ]
+    built = []
+    for convert in (lambda c: c, ChatCompletionChunk.model_validate):
+        builder = AssistantBuilder(api="openai-completions", provider="p", model="m", prices={}, timestamp=1)
+        decoder = Decoder(builder)
+        steps = [step.type for c in chunks for step in decoder.feed(convert(c))]
+        steps += [step.type for step in decoder.close_blocks()]
+        built.append((steps, decoder.finish(), builder.message))
+    assert built[0] == built[1]
+    steps, stop, message = built[0]
+    assert stop == "toolUse" and steps[0] == "thinking_start"
+    assert [b["type"] for b in message["content"]] == ["thinking", "text", "toolCall"]
+    assert message["content"][0]["thinking"] == "Thinking." and message["content"][1]["text"] == "Hello"
+    assert message["content"][2]["id"] == "call_1" and message["content"][2]["arguments"] == {"path": "."}
+    assert (message["usage"]["input"], message["usage"]["cacheRead"], message["usage"]["output"]) == (30, 20, 7)
+    assert message["responseId"] == "chatcmpl-1"
