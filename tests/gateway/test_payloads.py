@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from runtime.realtime.groups import group_name
 from runtime.realtime.messages import encoded_size, stream_messages, tree_message
@@ -39,6 +40,23 @@ def test_group_names_are_valid_for_any_session_id():
     assert all(valid.match(g) for g in odd) and len(set(odd)) == 3
 
 
+def submit_while_the_loop_is_busy(loop, sender) -> None:
+    """Three producers submit 300 messages each to group ``g`` while the sender's loop is held
+    busy, so they queue up; the loop is released once all are submitted."""
+    blocked, release = threading.Event(), threading.Event()
+    loop.call_soon_threadsafe(lambda: (blocked.set(), release.wait(5)))  # the loop is busy meanwhile
+    assert blocked.wait(5)
+    producers = [
+        threading.Thread(target=lambda p=p: [sender.submit([("g", {"type": "m", "p": p, "n": n})]) for n in range(300)])
+        for p in range(3)
+    ]  # fmt: skip
+    for producer in producers:
+        producer.start()
+    for producer in producers:
+        producer.join()
+    release.set()
+
+
 def test_the_in_process_layer_delivers_to_every_member_and_drops_only_for_a_full_one():
     import asyncio
 
@@ -72,7 +90,6 @@ def test_a_burst_from_a_thread_arrives_whole_and_in_order_with_few_wake_ups():
     """The publisher's sender wakes the server's loop once per burst, not once per message,
     and the in-process layer takes each message at once, in the order it was produced."""
     import asyncio
-    import threading
 
     from runtime.realtime.layer import InProcessChannelLayer
     from runtime.realtime.publisher import _Sender
@@ -93,18 +110,7 @@ def test_a_burst_from_a_thread_arrives_whole_and_in_order_with_few_wake_ups():
         channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), loop).result(5)
         asyncio.run_coroutine_threadsafe(layer.group_add("g", channel), loop).result(5)
         sender = _Sender(loop, layer)
-        blocked, release = threading.Event(), threading.Event()
-        loop.call_soon_threadsafe(lambda: (blocked.set(), release.wait(5)))  # the loop is busy meanwhile
-        assert blocked.wait(5)
-        producers = [
-            threading.Thread(target=lambda p=p: [sender.submit([("g", {"type": "m", "p": p, "n": n})]) for n in range(300)])
-            for p in range(3)
-        ]  # fmt: skip
-        for producer in producers:
-            producer.start()
-        for producer in producers:
-            producer.join()
-        release.set()
+        submit_while_the_loop_is_busy(loop, sender)
         assert sender.flush(timeout=5)
 
         async def take_all():
@@ -129,7 +135,6 @@ def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
     """With the deployed layer (Redis), what queued up while the publisher's loop was busy
     is sent as one pipeline: every message arrives, each producer's in its order."""
     import asyncio  # as the test above: the sender's own loop, in a thread
-    import threading
 
     from runtime.realtime.publisher import _Sender
     from runtime.realtime.redis_layer import RedisFanoutLayer
@@ -154,18 +159,7 @@ def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
             await many(items)
 
         layer.group_send_many = counted
-        blocked, release = threading.Event(), threading.Event()
-        loop.call_soon_threadsafe(lambda: (blocked.set(), release.wait(5)))  # the loop is busy meanwhile
-        assert blocked.wait(5)
-        producers = [
-            threading.Thread(target=lambda p=p: [sender.submit([("g", {"type": "m", "p": p, "n": n})]) for n in range(300)])
-            for p in range(3)
-        ]  # fmt: skip
-        for producer in producers:
-            producer.start()
-        for producer in producers:
-            producer.join()
-        release.set()
+        submit_while_the_loop_is_busy(loop, sender)
         assert sender.flush(timeout=10)
 
         async def take(count):
