@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.toolcatalog.helpers import SECRET
-from toolcatalog.protocol import ToolContext, get_tool, run_tool
+from toolcatalog.protocol import ToolContext, get_tool, preview_for_approval, run_tool
 
 CLEAR_ERROR = re.compile(
     r"^(Path refused: |File not found: |Path not found: |Not a directory: |path is empty|"
@@ -162,6 +162,24 @@ def test_hostile_paths_never_escape(tmp_path):
     assert snapshot(outside, evil) == before  # nothing written, edited or created outside
     assert snapshot(ws) == ws_before  # and nothing odd created inside either
     assert Path("/etc/passwd").read_text() == passwd
+
+
+def test_an_approval_preview_of_a_hostile_path_shows_nothing_of_the_file(tmp_path):
+    """A write or edit waiting for approval shows its diff against the file: for every hostile
+    path the preview says the call is refused, never shows a byte of what lies outside."""
+    ws, outside, evil = build_layout(tmp_path)
+    ctx = ToolContext(roots=(ws,), sandbox="none")
+    before, ws_before = snapshot(outside, evil), snapshot(ws)
+    passwd_first = Path("/etc/passwd").read_text().splitlines()[0]
+    shown = []
+    for path in hostile_paths(ws, outside, evil):
+        for name, args in (("write", {"path": path, "content": "x"}), ("edit", {"path": path, "edits": [{"oldText": "root", "newText": "x"}]})):
+            preview = preview_for_approval(get_tool(name), ctx, args)
+            text = repr(preview)
+            if SECRET in text or passwd_first in text or (preview is not None and "diff" in preview and not preview.get("created")):
+                shown.append((name, path, text[:200]))
+    assert shown == []
+    assert snapshot(outside, evil) == before and snapshot(ws) == ws_before  # a preview writes nothing
 
 
 def test_weird_but_contained_names_stay_inside(tmp_path):

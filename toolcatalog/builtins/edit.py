@@ -24,6 +24,22 @@ from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 MAX_EDIT_FILE_BYTES = 16 * 1024 * 1024
 
 
+def read_text_file(ctx: ToolContext, raw_path: Any, *, verb: str, max_bytes: int) -> tuple[str, os.stat_result, str]:
+    """A regular file's UTF-8 text in the workspace, its stat and shown path. Raises ToolError
+    (refused path, too large, binary, not UTF-8) naming ``verb``."""
+    fd, st, shown = open_regular_file(ctx, raw_path, verb=verb)
+    with os.fdopen(fd, "rb", closefd=True) as fh:
+        if st.st_size > max_bytes:
+            raise ToolError(f"{shown} is larger than {max_bytes // (1024 * 1024)} MB; {verb} refuses it")
+        raw = fh.read(max_bytes + 1)
+    if looks_binary(raw[:8192]):
+        raise ToolError(f"{shown} is a binary file; {verb} works on text files only")
+    try:
+        return raw.decode("utf-8"), st, shown
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{shown} is not valid UTF-8 (byte {exc.start}); {verb} would corrupt it, so it refuses") from None
+
+
 @dataclass(frozen=True)
 class _Plan:
     st: os.stat_result  # the file as read: the write refuses a file changed since
@@ -118,19 +134,7 @@ class EditTool(Tool):
         for index, item in enumerate(edits):
             encode_text(item["oldText"], field=f"edits[{index}].oldText")
             encode_text(item["newText"], field=f"edits[{index}].newText")
-        fd, st, shown = open_regular_file(ctx, args["path"], verb="edit")
-        with os.fdopen(fd, "rb", closefd=True) as fh:
-            if st.st_size > MAX_EDIT_FILE_BYTES:
-                raise ToolError(f"{shown} is larger than {MAX_EDIT_FILE_BYTES // (1024 * 1024)} MB; edit refuses it")
-            raw = fh.read(MAX_EDIT_FILE_BYTES + 1)
-        if looks_binary(raw[:8192]):
-            raise ToolError(f"{shown} is a binary file; edit works on text files only")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ToolError(
-                f"{shown} is not valid UTF-8 (byte {exc.start}); edit would corrupt it, so it refuses"
-            ) from None
+        text, st, shown = read_text_file(ctx, args["path"], verb="edit", max_bytes=MAX_EDIT_FILE_BYTES)
         bom = "\ufeff" if text.startswith("\ufeff") else ""
         body = text[len(bom):]
         ending = _line_ending(body)
@@ -183,6 +187,6 @@ class EditTool(Tool):
 
     def approval_preview(self, ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         """What the edit would change in the file as it is now, as a unified diff."""
-        plan = self._plan(ctx, self.prepare_arguments(args))
+        plan = self._plan(ctx, args)  # prepared and checked against the schema by the caller
         diff, first_changed = unified_diff(plan.content, plan.updated, plan.shown)
         return {"diff": diff, "firstChangedLine": first_changed}

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from toolcatalog.builtins.edit import unified_diff
-from toolcatalog.builtins.read import open_regular_file
-from toolcatalog.file_kinds import looks_binary
+from toolcatalog.builtins.edit import read_text_file, unified_diff
 from toolcatalog.file_writes import encode_text, write_atomically
 from toolcatalog.manifest import ToolManifest
 from toolcatalog.paths import PathRefused, resolve_path
-from toolcatalog.protocol import Tool, ToolContext, ToolResult
+from toolcatalog.protocol import Tool, ToolContext, ToolError, ToolResult
 
 
 MAX_PREVIEW_BYTES = 1024 * 1024  # an existing file larger than this is not diffed for an approval
@@ -51,18 +48,15 @@ class WriteTool(Tool):
         """The write as a unified diff of the file as it is now (a new file: from nothing);
         None for a file that is not text or is too large to show."""
         wp = resolve_path(ctx, args["path"])
+        if args["path"].endswith("/"):
+            raise PathRefused(f"Path refused: {args['path']!r} names a directory, not a file")
         old = ""
         if wp.exists:
-            fd, st, _shown = open_regular_file(ctx, args["path"], verb="write")
-            with os.fdopen(fd, "rb", closefd=True) as fh:
-                if st.st_size > MAX_PREVIEW_BYTES:
-                    return None
-                raw = fh.read(MAX_PREVIEW_BYTES + 1)
-            if looks_binary(raw[:8192]):
-                return None
             try:
-                old = raw.decode("utf-8")
-            except UnicodeDecodeError:
+                old, _st, _shown = read_text_file(ctx, args["path"], verb="write", max_bytes=MAX_PREVIEW_BYTES)
+            except PathRefused:
+                raise
+            except ToolError:  # too large, binary or not UTF-8: the request shows the content alone
                 return None
         diff, first_changed = unified_diff(old.replace("\r\n", "\n"), args["content"].replace("\r\n", "\n"), wp.shown)
         return {"diff": diff, "firstChangedLine": first_changed, "created": not wp.exists}
