@@ -198,10 +198,11 @@ class XdistGroups:
 CPU_AT_START = pytest.StashKey[float]()
 
 
-def _cpu_seconds() -> float:
-    """CPU this process and its reaped children used so far."""
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU this process used so far, and with its reaped children."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    mine = own.ru_utime + own.ru_stime
+    return mine, mine + children.ru_utime + children.ru_stime
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -211,10 +212,14 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """The test's CPU seconds (its process and the children it waited for) on its last report."""
+    """The test's CPU seconds on its last report: its process's own, and with the children it
+    waited for (a child is counted when it is reaped: a shared deployment's servers land on the
+    test that stops them)."""
     report = yield
     if call.when == "teardown" and CPU_AT_START in item.stash:
-        report.user_properties.append(("cpu_seconds", round(_cpu_seconds() - item.stash[CPU_AT_START], 3)))
+        (own_then, all_then), (own_now, all_now) = item.stash[CPU_AT_START], _cpu_seconds()
+        report.user_properties.append(("cpu_seconds", round(all_now - all_then, 3)))
+        report.user_properties.append(("own_cpu_seconds", round(own_now - own_then, 3)))
     return report
 
 
@@ -226,15 +231,17 @@ class Durations:
         self.config = config
         self.phases: list[tuple[float, str, str]] = []
         self.cpu: dict[str, float] = {}
+        self.own_cpu: dict[str, float] = {}
         self.groups: dict[str, str] = {}
         self.workers: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # busy seconds, last report at
         self.started = time.monotonic()
 
     def pytest_runtest_logreport(self, report):
         self.phases.append((report.duration, report.when, report.nodeid))
-        cpu = dict(report.user_properties).get("cpu_seconds")
-        if cpu is not None:
-            self.cpu[report.nodeid] = cpu
+        properties = dict(report.user_properties)
+        if properties.get("cpu_seconds") is not None:
+            self.cpu[report.nodeid] = properties["cpu_seconds"]
+            self.own_cpu[report.nodeid] = properties.get("own_cpu_seconds", 0.0)
         worker = self.workers[getattr(getattr(report, "node", None), "gateway", None) and report.node.gateway.id or "main"]
         worker[0] += report.duration
         worker[1] = time.monotonic() - self.started
@@ -252,19 +259,28 @@ class Durations:
         per_test: dict[str, float] = defaultdict(float)
         per_group: dict[str, float] = defaultdict(float)
         cpu_group: dict[str, float] = defaultdict(float)
+        own_group: dict[str, float] = defaultdict(float)
         for duration, _, nodeid in self.phases:
             per_test[nodeid] += duration
             per_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += duration
         for nodeid, cpu in self.cpu.items():
             cpu_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += cpu
+            own_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += self.own_cpu.get(nodeid, 0.0)
         wall = time.monotonic() - self.started
         lines = [
             f"wall time {wall:.1f} s; {len(per_test)} tests, {sum(per_test.values()):.1f} s of test time "
-            f"(setup + call + teardown), {sum(self.cpu.values()):.1f} CPU seconds; workers: {os.environ.get('PYTEST_XDIST_WORKER_COUNT') or self.config.getoption('numprocesses', None) or 1}",
+            f"(setup + call + teardown), {sum(self.cpu.values()):.1f} CPU seconds "
+            f"({sum(self.own_cpu.values()):.1f} in the workers themselves); workers: {os.environ.get('PYTEST_XDIST_WORKER_COUNT') or self.config.getoption('numprocesses', None) or 1}",
             *(f"{name}: {busy:.1f} s in tests, its last one ended at {last:.1f} s" for name, (busy, last) in sorted(self.workers.items())),
             "",
-            "groups (one worker each), by total seconds (and CPU seconds: the workers' and the children they waited for):",
-            *(f"{seconds:8.2f}  {cpu_group[group]:8.2f}  {group}" for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])),
+            "groups (one worker each), by total seconds; CPU seconds: the worker's own, and with the children it waited for:",
+            *(
+                f"{seconds:8.2f}  {own_group[group]:8.2f}  {cpu_group[group]:8.2f}  {group}"
+                for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])
+            ),
+            "",
+            "tests by the worker's own CPU seconds (the top 40):",
+            *(f"{cpu:8.2f}  {nodeid}" for nodeid, cpu in sorted(self.own_cpu.items(), key=lambda kv: -kv[1])[:40]),
             "",
             "test phases, by duration:",
             *(f"{d:8.2f}  {when:<8} {nodeid}" for d, when, nodeid in sorted(self.phases, reverse=True) if d >= 0.005),
