@@ -458,19 +458,8 @@ class Deployment:
         return any(block.get("text") or block.get("thinking") or block.get("type") == "toolCall" for block in content)
 
     def export(self, session_id: str) -> list[dict]:
-        """The session's file as Pi reads it: from the running server's export endpoint when
-        alice may read it (both go through the provider's ``export_lines``), else
-        ``manage.py session_export`` (a fresh process: a second of CPU for Django's start)."""
-        text = None
-        if self._serving():
-            try:
-                status, body = self.http(0, "get", f"/api/sessions/{session_id}/export/", raw=True)
-                text = body if status == 200 else None
-            except OSError:  # the server is going away: the command reads the store itself
-                text = None
-        if text is None:
-            text = self.manage("session_export", session_id)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        """The session's file as Pi reads it (``manage.py session_export``)."""
+        return [json.loads(line) for line in self.manage("session_export", session_id).splitlines() if line.strip()]
 
     # ------------------------------------------------------------------ clients
 
