@@ -195,7 +195,7 @@ class XdistGroups:
 
 # --------------------------------------------------------------------------- reports
 
-CPU_AT_START = pytest.StashKey[float]()
+CPU_AT_START = pytest.StashKey[tuple[float, float]]()
 
 
 def _cpu_seconds() -> tuple[float, float]:
@@ -260,12 +260,15 @@ class Durations:
         per_group: dict[str, float] = defaultdict(float)
         cpu_group: dict[str, float] = defaultdict(float)
         own_group: dict[str, float] = defaultdict(float)
+        def group(nodeid: str) -> str:
+            return groups.get(nodeid) or nodeid.split("::", 1)[0]
+
         for duration, _, nodeid in self.phases:
             per_test[nodeid] += duration
-            per_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += duration
+            per_group[group(nodeid)] += duration
         for nodeid, cpu in self.cpu.items():
-            cpu_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += cpu
-            own_group[groups.get(nodeid) or nodeid.split("::", 1)[0]] += self.own_cpu.get(nodeid, 0.0)
+            cpu_group[group(nodeid)] += cpu
+            own_group[group(nodeid)] += self.own_cpu.get(nodeid, 0.0)
         wall = time.monotonic() - self.started
         lines = [
             f"wall time {wall:.1f} s; {len(per_test)} tests, {sum(per_test.values()):.1f} s of test time "
