@@ -17,6 +17,7 @@ from .clients import anthropic_client, raw_events, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
 from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
+from .sse import AnthropicEvents
 from .transcript import anthropic_tool_call_id, prepare_transcript
 
 API = "anthropic-messages"
@@ -398,6 +399,6 @@ class AnthropicProvider(WireProvider):
         headers = beta_headers(model, params)
 
         def start():
-            return raw_events(client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None))
+            return raw_events(client.messages.create(**params, stream=True, timeout=timeout, extra_headers=headers or None), AnthropicEvents)
 
         return start

@@ -50,12 +50,16 @@ def endpoint_origin(url: str) -> tuple[str, str, int]:
 def shared_http_client() -> httpx2.Client:
     import httpx2  # loaded with the first wire call: a scripted-only process (the subagent child) never pays ~0.2 s
 
+    from .transport import Urllib3Transport, use_for
+
     global _http
     with _lock:
         if _http is None:
             _http = httpx2.Client(
                 timeout=httpx2.Timeout(600.0, connect=10.0),
                 limits=httpx2.Limits(max_connections=200, max_keepalive_connections=50),
+                # A streamed event costs a fraction of httpcore's read through urllib3 (transport.py).
+                transport=Urllib3Transport(max_connections=200) if use_for() else None,
                 # A redirect would carry the key (x-api-key is not an Authorization header,
                 # which httpx drops across origins) to a host the model does not name.
                 follow_redirects=False,
@@ -127,13 +131,18 @@ def openai_client(*, base_url: str | None, api_key: str):
     return cached_client(("openai", url, api_key), build)
 
 
-def raw_events(stream):
+def raw_events(stream, events_class=None):
     """An SDK stream (``anthropic`` or ``openai``), made to yield each event's JSON object
-    instead of building its pydantic model (both SDKs return the data as it is for ``cast_to``
-    ``object``): the models cost more than all the rest of the layer's work on an event.
-    Everything else stays the SDK's: the request, the SSE parsing, an error event raised as
-    its ``APIError``, read failures raised as its connection and timeout errors. An SDK
-    without that attribute yields its models (the decoders take both)."""
+    instead of building its pydantic model: the models cost more than all the rest of the
+    layer's work on an event. With ``events_class`` (`sse.AnthropicEvents`,
+    `sse.OpenAIChatEvents`) the events are also parsed from the response's bytes by
+    `sse.py` instead of the SDK's line-by-line decoder, each SDK's handling of error events
+    kept; without it, the SDK parses and hands over the data as it is (``cast_to``
+    ``object``). The request, its status check and read failures stay the SDK's. A stream
+    with neither (another SDK version) yields its models: the decoders take both."""
+    response = getattr(stream, "response", None)
+    if events_class is not None and hasattr(response, "iter_bytes"):
+        return events_class(stream)
     if hasattr(stream, "_cast_to"):
         stream._cast_to = object
     return stream

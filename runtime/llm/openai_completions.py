@@ -24,6 +24,7 @@ from .clients import openai_client, raw_events, request_timeout
 from .retry import Failure, ProviderError, parse_retry_after, status_is_retryable
 from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
+from .sse import OpenAIChatEvents
 from .transcript import (
     content_parts,
     openai_tool_call_id,
@@ -317,6 +318,6 @@ class OpenAIProvider(WireProvider):
         client = openai_client(base_url=model.base_url, api_key=api_key)
 
         def start():
-            return raw_events(client.chat.completions.create(**params, extra_body=extra or None, timeout=timeout))
+            return raw_events(client.chat.completions.create(**params, extra_body=extra or None, timeout=timeout), OpenAIChatEvents)
 
         return start

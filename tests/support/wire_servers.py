@@ -11,16 +11,19 @@ Each test scripts what the next requests get (`server.script(...)`), in order:
   `end_after=N` (end the body cleanly after N events),
   `error_after=N` (send the protocol's error event after N events), `hold_after=N`
   (stop after N events until `reply.release` is set), `hold_headers` (the same before
-  the status line);
+  the status line), `line_end` ("\r\n" or "\r" instead of "\n" in the events) and
+  `gzip` (the body gzip-encoded, flushed after every event);
 - `Status(code, message, headers)`: an HTTP error with the provider's error body
   (429 + retry-after, 500, 529 overloaded …).
-Every request is recorded (`server.requests`: path, headers, JSON body, time).
+Every request is recorded (`server.requests`: path, headers, JSON body, time, and the
+client's address: two requests from one port came over one kept-alive connection).
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import zlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +47,8 @@ class Reply:
     release: threading.Event = field(default_factory=threading.Event)
     message_id: str = "msg_wire_0001"
     text_phase: str | None = None  # Responses: the message items' ``phase`` (commentary | final_answer)
+    line_end: str = "\n"  # how the events' lines end: "\n", "\r\n" or "\r" (all three are SSE)
+    gzip: bool = False  # content-encoding: gzip, flushed after each event
 
     @classmethod
     def of(cls, message: dict, **kwargs) -> Reply:
@@ -67,6 +72,7 @@ class Recorded:
     headers: dict
     body: dict
     at: float
+    peer: tuple = ()
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -388,7 +394,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = {"_raw": raw.decode("utf-8", "replace")}
         wire = self.server.wire
         wire.requests.append(
-            Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
+            Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic(), self.client_address)
         )
         expected = {"anthropic": "/v1/messages", "openai-responses": "/v1/responses"}.get(wire.protocol, "/v1/chat/completions")
         if self.path.split("?")[0] != expected:
@@ -424,8 +430,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # streams
 
-    def _chunk(self, text: str) -> None:
+    def _chunk(self, text: str, compress=None) -> None:
         data = text.encode()
+        if compress is not None:
+            data = compress.compress(data) + compress.flush(zlib.Z_SYNC_FLUSH)
+        self._raw_chunk(data)
+
+    def _raw_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
@@ -444,10 +455,16 @@ class _Handler(BaseHTTPRequestHandler):
             frames = [f"data: {_json(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
             kind, message = reply.error
             error_frame = f"data: {_json({'error': {'message': message, 'type': kind, 'param': None, 'code': None}})}\n\n"
+        if reply.line_end != "\n":
+            frames = [frame.replace("\n", reply.line_end) for frame in frames]
+            error_frame = error_frame.replace("\n", reply.line_end)
+        compress = zlib.compressobj(wbits=31) if reply.gzip else None  # 31: the gzip format
         if reply.hold_headers:
             reply.release.wait(10)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
+        if compress is not None:
+            self.send_header("content-encoding", "gzip")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.send_header("request-id", "req_wire")
@@ -462,9 +479,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if reply.end_after is not None and number == reply.end_after:
                     break
                 if reply.error_after is not None and number == reply.error_after:
-                    self._chunk(error_frame)
+                    self._chunk(error_frame, compress)
                     break
-                self._chunk(frame)
+                self._chunk(frame, compress)
+            if compress is not None:
+                self._raw_chunk(compress.flush())  # the gzip trailer
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except OSError:

@@ -1,0 +1,146 @@
+"""A streamed reply's server-sent events, read from the SDK's response as JSON objects.
+
+The SDKs parse each event line by line in Python, build a `ServerSentEvent` and decode
+its text with ``json``; on a streamed reply (hundreds of small events) that was a third
+of a worker's CPU per event after the transport. Here the response's bytes are split on
+blank lines as the SSE standard says (``\\n``, ``\\r\\n`` or ``\\r`` line ends, ``:``
+comments, one optional space after the colon, multi-line ``data`` joined by ``\\n``, an
+unterminated last event dropped) and each event's data goes to orjson as bytes.
+
+The request, the status check, the retry rules and every error stay the SDK's: the
+stream is the SDK's own `Stream` object (its ``response`` already open and checked),
+and what each SDK's stream does with an event is kept as it is:
+
+* Anthropic: ``ping`` and unnamed events are skipped; an ``error`` event raises the
+  client's status error for its body (as `Stream.__stream__`);
+* OpenAI chat completions: ``[DONE]`` ends the stream; a chunk with an ``error`` raises
+  `openai.APIError` with its message and body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+import orjson
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def loads(data: bytes):
+    """JSON from bytes: orjson, or the standard decoder for what orjson refuses (NaN, an
+    integer wider than 64 bits) so that a payload the SDK read is read the same."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+def _event(block: bytes) -> tuple[bytes | None, bytes | None]:
+    """(event name, data) of one event's lines (no blank line inside)."""
+    event = None
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        name, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value or None  # an empty type is no type (the standard's default, "message")
+        # "id", "retry", a comment (empty name) and unknown fields: nothing a reply needs
+    return event, (b"\n".join(data) if data else None)
+
+
+def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(event name or None, data or None) of each event in a byte stream."""
+    buffer = b""
+    first = True
+    for chunk in chunks:
+        if not chunk:
+            continue
+        buffer = buffer + chunk if buffer else chunk
+        if first:
+            first = False
+            if buffer.startswith(_BOM):
+                buffer = buffer[len(_BOM) :]
+        held = b""
+        if buffer.endswith(b"\r"):  # its "\n" may come with the next chunk
+            buffer, held = buffer[:-1], b"\r"
+        buffer = yield from _dispatch(buffer)
+        buffer += held
+    if buffer.endswith(b"\r"):  # the stream's last line end
+        yield from _dispatch(buffer[:-1] + b"\n")
+
+
+def _dispatch(buffer: bytes):
+    """Yield the complete events in ``buffer`` (no "\r" at its end); return the rest."""
+    if b"\r" in buffer:
+        buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    start = 0
+    while (end := buffer.find(b"\n\n", start)) >= 0:
+        block = buffer[start:end]
+        start = end + 2
+        if block:
+            event, data = _event(block[1:] if block[:1] == b"\n" else block)
+            if event is not None or data is not None:
+                yield event, data
+    return buffer[start:] if start else buffer
+
+
+class _Events:
+    """Iterates the JSON objects of an SDK stream's events; ``response`` is the SDK's (the
+    stream pump shuts its socket down to cancel), ``close`` closes it."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.response = stream.response
+
+    def __iter__(self):
+        try:
+            yield from self._objects(sse_events(self.response.iter_bytes()))
+        finally:
+            self.response.close()
+
+    def close(self) -> None:
+        self.response.close()
+
+    def _objects(self, events):
+        raise NotImplementedError
+
+
+class AnthropicEvents(_Events):
+    def _objects(self, events):
+        for event, data in events:
+            if event is None or event == b"ping":
+                continue
+            if event == b"error":
+                text = (data or b"").decode("utf-8", "replace")
+                try:
+                    body = loads(data)
+                    message = f"{body}"
+                except ValueError:
+                    body = text
+                    message = text or f"Error code: {self.response.status_code}"
+                raise self.stream._client._make_status_error(message, body=body, response=self.response)
+            if data:
+                yield loads(data)
+
+
+class OpenAIChatEvents(_Events):
+    def _objects(self, events):
+        import openai
+
+        for _event_name, data in events:
+            if not data:
+                continue
+            if data.startswith(b"[DONE]"):
+                return
+            chunk = loads(data)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else None
+                if not message or not isinstance(message, str):
+                    message = "An error occurred during streaming"
+                raise openai.APIError(message=message, request=self.response.request, body=error)
+            yield chunk

@@ -1,0 +1,155 @@
+"""The HTTP transport under the SDK clients: urllib3's connection pool instead of httpcore.
+
+A streamed reply is hundreds of small reads (a server-sent event every ~40 ms), and
+the SDKs' default transport parses each one with h11 in pure Python: ~100 µs of a
+worker's CPU per event, more than everything else a turn does with it. urllib3 reads
+a chunked body with the standard library's buffered reader (C) and hands over one
+chunk per event for a fraction of that (``python -m bench.llm_stream`` prints both).
+
+Everything above the transport stays the SDK's and httpx's: the request, headers,
+content decoding, status errors, the SSE parser. What a transport owes httpx is kept:
+timeouts from the request (connect and read), failures raised as httpx's own
+exceptions (`ConnectError`, `ConnectTimeout`, `ReadTimeout`, `RemoteProtocolError`,
+`ReadError`, ...), so the retry rules and error messages see what they saw before, and
+the response's socket under ``extensions["network_stream"]``, which the stream pump
+shuts down to end a blocked read at once.
+
+HTTP/1.1 only (as the default httpx client); no redirects (the client never follows
+them); TLS through httpx's own SSL context. A process whose environment names an HTTP
+proxy keeps httpx's default transport, which honours it (`use_for`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import urllib.request
+from collections.abc import Iterator
+
+import httpx2
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ProtocolError,
+    ProxyError,
+    ReadTimeoutError,
+    SSLError,
+)
+
+_CHUNK = 64 * 1024
+
+
+def use_for() -> bool:
+    """Whether the shared client may use this transport: not when the environment names a
+    proxy (httpx then routes through it; this transport would not)."""
+    return not urllib.request.getproxies()
+
+
+@contextlib.contextmanager
+def _httpx_errors() -> Iterator[None]:
+    """urllib3's and the socket's failures as the httpx exceptions the SDKs expect."""
+    try:
+        yield
+    except (NewConnectionError, SSLError) as exc:  # before its base class, ConnectTimeoutError
+        raise httpx2.ConnectError(str(exc)) from exc
+    except ConnectTimeoutError as exc:
+        raise httpx2.ConnectTimeout(str(exc)) from exc
+    except ReadTimeoutError as exc:
+        raise httpx2.ReadTimeout(str(exc)) from exc
+    except ProxyError as exc:
+        raise httpx2.ProxyError(str(exc)) from exc
+    except ProtocolError as exc:
+        raise httpx2.RemoteProtocolError(str(exc)) from exc
+    except HTTPError as exc:
+        raise httpx2.TransportError(str(exc)) from exc
+    except TimeoutError as exc:
+        raise httpx2.ReadTimeout(str(exc)) from exc
+    except OSError as exc:  # the socket shut down under a read (a cancelled stream), reset, ...
+        raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
+
+
+class _NetworkStream:
+    """What the stream pump asks of ``extensions["network_stream"]``: the socket."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    def get_extra_info(self, name: str):
+        if name != "socket":
+            return None
+        connection = getattr(self._response, "connection", None)
+        return getattr(connection, "sock", None)
+
+
+class _Body(httpx2.SyncByteStream):
+    """The response body as it arrives: one chunk of a chunked body per item (a server-sent
+    event is usually one), otherwise whatever one read returns."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[bytes]:
+        response = self._response
+        with _httpx_errors():
+            if response.chunked:
+                for chunk in response.read_chunked(decode_content=False):
+                    if chunk:
+                        yield chunk
+                return
+            read1 = response.read1
+            while chunk := read1(_CHUNK, decode_content=False):
+                yield chunk
+
+    def close(self) -> None:
+        response = self._response
+        if not response.closed and response.connection is not None and not _finished(response):
+            response.close()  # unread bytes on the socket: it cannot serve another request
+        response.release_conn()
+
+
+def _finished(response: urllib3.BaseHTTPResponse) -> bool:
+    fp = getattr(response, "_fp", None)
+    return fp is None or bool(getattr(fp, "closed", True)) or response.length_remaining == 0
+
+
+class Urllib3Transport(httpx2.BaseTransport):
+    def __init__(self, *, max_connections: int = 200, ssl_context=None) -> None:
+        self._pool = urllib3.PoolManager(
+            num_pools=64,
+            maxsize=max_connections,
+            block=False,
+            ssl_context=ssl_context if ssl_context is not None else httpx2.create_ssl_context(),
+        )
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = request.extensions.get("timeout") or {}
+        timeout = urllib3.Timeout(connect=timeouts.get("connect"), read=timeouts.get("read"))
+        headers = urllib3.HTTPHeaderDict()
+        for name, value in request.headers.multi_items():
+            headers.add(name, value)
+        body = request.read()
+        with _httpx_errors():
+            response = self._pool.urlopen(
+                request.method,
+                str(request.url),
+                body=body or None,
+                headers=headers,
+                redirect=False,
+                retries=False,
+                preload_content=False,
+                decode_content=False,  # httpx decodes the content (it reads content-encoding)
+                timeout=timeout,
+                assert_same_host=False,
+            )
+        return httpx2.Response(
+            status_code=response.status,
+            headers=list(response.headers.items()),
+            stream=_Body(response),
+            extensions={"http_version": b"HTTP/1.1", "network_stream": _NetworkStream(response)},
+        )
+
+    def close(self) -> None:
+        self._pool.clear()

@@ -1,0 +1,122 @@
+"""How a streamed reply is read: the SDK clients' HTTP transport (urllib3) and the
+server-sent-event parser, against the SDK's own parser and local wire servers."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.llm import stream
+from runtime.llm.sse import sse_events
+from runtime.llm.transport import use_for
+from tests.support.wire_servers import Reply, WireServer, ask, terminal_events, wire_spec
+
+TEXT = {"type": "text", "text": "Héllo — a reply in several deltas, with ünïcode and a final word."}
+CALL = {"type": "toolCall", "id": "toolu_01A", "name": "ls", "arguments": {"path": ".", "limit": 20}}
+KINDS = {
+    "anthropic": {"provider_kind": "anthropic", "model_id": "claude-test-1", "provider_name": "anthropic", "api_key": "k"},
+    "openai": {"provider_kind": "openai", "model_id": "gpt-test", "provider_name": "openai", "api_key": "k"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def wire(request):
+    with WireServer(request.param) as server:
+        yield server
+
+
+def spec(server):
+    return wire_spec(server, KINDS[server.protocol], {})
+
+
+# -- the parser reads what the SDK's parser reads ------------------------------------------------
+
+_names = st.sampled_from(["", "message_start", "content_block_delta", "ping", "error", "ünï"])
+_values = st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
+_lines = st.one_of(
+    st.tuples(st.just("data"), _values),
+    st.tuples(st.just("event"), _names),
+    st.tuples(st.sampled_from(["id", "retry", "", "unknown"]), _values),  # "": a comment
+)
+
+
+@st.composite
+def sse_streams(draw):
+    """A byte stream of events with any line ends, comments, fields and spacing, cut anywhere."""
+    events = draw(st.lists(st.lists(_lines, min_size=1, max_size=4), max_size=6))
+    end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    space = draw(st.sampled_from(["", " "]))
+    text = "".join(end.join(f"{name}:{space}{value}" for name, value in lines) + end + end for lines in events)
+    if draw(st.booleans()):
+        text += "data: an event that never ends"  # no blank line: dropped
+    body = text.encode()
+    cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=6)))
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(sse_streams())
+def test_the_parser_reads_every_stream_as_the_sdks_parser_does(chunks):
+    from anthropic._streaming import SSEDecoder
+
+    theirs = [(sse.event or None, sse.data) for sse in SSEDecoder().iter_bytes(iter(chunks))]
+    ours = [(event.decode() if event is not None else None, (data or b"").decode()) for event, data in sse_events(chunks)]
+    # What a reply reads: events with a name or with data (the SDK also dispatches one with
+    # only an id or a retry, and both SDKs skip an unnamed event without data).
+    assert [e for e in ours if e[0] is not None or e[1]] == [e for e in theirs if e[0] is not None or e[1]]
+    assert len(ours) <= len(theirs)
+
+
+def test_a_leading_byte_order_mark_and_a_carriage_return_split_from_its_line_feed():
+    chunks = [b"\xef\xbb\xbfevent: a\r", b"\ndata: 1\r", b"\n\r", b"\nevent: b\rdata: 2\r\r"]
+    assert list(sse_events(chunks)) == [(b"a", b"1"), (b"b", b"2")]
+
+
+# -- replies over the wire ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
+def test_a_reply_streams_whole_with_any_line_ends_and_gzip(wire, line_end, gzip):
+    wire.reset()
+    wire.script(Reply([TEXT, CALL], stop_reason="toolUse", chunk=3, line_end=line_end, gzip=gzip))
+    events = list(stream(spec(wire), ask()))
+    message = terminal_events(events)[0].message
+    assert message["stopReason"] == "toolUse", message.get("errorMessage")
+    assert message["content"] == [TEXT, CALL]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == TEXT["text"]
+    assert wire.requests[-1].headers.get("accept-encoding")  # the SDK's own headers went out
+
+
+def test_calls_one_after_another_share_a_connection_and_a_cancelled_one_is_not_reused(wire):
+    wire.reset()
+    wire.script(Reply([TEXT]), Reply([TEXT]))
+    for _ in range(2):
+        assert terminal_events(list(stream(spec(wire), ask())))[0].message["stopReason"] == "stop"
+    first, second = wire.requests
+    if wire.protocol == "anthropic":  # the SDKs stop reading chat completions at [DONE], before the body's end
+        assert first.peer == second.peer  # kept alive: no new connection (a TLS handshake with a real provider)
+
+    held = Reply([TEXT], hold_after=3)
+    wire.script(held, Reply([TEXT]))
+    cancel = threading.Event()
+    events = []
+    for event in stream(spec(wire), ask(), cancel=cancel):
+        events.append(event)
+        if event.type == "text_delta":
+            cancel.set()
+    held.release.set()
+    assert events[-1].message["stopReason"] == "aborted"
+    assert terminal_events(list(stream(spec(wire), ask())))[0].message["stopReason"] == "stop"
+    assert wire.requests[-1].peer != wire.requests[-2].peer  # the cut connection was not reused
+
+
+def test_a_process_behind_a_proxy_keeps_the_default_transport(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert use_for()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert not use_for()
