@@ -65,7 +65,13 @@ _QUEUE_LIMIT = 10_000
 _LOG_SECONDS = 10.0
 
 
-_BATCH = 100  # the most messages a cross-process layer is handed at once (``group_send_many``)
+_BATCH = 500  # the most messages a cross-process layer is handed at once (``group_send_many``)
+
+
+def _gather_seconds() -> float:
+    from django.conf import settings
+
+    return settings.NETA_REALTIME_GATHER_MS / 1000
 
 
 class _Sender:
@@ -73,16 +79,20 @@ class _Sender:
 
     Producers (any thread) append to a deque and wake the loop only when no wake-up is
     pending: a burst of events costs one wake-up, not one each. On the loop, the
-    in-process layer takes each message at once (``group_send_now``: a plain call); a
-    cross-process layer (Redis) gets them one after another from a draining task.
+    in-process layer takes each message at once (``group_send_now``: a plain call). For a
+    cross-process layer (Redis) the wake-up comes ``gather`` seconds later, so what the
+    process's turns produce meanwhile leaves together: one round trip for the lot (a node
+    streaming hundreds of replies sends tens of pipelines a second, not a command per
+    delta), in the order produced, from a draining task.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, layer):
+    def __init__(self, loop: asyncio.AbstractEventLoop, layer, gather: float | None = None):
         self.loop = loop
         self.layer = layer
         self.pid = os.getpid()
         self.direct = hasattr(type(layer), "group_send_now")  # the in-process layer (a Redis layer proxies attributes to its loop)
         self.many = hasattr(type(layer), "group_send_many")  # a layer that sends a backlog in one round trip
+        self.gather = 0.0 if self.direct or not self.many else (_gather_seconds() if gather is None else gather)
         self.queue: asyncio.Queue | None = None
         self.pending: collections.deque[tuple[str, dict]] = collections.deque()
         self.scheduled = False
@@ -110,11 +120,14 @@ class _Sender:
             # point is either taken by this pump or schedules the next one.
             self.scheduled = True
             try:
-                self.loop.call_soon_threadsafe(self._pump)
+                self.loop.call_soon_threadsafe(self._pump_later if self.gather else self._pump)
             except RuntimeError:  # the loop closed meanwhile
                 self.scheduled = False
                 return False
         return True
+
+    def _pump_later(self) -> None:
+        self.loop.call_later(self.gather, self._pump)
 
     def _pump(self) -> None:
         self.scheduled = False
