@@ -166,11 +166,21 @@ def _reap_running(stale: int, session_id: str | None, start: bool, deleting: boo
     if found is not None:  # the session's active runs, read once by the round
         candidates = [r for r in found if r.status == RunStatus.RUNNING and ((r.heartbeat_at is not None and r.heartbeat_at < cutoff) or r.host == HOST)]
     else:
-        candidates = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
+        running = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(Q(heartbeat_at__lt=cutoff) | Q(host=HOST))
         if session_id is not None:
-            candidates = candidates.filter(session_id=session_id)
+            running = running.filter(session_id=session_id)
+        # A node running hundreds of turns: their keys and processes only, each process
+        # looked at once; the whole rows of the few to reap.
+        gone: dict[tuple, bool] = {}
+        keys = []
+        for pk, host, pid, started, heartbeat in running.values_list("pk", "host", "pid", "process_started", "heartbeat_at"):
+            process = (host, pid, started)
+            if process not in gone:
+                gone[process] = process_gone(host, pid, started)
+            if gone[process] or (heartbeat is not None and heartbeat < cutoff):
+                keys.append(pk)
         # Oldest first, as every round takes them: the same lock order in every process.
-        candidates = candidates.select_related("agent").order_by("created_at", "pk")
+        candidates = AgentRun.objects.filter(pk__in=keys, status=RunStatus.RUNNING).select_related("agent").order_by("created_at", "pk") if keys else []
     reaped = []
     for run in candidates:
         if process_gone(run.host, run.pid, run.process_started):

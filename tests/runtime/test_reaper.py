@@ -137,6 +137,40 @@ def test_a_run_of_a_live_process_is_left_alone(driver_for):
     assert AgentRun.objects.get(pk=run.pk).status == AgentRun.objects.get(pk=remote.pk).status == RunStatus.RUNNING
 
 
+def test_a_round_reads_a_nodes_running_turns_by_key_and_reaps_only_the_dead_ones(driver_for, monkeypatch):
+    """A node running hundreds of turns: a round looks at each process once and reads the whole
+    rows of the runs it reaps only, so its statements do not grow with the turns in flight."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import runtime.runs.reaper as reaper
+
+    looked_at = []
+    monkeypatch.setattr(reaper, "process_gone", lambda *process: looked_at.append(process) or process_gone(*process))
+    sessions = [driver_for(rules(), name=f"s{i}") for i in range(12)]
+    live = [crashed_run(driver, owner=this_process()) for driver in sessions[:10]]
+    dead_owner = dead_process()
+    dead = [crashed_run(driver, owner=dead_owner) for driver in sessions[10:]]
+
+    def round_statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            changed = reap_stale_runs()
+        return changed, len(queries)
+
+    changed, statements = round_statements()
+    assert sorted(r.pk for r in changed) == sorted(r.pk for r in dead)
+    assert sorted(set(looked_at)) == sorted({tuple(this_process().values()), tuple(dead_owner.values())})
+    assert len(looked_at) <= 2 + len(dead)  # each process once, then the reaped runs' own check
+    assert all(AgentRun.objects.get(pk=r.pk).status == RunStatus.RUNNING for r in live)
+    looked_at.clear()
+    _, quiet = round_statements()  # nothing to reap: one read of the running runs, and the rooms' rounds
+    assert len(looked_at) == 1
+    for driver in sessions[:5]:
+        crashed_run(driver, "more", owner=this_process())
+    assert round_statements()[1] == quiet  # 15 live runs cost what 10 did
+    assert statements > quiet
+
+
 def test_prompts_acked_on_a_dead_run_are_carried_in_order_into_a_new_run(driver_for):
     driver = driver_for(rules())
     dead = crashed_run(driver)  # its process is on another host: only the heartbeat tells
