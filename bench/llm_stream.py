@@ -6,7 +6,7 @@
    yields the same number of StreamEvents (ratio = the layer's own overhead);
 2. long outputs: a 1 MB text in 4-character deltas and a 256 KB tool argument in
    64-character deltas (appending and partial JSON parsing stay linear);
-3. anthropic and openai over a local wire server: µs per delta through SDK + helper
+3. anthropic, openai and openai-responses over a local wire server: µs per delta through SDK + helper
    thread + builder, against iterating the same SDK stream directly;
 4. CPU per reply of 20 concurrent Anthropic streams of 500 deltas each from
    ``bench/fake_provider.py`` (its own process, 125 deltas a second): the process's CPU
@@ -101,7 +101,7 @@ def bench_wire() -> None:
     from tests.support.wire_servers import Reply, WireServer
 
     text = "streaming text over the wire " * 300  # ~8.7 KB
-    for protocol, kind in (("anthropic", "anthropic"), ("openai", "openai")):
+    for protocol, kind in (("anthropic", "anthropic"), ("openai", "openai"), ("openai-responses", "openai-responses")):
         with WireServer(protocol) as server:
             model = ModelSpec(kind, "bench", kind, base_url=server.base_url, api_key="k")
             reply_args = {"content": [{"type": "text", "text": text}], "chunk": 4}
@@ -117,6 +117,9 @@ def bench_wire() -> None:
                 if kind == "anthropic":
                     client = anthropic_client(base_url=server.base_url, api_key="k")
                     events = client.messages.create(model="bench", max_tokens=10, messages=[{"role": "user", "content": "go"}], stream=True)
+                elif kind == "openai-responses":
+                    client = openai_client(base_url=server.base_url, api_key="k")
+                    events = client.responses.create(model="bench", input="go", stream=True)
                 else:
                     client = openai_client(base_url=server.base_url, api_key="k")
                     events = client.chat.completions.create(

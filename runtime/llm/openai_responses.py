@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 
 from .assistant import AssistantBuilder
-from .clients import openai_client, request_timeout
+from .clients import openai_client, raw_events, request_timeout
 from .openai_completions import (
     DEFAULT_MAX_TOKENS_CAP,
     REASONING_EFFORT,
@@ -38,6 +38,7 @@ from .openai_completions import (
 from .retry import Failure, ProviderError
 from .sampling import sampling_params
 from .spec import LlmRequest, ModelSpec, StreamEvent, WireProvider
+from .sse import JsonView, OpenAIResponsesEvents
 from .transcript import (
     content_parts,
     openai_tool_call_id,
@@ -200,9 +201,20 @@ def build_params(model: ModelSpec, request: LlmRequest) -> dict:
 
 
 def _as_dict(item) -> dict:
+    """An output item as the SDK's ``model_dump(exclude_none=True)`` gives it."""
+    if isinstance(item, JsonView):
+        item = item.data
     if isinstance(item, dict):
-        return item
+        return _without_none(item)
     return item.model_dump(mode="json", exclude_none=True)
+
+
+def _without_none(value):
+    if type(value) is dict:
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if type(value) is list:
+        return [_without_none(v) for v in value]
+    return value
 
 
 class Decoder:
@@ -347,4 +359,4 @@ class OpenAIResponsesProvider(WireProvider):
         client = openai_client(base_url=model.base_url, api_key=self.api_key(model))
         params = build_params(model, request)
         timeout = request_timeout(model.options)
-        return lambda: client.responses.create(**params, timeout=timeout)
+        return lambda: raw_events(client.responses.create(**params, timeout=timeout), OpenAIResponsesEvents)

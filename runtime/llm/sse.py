@@ -13,8 +13,10 @@ and what each SDK's stream does with an event is kept as it is:
 
 * Anthropic: ``ping`` and unnamed events are skipped; an ``error`` event raises the
   client's status error for its body (as `Stream.__stream__`);
-* OpenAI chat completions: ``[DONE]`` ends the stream; a chunk with an ``error`` raises
-  `openai.APIError` with its message and body.
+* OpenAI chat completions and Responses: ``[DONE]`` ends the stream; a chunk with an
+  ``error`` raises `openai.APIError` with its message and body. A Responses event is
+  handed over as a `JsonView`, which the Responses decoder reads as it reads the SDK's
+  event models.
 """
 
 from __future__ import annotations
@@ -144,3 +146,27 @@ class OpenAIChatEvents(_Events):
                     message = "An error occurred during streaming"
                 raise openai.APIError(message=message, request=self.response.request, body=error)
             yield chunk
+
+
+class JsonView:
+    """A JSON object read by attribute, as the SDK's models are: a missing key is None,
+    a nested object is a view too (``event.item.summary``)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+
+    def __getattr__(self, name: str):
+        value = self.data.get(name)
+        if type(value) is dict:
+            return JsonView(value)
+        if type(value) is list:
+            return [JsonView(v) if type(v) is dict else v for v in value]
+        return value
+
+
+class OpenAIResponsesEvents(OpenAIChatEvents):
+    def _objects(self, events):
+        for event in super()._objects(events):
+            yield JsonView(event) if type(event) is dict else event

@@ -280,3 +280,36 @@ def test_a_turn_over_the_responses_api_runs_tools_and_replays_its_reasoning(serv
     # ... and so does the next prompt's first request, read back from the session file.
     assert reasoning_item(0, REASONING["thinking"]) in third["input"]
     assert third["input"][-1] == {"role": "user", "content": [{"type": "input_text", "text": "and now?"}]}
+
+
+def test_the_decoder_reads_the_sdks_event_models_as_it_reads_their_json():
+    """The stream hands the decoder each event's JSON (as a view read by attribute); an SDK
+    that cannot hands its event models, and the message built is the same: the reasoning
+    item kept to send back (nulls left out, as the SDK's dump leaves them), the text's
+    phase, the function calls and the usage."""
+    from openai._models import construct_type  # how the SDK's stream builds its models, for this test only
+    from openai.types.responses import ResponseStreamEvent
+
+    from runtime.llm.assistant import AssistantBuilder
+    from runtime.llm.openai_responses import Decoder
+    from runtime.llm.sse import JsonView
+
+    events = responses_events(Reply([REASONING, TEXT, CALL_1], stop_reason="toolUse", text_phase="commentary"), "o-test")
+    for event in events:  # a field the server sends as null: the SDK's dump leaves it out
+        if event.get("type") == "response.output_item.done" and event["item"]["type"] == "reasoning":
+            event["item"]["status"] = None
+    built = []
+    for convert in (JsonView, lambda data: construct_type(type_=ResponseStreamEvent, value=data)):
+        builder = AssistantBuilder(api="openai-responses", provider="openai", model="o-test", prices=PRICES)
+        decoder = Decoder(builder)
+        builder.start()
+        for event in events:
+            decoder.feed(convert(json.loads(json.dumps(event))))
+        decoder.close_blocks()
+        built.append(builder.done(decoder.finish()).message)
+    raw, models = built
+    thinking = [json.loads(b.pop("thinkingSignature")) for b in (raw["content"][0], models["content"][0])]
+    assert thinking[0] == thinking[1] == reasoning_item(0, REASONING["thinking"])
+    assert raw["content"] == models["content"] and raw["usage"] == models["usage"]
+    assert raw["stopReason"] == models["stopReason"] == "toolUse"
+    assert raw["content"][1]["textSignature"] == '{"v":1,"id":"msg_0001","phase":"commentary"}'

@@ -503,6 +503,13 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     wire: WireServer
 
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):  # a client cut its connection (a cancelled call)
+            return
+        super().handle_error(request, client_address)
+
 
 class WireServer:
     def __init__(self, protocol: str) -> None:
