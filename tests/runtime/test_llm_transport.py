@@ -3,6 +3,7 @@ server-sent-event parser, against the SDK's own parser and local wire servers.""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 
 import pytest
@@ -120,3 +121,44 @@ def test_a_process_behind_a_proxy_keeps_the_default_transport(monkeypatch):
     assert use_for()
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert not use_for()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl): (certificate file, key file)."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+def test_https_streams_through_the_transport_and_an_unknown_certificate_is_refused(certificate, monkeypatch):
+    import anthropic
+    import httpx2
+
+    from runtime.llm.sse import AnthropicEvents
+    from runtime.llm.transport import Urllib3Transport
+
+    with WireServer("anthropic", tls=certificate) as server:
+        assert server.base_url.startswith("https://")
+        # The shared client verifies the server against the system's authorities: no reply is read.
+        message = terminal_events(list(stream(spec(server), ask())))[0].message
+        assert message["stopReason"] == "error" and message["errorMessage"].startswith("Connection error")
+        assert "CERTIFICATE_VERIFY_FAILED" in message["errorMessage"] and not wire_requests(server)
+        # A transport that trusts it (SSL_CERT_FILE, which httpx's context reads) streams the reply.
+        monkeypatch.setenv("SSL_CERT_FILE", certificate[0])
+        http = httpx2.Client(transport=Urllib3Transport())
+        client = anthropic.Anthropic(api_key="k", base_url=server.base_url, max_retries=0, http_client=http)
+        server.script(Reply([TEXT]))
+        events = AnthropicEvents(client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}], stream=True))
+        text = "".join(e["delta"]["text"] for e in events if e.get("type") == "content_block_delta")
+        assert text == TEXT["text"] and len(wire_requests(server)) == 1
+        http.close()
+
+
+def wire_requests(server) -> list:
+    return [r for r in server.requests if r.path == "/v1/messages"]

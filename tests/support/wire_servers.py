@@ -512,16 +512,24 @@ class _Server(ThreadingHTTPServer):
 
 
 class WireServer:
-    def __init__(self, protocol: str) -> None:
+    def __init__(self, protocol: str, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: (certificate file, key file) to serve HTTPS."""
         if protocol not in ("anthropic", "openai", "openai-responses", "deepseek"):
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
+        self.scheme = "https" if tls else "http"
         self.requests: list[Recorded] = []
         self._queue: list = []
         self._replies: list[Reply] = []  # every scripted reply, to release held ones at the end
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.wire = self
+        if tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"wire-{protocol}", daemon=True
         )
@@ -542,7 +550,7 @@ class WireServer:
 
     @property
     def base_url(self) -> str:
-        root = f"http://127.0.0.1:{self.port}"
+        root = f"{self.scheme}://127.0.0.1:{self.port}"
         return root if self.protocol == "anthropic" else f"{root}/v1"
 
     def script(self, *behaviours) -> None:
