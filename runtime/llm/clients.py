@@ -50,7 +50,7 @@ def endpoint_origin(url: str) -> tuple[str, str, int]:
 def shared_http_client() -> httpx2.Client:
     import httpx2  # loaded with the first wire call: a scripted-only process (the subagent child) never pays ~0.2 s
 
-    from .transport import Urllib3Transport, use_for
+    from .transport import Urllib3Transport, use_for  # it imports httpx2 and urllib3: loaded with them, as above
 
     global _http
     with _lock:

@@ -131,7 +131,7 @@ class AnthropicEvents(_Events):
 
 class OpenAIChatEvents(_Events):
     def _objects(self, events):
-        import openai
+        import openai  # the SDK (~0.4 s) loads with the first OpenAI stream, not with this module
 
         for _event_name, data in events:
             if not data:

@@ -36,6 +36,7 @@ import os
 import threading
 import time
 
+from django.conf import settings
 from django.db import transaction
 
 from runtime.realtime.groups import (
@@ -69,8 +70,6 @@ _BATCH = 500  # the most messages a cross-process layer is handed at once (``gro
 
 
 def _gather_seconds() -> float:
-    from django.conf import settings
-
     return settings.NETA_REALTIME_GATHER_MS / 1000
 
 
@@ -79,11 +78,12 @@ class _Sender:
 
     Producers (any thread) append to a deque and wake the loop only when no wake-up is
     pending: a burst of events costs one wake-up, not one each. On the loop, the
-    in-process layer takes each message at once (``group_send_now``: a plain call). For a
-    cross-process layer (Redis) the wake-up comes ``gather`` seconds later, so what the
-    process's turns produce meanwhile leaves together: one round trip for the lot (a node
-    streaming hundreds of replies sends tens of pipelines a second, not a command per
-    delta), in the order produced, from a draining task.
+    in-process layer takes each message at once (``group_send_now``: a plain call). A
+    cross-process layer (Redis) is handed what is pending at most once every ``gather``
+    seconds: a message after a quiet spell leaves at once, what the process's turns produce
+    within ``gather`` of the last hand-over waits for the next and leaves with it, one round
+    trip for the lot (a node streaming hundreds of replies sends tens of pipelines a second,
+    not a command per delta), in the order produced, from a draining task.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, layer, gather: float | None = None):
@@ -96,6 +96,7 @@ class _Sender:
         self.queue: asyncio.Queue | None = None
         self.pending: collections.deque[tuple[str, dict]] = collections.deque()
         self.scheduled = False
+        self.pumped_at = float("-inf")  # the loop's time of the last hand-over
         self.dropped = 0
         self.sent = 0
         self.logged_at = 0.0
@@ -127,10 +128,15 @@ class _Sender:
         return True
 
     def _pump_later(self) -> None:
-        self.loop.call_later(self.gather, self._pump)
+        wait = self.pumped_at + self.gather - self.loop.time()
+        if wait > 0:
+            self.loop.call_later(wait, self._pump)
+        else:
+            self._pump()
 
     def _pump(self) -> None:
         self.scheduled = False
+        self.pumped_at = self.loop.time()
         pending = self.pending
         while pending:
             group, message = pending.popleft()

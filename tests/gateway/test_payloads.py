@@ -237,6 +237,14 @@ def test_a_steady_trickle_leaves_for_redis_in_gathered_pipelines():
         for p in range(3):
             assert [m["n"] for m in got if m["p"] == p] == list(range(100))
         assert len(round_trips) <= 40, round_trips  # ~0.25 s of messages in 20 ms gathers (at once: ~300)
+
+        # A message after a quiet spell does not wait for the gather: it leaves at once.
+        quiet = _Sender(loop, layer, gather=60.0)
+        try:
+            quiet.submit([("g", {"type": "m", "p": 9, "n": 0})])
+            assert asyncio.run_coroutine_threadsafe(take(1), loop).result(30)[0]["p"] == 9  # take() waits 5 s at most
+        finally:
+            loop.call_soon_threadsafe(quiet.task.cancel)
     finally:
 
         async def close():
