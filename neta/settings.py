@@ -449,8 +449,9 @@ NETA_WS_MAX_FRAME_BYTES = env_int("NETA_WS_MAX_FRAME_BYTES", 1024 * 1024, minimu
 # ``frame_too_large`` instead of Daphne dropping the connection (docs/realtime.md).
 DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = 4 * NETA_WS_MAX_FRAME_BYTES
 NETA_REALTIME_INLINE_BYTES = env_int("NETA_REALTIME_INLINE_BYTES", 64 * 1024, minimum=1024)
-# A worker's realtime messages leave for Redis together, gathered for this long: one
-# pipeline of PUBLISHes every few milliseconds instead of a round trip per delta.
+# A process hands its realtime messages to Redis at most once this often: what came meanwhile
+# leaves as one pipeline of PUBLISHes instead of a round trip per delta (the first message
+# after a quiet spell leaves at once).
 NETA_REALTIME_GATHER_MS = env_int("NETA_REALTIME_GATHER_MS", 20, minimum=0)
 # Forward the producer's emit time (``emittedAt``) with every realtime frame (benchmarks).
 NETA_REALTIME_TRACE = env_bool("NETA_REALTIME_TRACE", False)
