@@ -46,27 +46,29 @@ def use_for() -> bool:
     return not urllib.request.getproxies()
 
 
+# urllib3's and the socket's failures → the httpx exceptions the SDKs expect; the first match
+# wins (NewConnectionError before its base class ConnectTimeoutError).
+_ERRORS: tuple[tuple[type | tuple[type, ...], type], ...] = (
+    ((NewConnectionError, SSLError), httpx2.ConnectError),
+    (ConnectTimeoutError, httpx2.ConnectTimeout),
+    (ReadTimeoutError, httpx2.ReadTimeout),
+    (ProxyError, httpx2.ProxyError),
+    (ProtocolError, httpx2.RemoteProtocolError),
+    (HTTPError, httpx2.TransportError),
+    (TimeoutError, httpx2.ReadTimeout),
+    (OSError, httpx2.ReadError),  # the socket shut down under a read (a cancelled stream), reset, ...
+)
+
+
 @contextlib.contextmanager
 def _httpx_errors() -> Iterator[None]:
-    """urllib3's and the socket's failures as the httpx exceptions the SDKs expect."""
     try:
         yield
-    except (NewConnectionError, SSLError) as exc:  # before its base class, ConnectTimeoutError
-        raise httpx2.ConnectError(str(exc)) from exc
-    except ConnectTimeoutError as exc:
-        raise httpx2.ConnectTimeout(str(exc)) from exc
-    except ReadTimeoutError as exc:
-        raise httpx2.ReadTimeout(str(exc)) from exc
-    except ProxyError as exc:
-        raise httpx2.ProxyError(str(exc)) from exc
-    except ProtocolError as exc:
-        raise httpx2.RemoteProtocolError(str(exc)) from exc
-    except HTTPError as exc:
-        raise httpx2.TransportError(str(exc)) from exc
-    except TimeoutError as exc:
-        raise httpx2.ReadTimeout(str(exc)) from exc
-    except OSError as exc:  # the socket shut down under a read (a cancelled stream), reset, ...
-        raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
+    except Exception as exc:
+        for theirs, ours in _ERRORS:
+            if isinstance(exc, theirs):
+                raise ours(str(exc) or type(exc).__name__) from exc
+        raise
 
 
 class _NetworkStream:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -131,12 +132,13 @@ def test_a_burst_from_a_thread_arrives_whole_and_in_order_with_few_wake_ups():
         loop.close()
 
 
-def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
-    """With the deployed layer (Redis), what queued up while the publisher's loop was busy
-    is sent as one pipeline: every message arrives, each producer's in its order."""
-    import asyncio  # as the test above: the sender's own loop, in a thread
+@contextlib.contextmanager
+def redis_group(name: str):
+    """(loop, layer, take, senders): the deployed layer (Redis) on an event loop of its own in a
+    thread, with a socket's channel in group ``g``; ``take(n)`` receives n messages on it (5 s
+    each at most); the senders a test appends are stopped at the end."""
+    import asyncio
 
-    from runtime.realtime.publisher import _Sender
     from runtime.realtime.redis_layer import RedisFanoutLayer
     from tests.support.services import REDIS_URL, redis_available, require
 
@@ -144,12 +146,40 @@ def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    layer = RedisFanoutLayer(hosts=[REDIS_URL], prefix=f"neta_test_backlog_{os.getpid()}", capacity=2000)
-    sender = None
+    layer = RedisFanoutLayer(hosts=[REDIS_URL], prefix=f"neta_test_{name}_{os.getpid()}", capacity=2000)
+    senders: list = []
     try:
         channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), loop).result(5)
         asyncio.run_coroutine_threadsafe(layer.group_add("g", channel), loop).result(5)
+
+        def take(count: int) -> list[dict]:
+            async def receive():
+                return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
+
+            return asyncio.run_coroutine_threadsafe(receive(), loop).result(30)
+
+        yield loop, layer, take, senders
+    finally:
+
+        async def close():
+            for sender in senders:
+                sender.task.cancel()  # its drain task waits on the queue forever
+            await layer.flush()
+
+        asyncio.run_coroutine_threadsafe(close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
+    """With the deployed layer (Redis), what queued up while the publisher's loop was busy
+    is sent as one pipeline: every message arrives, each producer's in its order."""
+    from runtime.realtime.publisher import _Sender
+
+    with redis_group("backlog") as (loop, layer, take, senders):
         sender = _Sender(loop, layer)
+        senders.append(sender)
         assert sender.many
         sent_at_once = []
         many = layer.group_send_many
@@ -161,49 +191,25 @@ def test_a_backlog_goes_to_redis_in_one_round_trip_whole_and_in_order():
         layer.group_send_many = counted
         submit_while_the_loop_is_busy(loop, sender)
         assert sender.flush(timeout=10)
-
-        async def take(count):
-            return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
-
-        got = asyncio.run_coroutine_threadsafe(take(900), loop).result(30)
+        got = take(900)
         assert sender.sent == 900 and sender.dropped == 0
         for p in range(3):
             assert [m["n"] for m in got if m["p"] == p] == list(range(300))  # each producer's order kept
         assert sent_at_once and sum(sent_at_once) >= 800 and max(sent_at_once) <= 500  # a pipeline per 500 at most, not a command each
-    finally:
-
-        async def close():
-            if sender is not None:
-                sender.task.cancel()  # its drain task waits on the queue forever
-            await layer.flush()
-
-        asyncio.run_coroutine_threadsafe(close(), loop).result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
 
 
 def test_a_steady_trickle_leaves_for_redis_in_gathered_pipelines():
-    """Turns stream at their own pace, not in bursts: with the deployed layer the sender waits
-    ``gather`` seconds after the first message and sends what came meanwhile as one pipeline,
-    so a node's messages cost tens of round trips a second, not one each. All arrive, in order."""
-    import asyncio
+    """Turns stream at their own pace, not in bursts: with the deployed layer the sender hands
+    what is pending to Redis at most once every ``gather`` seconds, one pipeline for what came
+    meanwhile, so a node's messages cost tens of round trips a second, not one each. All
+    arrive, in order; a message after a quiet spell is not held for the gather."""
     import time
 
     from runtime.realtime.publisher import _Sender
-    from runtime.realtime.redis_layer import RedisFanoutLayer
-    from tests.support.services import REDIS_URL, redis_available, require
 
-    require(redis_available(), f"Redis is not reachable at {REDIS_URL}")
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    layer = RedisFanoutLayer(hosts=[REDIS_URL], prefix=f"neta_test_gather_{os.getpid()}", capacity=2000)
-    sender = None
-    try:
-        channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), loop).result(5)
-        asyncio.run_coroutine_threadsafe(layer.group_add("g", channel), loop).result(5)
+    with redis_group("gather") as (loop, layer, take, senders):
         sender = _Sender(loop, layer, gather=0.02)
+        senders.append(sender)
         round_trips = []
         many, one = layer.group_send_many, layer.group_send
 
@@ -228,31 +234,13 @@ def test_a_steady_trickle_leaves_for_redis_in_gathered_pipelines():
         for producer in producers:
             producer.join()
         assert sender.flush(timeout=10)
-
-        async def take(count):
-            return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
-
-        got = asyncio.run_coroutine_threadsafe(take(300), loop).result(30)
+        got = take(300)
         assert sender.sent == 300 and sender.dropped == 0 and sum(round_trips) == 300
         for p in range(3):
             assert [m["n"] for m in got if m["p"] == p] == list(range(100))
         assert len(round_trips) <= 40, round_trips  # ~0.25 s of messages in 20 ms gathers (at once: ~300)
 
-        # A message after a quiet spell does not wait for the gather: it leaves at once.
-        quiet = _Sender(loop, layer, gather=60.0)
-        try:
-            quiet.submit([("g", {"type": "m", "p": 9, "n": 0})])
-            assert asyncio.run_coroutine_threadsafe(take(1), loop).result(30)[0]["p"] == 9  # take() waits 5 s at most
-        finally:
-            loop.call_soon_threadsafe(quiet.task.cancel)
-    finally:
-
-        async def close():
-            if sender is not None:
-                sender.task.cancel()
-            await layer.flush()
-
-        asyncio.run_coroutine_threadsafe(close(), loop).result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(5)
-        loop.close()
+        quiet = _Sender(loop, layer, gather=60.0)  # a minute's gather: the first message still leaves at once
+        senders.append(quiet)
+        quiet.submit([("g", {"type": "m", "p": 9, "n": 0})])
+        assert take(1)[0]["p"] == 9
