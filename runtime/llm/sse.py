@@ -26,7 +26,11 @@ from collections.abc import Iterable, Iterator
 
 import orjson
 
+from .retry import Failure, ProviderError
+
 _BOM = b"\xef\xbb\xbf"
+
+MAX_EVENT_BYTES = 64 * 1024 * 1024  # no reply sends one event this large: a broken or hostile server
 
 
 def loads(data: bytes):
@@ -55,39 +59,45 @@ def _event(block: bytes) -> tuple[bytes | None, bytes | None]:
 
 
 def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(event name or None, data or None) of each event in a byte stream."""
-    buffer = b""
+    """(event name or None, data or None) of each event in a byte stream.
+
+    Linear in the stream: each chunk's line ends are made ``\n`` once (a ``\r`` ending one
+    chunk and a ``\n`` starting the next are one line end), and the search for a blank line
+    resumes where the last one stopped. An event past ``MAX_EVENT_BYTES`` ends the stream
+    with a `ProviderError` instead of growing the buffer without end."""
+    buffer = bytearray()
+    scanned = 0  # the buffer holds no blank line before this offset
+    carriage = False  # the last chunk ended with "\r"
     first = True
     for chunk in chunks:
         if not chunk:
             continue
-        buffer = buffer + chunk if buffer else chunk
         if first:
             first = False
-            if buffer.startswith(_BOM):
-                buffer = buffer[len(_BOM) :]
-        held = b""
-        if buffer.endswith(b"\r"):  # its "\n" may come with the next chunk
-            buffer, held = buffer[:-1], b"\r"
-        buffer = yield from _dispatch(buffer)
-        buffer += held
-    if buffer.endswith(b"\r"):  # the stream's last line end
-        yield from _dispatch(buffer[:-1] + b"\n")
-
-
-def _dispatch(buffer: bytes):
-    """Yield the complete events in ``buffer`` (no "\r" at its end); return the rest."""
-    if b"\r" in buffer:
-        buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    start = 0
-    while (end := buffer.find(b"\n\n", start)) >= 0:
-        block = buffer[start:end]
-        start = end + 2
-        if block:
-            event, data = _event(block[1:] if block[:1] == b"\n" else block)
-            if event is not None or data is not None:
-                yield event, data
-    return buffer[start:] if start else buffer
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM) :]
+        if carriage and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        carriage = chunk[-1:] == b"\r"
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer += chunk
+        start = 0
+        search = max(0, scanned - 1)
+        while (end := buffer.find(b"\n\n", search)) >= 0:
+            block = bytes(buffer[start:end])
+            start = search = end + 2
+            if block[:1] == b"\n":
+                block = block[1:]
+            if block:
+                event, data = _event(block)
+                if event is not None or data is not None:
+                    yield event, data
+        if start:
+            del buffer[:start]
+        scanned = len(buffer)
+        if scanned > MAX_EVENT_BYTES:
+            raise ProviderError(Failure(f"The model's stream sent an event larger than {MAX_EVENT_BYTES:,} bytes"))
 
 
 class _Events:

@@ -77,6 +77,31 @@ def test_a_leading_byte_order_mark_and_a_carriage_return_split_from_its_line_fee
     assert list(sse_events(chunks)) == [(b"a", b"1"), (b"b", b"2")]
 
 
+def test_an_event_that_never_ends_stops_the_stream_at_the_limit_with_the_reason(monkeypatch):
+    """A broken or hostile server that sends one endless event: the reply fails with the
+    reason once the event passes the limit, instead of the buffer growing without end."""
+    import runtime.llm.sse as sse
+    from runtime.llm.retry import ProviderError
+
+    monkeypatch.setattr(sse, "MAX_EVENT_BYTES", 64 * 1024)
+
+    def endless():
+        yield b"event: message_start\ndata: {}\n\n"
+        yield b"event: content_block_delta\ndata: "
+        while True:
+            yield b"x" * 1000  # no line end, ever
+
+    events = sse.sse_events(endless())
+    assert next(events) == (b"message_start", b"{}")
+    with pytest.raises(ProviderError, match="larger than 65,536 bytes"):
+        next(events)
+
+
+def test_a_reply_cut_into_one_byte_pieces_parses_the_same():
+    body = "".join(f"event: e{i}\r\ndata: {{\"n\": {i}}}\r\n\r\n" for i in range(200)).encode()
+    assert list(sse_events(body[i : i + 1] for i in range(len(body)))) == [(f"e{i}".encode(), f'{{"n": {i}}}'.encode()) for i in range(200)]
+
+
 # -- replies over the wire ---------------------------------------------------------------------
 
 
