@@ -288,14 +288,18 @@ class _Connection:
         if not was_up:
             return  # a start that failed: ensure() reports it
         self.crashes_in_row += 1
-        self.state.restarts += 1
+        restarts = self.state.restarts + 1
         delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.crashes_in_row - 1))
         self.next_attempt = time.monotonic() + delay
         tail = self._stderr_tail()
-        why = f"the server closed the connection (crashed?); restart #{self.state.restarts} in {delay:g} s"
+        why = f"the server closed the connection (crashed?); restart #{restarts} in {delay:g} s"
         if tail:
             why += f"; its stderr ends: {tail[-500:]}"
         self.state.status = "restarting"
+        # The reason before the count: another thread reading the state (the health page) that
+        # sees the restart sees why.
+        self.state.last_error, self.state.last_error_at = why, time.time()
+        self.state.restarts = restarts
         self._error(why)
         loop = asyncio.get_running_loop()
         self.restart_handle = loop.call_later(delay, lambda: loop.create_task(self._restart_quietly()))
