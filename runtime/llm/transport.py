@@ -107,14 +107,9 @@ class _Body(httpx2.SyncByteStream):
 
     def close(self) -> None:
         response = self._response
-        if not response.closed and response.connection is not None and not _finished(response):
+        if response.connection is not None and not response.isclosed():
             response.close()  # unread bytes on the socket: it cannot serve another request
         response.release_conn()
-
-
-def _finished(response: urllib3.BaseHTTPResponse) -> bool:
-    fp = getattr(response, "_fp", None)
-    return fp is None or bool(getattr(fp, "closed", True)) or response.length_remaining == 0
 
 
 class Urllib3Transport(httpx2.BaseTransport):

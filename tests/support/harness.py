@@ -260,15 +260,16 @@ class Durations:
         per_group: dict[str, float] = defaultdict(float)
         cpu_group: dict[str, float] = defaultdict(float)
         own_group: dict[str, float] = defaultdict(float)
-        def group(nodeid: str) -> str:
+
+        def group_of(nodeid: str) -> str:
             return groups.get(nodeid) or nodeid.split("::", 1)[0]
 
         for duration, _, nodeid in self.phases:
             per_test[nodeid] += duration
-            per_group[group(nodeid)] += duration
+            per_group[group_of(nodeid)] += duration
         for nodeid, cpu in self.cpu.items():
-            cpu_group[group(nodeid)] += cpu
-            own_group[group(nodeid)] += self.own_cpu.get(nodeid, 0.0)
+            cpu_group[group_of(nodeid)] += cpu
+            own_group[group_of(nodeid)] += self.own_cpu.get(nodeid, 0.0)
         wall = time.monotonic() - self.started
         lines = [
             f"wall time {wall:.1f} s; {len(per_test)} tests, {sum(per_test.values()):.1f} s of test time "
@@ -278,8 +279,8 @@ class Durations:
             "",
             "groups (one worker each), by total seconds; CPU seconds: the worker's own, and with the children it waited for:",
             *(
-                f"{seconds:8.2f}  {own_group[group]:8.2f}  {cpu_group[group]:8.2f}  {group}"
-                for group, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])
+                f"{seconds:8.2f}  {own_group[name]:8.2f}  {cpu_group[name]:8.2f}  {name}"
+                for name, seconds in sorted(per_group.items(), key=lambda kv: -kv[1])
             ),
             "",
             "tests by the worker's own CPU seconds (the top 40):",

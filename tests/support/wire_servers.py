@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import socket
-import zlib
+import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -504,8 +505,6 @@ class _Server(ThreadingHTTPServer):
     wire: WireServer
 
     def handle_error(self, request, client_address):
-        import sys
-
         if isinstance(sys.exc_info()[1], ConnectionError):  # a client cut its connection (a cancelled call)
             return
         super().handle_error(request, client_address)
