@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.test.utils import override_settings
 
 from tests.support.services import ORACLE, require
 
@@ -49,6 +50,15 @@ def pytest_configure(config):
         subprocess.run(["cp", "-al", str(shared / "node_modules"), str(home / "node_modules")], check=False)
     os.environ["PI_ORACLE_HOME"] = str(home)
     config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashing():
+    """Passwords in the test processes are hashed with MD5: Django's PBKDF2 (a million
+    rounds) costs ~0.3 s of CPU a hash here, and the suite makes and checks hundreds.
+    The deployments' servers keep the real hasher (their logins are hashed for real)."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -49,9 +49,3 @@ def published():
     ev.add_publisher(publisher)
     yield seen
     ev.remove_publisher(publisher)
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """The owner/outsider/staff fixtures hash passwords; PBKDF2 would cost ~0.5 s each."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -26,11 +26,6 @@ LOG = "/admin/audit/auditentry/"
 SESSIONS = "/admin/sessions_tree/agentsession/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def agent(sessions_dir, tmp_path, settings):
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"

@@ -11,11 +11,6 @@ from tests.support.builders import build_tree, default_agent, owner_tokens
 from tests.support.sockets import session_cookie
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def agent(transactional_db, sessions_dir, tmp_path, settings):
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"

@@ -33,11 +33,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SESSIONS = "/admin/sessions_tree/agentsession/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def agent(sessions_dir, tmp_path, settings):
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"

@@ -25,11 +25,6 @@ from tests.support.rules import rules
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def world(driver_for, owner, staff):
     """A session with entries and a finished run, a second one with a queued run, a model, a tool

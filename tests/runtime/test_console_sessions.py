@@ -20,11 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LIST = "/admin/sessions_tree/agentsession/"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def console(client, staff):
     client.force_login(staff)

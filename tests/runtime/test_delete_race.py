@@ -80,7 +80,6 @@ def race_agent(transactional_db, sessions_dir, tmp_path, settings):
 
     settings.NETA_WORKSPACE_DIR = tmp_path / "workspace"
     settings.NETA_TASK_BACKEND = "inline"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     agent = default_agent()
     ModelConfig.objects.filter(pk=agent.model_id).update(options={"rules": RULES})
     return agent

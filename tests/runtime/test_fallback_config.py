@@ -16,11 +16,6 @@ from runtime.models import Agent, ModelConfig
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def agent(tmp_path, settings):
     settings.NETA_WORKSPACE_DIR = tmp_path / "ws"
