@@ -41,6 +41,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.databases import mariadb_migrated, sqlite_migrated
+from tests.support.forkserver import ForkServer
 from tests.support.services import MARIADB, REDIS_URL, REPO, free_port, mariadb_connect, mariadb_url
 
 VENV_BIN = Path(sys.executable).parent
@@ -58,6 +59,9 @@ Agent.objects.filter(name="default").update(model=ModelConfig.objects.get(name="
 alice = get_user_model().objects.create_user({USER!r}, password={PASSWORD!r})
 print(json.dumps({{"token": api_token_create(user=alice, name="deployment").secret}}))
 """
+
+# A management command in a fork server's child (argv: manage.py and the command's words).
+MANAGE = "import sys\nfrom django.core.management import execute_from_command_line\nexecute_from_command_line(sys.argv)\n"
 
 ADD_AGENT = """
 import json, os
@@ -129,6 +133,7 @@ class Deployment:
         self.server_names: list[str] = []
         self.processes: dict[str, subprocess.Popen] = {}
         self.prepared = False
+        self._forks: ForkServer | None = None  # one-off processes (python, manage)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -267,6 +272,9 @@ class Deployment:
 
     def stop_all(self) -> None:
         """SIGTERM every process group, wait a little, SIGKILL what is left."""
+        if self._forks is not None:
+            self._forks.close()
+            self._forks = None
         for process in self.processes.values():
             try:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -337,16 +345,36 @@ class Deployment:
     def run(self, args: list[str], env: dict | None = None, timeout: float = 180) -> str:
         """Run a command of the deployment (its settings, its database); return its output."""
         result = subprocess.run(args, cwd=REPO, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+        return self._output(args, result)
+
+    def python(self, code: str, env: dict | None = None, timeout: float = 180) -> str:
+        """Run ``code`` in a fresh process of the deployment, Django set up (like ``manage.py shell -c``):
+        a child of the deployment's fork server (``tests/support/forkserver.py``) unless ``env``
+        changes a setting."""
+        return self._fresh(["-c"], code, env, timeout)
+
+    def manage(self, *args: str, timeout: float = 180) -> str:
+        """``manage.py`` ``args`` in a fresh process of the deployment (a fork server's child)."""
+        return self._fresh(["manage.py", *args], MANAGE, None, timeout)
+
+    def _fresh(self, argv: list[str], code: str, env: dict | None, timeout: float) -> str:
+        result = None
+        if ForkServer.suits(env):
+            if self._forks is not None and self._forks.env != self.env:  # a test changed the deployment's settings
+                self._forks.close()
+                self._forks = None
+            self._forks = self._forks or ForkServer(self.env, REPO)
+            result = self._forks.run(code, argv, env, timeout)
+        if result is None:
+            args = [sys.executable, "-c", "import django\ndjango.setup()\n" + code] if argv == ["-c"] else [sys.executable, *argv]
+            result = subprocess.run(args, cwd=REPO, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+        return self._output([sys.executable, *argv], result)
+
+    @staticmethod
+    def _output(args: list[str], result: subprocess.CompletedProcess) -> str:
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(args[:3])} failed:\n{result.stdout[-1000:]}\n{result.stderr[-3000:]}")
         return result.stdout
-
-    def python(self, code: str, env: dict | None = None, timeout: float = 180) -> str:
-        """Run ``code`` in a fresh process of the deployment, Django set up (like ``manage.py shell -c``)."""
-        return self.run([sys.executable, "-c", "import django\ndjango.setup()\n" + code], env, timeout)
-
-    def manage(self, *args: str, timeout: float = 180) -> str:
-        return self.run([sys.executable, "manage.py", *args], timeout=timeout)
 
     def add_agent(self, name: str, rules: dict, **fields) -> str:
         """A scripted model answering by ``rules`` and an agent ``name`` on it (``fields``: the
