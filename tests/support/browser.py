@@ -172,11 +172,26 @@ class Console:
         page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
 
 
+# The session cookies of each (site, user) this process logged in: a later page of the same
+# user starts with them instead of the login form (Django's PBKDF2 check costs the server
+# ~0.3 s of CPU a login, and the form a page load). The login form itself is driven by the
+# tests of the login page. A session that no longer holds (a test logged out) is logged in again.
+_SESSIONS: dict[tuple[str, str], list[dict]] = {}
+SESSION_COOKIES = ("sessionid", "csrftoken")
+
+
 def login(page, base_url: str, username: str = "alice", path: str = "/?agent=browser") -> None:
+    """Open ``path`` as ``username`` (a chat page), logged in."""
+    cookies = _SESSIONS.get((base_url, username))
+    if cookies:
+        page.context.add_cookies(cookies)
     page.goto(base_url + path)
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    if page.locator("#id_username").count():  # the login form: no session yet, or it ended
+        page.fill("#id_username", username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_selector("html[data-conversation-ready]")
+        _SESSIONS[(base_url, username)] = [c for c in page.context.cookies() if c["name"] in SESSION_COOKIES]
     page.wait_for_selector("html[data-conversation-ready]")
 
 
