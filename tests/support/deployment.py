@@ -13,6 +13,8 @@ Servers are Daphne as ``make run`` serves it (``python -m neta.serve``); workers
 ``celery -A neta worker``. Every process is started in a process group of its own and
 can be killed with everything it started (``kill``), stopped (``stop``) or waited for
 (``wait_dead``), and started again; its output goes to ``<workdir>/<name>.log``.
+One-off processes (``python``, ``manage``, ``export``) are forked from the deployment's
+fork server (``tests/support/forkserver.py``).
 
 The database is a copy of a template migrated, bootstrapped and seeded once per test
 process (``tests/support/databases.py``): the seed makes the default agent answer with
