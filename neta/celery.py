@@ -41,7 +41,22 @@ def _worker_setup(sender=None, **_):
         from runtime.llm.clients import load_sdks  # app code loads once Django is set up (the signal)
 
         _process_setup()
-        load_sdks()  # the runs worker: not under the first burst of turns, thread after thread
+        load_sdks(_provider_kinds())  # the runs worker: not under the first burst of turns, thread after thread
+
+
+def _provider_kinds() -> set[str] | None:
+    """The provider kinds of the enabled models; None when the database cannot say (every SDK
+    is loaded then)."""
+    from django.db import DatabaseError, connection  # app code loads once Django is set up (the signal)
+
+    from runtime.models import ModelConfig  # app code loads once Django is set up (the signal)
+
+    try:
+        return set(ModelConfig.objects.filter(enabled=True).values_list("provider_kind", flat=True).distinct())
+    except DatabaseError:
+        return None
+    finally:
+        connection.close()  # the start-up thread's own: a task thread opens its own
 
 
 @worker_process_init.connect

@@ -79,14 +79,29 @@ def request_timeout(options: dict) -> httpx2.Timeout:
     return httpx2.Timeout(float(total), connect=float(connect))
 
 
-def load_sdks() -> None:
+# The provider kinds each SDK serves.
+SDK_KINDS = {"anthropic": frozenset({"anthropic"}), "openai": frozenset({"openai", "openai-responses", "openai-compatible"})}
+
+
+def load_sdks(kinds: set[str] | None = None) -> list[str]:
     """Load the providers' SDKs and the shared HTTP client now: a runs worker's start-up calls
     it, so that the first burst of turns does not wait, thread after thread, on the import
-    lock for ~1 s of module loading each SDK costs a busy process."""
-    import anthropic  # noqa: F401 - loaded here on purpose (see above)
-    import openai  # noqa: F401 - loaded here on purpose (see above)
+    lock for ~1 s of module loading each SDK costs a busy process.
 
+    ``kinds``: the provider kinds of the enabled models (None: every kind). An SDK no enabled
+    model uses is not loaded (~1.2 s of CPU each on a small machine); a model of its kind
+    enabled later loads it with its first client. Returns the SDKs loaded."""
+    loaded = []
+    if kinds is None or kinds & SDK_KINDS["anthropic"]:
+        import anthropic  # noqa: F401 - loaded here on purpose (see above)
+
+        loaded.append("anthropic")
+    if kinds is None or kinds & SDK_KINDS["openai"]:
+        import openai  # noqa: F401 - loaded here on purpose (see above)
+
+        loaded.append("openai")
     shared_http_client()
+    return loaded
 
 
 def cached_client(key: tuple, build):
