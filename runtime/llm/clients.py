@@ -13,6 +13,8 @@ import threading
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from .options import WIRE_KINDS
+
 if TYPE_CHECKING:
     import httpx2
 
@@ -79,10 +81,6 @@ def request_timeout(options: dict) -> httpx2.Timeout:
     return httpx2.Timeout(float(total), connect=float(connect))
 
 
-# The provider kinds each SDK serves.
-SDK_KINDS = {"anthropic": frozenset({"anthropic"}), "openai": frozenset({"openai", "openai-responses", "openai-compatible"})}
-
-
 def load_sdks(kinds: set[str] | None = None) -> list[str]:
     """Load the providers' SDKs and the shared HTTP client now: a runs worker's start-up calls
     it, so that the first burst of turns does not wait, thread after thread, on the import
@@ -92,11 +90,11 @@ def load_sdks(kinds: set[str] | None = None) -> list[str]:
     model uses is not loaded (~1.2 s of CPU each on a small machine); a model of its kind
     enabled later loads it with its first client. Returns the SDKs loaded."""
     loaded = []
-    if kinds is None or kinds & SDK_KINDS["anthropic"]:
+    if kinds is None or "anthropic" in kinds:
         import anthropic  # noqa: F401 - loaded here on purpose (see above)
 
         loaded.append("anthropic")
-    if kinds is None or kinds & SDK_KINDS["openai"]:
+    if kinds is None or kinds & (set(WIRE_KINDS) - {"anthropic"}):  # every other wire kind speaks OpenAI's SDK
         import openai  # noqa: F401 - loaded here on purpose (see above)
 
         loaded.append("openai")

@@ -186,13 +186,14 @@ def login(page, base_url: str, username: str = "alice", path: str = "/?agent=bro
     if cookies:
         page.context.add_cookies(cookies)
     page.goto(base_url + path)
-    if page.locator("#id_username").count():  # the login form: no session yet, or it ended
+    form = page.locator("#id_username").count() > 0  # no session yet, or it ended
+    if form:
         page.fill("#id_username", username)
         page.fill("#id_password", PASSWORD)
         page.click("button[type=submit]")
-        page.wait_for_selector("html[data-conversation-ready]")
-        _SESSIONS[(base_url, username)] = [c for c in page.context.cookies() if c["name"] in SESSION_COOKIES]
     page.wait_for_selector("html[data-conversation-ready]")
+    if form:
+        _SESSIONS[(base_url, username)] = [c for c in page.context.cookies() if c["name"] in SESSION_COOKIES]
 
 
 def send(page, text: str) -> None:
