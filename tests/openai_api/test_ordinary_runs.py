@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import threading
 
@@ -96,27 +97,32 @@ def test_answers_being_followed_hold_no_request_thread(deployment):
 
     headers = {"Authorization": f"Bearer {deployment.tokens['alice']}", "Content-Type": "application/json"}
     url = deployment.cluster.url(0, "/v1/responses")
-    held = []
+    streams, waiting = [], []
     for i, stream in enumerate((True, True, False, False)):
-        client = httpx.Client(timeout=httpx.Timeout(60))
         body = json.dumps({"model": "default", "input": f"hold on number {i}", "stream": stream})
-        request = client.build_request("POST", url, content=body, headers=headers)
-        held.append((client, client.send(request, stream=True) if stream else None))
-        if not stream:  # a whole answer: its request waits in a thread of its own here
-            threading.Thread(target=lambda c=client, r=request: _quietly(c.send, r), daemon=True).start()
-    for client, response in held:
-        if response is not None:
-            assert response.status_code == 200 and next(response.iter_lines()).startswith("event: response.created")
+        if stream:
+            client = httpx.Client(timeout=httpx.Timeout(60))
+            request = client.build_request("POST", url, content=body, headers=headers)
+            streams.append((client, client.send(request, stream=True)))
+        else:  # a whole answer: the request waits on its connection, which the test closes at the end
+            waiting.append(_post_on_a_socket(deployment.cluster.port(0), "/v1/responses", body, headers))
+    for client, response in streams:
+        assert response.status_code == 200 and next(response.iter_lines()).startswith("event: response.created")
     status, me = deployment.rest("get", "/api/me/")
     assert status == 200 and me["username"] == "alice"
     answer = deployment.client().responses.create(model="default", input="and one more")
     assert answer.output_text == "Echo: and one more"
-    for client, response in held:
-        client.close()  # the clients go away: their runs are aborted
+    for client, response in streams:  # the clients go away: their runs are aborted
+        response.close()
+        client.close()
+    for sock in waiting:
+        sock.close()
 
 
-def _quietly(call, *args):
-    try:
-        call(*args)
-    except Exception:
-        pass
+def _post_on_a_socket(port: int, path: str, body: str, headers: dict) -> socket.socket:
+    """Send a POST and leave its answer unread (the caller closes the connection)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(body.encode())}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n" + body).encode())
+    return sock

@@ -223,9 +223,16 @@ def shot(page, artifacts: Path, name: str, doc: str) -> None:
         page.screenshot(path=str(DOC_SHOTS / f"{doc}.png"))
 
 
+# How often the waits below check the page, in ms. Playwright's default checks on every
+# animation frame, which keeps the renderer drawing 60 frames a second while a test waits.
+POLL_MS = 100
+
+
 def wait_idle(page, timeout: float = 30_000) -> None:
     """Until no run is active and the last answer is stored."""
-    page.wait_for_function("() => window.neta.store.connection.state === 'live' && !window.neta.store.running", timeout=timeout)
+    page.wait_for_function(
+        "() => window.neta.store.connection.state === 'live' && !window.neta.store.running", timeout=timeout, polling=POLL_MS
+    )
 
 
 def open_steps(page, answer) -> None:
@@ -271,6 +278,7 @@ def answered(page, prompt: str, contains: str, timeout: float = 60_000) -> None:
         }""",
         arg=[prompt, contains],
         timeout=timeout,
+        polling=POLL_MS,
     )
 
 
@@ -292,6 +300,7 @@ def reached(page, prompt: str, contains: str, timeout: float = 30_000) -> None:
         }""",
         arg=[prompt, contains],
         timeout=timeout,
+        polling=POLL_MS,
     )
 
 
