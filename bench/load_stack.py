@@ -278,12 +278,17 @@ class Stack:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self, users: int = 1) -> None:
+    def start(self, users: int = 1, *, wire_url: str = "") -> None:
+        """Migrate, bootstrap, add the agent ``wire`` when ``wire_url`` is given (before the
+        processes start, so a worker loads its model's SDK at start-up, as it does where the
+        models exist, and not within a measured turn), then start the processes."""
         (self.workdir / "var").mkdir()
         if self.mode == "distributed":
             self._mysql(f"CREATE DATABASE `{self.name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         self.run_manage("migrate", "--noinput")
         self.run_manage("neta_bootstrap")
+        if wire_url:
+            self.add_wire_agent(wire_url)
         for i in range(self.workers):
             self._spawn(f"worker{i}", [str(VENV_BIN / "celery"), "-A", "neta", "worker", "-l", "info", "-Q", self.name,
                                        "-P", self.worker_pool, "-c", str(self.worker_concurrency), "-n", f"{self.name}-w{i}@%h",

@@ -668,11 +668,9 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
         https = {}
         for mode, stack in stacks.items():
             t = time.monotonic()
-            stack.start()
+            stack.start(wire_url=url)
             biggest = max([*args.sessions, *(args.wire_sessions if provider else []), 50 if args.memory else 1])
             stack.add_users(max(1, math.ceil(biggest / SESSIONS_PER_USER)))
-            if provider:
-                stack.add_wire_agent(url)
             https[mode] = Http(stack, threads=128)
             print(f"  {mode}: stack up in {time.monotonic() - t:.0f} s (ports {stack.ports}, work dir {stack.workdir})", flush=True)
         plan = [("scripted", n, args.turns) for n in args.sessions if "scripted" in args.models]
