@@ -162,6 +162,9 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     page.press("#composer-input", "Enter")
     expect(page.locator(".stable-list .msg-compaction")).to_be_visible()
     expect(page.locator("#composer-input")).to_have_value("")
+    # The compact request has answered (the entry can arrive on the socket first): until
+    # then the composer is still sending and takes nothing new.
+    expect(page.locator(".notice-info")).to_contain_text("Context compacted.", timeout=30_000)
     # An unknown command is an error, not a message.
     send(page, "/frobnicate")
     expect(page.locator(".composer .form-error")).to_contain_text("Unknown command /frobnicate")
