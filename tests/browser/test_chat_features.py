@@ -160,14 +160,13 @@ def test_versions_regenerate_edit_title_compact_and_pickers(browser, server, fea
     expect(page.locator("#composer-input")).to_have_value("/compact ")
     page.type("#composer-input", "keep the fruit trees")
     page.press("#composer-input", "Enter")
-    expect(page.locator(".stable-list .msg-compaction")).to_be_visible()
     expect(page.locator("#composer-input")).to_have_value("")
-    # The compact request has answered (the entry can arrive on the socket first): until
-    # then the composer is still sending and takes nothing new.
-    expect(page.locator(".notice-info")).to_contain_text("Context compacted.", timeout=30_000)
-    # An unknown command is an error, not a message.
+    # What is sent while the compact request is out waits for it rather than being dropped:
+    # an unknown command is then an error, not a message.
     send(page, "/frobnicate")
-    expect(page.locator(".composer .form-error")).to_contain_text("Unknown command /frobnicate")
+    expect(page.locator(".stable-list .msg-compaction")).to_be_visible()
+    expect(page.locator(".composer .form-error")).to_contain_text("Unknown command /frobnicate", timeout=30_000)
+    expect(page.locator(".notice-info")).to_contain_text("Context compacted.")
     assert user_entries(page, "/frobnicate") == 0
 
     # An image dropped on the composer is attached (and can be removed again).

@@ -451,24 +451,34 @@ export function App({ data, store, connection }) {
     }
   }
 
+  const starting = useRef(false);
   const onSend = async ({ text, images, documents = [], mode }) => {
     const command = parseSlash(text);
     if (command?.error) throw new Error(command.error);
     if (!data.sessionId) {
-      // A draft: the session is created by its first message (draft.js).
+      // A draft: the session is created by its first message (draft.js). A message sent
+      // while that one is out goes back to the composer: the page is about to move.
+      if (starting.current) return false;
       if (command) throw new Error(t("/{command} needs a session: send a first message.", { command: command.name }));
       const payload = { text, mode, ...promptChoice(models, choiceRef.current, data.agent.model) };
       if (images.length) payload.images = images;
       if (documents.length) payload.documents = documents;
-      const session = await startSession(data.agent.name, payload);
+      starting.current = true;
+      let session;
+      try {
+        session = await startSession(data.agent.name, payload);
+      } catch (e) {
+        starting.current = false;
+        throw e;
+      }
       remember(`choice.${session.sessionId}`, choiceRef.current);
       window.location.assign(`/sessions/${encodeURIComponent(session.sessionId)}/`);
       return;
     }
     if (command) {
       await runCommand(command);
-    } else if (banner?.fromEntryId) {
-      if ((await sendFrom(banner.fromEntryId, { text, images, documents, mode })) === false) return false;
+    } else if (bannerRef.current?.fromEntryId) {
+      if ((await sendFrom(bannerRef.current.fromEntryId, { text, images, documents, mode })) === false) return false;
     } else {
       await prompt({ text, images, documents, mode });
     }

@@ -40,7 +40,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
   const [images, setImages] = useState([]);
   const [documents, setDocuments] = useState([]); // {data, mimeType, name, size}: their text is read by the server
   const [error, setError] = useState(null);
-  const [sending, setSending] = useState(false);
+  const [sending, setSending] = useState(0); // sends under way
   const area = useRef(null);
   const fileInput = useRef(null);
   const [dragging, setDragging] = useState(false);
@@ -93,10 +93,14 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
     }
   };
 
-  const send = async () => {
+  // Sends go out one after another, in the order they were made: a message sent while the
+  // previous send (a slow /compact, say) is still out waits for it, rather than being dropped.
+  const chain = useRef(Promise.resolve());
+  const latestSend = useRef(onSend);
+  latestSend.current = onSend;
+  const send = () => {
     const text = draft.text;
-    if (!text.trim() || sending) return;
-    setSending(true);
+    if (!text.trim()) return;
     setError(null);
     const sent = images;
     const sentDocs = documents;
@@ -111,15 +115,21 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
       setImages((now) => (now.length ? now : sent));
       setDocuments((now) => (now.length ? now : sentDocs));
     };
-    try {
-      const payload = { text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), documents: sentDocs.map(({ data, mimeType, name }) => ({ data, mimeType, name })), mode };
-      if ((await onSend(payload)) === false) restore();
-    } catch (e) {
-      restore();
-      setError(e.message || String(e));
-    } finally {
-      setSending(false);
-    }
+    const payload = { text, images: sent.map(({ data, mimeType }) => ({ data, mimeType })), documents: sentDocs.map(({ data, mimeType, name }) => ({ data, mimeType, name })), mode };
+    const deliver = async () => {
+      setSending((n) => n + 1);
+      try {
+        // The handler of now, not of the moment it was queued: a send before it may have
+        // changed where the next message goes (a branch started, a banner dropped).
+        if ((await latestSend.current(payload)) === false) restore();
+      } catch (e) {
+        restore();
+        setError(e.message || String(e));
+      } finally {
+        setSending((n) => n - 1);
+      }
+    };
+    chain.current = chain.current.then(deliver);
   };
 
   const onKeyDown = (event) => {
@@ -205,7 +215,7 @@ export function Composer({ store, draft, setDraft, banner, onCancelBanner, onSen
           <button type="button" class="icon-button attach-button" aria-label=${t("Attach files")} title=${supportsImages ? t("Attach documents (PDF, text, markdown, code) or images") : t("Attach documents (PDF, text, markdown, code)")} onClick=${() => fileInput.current.click()}>${narrow ? "+" : t("Attach")}</button>
           <input ref=${fileInput} type="file" aria-label=${t("Files to attach")} accept=${[...(supportsImages ? IMAGE_TYPES : []), ATTACH_TYPES].join(",")} multiple hidden onChange=${(e) => { addFiles(e.currentTarget.files); e.currentTarget.value = ""; }} />
           ${narrow ? null : deliverAs}
-          <button type="submit" class="primary" disabled=${!draft.text.trim() || sending || offline}>${running ? t("Queue") : t("Send")}</button>
+          <button type="submit" class="primary" disabled=${!draft.text.trim() || offline} aria-busy=${sending ? "true" : undefined}>${running ? t("Queue") : t("Send")}</button>
           ${running ? html`<button type="button" class="danger" onClick=${onAbort}>${t("Abort")}</button>` : null}
         </div>
       </div>
