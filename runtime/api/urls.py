@@ -1,8 +1,6 @@
 """``/api/`` routes (included by ``neta.urls``)."""
 
 from django.urls import path, re_path
-from django.views import View
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from runtime.api.errors import api_not_found
@@ -12,6 +10,7 @@ from runtime.api.views import (
     health,
     imports,
     runs,
+    schema,
     sessions,
     subagents,
     tokens,
@@ -27,15 +26,6 @@ router.register("skills", catalog.SkillViewSet, basename="skill")
 router.register("runs", runs.RunViewSet, basename="run")
 
 SESSION = "sessions/<str:session_id>/"
-
-
-class DocsPage(SpectacularSwaggerView):
-    """The Swagger page. Its renderer is an HTML template, which DRF's OPTIONS
-    metadata cannot fill (TemplateDoesNotExist, a 500): OPTIONS answers as
-    Django's plain views do, with ``Allow`` and no body."""
-
-    def options(self, request, *args, **kwargs):
-        return View.options(self, request, *args, **kwargs)
 
 
 app_name = "api"
@@ -77,8 +67,8 @@ urlpatterns = [
     path("runs/<uuid:run_id>/trace/", traces.RunTraceApi.as_view(), name="run-trace"),
     path("health/", health.HealthApi.as_view(), name="health"),
     path("csrf/", account.CsrfApi.as_view(), name="csrf"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", DocsPage.as_view(url_name="api:schema"), name="docs"),
+    path("schema/", schema.SchemaApi.as_view(), name="schema"),
+    path("docs/", schema.DocsPage.as_view(url_name="api:schema"), name="docs"),
     *router.urls,
     re_path(r"^.*$", api_not_found),
 ]

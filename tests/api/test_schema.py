@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import schemathesis
+import yaml
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
 from runtime.api.tokens import api_token_create
+from runtime.api.views.schema import SchemaApi
 from runtime.models import AgentRun
 from tests.support.builders import build_tree, default_agent
 from tests.support.services import REPO
@@ -45,6 +47,27 @@ def test_schema_and_docs_are_served(client):
     assert docs.status_code == 200 and b"swagger-ui" in docs.content
     # The docs page's assets are served locally (no CDN).
     assert b"cdn.jsdelivr" not in docs.content
+
+
+def test_the_schema_answers_in_each_format_and_language_asked_for(client):
+    """Built once per language, version and format: each request still gets its own."""
+    for _ in range(2):
+        as_json = client.get("/api/schema/?format=json")
+        assert as_json["Content-Type"].startswith("application/vnd.oai.openapi+json")
+        assert as_json.json()["info"]["title"] == "Neta API"
+        as_yaml = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi")
+        assert as_yaml["Content-Type"].startswith("application/vnd.oai.openapi")
+        assert yaml.safe_load(as_yaml.content) == as_json.json()
+        assert as_yaml["Content-Disposition"] == 'inline; filename="Neta API.yaml"'
+    # Strings the schema translates follow ``?lang=``, and English comes back after it.
+    english = client.get("/api/schema/?format=json").json()
+    chinese = client.get("/api/schema/?format=json&lang=zh-hans").json()
+    assert chinese["paths"].keys() == english["paths"].keys() and chinese != english
+    assert client.get("/api/schema/?format=json").json() == english
+    # What a caller may vary keeps the kept renderings bounded.
+    for n in range(40):
+        assert client.get(f"/api/schema/?format=json&version=v{n}&lang=x{n}").status_code == 200
+    assert len(SchemaApi._rendered) <= SchemaApi.KEPT
 
 
 @pytest.fixture

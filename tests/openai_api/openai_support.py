@@ -4,6 +4,7 @@ as an OpenAI client addresses it, and reading the tree back (the fixtures are in
 from __future__ import annotations
 
 import json
+import time
 
 from tests.support.deployment import Deployment as Cluster
 
@@ -149,3 +150,14 @@ def path_to(entries: list[dict], entry_id: str) -> list[dict]:
 def conversation(entries: list[dict], leaf_id: str) -> list[tuple[str, str]]:
     """(role, text) of the user and assistant messages root→leaf."""
     return [(role(e), text_of(e)) for e in path_to(entries, leaf_id) if role(e) in ("user", "assistant")]
+
+
+def wait_for_run(deployment, session_id: str, *states: str, timeout: float = 60) -> dict:
+    """The session's latest run once its status is one of ``states``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = deployment.runs(session_id)
+        if runs and runs[0]["status"] in states:
+            return runs[0]
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)

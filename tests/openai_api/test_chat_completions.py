@@ -10,7 +10,7 @@ import asyncio
 import openai
 import pytest
 
-from tests.openai_api.openai_support import by_id, children, conversation, role, text_of
+from tests.openai_api.openai_support import by_id, children, conversation, role, text_of, wait_for_run
 
 pytestmark = [pytest.mark.slow]
 
@@ -167,3 +167,4 @@ def test_a_busy_session_is_409(deployment):
         pinned.chat.completions.create(model="default", messages=[user("meanwhile")])
     assert busy.value.body["code"] == "session_busy"
     stream.close()  # and the held run is aborted
+    assert wait_for_run(deployment, sid, "aborted", "completed", "failed")["status"] == "aborted"

@@ -5,13 +5,12 @@ aborts its run."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx2 as httpx
 import openai
 import pytest
 
-from tests.openai_api.openai_support import role, text_of
+from tests.openai_api.openai_support import role, text_of, wait_for_run
 
 pytestmark = [pytest.mark.slow]
 
@@ -144,16 +143,6 @@ def test_a_read_only_token_reads_but_starts_no_turn(deployment):
     assert stored_counts(deployment) == before
     assert reader.responses.retrieve(response.id).output_text == "Echo: read me later"
     assert "default" in [m.id for m in reader.models.list()]
-
-
-def wait_for_run(deployment, session_id: str, *states: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        runs = deployment.runs(session_id)
-        if runs and runs[0]["status"] in states:
-            return runs[0]
-        assert time.monotonic() < deadline, runs
-        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("endpoint", ["responses", "chat"])
