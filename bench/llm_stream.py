@@ -1,6 +1,6 @@
 """Cost of the LLM provider layer per streamed delta.
 
-    python -m bench.llm_stream
+    python -m bench.llm_stream [--streams 20] [--seconds 4] [--rate 125] [--concurrent-only]
 
 1. scripted provider at zero delay: µs per delta, against a bare generator that
    yields the same number of StreamEvents (ratio = the layer's own overhead);
@@ -186,7 +186,16 @@ def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float =
 
 
 if __name__ == "__main__":
-    bench_scripted()
-    bench_long_outputs()
-    bench_wire()
-    bench_wire_concurrent()
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Cost of the LLM provider layer per streamed delta.")
+    parser.add_argument("--streams", type=int, default=20, help="concurrent Anthropic streams in part 4")
+    parser.add_argument("--seconds", type=float, default=4.0, help="how long each of them streams")
+    parser.add_argument("--rate", type=float, default=125.0, help="their deltas a second")
+    parser.add_argument("--concurrent-only", action="store_true", help="run part 4 alone")
+    args = parser.parse_args()
+    if not args.concurrent_only:
+        bench_scripted()
+        bench_long_outputs()
+        bench_wire()
+    bench_wire_concurrent(args.streams, args.seconds, args.rate)
