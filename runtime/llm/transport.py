@@ -14,6 +14,12 @@ exceptions (`ConnectError`, `ConnectTimeout`, `ReadTimeout`, `RemoteProtocolErro
 the response's socket under ``extensions["network_stream"]``, which the stream pump
 shuts down to end a blocked read at once.
 
+A server-sent event stream may be read at a pace (``read_pace``): when nothing is buffered,
+the next read waits until ``pace()`` seconds after the last one, so the events that arrive
+meanwhile are read in one wake-up instead of one each. A runs worker streaming hundreds of
+replies sets it to what its turns can send on anyway (``Coalescer.read_pace``); each
+thread's wake-up, not the parsing, is most of a streamed event's cost there.
+
 HTTP/1.1 only (as the default httpx client); no redirects (the client never follows
 them); TLS through httpx's own SSL context. A process whose environment names an HTTP
 proxy keeps httpx's default transport, which honours it (`use_for`).
@@ -22,8 +28,10 @@ proxy keeps httpx's default transport, which honours it (`use_for`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx2
 import urllib3
@@ -38,6 +46,11 @@ from urllib3.exceptions import (
 )
 
 _CHUNK = 64 * 1024
+
+# How long an event stream read on this thread may let its events gather, asked before each
+# read that would block (seconds; 0: read at once). Set around a model call by its caller.
+read_pace: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar("read_pace", default=None)
+_sleep = time.sleep  # a paced read's wait (the tests count them)
 
 
 def use_for() -> bool:
@@ -97,7 +110,11 @@ class _Body(httpx2.SyncByteStream):
         response = self._response
         with _httpx_errors():
             if response.chunked:
-                for chunk in response.read_chunked(decode_content=False):
+                pace = read_pace.get()
+                chunks = response.read_chunked(decode_content=False)
+                if pace is not None and _is_event_stream(response):
+                    chunks = _paced(chunks, response, pace)
+                for chunk in chunks:
                     if chunk:
                         yield chunk
                 return
@@ -110,6 +127,46 @@ class _Body(httpx2.SyncByteStream):
         if response.connection is not None and not response.isclosed():
             response.close()  # unread bytes on the socket: it cannot serve another request
         response.release_conn()
+
+
+def _is_event_stream(response: urllib3.BaseHTTPResponse) -> bool:
+    return (response.headers.get("content-type") or "").startswith("text/event-stream")
+
+
+def _buffered(response: urllib3.BaseHTTPResponse) -> bool:
+    """Whether the next read returns without waiting: bytes in the reader's buffer or on the
+    socket (a non-blocking peek)."""
+    reader = getattr(getattr(response, "_fp", None), "fp", None)
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if reader is None or sock is None:
+        return True  # not a plain socket: read as it comes
+    timeout = sock.gettimeout()
+    sock.settimeout(0)
+    try:
+        return bool(reader.peek(1))
+    except OSError:  # nothing there (or the socket failed: the read says which)
+        return False
+    finally:
+        sock.settimeout(timeout)
+
+
+def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Callable[[], float]) -> Iterator[bytes]:
+    """``chunks`` with a wait before each read that would block, until ``pace()`` after the
+    last such read. The first read is not paced (the reply's head and first events)."""
+    woke = None
+    while True:
+        if woke is not None and not _buffered(response):
+            wait = woke + pace() - time.monotonic()
+            if wait > 0:
+                _sleep(wait)
+            woke = time.monotonic()
+        elif woke is None:
+            woke = time.monotonic()
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        yield chunk
 
 
 class Urllib3Transport(httpx2.BaseTransport):

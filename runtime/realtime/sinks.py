@@ -159,6 +159,7 @@ class Coalescer:
     """
 
     DELTA_TYPES = COALESCED_TYPES
+    MAX_READ_PACE = 0.25  # seconds: what an end of a model call may wait to be read
 
     def __init__(
         self,
@@ -199,6 +200,13 @@ class Coalescer:
             self._pending, self._pending_key = dict(event), key
         if self.clock() - self._last_flush >= self._wait:
             self.flush()
+
+    def read_pace(self) -> float:
+        """How long the model's stream may gather between two reads: 0 while this stream
+        flushes at its own rate; while the process's budget holds it back (many streams at
+        once), the budget's interval, at most ``MAX_READ_PACE``: reading more often would
+        only wake the thread for deltas that wait here anyway."""
+        return min(self._wait, self.MAX_READ_PACE) if self._wait > self.interval else 0.0
 
     def flush(self) -> None:
         if self._pending is not None:

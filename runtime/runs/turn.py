@@ -36,6 +36,7 @@ from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
 from runtime.llm.sampling import capped_max_tokens
+from runtime.llm.transport import read_pace
 from runtime.llm.thinking import clamp_thinking
 from runtime.models import (
     Agent,
@@ -258,6 +259,8 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
     if run is None:
         return None
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE, budget=process_budget())
+    # The model's events are read no more often than the coalescer can send them on.
+    pacing = read_pace.set(coalescer.read_pace)
     book = RunBook(run)
     turn: Turn | None = None
     try:
@@ -283,6 +286,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         lifecycle.finish(run, RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}", sink=sink, fields=book.pending())
         run.refresh_from_db()
     finally:
+        read_pace.reset(pacing)
         coalescer.flush()
         if turn is not None:
             _write_trace(turn)

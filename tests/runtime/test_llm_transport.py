@@ -187,3 +187,98 @@ def test_https_streams_through_the_transport_and_an_unknown_certificate_is_refus
 
 def wire_requests(server) -> list:
     return [r for r in server.requests if r.path == "/v1/messages"]
+
+
+# -- reading an event stream at a pace -------------------------------------------------------
+
+
+def _serve_once(content_type: str, chunks: list[bytes], gap: float) -> tuple[str, threading.Thread]:
+    """A one-request HTTP server on loopback: a chunked body of ``chunks``, ``gap`` seconds
+    apart, each chunk in a write of its own."""
+    import socket
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn, listener:
+            conn.recv(65536)  # the request (small, one read)
+            conn.sendall(f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n".encode())
+            for chunk in chunks:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                time.sleep(gap)
+            conn.sendall(b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/", thread
+
+
+def _read(url: str, pace, monkeypatch) -> tuple[bytes, list[float], float]:
+    """The body read through the transport with ``read_pace`` set to ``pace``, the waits it
+    made, and how long the reading took."""
+    import time
+
+    import httpx2
+
+    from runtime.llm import transport
+
+    waits = []
+
+    def sleep(seconds):
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    monkeypatch.setattr(transport, "_sleep", sleep)
+    token = transport.read_pace.set(pace)
+    start = time.monotonic()
+    try:
+        with httpx2.Client(transport=transport.Urllib3Transport()) as client, client.stream("GET", url) as response:
+            body = b"".join(response.iter_raw())
+    finally:
+        transport.read_pace.reset(token)
+    return body, waits, time.monotonic() - start
+
+
+def test_an_event_stream_read_at_a_pace_gathers_its_events_and_loses_none(monkeypatch):
+    events = [b"event: e%d\ndata: {\"n\": %d}\n\n" % (i, i) for i in range(30)]
+    url, server = _serve_once("text/event-stream", events, gap=0.02)
+    body, waits, took = _read(url, lambda: 0.2, monkeypatch)
+    server.join(5)
+    assert body == b"".join(events)
+    # 30 events over ~0.6 s read in a wake-up every 0.2 s: a wait per 0.2 s at most, none longer
+    # than the pace (a read that would block waits; one that finds bytes waiting does not).
+    assert 1 <= len(waits) <= took / 0.2 + 1 and len(waits) < len(events) / 3 and max(waits) <= 0.2, (waits, took)
+
+
+def test_a_pace_of_zero_and_a_body_that_is_not_an_event_stream_are_read_as_they_come(monkeypatch):
+    events = [b"data: %d\n\n" % i for i in range(10)]
+    url, server = _serve_once("text/event-stream", events, gap=0.01)
+    body, waits, _ = _read(url, lambda: 0.0, monkeypatch)
+    server.join(5)
+    assert body == b"".join(events) and all(w <= 0 for w in waits)
+    parts = [b'{"a": ', b"1", b"}"]
+    url, server = _serve_once("application/json", parts, gap=0.01)
+    body, waits, _ = _read(url, lambda: 5.0, monkeypatch)
+    server.join(5)
+    assert body == b'{"a": 1}' and waits == []
+
+
+def test_an_aborted_stream_ends_while_its_reads_are_paced(wire):
+    wire.reset()
+    held = Reply([TEXT], hold_after=1)
+    wire.script(held)
+    from runtime.llm import transport
+
+    token = transport.read_pace.set(lambda: 0.2)
+    cancel = threading.Event()
+    try:
+        events = []
+        for event in stream(spec(wire), ask(), cancel=cancel):
+            events.append(event)
+            cancel.set()  # cancelled while the read is paced or waits
+    finally:
+        transport.read_pace.reset(token)
+        held.release.set()
+    assert events[-1].message["stopReason"] == "aborted"

@@ -82,6 +82,25 @@ def test_a_shared_budget_spreads_fewer_messages_over_many_streams_with_the_same_
     # at most one per 0.31 s after the first: 1 + 3 + the final flush, not 20
     assert 3 <= len(deltas) <= 5
     assert budget.streams() == 31
+    # The model's events may gather as long as the budget holds the stream back (0.31 s), at
+    # most a quarter of a second: reading more often would only wake the thread for nothing.
+    assert coalescer.read_pace() == Coalescer.MAX_READ_PACE == 0.25
+
+
+def test_the_read_pace_is_the_budgets_interval_and_none_while_a_stream_keeps_its_own_rate():
+    from runtime.realtime.sinks import StreamBudget
+
+    clock = FakeClock()
+    budget = StreamBudget(100)
+    sink = InMemorySink()
+    coalescer = Coalescer(sink, "s1", rate=20, budget=budget, clock=clock)
+    _stream(coalescer, clock, 1.0, 100)
+    assert coalescer.read_pace() == 0.0  # alone: its own 20 a second, events read as they come
+    for other in range(9):  # ten streams share 100 a second: one every 0.1 s each
+        budget.interval(10_000 + other, clock.now)
+    clock.now += 0.3
+    coalescer.emit({"type": "assistant_stream_delta", "entryId": "e1", "contentIndex": 0, "kind": "text", "delta": "x"})
+    assert abs(coalescer.read_pace() - 0.1) < 1e-9
 
 
 def test_a_lone_stream_keeps_its_rate_and_the_budget_forgets_idle_streams():
