@@ -36,8 +36,8 @@ from runtime.agents.tools import AgentTools, agent_tools
 from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
 from runtime.llm.sampling import capped_max_tokens
-from runtime.llm.transport import read_pace
 from runtime.llm.thinking import clamp_thinking
+from runtime.llm.transport import read_pace
 from runtime.models import (
     Agent,
     AgentRun,
