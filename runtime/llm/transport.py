@@ -151,17 +151,21 @@ def _buffered(response: urllib3.BaseHTTPResponse) -> bool:
 
 
 def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Callable[[], float]) -> Iterator[bytes]:
-    """``chunks`` with a wait before each read that would block, until ``pace()`` after the
-    last such read. The first read is not paced (the reply's head and first events)."""
+    """``chunks`` with a wait before a read that would block, until ``pace()`` after the last
+    wake-up. The first read is not paced (the reply's head and first events); the buffer is
+    looked at only when a wait is due (a pace of 0 costs nothing)."""
     woke = None
     while True:
-        if woke is not None and not _buffered(response):
-            wait = woke + pace() - time.monotonic()
-            if wait > 0:
+        now = time.monotonic()
+        if woke is None:
+            woke = now
+        else:
+            wait = woke + pace() - now
+            if wait <= 0:
+                woke = now
+            elif not _buffered(response):
                 _sleep(wait)
-            woke = time.monotonic()
-        elif woke is None:
-            woke = time.monotonic()
+                woke = time.monotonic()
         try:
             chunk = next(chunks)
         except StopIteration:
