@@ -220,6 +220,7 @@ class Stack:
     worker_pool: str = "threads"  # or "prefork" (the runs worker before it ran on threads)
     keep: bool = False
     extra_env: dict = field(default_factory=dict)
+    load_pids: dict = field(default_factory=dict)  # label -> pid: the load's processes (clients, fake provider), sampled too
     processes: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
     ports: list[int] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
@@ -439,6 +440,8 @@ class Stack:
             if self.mode == "distributed":
                 ticks = sum((proc_stat(pid) or (0, 0, 0))[1] for pid in pids_named(*names))
                 shared[label] = ticks / CLK_TCK
+        for label, pid in self.load_pids.items():  # the load's own processes, on the same cores
+            shared[label] = (proc_stat(pid) or (0, 0, 0))[1] / CLK_TCK
         return {"cpu": cpu, "rss": rss, "shared_cpu": shared, "statements": self.statements(), "questions": self.questions()}
 
     def statements(self) -> tuple[int, int]:

@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -661,8 +662,9 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
     """Every stack up at once; each phase (model, session count) runs mode after mode, so the
     modes are measured alternately in one sitting, under the same load of the machine."""
     provider, url = _start_provider(args) if "wire" in args.models else (None, "")
+    load = {"bench clients*": os.getpid(), **({"fake provider*": provider.pid} if provider else {})}
     stacks = {mode: Stack(mode, worker_concurrency=args.worker_concurrency, worker_processes=args.worker_processes,
-                          worker_pool=args.worker_pool, keep=args.keep) for mode in modes}  # fmt: skip
+                          worker_pool=args.worker_pool, keep=args.keep, load_pids=load) for mode in modes}  # fmt: skip
     results, memories = [], []
     try:
         https = {}
