@@ -18,7 +18,8 @@ A server-sent event stream may be read at a pace (``read_pace``): when nothing i
 the next read waits until ``pace()`` seconds after the last one, so the events that arrive
 meanwhile are read in one wake-up instead of one each. A runs worker streaming hundreds of
 replies sets it to what its turns can send on anyway (``Coalescer.read_pace``); each
-thread's wake-up, not the parsing, is most of a streamed event's cost there.
+thread's wake-up, not the parsing, is most of a streamed event's cost there. The run's
+cancel event (``read_wake``) ends such a wait at once.
 
 HTTP/1.1 only (as the default httpx client); no redirects (the client never follows
 them); TLS through httpx's own SSL context. A process whose environment names an HTTP
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -50,7 +52,17 @@ _CHUNK = 64 * 1024
 # How long an event stream read on this thread may let its events gather, asked before each
 # read that would block (seconds; 0: read at once). Set around a model call by its caller.
 read_pace: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar("read_pace", default=None)
-_sleep = time.sleep  # a paced read's wait (the tests count them)
+# An event that ends a paced read's wait at once when it is set (a run's cancel event): an
+# abort does not wait out the pace.
+read_wake: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("read_wake", default=None)
+
+
+def _sleep(seconds: float, wake: threading.Event | None = None) -> None:
+    """A paced read's wait (the tests count them): ``seconds``, or until ``wake`` is set."""
+    if wake is None:
+        time.sleep(seconds)
+    else:
+        wake.wait(seconds)
 
 
 def use_for() -> bool:
@@ -155,6 +167,7 @@ def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Ca
     wake-up. The first read is not paced (the reply's head and first events); the buffer is
     looked at only when a wait is due (a pace of 0 costs nothing)."""
     woke = None
+    wake = read_wake.get()
     while True:
         now = time.monotonic()
         if woke is None:
@@ -164,7 +177,7 @@ def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Ca
             if wait <= 0:
                 woke = now
             elif not _buffered(response):
-                _sleep(wait)
+                _sleep(wait, wake)
                 woke = time.monotonic()
         try:
             chunk = next(chunks)

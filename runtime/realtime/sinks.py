@@ -159,7 +159,7 @@ class Coalescer:
     """
 
     DELTA_TYPES = COALESCED_TYPES
-    MAX_READ_PACE = 0.25  # seconds: what an end of a model call may wait to be read
+    MAX_READ_PACE = 1.0  # seconds: what an end of a model call may wait to be read
 
     def __init__(
         self,

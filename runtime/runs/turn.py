@@ -37,7 +37,7 @@ from runtime.agents.workspaces import workspace_for
 from runtime.crash_points import crash_point
 from runtime.llm.sampling import capped_max_tokens
 from runtime.llm.thinking import clamp_thinking
-from runtime.llm.transport import read_pace
+from runtime.llm.transport import read_pace, read_wake
 from runtime.models import (
     Agent,
     AgentRun,
@@ -259,8 +259,10 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
     if run is None:
         return None
     coalescer = Coalescer(sink, run.session_id, rate=settings.NETA_STREAM_RATE, budget=process_budget())
-    # The model's events are read no more often than the coalescer can send them on.
-    pacing = read_pace.set(coalescer.read_pace)
+    # The model's events are read no more often than the coalescer can send them on; an
+    # abort ends a paced wait at once.
+    cancel = cancel or threading.Event()
+    pacing, waking = read_pace.set(coalescer.read_pace), read_wake.set(cancel)
     book = RunBook(run)
     turn: Turn | None = None
     try:
@@ -287,6 +289,7 @@ def execute_run(run_id, *, sink: StreamSink | None = None, cancel: threading.Eve
         run.refresh_from_db()
     finally:
         read_pace.reset(pacing)
+        read_wake.reset(waking)
         coalescer.flush()
         if turn is not None:
             _write_trace(turn)

@@ -226,7 +226,7 @@ def _read(url: str, pace, monkeypatch) -> tuple[bytes, list[float], float]:
 
     waits = []
 
-    def sleep(seconds):
+    def sleep(seconds, wake=None):
         waits.append(seconds)
         time.sleep(seconds)
 
@@ -266,19 +266,28 @@ def test_a_pace_of_zero_and_a_body_that_is_not_an_event_stream_are_read_as_they_
 
 
 def test_an_aborted_stream_ends_while_its_reads_are_paced(wire):
+    import time
+
     wire.reset()
     held = Reply([TEXT], hold_after=1)
     wire.script(held)
     from runtime.llm import transport
 
-    token = transport.read_pace.set(lambda: 0.2)
     cancel = threading.Event()
+    # A pace far longer than the test: the run's cancel event (``read_wake``) ends the wait.
+    tokens = transport.read_pace.set(lambda: 30.0), transport.read_wake.set(cancel)
+    timer = threading.Timer(0.3, cancel.set)  # cancelled while the next read waits its pace
+    start = time.monotonic()
     try:
         events = []
         for event in stream(spec(wire), ask(), cancel=cancel):
             events.append(event)
-            cancel.set()  # cancelled while the read is paced or waits
+            if not timer.is_alive() and not cancel.is_set():
+                timer.start()
     finally:
-        transport.read_pace.reset(token)
+        timer.cancel()
+        transport.read_pace.reset(tokens[0])
+        transport.read_wake.reset(tokens[1])
         held.release.set()
     assert events[-1].message["stopReason"] == "aborted"
+    assert time.monotonic() - start < 10, "the abort waited out the pace"

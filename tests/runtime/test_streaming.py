@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runtime.realtime.sinks import Coalescer, InMemorySink
 
 
@@ -82,9 +84,17 @@ def test_a_shared_budget_spreads_fewer_messages_over_many_streams_with_the_same_
     # at most one per 0.31 s after the first: 1 + 3 + the final flush, not 20
     assert 3 <= len(deltas) <= 5
     assert budget.streams() == 31
-    # The model's events may gather as long as the budget holds the stream back (0.31 s), at
-    # most a quarter of a second: reading more often would only wake the thread for nothing.
-    assert coalescer.read_pace() == Coalescer.MAX_READ_PACE == 0.25
+    # The model's events may gather as long as the budget holds the stream back (0.31 s):
+    # reading more often would only wake the thread for nothing.
+    assert coalescer.read_pace() == pytest.approx(0.31)
+    # With more streams than the budget sends on in a second, at most MAX_READ_PACE (what
+    # the end of a model call may wait to be read).
+    clock.now += 1.0
+    for other in range(100):
+        budget.interval(20_000 + other, clock())
+    clock.now += 0.3  # the budget counts its streams again
+    coalescer.emit({"type": "assistant_stream_delta", "entryId": "x", "contentIndex": 0, "kind": "text", "delta": "y"})
+    assert coalescer.read_pace() == Coalescer.MAX_READ_PACE == 1.0
 
 
 def test_the_read_pace_is_the_budgets_interval_and_none_while_a_stream_keeps_its_own_rate():
