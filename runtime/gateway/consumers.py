@@ -129,15 +129,18 @@ def _check(binding: Binding, need: str = "read"):
     ``FrameError`` ``permission_denied`` when it may be read but not written.
     """
 
-    user = get_user_model().objects.filter(pk=binding.user_pk).first()
+    token = None
+    if binding.token_pk is None:
+        user = get_user_model().objects.filter(pk=binding.user_pk).first()
+    else:  # the token with its user, in one query (every heartbeat makes this check)
+        token = ApiToken.objects.select_related("user").filter(pk=binding.token_pk, user_id=binding.user_pk).first()
+        if token is None:
+            raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", "token deleted")
+        user = token.user
     if user is None or not user.is_active:
         raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", "user inactive")
-    token = None
-    if binding.token_pk is not None:
-        token = ApiToken.objects.select_related("user").filter(pk=binding.token_pk).first()
-        problem = "token deleted" if token is None else token_problem(token)
-        if problem is not None:
-            raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", problem)
+    if token is not None and (problem := token_problem(token)) is not None:
+        raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", problem)
     meta = AgentSession.objects.filter(pk=binding.session_pk, session_id=binding.session_id).first()
     access = session_access(user, meta, token=token)
     if not access.read:

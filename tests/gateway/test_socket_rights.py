@@ -426,3 +426,24 @@ async def test_events_of_another_row_under_the_same_id_are_not_forwarded(tree, o
     finally:
         await socket.close()
 
+
+
+async def test_a_token_sockets_rights_check_reads_the_token_and_its_user_in_one_query(tree, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runtime.gateway.consumers import Binding, _check
+
+    def check() -> list[str]:
+        token, _ = _new_token(owner)
+        row = AgentSession.objects.get(session_id=tree.session_id)
+        with CaptureQueriesContext(connection) as queries:
+            user, meta = _check(Binding(tree.session_id, row.pk, owner.pk, token.pk))
+        assert user.pk == owner.pk and meta.pk == row.pk
+        return [q["sql"] for q in queries]
+
+    sql = await sync_to_async(check)()
+    users = type(owner)._meta.db_table
+    # Every heartbeat makes this check: the user comes with the token, not in a query of its own.
+    assert [s for s in sql if users in s] == [s for s in sql if ApiToken._meta.db_table in s], sql
+    assert len([s for s in sql if users in s]) == 1, sql
