@@ -664,7 +664,7 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
     provider, url = _start_provider(args) if "wire" in args.models else (None, "")
     load = {"bench clients*": os.getpid(), **({"fake provider*": provider.pid} if provider else {})}
     stacks = {mode: Stack(mode, worker_concurrency=args.worker_concurrency, worker_processes=args.worker_processes,
-                          worker_pool=args.worker_pool, keep=args.keep, load_pids=load) for mode in modes}  # fmt: skip
+                          worker_pool=args.worker_pool, keep=args.keep, load_pids=load, extra_env=args.env) for mode in modes}  # fmt: skip
     results, memories = [], []
     try:
         https = {}
@@ -722,6 +722,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wire-seconds", type=float, default=20.0, help="how long the fake provider streams a reply")
     parser.add_argument("--wire-rate", type=float, default=25.0, help="the fake provider's text deltas a second")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every process of the stacks (repeatable), e.g. NETA_HTTP_THREADS=8")
     parser.add_argument("--json", default="", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the temp dirs (logs, SQLite, session files)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
@@ -732,6 +734,9 @@ def main(argv: list[str] | None = None) -> None:
         args.memory = tuple(int(x) for x in args.memory.split(",")) if args.memory else None
     except ValueError:
         parser.error("--sessions and --memory take integers separated by commas")
+    if any("=" not in item for item in args.env):
+        parser.error("--env takes NAME=VALUE")
+    args.env = dict(item.split("=", 1) for item in args.env)
     if any(n < 1 for n in args.sessions) or args.turns < 1 or (args.memory and (len(args.memory) != 2 or min(args.memory) < 1)):
         parser.error("session counts, --turns and --memory must be positive (--memory is SESSIONS,TURNS)")
     modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
