@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,8 +53,48 @@ class Report:
 
 
 def machine() -> str:
+    """The machine and how fast it is now: its load, a fixed Python loop (the interpreter's
+    speed) and a round trip between two threads (what waking a thread costs: on a VM it
+    moves with the host far more than the loop does, and a server of many threads pays it
+    at every hand-off)."""
     load = os.getloadavg()
-    return f"{os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
+    return (f"{os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}; "
+            f"1M-step loop {_loop_ms():.0f} ms, thread round trip {_round_trip_us():.0f} µs")  # fmt: skip
+
+
+def _loop_ms(steps: int = 1_000_000) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        pass
+    return (time.perf_counter() - start) * 1000
+
+
+def _round_trip_us(trips: int = 2000) -> float:
+    """Median of 3: ``trips`` messages to a thread and back over two pipes, µs each."""
+    import threading
+
+    def once() -> float:
+        to_other, from_main = os.pipe()
+        to_main, from_other = os.pipe()
+
+        def echo():
+            for _ in range(trips):
+                os.read(to_other, 1)
+                os.write(from_other, b"x")
+
+        thread = threading.Thread(target=echo, daemon=True)
+        thread.start()
+        start = time.perf_counter()
+        for _ in range(trips):
+            os.write(from_main, b"x")
+            os.read(to_main, 1)
+        took = time.perf_counter() - start
+        thread.join()
+        for fd in (to_other, from_main, to_main, from_other):
+            os.close(fd)
+        return took / trips * 1e6
+
+    return statistics.median(once() for _ in range(3))
 
 
 def ms(seconds: float) -> str:
