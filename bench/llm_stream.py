@@ -138,7 +138,7 @@ def bench_wire() -> None:
             )
 
 
-def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float = 125.0) -> None:
+def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float = 125.0, pace: float | None = None) -> None:
     import resource
     import subprocess
     import threading
@@ -152,8 +152,14 @@ def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float =
         model = ModelSpec("anthropic", "bench", "anthropic", base_url=base_url, api_key="k")
 
         def through_layer():
-            for _ in stream(model, request(), cancel=threading.Event()):  # a turn always passes its cancel event
-                pass
+            from runtime.llm.transport import read_pace
+
+            token = read_pace.set(None if pace is None else (lambda: pace))  # as a busy runs worker's turns read
+            try:
+                for _ in stream(model, request(), cancel=threading.Event()):  # a turn always passes its cancel event
+                    pass
+            finally:
+                read_pace.reset(token)
 
         def sdk_alone():
             client = anthropic_client(base_url=base_url, api_key="k")
@@ -177,7 +183,8 @@ def bench_wire_concurrent(streams: int = 20, seconds: float = 4.0, rate: float =
         sdk = statistics.median(cpu_per_reply(sdk_alone) for _ in range(3))
         deltas = int(seconds * rate)
         print(
-            f"anthropic wire, {streams} concurrent streams of {deltas} deltas: layer {layer * 1000:.1f} ms CPU a reply "
+            f"anthropic wire, {streams} concurrent streams of {deltas} deltas{'' if pace is None else f' read at a {pace:g} s pace'}: "
+            f"layer {layer * 1000:.1f} ms CPU a reply "
             f"({layer / deltas * 1e6:.0f} µs/delta), SDK alone {sdk * 1000:.1f} ms; load average {os.getloadavg()[0]:.1f}"
         )
     finally:
@@ -192,10 +199,11 @@ if __name__ == "__main__":
     parser.add_argument("--streams", type=int, default=20, help="concurrent Anthropic streams in part 4")
     parser.add_argument("--seconds", type=float, default=4.0, help="how long each of them streams")
     parser.add_argument("--rate", type=float, default=125.0, help="their deltas a second")
+    parser.add_argument("--pace", type=float, default=None, help="read part 4's streams at this pace (seconds), as a busy runs worker does")
     parser.add_argument("--concurrent-only", action="store_true", help="run part 4 alone")
     args = parser.parse_args()
     if not args.concurrent_only:
         bench_scripted()
         bench_long_outputs()
         bench_wire()
-    bench_wire_concurrent(args.streams, args.seconds, args.rate)
+    bench_wire_concurrent(args.streams, args.seconds, args.rate, args.pace)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
 import threading
 import time
 import urllib.request
@@ -145,27 +146,108 @@ def _is_event_stream(response: urllib3.BaseHTTPResponse) -> bool:
     return (response.headers.get("content-type") or "").startswith("text/event-stream")
 
 
-def _buffered(response: urllib3.BaseHTTPResponse) -> bool:
-    """Whether the next read returns without waiting: bytes in the reader's buffer or on the
-    socket (a non-blocking peek)."""
-    reader = getattr(getattr(response, "_fp", None), "fp", None)
+class _CountingRaw(io.RawIOBase):
+    """The socket as the raw stream under a paced body's reader: ``received`` counts the bytes
+    it delivered; ``first`` (what the response's own reader held already) comes first."""
+
+    def __init__(self, sock, first: bytes) -> None:
+        super().__init__()
+        self._sock, self._first, self.received = sock, first, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._first:
+            count = min(len(buffer), len(self._first))
+            buffer[:count] = self._first[:count]
+            self._first = self._first[count:]
+        else:
+            count = self._sock.recv_into(buffer)
+        self.received += count
+        return count
+
+
+class _CountedReader:
+    """A paced body's reader in place of the response's own: it counts what it hands out
+    against what its socket delivered, so whether it holds bytes is known without a system
+    call. (A look at the socket is one: on a worker of many threads each is a hand-off of the
+    interpreter lock, and so a thread switch.) The response's own reader is closed with it."""
+
+    def __init__(self, previous, sock, first: bytes) -> None:
+        self._previous = previous
+        self._raw = _CountingRaw(sock, first)
+        self._reader = io.BufferedReader(self._raw, _CHUNK)
+        self._taken = 0
+
+    def holds(self) -> bool:
+        return self._raw.received > self._taken
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._reader.readline(limit)
+        self._taken += len(line)
+        return line
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = self._reader.read(size)
+        self._taken += len(data)
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = self._reader.read1(size)
+        self._taken += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        count = self._reader.readinto(buffer)
+        self._taken += count or 0
+        return count
+
+    @property
+    def closed(self) -> bool:
+        return self._reader.closed
+
+    def close(self) -> None:
+        try:
+            self._reader.close()
+        finally:
+            self._previous.close()  # the socket's file: the socket closes once its files are
+
+    def __getattr__(self, name: str):
+        return getattr(self._reader, name)
+
+
+def _counted(response: urllib3.BaseHTTPResponse) -> _CountedReader | None:
+    """Put a ``_CountedReader`` under ``response`` (before its body is read), or None when its
+    reader is not a plain buffered socket file."""
+    holder = getattr(response, "_fp", None)
+    reader = getattr(holder, "fp", None)
     sock = getattr(getattr(response, "connection", None), "sock", None)
-    if reader is None or sock is None:
-        return True  # not a plain socket: read as it comes
+    if sock is None or type(reader) is not io.BufferedReader:
+        return None
     timeout = sock.gettimeout()
     sock.settimeout(0)
     try:
-        return bool(reader.peek(1))
-    except OSError:  # nothing there (or the socket failed: the read says which)
-        return False
+        first = reader.peek(1)  # everything it holds, or what the socket has now (no wait)
+    except OSError:  # nothing there (or the socket failed: the next read says which)
+        first = b""
     finally:
         sock.settimeout(timeout)
+    if first:
+        reader.read(len(first))  # now held by the new reader
+    counted = holder.fp = _CountedReader(reader, sock, first)
+    return counted
 
 
 def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Callable[[], float]) -> Iterator[bytes]:
-    """``chunks`` with a wait before a read that would block, until ``pace()`` after the last
-    wake-up. The first read is not paced (the reply's head and first events); the buffer is
-    looked at only when a wait is due (a pace of 0 costs nothing)."""
+    """``chunks`` with a wait before a read when the reader holds no bytes, until ``pace()``
+    after the last wake-up: what came meanwhile is read in one go. The first read is not
+    paced (the reply's head and first events); the reader is looked at only when a wait is
+    due (a pace of 0 costs nothing)."""
+    reader = _counted(response)
+    if reader is None:  # not a plain socket: read as it comes
+        yield from chunks
+        return
     woke = None
     wake = read_wake.get()
     while True:
@@ -176,7 +258,7 @@ def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Ca
             wait = woke + pace() - now
             if wait <= 0:
                 woke = now
-            elif not _buffered(response):
+            elif not reader.holds():
                 _sleep(wait, wake)
                 woke = time.monotonic()
         try:

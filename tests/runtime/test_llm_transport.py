@@ -291,3 +291,35 @@ def test_an_aborted_stream_ends_while_its_reads_are_paced(wire):
         held.release.set()
     assert events[-1].message["stopReason"] == "aborted"
     assert time.monotonic() - start < 10, "the abort waited out the pace"
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_paced_replies_read_whole_over_plain_and_tls_and_keep_their_connection(tls, certificate, monkeypatch):
+    import anthropic
+    import httpx2
+
+    from runtime.llm import transport
+    from runtime.llm.sse import AnthropicEvents
+
+    if tls:
+        monkeypatch.setenv("SSL_CERT_FILE", certificate[0])
+    readers = []
+    counted = transport._counted
+    monkeypatch.setattr(transport, "_counted", lambda response: readers.append(counted(response)) or readers[-1])
+    with WireServer("anthropic", tls=certificate if tls else None) as server:
+        http = httpx2.Client(transport=transport.Urllib3Transport())
+        client = anthropic.Anthropic(api_key="k", base_url=server.base_url, max_retries=0, http_client=http)
+        token = transport.read_pace.set(lambda: 0.05)
+        try:
+            for _ in range(2):
+                server.script(Reply([TEXT], chunk=2))
+                events = AnthropicEvents(client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "go"}], stream=True))
+                text = "".join(e["delta"]["text"] for e in events if e.get("type") == "content_block_delta")
+                assert text == TEXT["text"]
+        finally:
+            transport.read_pace.reset(token)
+            http.close()
+        first, second = wire_requests(server)
+        assert first.peer == second.peer  # the paced body was read to its end: the connection was kept
+    # Both bodies were read through the counting reader (a TLS socket's too), and closed.
+    assert len(readers) == 2 and all(r is not None and r.closed for r in readers)
