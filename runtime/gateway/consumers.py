@@ -29,6 +29,7 @@ from rest_framework import serializers
 
 from audit.context import audit_context, clean_request_id
 from audit.models import Via
+from infra.prepared import P, Prepared
 from runtime.api import serializers as S
 from runtime.api.errors import FieldError, classify
 from runtime.api.parsers import JsonTooDeep, check_json
@@ -121,6 +122,27 @@ def _open_session(user, token, session_id: str) -> tuple[AgentSession | None, Ac
     return meta, session_access(user, meta, token=token)
 
 
+# The statements of the rights check, the run state and the log reads, which every heartbeat
+# (each socket every NETA_WS_HEARTBEAT_SECONDS) and every command make: compiled once
+# (infra/prepared.py). Built and compiled by the ORM on each call they cost a heartbeat ~3.5
+# ms of CPU; prepared, ~0.5 ms.
+_USER = Prepared(lambda: get_user_model().objects.filter(pk=P("pk"))[:1])
+_TOKEN_WITH_USER = Prepared(lambda: ApiToken.objects.select_related("user").filter(pk=P("pk"), user_id=P("user"))[:1])
+_SESSION_ROW = Prepared(lambda: AgentSession.objects.filter(pk=P("pk"), session_id=P("session"))[:1])
+_SESSION_ROW_KEY = Prepared(lambda: AgentSession.objects.filter(pk=P("pk"), session_id=P("session")).values_list("pk", flat=True)[:1])
+_LOGGED_PAYLOAD = Prepared(
+    lambda: SessionEvent.objects.filter(session_id=P("session"), revision=P("revision")).order_by("pk").values_list("payload", flat=True)[:1]
+)
+_ACTIVE_RUN_STATE = Prepared(
+    lambda: AgentRun.objects.filter(session_id=P("session"), status__in=ACTIVE_RUN_STATUSES)
+    .order_by("created_at", "pk")
+    .values_list("run_id", "status", "error")[:1]
+)
+_LATEST_RUN_STATE = Prepared(
+    lambda: AgentRun.objects.filter(session_id=P("session")).order_by("-created_at", "-pk").values_list("run_id", "status", "error")[:1]
+)
+
+
 def _check(binding: Binding, need: str = "read"):
     """The caller's current user and the session row, if they may still ``need`` it.
 
@@ -131,9 +153,9 @@ def _check(binding: Binding, need: str = "read"):
 
     token = None
     if binding.token_pk is None:
-        user = get_user_model().objects.filter(pk=binding.user_pk).first()
-    else:  # the token with its user, in one query (every heartbeat makes this check)
-        token = ApiToken.objects.select_related("user").filter(pk=binding.token_pk, user_id=binding.user_pk).first()
+        user = _USER.first(pk=binding.user_pk)
+    else:  # the token with its user, in one query
+        token = _TOKEN_WITH_USER.first(pk=binding.token_pk, user=binding.user_pk)
         if token is None:
             raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", "token deleted")
         user = token.user
@@ -141,7 +163,7 @@ def _check(binding: Binding, need: str = "read"):
         raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", "user inactive")
     if token is not None and (problem := token_problem(token)) is not None:
         raise Withdrawn(CLOSE_UNAUTHENTICATED, "authentication_failed", problem)
-    meta = AgentSession.objects.filter(pk=binding.session_pk, session_id=binding.session_id).first()
+    meta = _SESSION_ROW.first(pk=binding.session_pk, session=binding.session_id)
     access = session_access(user, meta, token=token)
     if not access.read:
         raise Withdrawn(CLOSE_NOT_FOUND, "session_not_found", f"session {binding.session_id} no longer exists")
@@ -153,7 +175,7 @@ def _check(binding: Binding, need: str = "read"):
 
 def _still_bound(binding: Binding) -> None:
     """``Withdrawn`` (4404) unless the socket's session row still holds its id."""
-    if not AgentSession.objects.filter(pk=binding.session_pk, session_id=binding.session_id).exists():
+    if _SESSION_ROW_KEY.first(pk=binding.session_pk, session=binding.session_id) is None:
         raise Withdrawn(CLOSE_NOT_FOUND, "session_not_found", f"session {binding.session_id} no longer exists")
 
 
@@ -208,8 +230,7 @@ def _run_state(binding: Binding) -> dict | None:
     """The ``run_state`` event of the session's current run: its oldest active one, else
     its latest (terminal) one; None when it never had a run."""
 
-    runs = AgentRun.objects.filter(session_id=binding.session_id).values_list("run_id", "status", "error")
-    run = runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at", "pk").first() or runs.order_by("-created_at", "-pk").first()
+    run = _ACTIVE_RUN_STATE.first(session=binding.session_id) or _LATEST_RUN_STATE.first(session=binding.session_id)
     if run is None:
         return None
     return run_state(run_id=run[0], state=run[1], error=run[2])
@@ -221,7 +242,7 @@ def _subscribed_run_state(binding: Binding) -> dict | None:
 
 def _logged_event(binding: Binding, revision: int) -> dict | None:
 
-    payload = SessionEvent.objects.filter(session_id=binding.session_pk, revision=revision).values_list("payload", flat=True).first()
+    payload = _LOGGED_PAYLOAD.first(session=binding.session_pk, revision=revision)
     return jsonl.loads(payload) if payload is not None else None
 
 
