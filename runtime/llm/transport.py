@@ -218,8 +218,9 @@ class _CountedReader:
 
 
 def _counted(response: urllib3.BaseHTTPResponse) -> _CountedReader | None:
-    """Put a ``_CountedReader`` under ``response`` (before its body is read), or None when its
-    reader is not a plain buffered socket file."""
+    """Put a ``_CountedReader`` under ``response`` (between two chunks of its body: what the
+    old reader holds moves to the new one), or None when its reader is not a plain buffered
+    socket file."""
     holder = getattr(response, "_fp", None)
     reader = getattr(holder, "fp", None)
     sock = getattr(getattr(response, "connection", None), "sock", None)
@@ -242,12 +243,10 @@ def _counted(response: urllib3.BaseHTTPResponse) -> _CountedReader | None:
 def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Callable[[], float]) -> Iterator[bytes]:
     """``chunks`` with a wait before a read when the reader holds no bytes, until ``pace()``
     after the last wake-up: what came meanwhile is read in one go. The first read is not
-    paced (the reply's head and first events); the reader is looked at only when a wait is
-    due (a pace of 0 costs nothing)."""
-    reader = _counted(response)
-    if reader is None:  # not a plain socket: read as it comes
-        yield from chunks
-        return
+    paced (the reply's head and first events). The counting reader goes under the response
+    (between two chunks) the first time a wait is due: a pace of 0, a lone stream's, costs
+    nothing."""
+    reader: _CountedReader | None = None
     woke = None
     wake = read_wake.get()
     while True:
@@ -258,9 +257,15 @@ def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Ca
             wait = woke + pace() - now
             if wait <= 0:
                 woke = now
-            elif not reader.holds():
-                _sleep(wait, wake)
-                woke = time.monotonic()
+            else:
+                if reader is None:
+                    reader = _counted(response)
+                    if reader is None:  # not a plain socket: read as it comes
+                        yield from chunks
+                        return
+                if not reader.holds():
+                    _sleep(wait, wake)
+                    woke = time.monotonic()
         try:
             chunk = next(chunks)
         except StopIteration:

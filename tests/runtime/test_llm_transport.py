@@ -253,11 +253,16 @@ def test_an_event_stream_read_at_a_pace_gathers_its_events_and_loses_none(monkey
 
 
 def test_a_pace_of_zero_and_a_body_that_is_not_an_event_stream_are_read_as_they_come(monkeypatch):
+    from runtime.llm import transport
+
+    counted = []
+    monkeypatch.setattr(transport, "_counted", lambda response: counted.append(response))
     events = [b"data: %d\n\n" % i for i in range(10)]
     url, server = _serve_once("text/event-stream", events, gap=0.01)
     body, waits, _ = _read(url, lambda: 0.0, monkeypatch)
     server.join(5)
-    assert body == b"".join(events) and all(w <= 0 for w in waits)
+    # A lone stream's pace (0) never waits, and its body keeps the response's own reader.
+    assert body == b"".join(events) and all(w <= 0 for w in waits) and counted == []
     parts = [b'{"a": ', b"1", b"}"]
     url, server = _serve_once("application/json", parts, gap=0.01)
     body, waits, _ = _read(url, lambda: 5.0, monkeypatch)
