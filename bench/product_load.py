@@ -30,7 +30,9 @@ first prompt to the last client's end):
   ``finishedAt``, from ``GET /api/runs/``) and as clients saw them (terminal
   ``run_state`` frames received / the window);
 * ack (prompt's HTTP 202), first ``assistant_stream_delta`` and done (terminal
-  ``run_state``) after the prompt was sent, p50/p95;
+  ``run_state``) after the prompt was sent, p50/p95; of the ack, how long the prompt
+  waited for one of the bench's HTTP threads and how long from its request leaving
+  the bench to its run row's ``createdAt`` (the server's work before the commit);
 * CPU per completed turn per process (``/proc/<pid>/stat`` of each process group
   before/after; Celery's pool children count with their worker); MariaDB's and
   Redis' server CPU too, marked * because other work on the machine shares them;
@@ -124,6 +126,16 @@ class Http:
     async def __call__(self, server: int, method: str, path: str, token: str, body: dict | None = None):
         return await asyncio.get_running_loop().run_in_executor(self.pool, self.call, server, method, path, token, body)
 
+    async def timed(self, server: int, method: str, path: str, token: str, body: dict | None = None):
+        """``(sent_mono, sent_wall, status, body)``: when the request left one of this pool's
+        threads (a burst of prompts waits for a free one first), on both clocks."""
+
+        def call():
+            sent = time.monotonic(), time.time()
+            return (*sent, *self.call(server, method, path, token, body))
+
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+
     def all_pages(self, server: int, path: str, token: str) -> list[dict]:
         items, url = [], path
         while url:
@@ -146,6 +158,8 @@ class Turn:
     run_id: str = ""
     status: int = 0
     ack: float | None = None
+    queued: float | None = None  # of the ack: waiting for one of the bench's HTTP threads
+    to_run: float | None = None  # of the ack: from the request leaving the bench to the run row's createdAt
     first_delta: float | None = None
     done: float | None = None
     state: str = ""
@@ -271,9 +285,12 @@ async def drive(http: Http, client: Client, turns: int, timeout: float, go: asyn
     for _ in range(turns):
         turn = Turn(sent=time.monotonic())
         client.turns.append(turn)
-        status, body = await http(client.http_server, "POST", f"/api/sessions/{client.session_id}/prompt/", client.token,
-                                  {"text": f"turn {len(client.turns)} of session {client.index}"})  # fmt: skip
-        turn.status, turn.ack = status, time.monotonic() - turn.sent
+        sent, sent_wall, status, body = await http.timed(client.http_server, "POST", f"/api/sessions/{client.session_id}/prompt/", client.token,
+                                                         {"text": f"turn {len(client.turns)} of session {client.index}"})  # fmt: skip
+        turn.status, turn.ack, turn.queued = status, time.monotonic() - turn.sent, sent - turn.sent
+        created = _wall_time((body.get("run") or {}).get("createdAt") if isinstance(body, dict) else None)
+        if created is not None:  # the stack runs on this machine: one clock
+            turn.to_run = created - sent_wall
         if status != 202:
             turn.outcome = f"http {status}"
             client.error = str(body)[:300]
@@ -508,6 +525,8 @@ def summarize(stack, clients, runs, finals, before, after, window, background, i
         "server_turns_per_s": len(completed) / span if span and span == span and span > 0 else float("nan"),
         "client_turns_per_s": n_done / window if window else float("nan"),
         "ack_ms": _p(t.ack for t in all_turns),
+        "ack_queued_ms": _p(t.queued for t in all_turns),
+        "ack_to_run_ms": _p(t.to_run for t in all_turns),
         "first_delta_ms": _p(t.first_delta for t in all_turns),
         "done_ms": _p(t.done for t in all_turns),
         "cpu_ms_per_turn": {k: v * 1000 for k, v in cpu.items()},
@@ -533,6 +552,13 @@ def summarize(stack, clients, runs, finals, before, after, window, background, i
         "logs": findings,
         "client_errors": [c.error for c in clients if c.error][:3],
     }
+
+
+def _wall_time(iso: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(iso).timestamp() if iso else None
+    except ValueError:
+        return None
 
 
 def _p(values) -> tuple[float, float]:
@@ -589,6 +615,8 @@ def table(results: list[dict]) -> str:
         row("turns/s server (runs)", lambda r: _fmt(r["server_turns_per_s"], 2)),
         row("turns/s client (run_state)", lambda r: _fmt(r["client_turns_per_s"], 2)),
         row("ack p50/p95 ms", lambda r: f"{_fmt(r['ack_ms'][0], 0)}/{_fmt(r['ack_ms'][1], 0)}"),
+        row("  waiting for a bench thread", lambda r: f"{_fmt(r['ack_queued_ms'][0], 0)}/{_fmt(r['ack_queued_ms'][1], 0)}"),
+        row("  request sent -> run row", lambda r: f"{_fmt(r['ack_to_run_ms'][0], 0)}/{_fmt(r['ack_to_run_ms'][1], 0)}"),
         row("first delta p50/p95 ms", lambda r: f"{_fmt(r['first_delta_ms'][0], 0)}/{_fmt(r['first_delta_ms'][1], 0)}"),
         row("done p50/p95 ms", lambda r: f"{_fmt(r['done_ms'][0], 0)}/{_fmt(r['done_ms'][1], 0)}"),
         row("in-flight sessions (peak)", lambda r: str(r.get("in_flight_peak", "-"))),
