@@ -148,6 +148,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if not getattr(self, "_set_up", False):
             super().init_connection_state()
 
+    def _start_transaction_under_autocommit(self):
+        """An atomic block's transaction is a ``BEGIN`` while the session stays in autocommit:
+        one round trip, where Django's default turns autocommit off before the block and on
+        again after its commit (two). Sent on the raw connection, as those switches are, so
+        Django's query log does not count it."""
+        with self.wrap_database_errors:
+            self.connection.query(b"BEGIN")
+
     def _set_autocommit(self, autocommit):
         # Lent connections are in autocommit already: no statement to say so again.
         if getattr(self, "_set_up", False) and self.connection.get_autocommit() == autocommit:
