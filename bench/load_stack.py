@@ -95,6 +95,7 @@ if _dir:
 
         Connection = MySQLdb.connections.Connection
         _init, _query, _commit, _rollback = Connection.__init__, Connection.query, Connection.commit, Connection.rollback
+        _autocommit = Connection.autocommit
 
         def _counted_init(self, *args, **kwargs):
             _count[1] += 1
@@ -112,7 +113,12 @@ if _dir:
             _count[0] += 1
             return _rollback(self)
 
-        Connection.__init__, Connection.query = _counted_init, _counted_query
+        def _counted_autocommit(self, on):
+            if self.get_autocommit() != bool(on):  # a switch is a statement sent (SET autocommit)
+                _count[0] += 1
+            return _autocommit(self, on)
+
+        Connection.__init__, Connection.query, Connection.autocommit = _counted_init, _counted_query, _counted_autocommit
         Connection.commit, Connection.rollback = _counted_commit, _counted_rollback
     except ImportError:
         pass
