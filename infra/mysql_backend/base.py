@@ -170,10 +170,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if pool is None or pool.pid != os.getpid():  # a connection inherited over a fork: not ours to lend
             _close_quietly(raw)
             return
+        # Outside any transaction: no atomic block open (its transaction is a BEGIN in
+        # autocommit), and autocommit not left switched off.
         reusable = not self.in_atomic_block and not self.errors_occurred
         if reusable:
             try:
-                reusable = raw.get_autocommit()  # outside any transaction
+                reusable = raw.get_autocommit()
             except Exception:  # noqa: BLE001 - a broken connection is not lent again
                 reusable = False
         if reusable:
