@@ -166,8 +166,8 @@ def maybe_auto_title(turn) -> dict | None:
         title = write_title(model, *exchange, cancel=turn.control.cancel, run=turn.run, session_id=turn.session_id)
         if not title:
             return None
-        entry = turn.provider.append_session_info(turn.session_id, name=title)
-        turn.meta = turn.provider.get_session(turn.session_id)  # written without the turn's copy
+        entry = turn.provider.append_session_info(turn.session_id, name=title, meta=meta)
+        turn.meta = meta  # written on this copy, which the write brought up to date
         return entry
     except Exception:
         logger.exception("run %s: writing the session title failed", turn.run.run_id)

@@ -78,9 +78,10 @@ def _session_start(*, agent: Agent, user, title: str) -> AgentSession:
     session_id, cwd = new_session_workspace(agent, user)  # the Pi cwd: where this session's tools work
     meta = provider.create_session(session_id=session_id, cwd=str(cwd), user=user, agent=agent.name, title=title)
     model = agent.model
-    provider.append_model_change(meta.session_id, provider=model.provider_name or model.provider_kind, model_id=model.model_id)
-    provider.append_thinking_level_change(meta.session_id, agent.thinking_level)
-    return provider.get_session(meta.session_id)
+    # Written on the row just made, which each write brings up to date: no read of it.
+    provider.append_model_change(meta.session_id, provider=model.provider_name or model.provider_kind, model_id=model.model_id, meta=meta)
+    provider.append_thinking_level_change(meta.session_id, agent.thinking_level, meta=meta)
+    return meta
 
 
 def session_for_agent(*, agent: Agent, user=None, new: bool = False) -> AgentSession:
@@ -148,8 +149,8 @@ def session_create(*, actor, agent_name: str | None = None, title: str | None = 
     if name is not None:
         # Pi's way to name a session: a session_info entry (the title mirrors it).
         with acting_as(actor):
-            get_provider(meta.provider).append_session_info(meta.session_id, name=name)
-    return AgentSession.objects.get(pk=meta.pk)
+            get_provider(meta.provider).append_session_info(meta.session_id, name=name, meta=meta)
+    return meta
 
 
 def session_rename(*, session_id: str, title: str, actor) -> dict:

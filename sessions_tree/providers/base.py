@@ -569,10 +569,11 @@ class SessionTreeProvider:
 
         return self._append_one(session_id, build)
 
-    def _append_built(self, session_id: str, builder: Callable, **fields) -> dict:
-        """Append ``builder(id=, parent_id=, timestamp=, **fields)`` (an ``entries`` builder) at the leaf."""
+    def _append_built(self, session_id: str, builder: Callable, *, meta_hint: AgentSession | None = None, **fields) -> dict:
+        """Append ``builder(id=, parent_id=, timestamp=, **fields)`` (an ``entries`` builder) at
+        the leaf; on the caller's copy of the row when it gives one (``_change``)."""
         return self._append_one(
-            session_id, lambda parent, new_id: builder(id=new_id, parent_id=parent, timestamp=now_iso(), **fields)
+            session_id, lambda parent, new_id: builder(id=new_id, parent_id=parent, timestamp=now_iso(), **fields), meta_hint=meta_hint
         )
 
     def append_message(
@@ -597,11 +598,11 @@ class SessionTreeProvider:
             also=also,
         )
 
-    def append_thinking_level_change(self, session_id: str, thinking_level: str) -> dict:
-        return self._append_built(session_id, E.thinking_level_change_entry, thinking_level=thinking_level)
+    def append_thinking_level_change(self, session_id: str, thinking_level: str, *, meta: AgentSession | None = None) -> dict:
+        return self._append_built(session_id, E.thinking_level_change_entry, meta_hint=meta, thinking_level=thinking_level)
 
-    def append_model_change(self, session_id: str, *, provider: str, model_id: str) -> dict:
-        return self._append_built(session_id, E.model_change_entry, provider=provider, model_id=model_id)
+    def append_model_change(self, session_id: str, *, provider: str, model_id: str, meta: AgentSession | None = None) -> dict:
+        return self._append_built(session_id, E.model_change_entry, meta_hint=meta, provider=provider, model_id=model_id)
 
     def append_compaction(
         self,
@@ -651,12 +652,13 @@ class SessionTreeProvider:
 
         return self._append_one(session_id, build, wants_index=True)
 
-    def append_session_info(self, session_id: str, *, name: str) -> dict:
+    def append_session_info(self, session_id: str, *, name: str, meta: AgentSession | None = None) -> dict:
+        """``meta``: the caller's copy of the row (written on, and brought up to date: ``_change``)."""
         if not isinstance(name, str):
             raise InvalidEntry(_("name: must be a string"), field="name")
         if len(name.strip()) > MAX_TITLE_CHARS:
             raise InvalidEntry(_("name: longer than %(max_title_chars)s characters") % {"max_title_chars": MAX_TITLE_CHARS}, field="name")
-        return self._append_built(session_id, E.session_info_entry, name=name.strip())
+        return self._append_built(session_id, E.session_info_entry, meta_hint=meta, name=name.strip())
 
     def append_custom_entry(self, session_id: str, *, custom_type: str, data=MISSING) -> dict:
         kwargs = {} if data is MISSING else {"data": data}
