@@ -153,3 +153,28 @@ def test_a_prompt_writes_its_run_once_and_tags_its_run_state_without_a_lookup(dr
     owner = this_process()
     assert (run.backend, run.submissions, run.host, run.pid) == ("inline", 1, owner["host"], owner["pid"])
     assert run.submitted_at is not None and run.submitted_at <= run.started_at
+
+
+@pytest.mark.parametrize("provider", ["file", "mysql"])
+def test_a_new_session_writes_its_first_entries_and_title_without_reading_its_row(make_agent, provider, owner):
+    """``POST /api/sessions/`` with a title (``session_create``): the row is made, then the
+    model, the thinking level and the title are written on the copy in hand, each a
+    conditional UPDATE of what it changed; the row is never read back (only the id's
+    existence is checked before the INSERT). What comes back is the row as stored."""
+    from runtime.sessions.services import session_create
+    from sessions_tree.models import AgentSession
+
+    agent = make_agent(TWO_CALLS, provider=provider)
+    with CaptureQueriesContext(connection) as captured:
+        meta = session_create(actor=owner, agent_name=agent.name, title="  Named  ")
+    sql = [q["sql"] for q in captured.captured_queries]
+    for text in sql:
+        print("   ", text[:150])
+    meta_reads = [s for s in sql if s.startswith("SELECT") and 'FROM "sessions_tree_agentsession"' in s]
+    assert len(meta_reads) == 1 and "LIMIT 1" in meta_reads[0], meta_reads  # the id's existence check
+    # One UPDATE a write, and the store's own after the INSERT (the file's path; its size).
+    assert len([s for s in sql if s.startswith('UPDATE "sessions_tree_agentsession"')]) == 4
+    stored = AgentSession.objects.get(pk=meta.pk)
+    for field in ("title", "revision", "leaf_entry_id", "entry_count", "message_count", "last_seq", "updated_at"):
+        assert getattr(meta, field) == getattr(stored, field), field
+    assert stored.title == "Named" and stored.entry_count == 3
