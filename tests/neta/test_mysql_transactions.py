@@ -23,13 +23,11 @@ def _status(alias: str) -> dict[str, int]:
 
 
 def _other(alias: str):
-    """A raw connection of its own to the same test database, waiting at most 1 s for a lock."""
+    """A raw connection of its own to the same test database."""
     params = connections[alias].get_connection_params()
     raw = MySQLdb.connect(**{k: v for k, v in params.items() if k in ("host", "port", "user", "passwd", "password", "database", "db", "charset")})
     raw.autocommit(True)
-    cursor = raw.cursor()
-    cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
-    return raw, cursor
+    return raw, raw.cursor()
 
 
 def test_an_atomic_block_is_one_begin_and_one_commit_and_no_autocommit_switch(mysql_alias):
@@ -52,8 +50,8 @@ def test_a_block_holds_its_locks_and_hides_its_writes_until_it_commits(mysql_ali
             Group.objects.using(mysql_alias).create(name="unseen")
             # Under autocommit without the BEGIN the row lock would have ended with its statement.
             with pytest.raises(MySQLdb.OperationalError) as waited:
-                other.execute("SELECT id FROM auth_group WHERE id = %s FOR UPDATE", [group.pk])
-            assert waited.value.args[0] == 1205  # lock wait timeout
+                other.execute("SELECT id FROM auth_group WHERE id = %s FOR UPDATE NOWAIT", [group.pk])
+            assert waited.value.args[0] == 1205  # the row is locked (NOWAIT: at once, not after a wait)
             other.execute("SELECT COUNT(*) FROM auth_group WHERE name = 'unseen'")
             assert other.fetchone()[0] == 0
         other.execute("SELECT id FROM auth_group WHERE id = %s FOR UPDATE", [group.pk])
