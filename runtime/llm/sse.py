@@ -17,6 +17,14 @@ and what each SDK's stream does with an event is kept as it is:
   ``error`` raises `openai.APIError` with its message and body. A Responses event is
   handed over as a `JsonView`, which the Responses decoder reads as it reads the SDK's
   event models.
+
+Events that arrived together (one piece of the body: what a paced read gathered during its
+wait, ``transport.read_pace``) are parsed together, and consecutive text deltas of one
+block among them (Anthropic's ``content_block_delta``, a chat completion's one-choice text
+chunks) are handed over as one delta with their texts joined: the reply is the same, and
+the layers above (decoder, builder, the turn's forwarding and coalescing) work once per
+wake-up instead of once per event. A stream read as it comes has one event a piece and
+is handed over event by event. Responses events are never joined.
 """
 
 from __future__ import annotations
@@ -59,10 +67,18 @@ def _event(block: bytes) -> tuple[bytes | None, bytes | None]:
 
 
 def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(event name or None, data or None) of each event in a byte stream.
+    """(event name or None, data or None) of each event in a byte stream."""
+    for group in event_groups(chunks):
+        yield from group
 
-    Linear in the stream: each chunk's line ends are made ``\n`` once (a ``\r`` ending one
-    chunk and a ``\n`` starting the next are one line end), and the search for a blank line
+
+def event_groups(chunks: Iterable[bytes]) -> Iterator[list[tuple[bytes | None, bytes | None]]]:
+    """The events of a byte stream as ``sse_events`` reads them, a list for each piece of it
+    that ends at least one (the events a piece completes arrived together: a paced read hands
+    up what came during its wait as one piece).
+
+    Linear in the stream: each chunk's line ends are made ``\\n`` once (a ``\\r`` ending one
+    chunk and a ``\\n`` starting the next are one line end), and the search for a blank line
     resumes where the last one stopped. An event past ``MAX_EVENT_BYTES`` ends the stream
     with a `ProviderError` instead of growing the buffer without end."""
     buffer = bytearray()
@@ -84,6 +100,7 @@ def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes | 
         buffer += chunk
         start = 0
         search = max(0, scanned - 1)
+        group = []
         while (end := buffer.find(b"\n\n", search)) >= 0:
             block = bytes(buffer[start:end])
             start = search = end + 2
@@ -92,7 +109,9 @@ def sse_events(chunks: Iterable[bytes]) -> Iterator[tuple[bytes | None, bytes | 
             if block:
                 event, data = _event(block)
                 if event is not None or data is not None:
-                    yield event, data
+                    group.append((event, data))
+        if group:
+            yield group
         if start:
             del buffer[:start]
         scanned = len(buffer)
@@ -110,52 +129,184 @@ class _Events:
 
     def __iter__(self):
         try:
-            yield from self._objects(sse_events(self.response.iter_bytes()))
+            yield from self._objects(event_groups(self.response.iter_bytes()))
         finally:
             self.response.close()
 
     def close(self) -> None:
         self.response.close()
 
-    def _objects(self, events):
+    def _objects(self, groups):
         raise NotImplementedError
 
 
+# An Anthropic delta's type -> its text field: consecutive deltas of one block with only that
+# text are one delta with the texts joined.
+_ANTHROPIC_TEXT = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+
+
+def _joined_anthropic(held, event) -> bool:
+    """Whether ``event`` continues ``held`` (a ``content_block_delta`` of the same block and
+    kind, each with its text alone); if so its text is added to ``held``'s."""
+    if type(event) is not dict or type(held) is not dict or event.get("type") != "content_block_delta":
+        return False
+    if held.get("type") != "content_block_delta" or held.get("index") != event.get("index") or len(held) != 3 or len(event) != 3:
+        return False
+    delta, before = event.get("delta"), held.get("delta")
+    if type(delta) is not dict or type(before) is not dict or len(delta) != 2 or len(before) != 2:
+        return False
+    field = _ANTHROPIC_TEXT.get(delta.get("type"))
+    if field is None or before.get("type") != delta.get("type"):
+        return False
+    text, was = delta.get(field), before.get(field)
+    if type(text) is not str or type(was) is not str:
+        return False
+    before[field] = was + text
+    return True
+
+
+def _joined_chat(held, chunk, fields: tuple[str, ...]) -> bool:
+    """Whether chat completion ``chunk`` continues ``held``: one choice of the same index in
+    each, no finish reason, usage or log probabilities, the same text field (``fields``) as
+    the delta's one value or a piece of the same tool call's arguments alone, and the same
+    id, model and every other key; if so its text is added to ``held``'s."""
+    if type(chunk) is not dict or type(held) is not dict or chunk.keys() != held.keys() or chunk.get("usage") is not None:
+        return False
+    choices, before = chunk.get("choices"), held.get("choices")
+    if type(choices) is not list or type(before) is not list or len(choices) != 1 or len(before) != 1:
+        return False
+    choice, was = choices[0], before[0]
+    if type(choice) is not dict or type(was) is not dict or choice.keys() != was.keys():
+        return False
+    for key, value in choice.items():
+        if key == "delta":
+            continue
+        if (key != "index" and value is not None) or was[key] != value:
+            return False
+    delta, previous = choice.get("delta"), was.get("delta")
+    if type(delta) is not dict or type(previous) is not dict:
+        return False
+    field = _only_text(delta, fields)
+    if field is not None:
+        if _only_text(previous, fields) != field:
+            return False
+        target, text = previous, delta[field]
+    else:
+        # A tool call's arguments: one call of the same index, its arguments alone (the
+        # call's first chunk, with its id and name, is never joined to).
+        call, before = _arguments_only(delta), _arguments_only(previous)
+        if call is None or before is None or call.get("index") != before.get("index"):
+            return False
+        target, field, text = before["function"], "arguments", call["function"]["arguments"]
+    for key, value in chunk.items():
+        if key != "choices" and held[key] != value:
+            return False
+    target[field] += text
+    return True
+
+
+def _arguments_only(delta: dict) -> dict | None:
+    """The one tool call of ``delta`` when it carries a piece of its arguments and nothing
+    else (its index aside), else None."""
+    if any(value is not None for key, value in delta.items() if key != "tool_calls"):
+        return None
+    calls = delta.get("tool_calls")
+    if type(calls) is not list or len(calls) != 1 or type(calls[0]) is not dict:
+        return None
+    call = calls[0]
+    function = call.get("function")
+    if any(value is not None for key, value in call.items() if key not in ("index", "function")) or type(function) is not dict:
+        return None
+    if type(function.get("arguments")) is not str or any(value is not None for key, value in function.items() if key != "arguments"):
+        return None
+    return call
+
+
+def _only_text(delta: dict, fields: tuple[str, ...]) -> str | None:
+    """The one key of ``delta`` with a value when it is one of ``fields`` and a string, else None."""
+    found = None
+    for key, value in delta.items():
+        if value is None:
+            continue
+        if found is not None or key not in fields or type(value) is not str:
+            return None
+        found = key
+    return found
+
+
 class AnthropicEvents(_Events):
-    def _objects(self, events):
-        for event, data in events:
-            if event is None or event == b"ping":
-                continue
-            if event == b"error":
-                text = (data or b"").decode("utf-8", "replace")
-                try:
-                    body = loads(data)
-                    message = f"{body}"
-                except ValueError:
-                    body = text
-                    message = text or f"Error code: {self.response.status_code}"
-                raise self.stream._client._make_status_error(message, body=body, response=self.response)
-            if data:
-                yield loads(data)
+    """The events' JSON objects; the deltas of one block that arrived together (one group)
+    are handed over as one (``_joined_anthropic``): what the layers above do per delta, they
+    do once for each paced wake-up of a busy worker's stream."""
+
+    def _objects(self, groups):
+        for group in groups:
+            held = None
+            for event, data in group:
+                if event is None or event == b"ping":
+                    continue
+                if event == b"error":
+                    if held is not None:
+                        yield held
+                        held = None
+                    text = (data or b"").decode("utf-8", "replace")
+                    try:
+                        body = loads(data)
+                        message = f"{body}"
+                    except ValueError:
+                        body = text
+                        message = text or f"Error code: {self.response.status_code}"
+                    raise self.stream._client._make_status_error(message, body=body, response=self.response)
+                if not data:
+                    continue
+                item = loads(data)
+                if held is not None:
+                    if _joined_anthropic(held, item):
+                        continue
+                    yield held
+                held = item
+            if held is not None:
+                yield held
 
 
 class OpenAIChatEvents(_Events):
-    def _objects(self, events):
+    """The chunks' JSON objects; text chunks of one choice that arrived together are handed
+    over as one (``_joined_chat``), as Anthropic's deltas are."""
+
+    joins = True
+
+    def _objects(self, groups):
         import openai  # the SDK (~0.4 s) loads with the first OpenAI stream, not with this module
 
-        for _event_name, data in events:
-            if not data:
-                continue
-            if data.startswith(b"[DONE]"):
-                return
-            chunk = loads(data)
-            if isinstance(chunk, dict) and chunk.get("error"):
-                error = chunk["error"]
-                message = error.get("message") if isinstance(error, dict) else None
-                if not message or not isinstance(message, str):
-                    message = "An error occurred during streaming"
-                raise openai.APIError(message=message, request=self.response.request, body=error)
-            yield chunk
+        from .openai_completions import REASONING_FIELDS
+
+        fields = ("content", *REASONING_FIELDS) if self.joins else ()
+        for group in groups:
+            held = None
+            for _event_name, data in group:
+                if not data:
+                    continue
+                if data.startswith(b"[DONE]"):
+                    if held is not None:
+                        yield held
+                    return
+                chunk = loads(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    if held is not None:
+                        yield held
+                        held = None
+                    error = chunk["error"]
+                    message = error.get("message") if isinstance(error, dict) else None
+                    if not message or not isinstance(message, str):
+                        message = "An error occurred during streaming"
+                    raise openai.APIError(message=message, request=self.response.request, body=error)
+                if held is not None:
+                    if fields and _joined_chat(held, chunk, fields):
+                        continue
+                    yield held
+                held = chunk
+            if held is not None:
+                yield held
 
 
 class JsonView:
@@ -177,6 +328,8 @@ class JsonView:
 
 
 class OpenAIResponsesEvents(OpenAIChatEvents):
-    def _objects(self, events):
-        for event in super()._objects(events):
+    joins = False  # its events are handed over one by one
+
+    def _objects(self, groups):
+        for event in super()._objects(groups):
             yield JsonView(event) if type(event) is dict else event

@@ -16,7 +16,7 @@ shuts down to end a blocked read at once.
 
 A server-sent event stream may be read at a pace (``read_pace``): when nothing is buffered,
 the next read waits until ``pace()`` seconds after the last one, so the events that arrive
-meanwhile are read in one wake-up instead of one each. A runs worker streaming hundreds of
+meanwhile are read in one wake-up instead of one each, and handed up as one piece. A runs worker streaming hundreds of
 replies sets it to what its turns can send on anyway (``Coalescer.read_pace``); each
 thread's wake-up, not the parsing, is most of a streamed event's cost there. The run's
 cancel event (``read_wake``) ends such a wait at once.
@@ -270,6 +270,16 @@ def _paced(chunks: Iterator[bytes], response: urllib3.BaseHTTPResponse, pace: Ca
             chunk = next(chunks)
         except StopIteration:
             return
+        if reader is not None and reader.holds():
+            # What came during the wait goes up as one piece: the layers above take the events
+            # of one piece together (``sse.event_groups``), and merge their deltas.
+            parts = [chunk]
+            while reader.holds():
+                try:
+                    parts.append(next(chunks))
+                except StopIteration:
+                    break
+            chunk = b"".join(parts)
         yield chunk
 
 

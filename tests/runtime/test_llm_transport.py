@@ -215,9 +215,9 @@ def _serve_once(content_type: str, chunks: list[bytes], gap: float) -> tuple[str
     return f"http://127.0.0.1:{listener.getsockname()[1]}/", thread
 
 
-def _read(url: str, pace, monkeypatch) -> tuple[bytes, list[float], float]:
+def _read(url: str, pace, monkeypatch, pieces: list | None = None) -> tuple[bytes, list[float], float]:
     """The body read through the transport with ``read_pace`` set to ``pace``, the waits it
-    made, and how long the reading took."""
+    made, and how long the reading took; ``pieces`` gets the body's pieces as handed up."""
     import time
 
     import httpx2
@@ -235,21 +235,26 @@ def _read(url: str, pace, monkeypatch) -> tuple[bytes, list[float], float]:
     start = time.monotonic()
     try:
         with httpx2.Client(transport=transport.Urllib3Transport()) as client, client.stream("GET", url) as response:
-            body = b"".join(response.iter_raw())
+            got = list(response.iter_raw())
     finally:
         transport.read_pace.reset(token)
-    return body, waits, time.monotonic() - start
+    if pieces is not None:
+        pieces.extend(got)
+    return b"".join(got), waits, time.monotonic() - start
 
 
 def test_an_event_stream_read_at_a_pace_gathers_its_events_and_loses_none(monkeypatch):
     events = [b"event: e%d\ndata: {\"n\": %d}\n\n" % (i, i) for i in range(30)]
     url, server = _serve_once("text/event-stream", events, gap=0.02)
-    body, waits, took = _read(url, lambda: 0.2, monkeypatch)
+    pieces = []
+    body, waits, took = _read(url, lambda: 0.2, monkeypatch, pieces)
     server.join(5)
     assert body == b"".join(events)
     # 30 events over ~0.6 s read in a wake-up every 0.2 s: a wait per 0.2 s at most, none longer
     # than the pace (a read that would block waits; one that finds bytes waiting does not).
     assert 1 <= len(waits) <= took / 0.2 + 1 and len(waits) < len(events) / 3 and max(waits) <= 0.2, (waits, took)
+    # What came during a wait goes up as one piece: about one a wake-up, not one an event.
+    assert len(pieces) <= 2 * len(waits) + 2 < len(events), (len(pieces), len(waits))
 
 
 def test_a_pace_of_zero_and_a_body_that_is_not_an_event_stream_are_read_as_they_come(monkeypatch):
@@ -328,3 +333,112 @@ def test_paced_replies_read_whole_over_plain_and_tls_and_keep_their_connection(t
         assert first.peer == second.peer  # the paced body was read to its end: the connection was kept
     # Both bodies were read through the counting reader (a TLS socket's too), and closed.
     assert len(readers) == 2 and all(r is not None and r.closed for r in readers)
+
+
+# -- events that arrive together are handed over together ----------------------------------
+
+
+def _stream_paced(server, reply: Reply, pace) -> list:
+    """The events of ``reply`` through the layer, its body read at ``pace`` (None: as it comes)."""
+    from runtime.llm import transport
+
+    server.reset()
+    server.script(reply)
+    token = transport.read_pace.set(pace)
+    try:
+        return list(stream(spec(server), ask(), cancel=threading.Event()))
+    finally:
+        transport.read_pace.reset(token)
+
+
+def _without_times(message: dict) -> dict:
+    return {k: v for k, v in message.items() if k not in ("timestamp", "responseId")}
+
+
+def test_deltas_read_together_are_joined_and_the_reply_is_the_same(wire):
+    """A paced read (a busy worker's) hands the layer everything that came during its wait:
+    the text and tool-call deltas of one block among it become one delta each (Responses
+    events stay one by one), and the reply, its text and its arguments are what a read as
+    it comes gives."""
+    text = {"type": "text", "text": "a longer answer, " * 40}
+    came = _stream_paced(wire, Reply([text, CALL], stop_reason="toolUse"), None)
+    paced = _stream_paced(wire, Reply([text, CALL], stop_reason="toolUse"), lambda: 0.05)
+    final, final_paced = terminal_events(came)[0].message, terminal_events(paced)[0].message
+    assert final_paced["stopReason"] == "toolUse", final_paced.get("errorMessage")
+    assert _without_times(final_paced) == _without_times(final)
+    for kind in ("text_delta", "toolcall_delta"):
+        one_by_one = [e.delta for e in came if e.type == kind]
+        joined = [e.delta for e in paced if e.type == kind]
+        assert "".join(joined) == "".join(one_by_one)
+        if wire.protocol == "openai-responses":
+            assert len(joined) == len(one_by_one)
+        else:
+            assert len(joined) < len(one_by_one) / 2, (kind, len(joined), len(one_by_one))
+    assert "".join(e.delta for e in paced if e.type == "text_delta") == text["text"]
+
+
+def test_an_error_after_joined_deltas_keeps_the_text_before_it(wire):
+    """The deltas held for joining go up before the stream's error event raises: the partial
+    reply and the error are what a read as it comes gives."""
+    text = {"type": "text", "text": "words before the error " * 10}
+    came = terminal_events(_stream_paced(wire, Reply([text], error_after=30), None))[0].message
+    paced = terminal_events(_stream_paced(wire, Reply([text], error_after=30), lambda: 0.05))[0].message
+    assert came["stopReason"] == paced["stopReason"] == "error"
+    assert paced["errorMessage"] == came["errorMessage"]
+    assert paced["content"] == came["content"] and paced["content"][0]["text"]
+
+
+def test_only_deltas_that_continue_one_block_with_their_text_alone_are_joined():
+    from runtime.llm.sse import _joined_anthropic, _joined_chat
+
+    def delta(index=0, kind="text_delta", text="b", **extra):
+        field = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}.get(kind, "text")
+        return {"type": "content_block_delta", "index": index, "delta": {"type": kind, field: text, **extra}}
+
+    held = delta(text="a")
+    assert _joined_anthropic(held, delta(text="b")) and held["delta"]["text"] == "ab"
+    held = delta(kind="input_json_delta", text='{"a"')
+    assert _joined_anthropic(held, delta(kind="input_json_delta", text=": 1}")) and held["delta"]["partial_json"] == '{"a": 1}'
+    for before, after in [
+        (delta(), delta(index=1)),  # another block
+        (delta(), delta(kind="thinking_delta")),  # another kind
+        (delta(kind="signature_delta"), delta(kind="signature_delta")),  # not a text
+        (delta(), delta(citation={"url": "u"})),  # something beside the text
+        (delta(), {"type": "content_block_stop", "index": 0}),
+        (delta(), delta(text=None)),
+    ]:
+        kept = repr(before)
+        assert not _joined_anthropic(before, after) and repr(before) == kept
+
+    fields = ("content", "reasoning_content")
+
+    def chunk(delta, finish=None, cid="c1", usage=None, index=0):
+        out = {"id": cid, "model": "m", "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+        if usage is not None:
+            out["usage"] = usage
+        return out
+
+    held = chunk({"content": "a", "reasoning_content": None})
+    assert _joined_chat(held, chunk({"content": "b", "role": None}), fields)  # a key without a value is none
+    assert held["choices"][0]["delta"]["content"] == "ab"
+
+    def arguments(text, index=0, **extra):
+        return chunk({"tool_calls": [{"index": index, "function": {"arguments": text}, **extra}]})
+
+    held = arguments('{"a"')
+    assert _joined_chat(held, arguments(": 1}"), fields)
+    assert held["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
+    for before, after in [
+        (chunk({"content": "a"}), chunk({"content": "b"}, finish="stop")),  # the last chunk
+        (chunk({"content": "a"}), chunk({"content": "b"}, cid="c2")),  # another reply
+        (chunk({"content": "a"}), chunk({"content": "b"}, index=1)),  # another choice
+        (chunk({"content": "a"}), chunk({"reasoning_content": "b"})),  # another field
+        (chunk({"role": "assistant", "content": ""}), chunk({"content": "b"})),  # the first chunk
+        (chunk({"content": "a"}, usage={"prompt_tokens": 1}), chunk({"content": "b"}, usage={"prompt_tokens": 1})),
+        (chunk({"content": "a"}), arguments("{")),
+        (arguments("{"), arguments("}", index=1)),  # another call
+        (arguments(""), arguments("{", id="call_2", type="function")),  # a call's first chunk
+        (arguments("{"), chunk({"tool_calls": [{"index": 0, "function": {"name": "ls", "arguments": "}"}}]})),
+    ]:
+        kept = repr(before)
+        assert not _joined_chat(before, after, fields) and repr(before) == kept
