@@ -21,6 +21,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from infra import db_threads
+from infra.prepared import P, Prepared
 from runtime.crash_points import crash_point
 from runtime.runs.lifecycle import record_submission
 from runtime.models import AgentRun
@@ -92,15 +93,18 @@ def affinity_queue(run) -> str | None:
     host may be gone for good). One read, by the session's runs."""
     if not settings.NETA_SESSION_AFFINITY or (run.submissions or 1) > 1:
         return None
-    host = (
-        AgentRun.objects.filter(session_id=run.session_id, started_at__isnull=False)
-        .exclude(pk=run.pk)
-        .exclude(host="")
-        .order_by("-pk")
-        .values_list("host", flat=True)
-        .first()
-    )
+    host = _LAST_HOST.first(session=run.session_id, pk=run.pk)
     return host_queue(settings.CELERY_TASK_DEFAULT_QUEUE, host) if host else None
+
+
+# The host of the session's last started run but this one (a kept statement: one per prompt).
+_LAST_HOST = Prepared(
+    lambda: AgentRun.objects.filter(session_id=P("session"), started_at__isnull=False)
+    .exclude(pk=P("pk"))
+    .exclude(host="")
+    .order_by("-pk")
+    .values_list("host", flat=True)[:1]
+)
 
 
 def _inline_job(run_id: str, event: threading.Event) -> None:
