@@ -134,6 +134,24 @@ def _installation_dirs() -> list[tuple[str, str]]:
     return found
 
 
+_guards: dict = {}
+
+
+def _workspace_guards() -> tuple[Path | None, tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The state directory, the installation's folders and the system folders, resolved: what
+    every workspace check (each turn's) compares with, reused for a few seconds as the
+    protected paths are (~25 resolutions, a few lstat calls each)."""
+    try:
+        key = (getattr(settings, "VAR_DIR", None), getattr(settings, "BASE_DIR", None)) if settings.configured else None
+    except Exception:  # noqa: BLE001 - settings not importable (plain-Python use)
+        key = None
+    return recent(
+        _guards, key, RESOLVED_SECONDS,
+        lambda: (var_dir(), tuple(_installation_dirs()), tuple(os.path.realpath(system) for system in SYSTEM_DIRS)),
+        limit=4,
+    )  # fmt: skip
+
+
 def workspace_path_problem(path: str) -> str | None:
     """Why an agent's working directory or workspace root may not be ``path`` (``None``: it may):
     tools write there, so it may not hold the state directory, the server's code or its Python,
@@ -145,17 +163,16 @@ def workspace_path_problem(path: str) -> str | None:
     real = os.path.realpath(path)
     if real == "/":
         return "'/' is the whole machine"
-    var = var_dir()
-    held = ([(str(var), "the state directory")] if var is not None else []) + _installation_dirs()
+    var, installation, systems = _workspace_guards()
+    held = ([(str(var), "the state directory")] if var is not None else []) + list(installation)
     for other, what in held:
         if other.startswith(real.rstrip("/") + "/") or other == real:
             return f"{path!r} holds {what} ({other})"
-    for other, what in _installation_dirs():
+    for other, what in installation:
         inside = real.startswith(other.rstrip("/") + "/")
         if inside and not (var is not None and (real == str(var) or real.startswith(str(var) + "/"))):
             return f"{path!r} lies in {what} ({other})"
-    for system in SYSTEM_DIRS:
-        system = os.path.realpath(system)
+    for system in systems:
         if real == system or real.startswith(system.rstrip("/") + "/"):
             if var is not None and (real == str(var) or real.startswith(str(var) + "/")):
                 break  # a state directory under /var (/var/lib/neta) keeps its workspaces there
