@@ -19,12 +19,12 @@ and what each SDK's stream does with an event is kept as it is:
   event models.
 
 Events that arrived together (one piece of the body: what a paced read gathered during its
-wait, ``transport.read_pace``) are parsed together, and consecutive text deltas of one
-block among them (Anthropic's ``content_block_delta``, a chat completion's one-choice text
-chunks) are handed over as one delta with their texts joined: the reply is the same, and
-the layers above (decoder, builder, the turn's forwarding and coalescing) work once per
-wake-up instead of once per event. A stream read as it comes has one event a piece and
-is handed over event by event. Responses events are never joined.
+wait, ``transport.read_pace``) are parsed together, and consecutive text, thinking or
+argument deltas of one block among them (Anthropic's ``content_block_delta``, a chat
+completion's one-choice chunks) are handed over as one delta with their texts joined: the
+reply is the same, and the layers above (decoder, builder, the turn's forwarding and
+coalescing) work once per wake-up instead of once per event. A stream read as it comes has
+one event a piece and is handed over event by event. Responses events are never joined.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ shuts down to end a blocked read at once.
 
 A server-sent event stream may be read at a pace (``read_pace``): when nothing is buffered,
 the next read waits until ``pace()`` seconds after the last one, so the events that arrive
-meanwhile are read in one wake-up instead of one each, and handed up as one piece. A runs worker streaming hundreds of
-replies sets it to what its turns can send on anyway (``Coalescer.read_pace``); each
-thread's wake-up, not the parsing, is most of a streamed event's cost there. The run's
-cancel event (``read_wake``) ends such a wait at once.
+meanwhile are read in one wake-up instead of one each, and handed up as one piece. A runs
+worker streaming hundreds of replies sets it to what its turns can send on anyway
+(``Coalescer.read_pace``); each thread's wake-up, not the parsing, is most of a streamed
+event's cost there. The run's cancel event (``read_wake``) ends such a wait at once.
 
 HTTP/1.1 only (as the default httpx client); no redirects (the client never follows
 them); TLS through httpx's own SSL context. A process whose environment names an HTTP
