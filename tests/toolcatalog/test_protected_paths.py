@@ -85,6 +85,20 @@ def test_the_resolution_follows_the_settings_at_once_and_the_disk_within_seconds
     assert by_hand.protected == (target_b,)
 
 
+def test_a_workspace_check_follows_the_state_directory_at_once(settings, tmp_path):
+    """The folders a workspace is checked against are reused a few seconds (every turn checks
+    its agent's), keyed by the settings: a new state directory counts at once."""
+    from toolcatalog.protected_paths import workspace_path_problem
+
+    workspace, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    settings.VAR_DIR = str(workspace / "var")
+    assert "holds the state directory" in workspace_path_problem(str(workspace))
+    assert workspace_path_problem(str(workspace / "var" / "workspace")) is None  # its own workspaces
+    settings.VAR_DIR = str(elsewhere / "var")
+    assert workspace_path_problem(str(workspace)) is None
+    assert "holds the state directory" in workspace_path_problem(str(elsewhere))
+
+
 @pytest.mark.parametrize("name", ["secret_key", "admin-password", "neta.sqlite3", "sessions/--w--/s.jsonl"])
 def test_file_tools_refuse_the_servers_files_even_inside_a_root(var_dir, name):
     ctx = ToolContext(roots=(var_dir,), sandbox="none")
