@@ -278,7 +278,7 @@ class OpenAIChatEvents(_Events):
     def _objects(self, groups):
         import openai  # the SDK (~0.4 s) loads with the first OpenAI stream, not with this module
 
-        from .openai_completions import REASONING_FIELDS
+        from .openai_completions import REASONING_FIELDS  # a cycle: that module imports this one
 
         fields = ("content", *REASONING_FIELDS) if self.joins else ()
         for group in groups:
