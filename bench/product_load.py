@@ -124,7 +124,8 @@ class Http:
             return status, raw.decode(errors="replace")
 
     async def __call__(self, server: int, method: str, path: str, token: str, body: dict | None = None):
-        return await asyncio.get_running_loop().run_in_executor(self.pool, self.call, server, method, path, token, body)
+        """``(status, body)`` of the request, made on one of this pool's threads."""
+        return (await self.timed(server, method, path, token, body))[2:]
 
     async def timed(self, server: int, method: str, path: str, token: str, body: dict | None = None):
         """``(sent_mono, sent_wall, status, body)``: when the request left one of this pool's
