@@ -2,18 +2,27 @@
 
 The official SDKs block in a socket read while the server is silent; neither closing
 the response nor setting a flag interrupts that. `Pump` makes the SDK call (sending the
-request, waiting for the response's head) on a daemon thread, while the caller waits in
-short slices and checks its cancel event in between. Once the response is open the caller
-iterates the SDK's events itself, on its own thread: no hand-over per event (a thread
-switch and a GIL hand-off each, the larger part of the layer's cost per delta). While it
-reads, the process's one `_Watcher` thread looks at the cancel events of every open
-stream every `WATCH_SECONDS` and, for a set one, shuts the response's socket down, which
-ends the blocked read at once; the caller then raises `Cancelled`. So an abort takes
-effect within ~`poll` seconds whatever the network does.
+request, waiting for the response's head) on one of the process's opening threads, while
+the caller waits for its outcome. Once the response is open the caller iterates the SDK's
+events itself, on its own thread: no hand-over per event (a thread switch and a GIL
+hand-off each, the larger part of the layer's cost per delta). From the call on, the
+process's one `_Watcher` thread looks at the cancel events of every pump every
+`WATCH_SECONDS` and, for a set one, wakes the caller if it still waits for the head and
+shuts the response's socket down, which ends a blocked read at once; the caller then
+raises `Cancelled`. So an abort takes effect within ~`WATCH_SECONDS` whatever the network
+does, and a waiting caller is woken once, by the outcome or by the abort, not every few
+milliseconds to look at its flag.
+
+The opening threads (`_Openers`) are kept for the next calls: a busy runs worker opens
+hundreds of streams a minute, and a thread started for each costs its start and its exit.
+A call blocked on a silent server holds its thread alone; a new one starts only when none
+is free, and one left without work for `IDLE_SECONDS` ends.
 """
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import os
 import queue
 import socket
@@ -21,9 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-OPENED = object()  # first item: the HTTP response arrived (status 2xx)
+logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 0.05  # how often the watcher looks at the open streams' cancel events
+OPENED = object()  # first item: the HTTP response arrived (status 2xx)
+_WOKEN = object()  # put by `Pump.interrupt`: the caller stops waiting for the head
+
+WATCH_SECONDS = 0.05  # how often the watcher looks at the pumps' cancel events
+IDLE_SECONDS = 60.0  # an opening thread without work this long ends
 
 
 class Cancelled(Exception):
@@ -66,8 +79,8 @@ def _close(stream) -> None:
 
 
 class _Watcher:
-    """One daemon thread per process: interrupts the open streams whose cancel event is set.
-    It sleeps while no stream is open, and looks every `WATCH_SECONDS` while some are."""
+    """One daemon thread per process: interrupts the pumps whose cancel event is set.
+    It sleeps while no call is under way, and looks every `WATCH_SECONDS` while some are."""
 
     def __init__(self) -> None:
         self._reset()
@@ -111,16 +124,61 @@ _watcher = _Watcher()
 os.register_at_fork(after_in_child=_watcher._reset)
 
 
+class _Openers:
+    """Daemon threads that make the SDK calls, kept for the next ones (the module's doc).
+
+    ``_idle`` counts the threads waiting for a call that no ``submit`` has claimed yet: a
+    submit claims one, or starts a thread when there is none, so a queued call always has
+    a thread on its way to it. Each call runs in a new, empty context, as on a new thread."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        # Also in a forked child: the parent's threads are not there, nor its lock's holder.
+        self._lock = threading.Lock()
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle = 0
+
+    def submit(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._calls.put(call)
+        if start:
+            threading.Thread(target=self._serve, args=(self._calls,), name="neta-llm-open", daemon=True).start()
+
+    def _serve(self, calls: queue.SimpleQueue) -> None:
+        while True:
+            try:
+                call = calls.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # else a submit claimed this thread meanwhile: its call is queued
+                        self._idle -= 1
+                        return
+                continue
+            try:
+                contextvars.Context().run(call)
+            except BaseException:  # the thread serves the next call, whatever this one did
+                logger.exception("opening a model stream failed outside its call")
+            with self._lock:
+                self._idle += 1
+
+
+_openers = _Openers()
+os.register_at_fork(after_in_child=_openers._reset)
+
+
 class Pump:
-    def __init__(self, open_stream: Callable[[], Iterable], *, poll: float = 0.05) -> None:
+    def __init__(self, open_stream: Callable[[], Iterable]) -> None:
         self._open_stream = open_stream
-        self._poll = poll
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._stream = None
-        self._thread = threading.Thread(target=self._open, name="neta-llm-stream", daemon=True)
-        self._thread.start()
+        _openers.submit(self._open)
 
     def _open(self) -> None:
         try:
@@ -140,22 +198,10 @@ class Pump:
 
     def items(self, cancel: threading.Event | None):
         """Yield `OPENED`, then the SDK's events; re-raise its error; raise `Cancelled`."""
-        get = self._queue.get
-        poll = self._poll
-        while True:
-            if cancel is None:
-                item = get()
-            else:
-                if cancel.is_set():
-                    raise Cancelled
-                try:
-                    item = get(timeout=poll)
-                except queue.Empty:
-                    continue
+        if cancel is None:
+            item = self._queue.get()
             if type(item) is _Raised:
                 raise item.error
-            break
-        if cancel is None:
             yield OPENED
             yield from self._stream
             return
@@ -163,6 +209,11 @@ class Pump:
         try:
             if cancel.is_set():
                 raise Cancelled
+            item = self._queue.get()  # the opening's outcome, or the watcher's wake-up on an abort
+            if item is _WOKEN or cancel.is_set():
+                raise Cancelled
+            if type(item) is _Raised:
+                raise item.error
             yield OPENED
             is_set = cancel.is_set
             for item in self._stream:
@@ -179,12 +230,14 @@ class Pump:
             _watcher.unwatch(self)
 
     def interrupt(self) -> None:
-        """Wake a read blocked on the response (any thread): its socket is shut down."""
+        """Wake the caller (any thread): a wait for the head ends, and a read blocked on
+        the response ends as its socket is shut down."""
         self._stop.set()
         with self._lock:
             stream = self._stream
         if stream is not None:
             interrupt_response(stream)
+        self._queue.put(_WOKEN)
 
     def stop(self) -> None:
         """The caller is done: the response's socket is shut down and the response closed (a
