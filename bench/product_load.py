@@ -3,7 +3,7 @@
     python -m bench product_load
     python -m bench.product_load [--mode embedded|distributed|both] [--sessions 1,10,50] [--turns 5]
                                  [--models scripted,wire] [--wire-sessions 300] [--wire-turns 1] [--wire-seconds 20]
-                                 [--turn-timeout 60] [--worker-processes 2] [--worker-concurrency 64]
+                                 [--wire-ramp 0] [--turn-timeout 60] [--worker-processes 2] [--worker-concurrency 64]
                                  [--memory 5000,1000] [--json FILE] [--keep]
 
 Starts the real parts (``bench/load_stack.py``): *embedded* is one Daphne with
@@ -21,7 +21,10 @@ Daphne and its prompts go to the other. The agent is the bootstrapped default
 (scripted demo model: a thinking block, an ``ls`` tool call, a markdown answer:
 two model calls per turn, ~2 s of model time). ``--models wire``: sessions of an agent
 on ``bench/fake_provider.py`` (Anthropic's wire protocol in a process of its own, a reply
-streamed for ``--wire-seconds`` at ``--wire-rate`` deltas a second).
+streamed for ``--wire-seconds`` at ``--wire-rate`` deltas a second). The wire sessions
+send their first prompts all at once (a burst), or spread evenly over ``--wire-ramp``
+seconds (sessions arriving one after another; with turns as long as the ramp and more
+than one turn each, every session is in a turn from the ramp's end on: a steady load).
 
 Printed side by side for every mode and N (the measured window runs from the
 first prompt to the last client's end):
@@ -30,9 +33,11 @@ first prompt to the last client's end):
   ``finishedAt``, from ``GET /api/runs/``) and as clients saw them (terminal
   ``run_state`` frames received / the window);
 * ack (prompt's HTTP 202), first ``assistant_stream_delta`` and done (terminal
-  ``run_state``) after the prompt was sent, p50/p95; of the ack, how long the prompt
-  waited for one of the bench's HTTP threads and how long from its request leaving
-  the bench to its run row's ``createdAt`` (the server's work before the commit);
+  ``run_state``) after the prompt was sent, p50/p95 (done also over every session's
+  turns after its first: with a ramp, the turns of the steady load); of the ack, how
+  long the prompt waited for one of the bench's HTTP threads and how long from its
+  request leaving the bench to its run row's ``createdAt`` (the server's work before
+  the commit);
 * CPU per completed turn per process (``/proc/<pid>/stat`` of each process group
   before/after; Celery's pool children count with their worker); MariaDB's and
   Redis' server CPU too, marked * because other work on the machine shares them;
@@ -281,8 +286,10 @@ class SessionSocket:
                 self.task.cancel()
 
 
-async def drive(http: Http, client: Client, turns: int, timeout: float, go: asyncio.Event) -> None:
+async def drive(http: Http, client: Client, turns: int, timeout: float, go: asyncio.Event, delay: float = 0.0) -> None:
     await go.wait()
+    if delay:
+        await asyncio.sleep(delay)  # a ramp: this session's first prompt comes later
     for _ in range(turns):
         turn = Turn(sent=time.monotonic())
         client.turns.append(turn)
@@ -387,7 +394,7 @@ async def _create_sessions(stack: Stack, http: Http, count: int, agent: str = "d
     return await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: float, model: str = "scripted") -> dict:
+async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: float, model: str = "scripted", ramp: float = 0.0) -> dict:
     created = await _create_sessions(stack, http, sessions, "wire" if model == "wire" else "default")
     clients = [Client(i, sid, token, i % stack.servers, (i + 1) % stack.servers) for i, (sid, token) in enumerate(created)]
     sockets = [SessionSocket(stack, c) for c in clients]
@@ -410,7 +417,7 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
     logs0 = log_sizes(stack)
     before = await asyncio.to_thread(stack.sample)
     go = asyncio.Event()
-    tasks = [asyncio.create_task(drive(http, c, turns, timeout, go)) for c in clients]
+    tasks = [asyncio.create_task(drive(http, c, turns, timeout, go, ramp * i / sessions)) for i, c in enumerate(clients)]
     held = [0]
     sampling = asyncio.create_task(_sample_connections(stack, held))
     started = time.monotonic()
@@ -437,6 +444,7 @@ async def _phase(stack: Stack, http: Http, sessions: int, turns: int, timeout: f
     result = summarize(stack, clients, runs, finals, before, after, window, background, idle_cpu, findings, sessions, turns)
     result["drain_s"] = drained
     result["model"] = model
+    result["ramp_s"] = ramp
     result["connections_peak"] = held[0] if stack.mode == "distributed" else None
     result["in_flight_peak"] = _in_flight_peak(runs)
     result["load"] = _loadavg()
@@ -530,6 +538,7 @@ def summarize(stack, clients, runs, finals, before, after, window, background, i
         "ack_to_run_ms": _p(t.to_run for t in all_turns),
         "first_delta_ms": _p(t.first_delta for t in all_turns),
         "done_ms": _p(t.done for t in all_turns),
+        "later_done_ms": _p(t.done for c in clients for t in c.turns[1:]),
         "cpu_ms_per_turn": {k: v * 1000 for k, v in cpu.items()},
         "shared_cpu_ms_per_turn": {k: v * 1000 for k, v in shared_cpu.items()},
         "statements_per_turn": statements,
@@ -605,7 +614,8 @@ def _fmt(value, digits=1) -> str:
 
 
 def table(results: list[dict]) -> str:
-    heads = [f"{r['mode'][:5]} {r.get('model', 'scripted')[:4]} {r['sessions']}x{r['turns']}" for r in results]
+    heads = [f"{r['mode'][:5]} {r.get('model', 'scripted')[:4]} {r['sessions']}x{r['turns']}" + (f" ramp {r['ramp_s']:g}s" if r.get("ramp_s") else "")
+             for r in results]
 
     def row(label, fn):
         return [label, *(fn(r) for r in results)]
@@ -620,6 +630,7 @@ def table(results: list[dict]) -> str:
         row("  request sent -> run row", lambda r: f"{_fmt(r['ack_to_run_ms'][0], 0)}/{_fmt(r['ack_to_run_ms'][1], 0)}"),
         row("first delta p50/p95 ms", lambda r: f"{_fmt(r['first_delta_ms'][0], 0)}/{_fmt(r['first_delta_ms'][1], 0)}"),
         row("done p50/p95 ms", lambda r: f"{_fmt(r['done_ms'][0], 0)}/{_fmt(r['done_ms'][1], 0)}"),
+        row("  turns after the first", lambda r: f"{_fmt(r['later_done_ms'][0], 0)}/{_fmt(r['later_done_ms'][1], 0)}"),
         row("in-flight sessions (peak)", lambda r: str(r.get("in_flight_peak", "-"))),
         row("DB connections held (peak)", lambda r: "-" if r.get("connections_peak") is None else str(r["connections_peak"])),
         row("load average after", lambda r: r.get("load", "-")),
@@ -712,7 +723,7 @@ async def _run(modes: list[str], args) -> tuple[list[dict], list[dict]]:
                     continue
                 t = time.monotonic()
                 print(f"  {mode} {model} {n}x{turns}: load average {_loadavg()} before", flush=True)
-                result = await _phase(stack, https[mode], n, turns, args.turn_timeout, model)
+                result = await _phase(stack, https[mode], n, turns, args.turn_timeout, model, args.wire_ramp if model == "wire" else 0.0)
                 results.append(result)
                 print(f"  {mode} {model} {n}x{turns}: {result['runs']} client {result['client_turns_per_s']:.2f} turns/s, "
                       f"server {result['server_turns_per_s']:.2f} turns/s, done p50/p95 {result['done_ms'][0]:.0f}/"
@@ -750,6 +761,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wire-modes", default="both", choices=["both", "distributed"], help="the modes of the fake provider's phases")
     parser.add_argument("--wire-seconds", type=float, default=20.0, help="how long the fake provider streams a reply")
     parser.add_argument("--wire-rate", type=float, default=25.0, help="the fake provider's text deltas a second")
+    parser.add_argument("--wire-ramp", type=float, default=0.0,
+                        help="seconds over which the wire sessions' first prompts are spread (0: all at once, a burst)")
     parser.add_argument("--memory", default="", help="S,T: also create S sessions and run T turns and print RSS (e.g. 5000,1000)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for every process of the stacks (repeatable), e.g. NETA_HTTP_THREADS=8")
@@ -766,6 +779,8 @@ def main(argv: list[str] | None = None) -> None:
     if any("=" not in item for item in args.env):
         parser.error("--env takes NAME=VALUE")
     args.env = dict(item.split("=", 1) for item in args.env)
+    if args.wire_ramp < 0:
+        parser.error("--wire-ramp takes seconds, 0 or more")
     if any(n < 1 for n in args.sessions) or args.turns < 1 or (args.memory and (len(args.memory) != 2 or min(args.memory) < 1)):
         parser.error("session counts, --turns and --memory must be positive (--memory is SESSIONS,TURNS)")
     modes = ["embedded", "distributed"] if args.mode == "both" else [args.mode]
