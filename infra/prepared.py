@@ -29,6 +29,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Expression, F, Field, Model, QuerySet
+from django.db.models.constants import OnConflict
 from django.db.models.query import FlatValuesListIterable, ModelIterable, ValuesListIterable, get_related_populators
 from django.db.models.sql.subqueries import UpdateQuery
 
@@ -249,25 +250,29 @@ _UPDATE_ROWS = Prepared.update(_shape_filters, _shape_values)
 
 # --------------------------------------------------------------------------- inserts
 
-_INSERTS: dict[tuple, tuple[str, list[Field]]] = {}  # (model, alias, rows) -> the SQL and its fields
+_INSERTS: dict[tuple, tuple[str, list[Field]]] = {}  # (model, alias, rows, ignore) -> the SQL and its fields
 
 
-def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS) -> None:
-    """``objs`` (new rows of one model, an auto key each) inserted in one statement, its SQL
-    kept per model, alias and row count. ``pre_save`` runs as for a save (``auto_now_add``), no
-    signal is sent (as for ``bulk_create``); a single row gets its key (``lastrowid``)."""
+def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS, ignore_conflicts: bool = False) -> None:
+    """``objs`` (new rows of one model) inserted in one statement, its SQL kept per model,
+    alias and row count. ``pre_save`` runs as for a save (``auto_now_add``), no signal is
+    sent (as for ``bulk_create``); a single row with an auto key gets it (``lastrowid``).
+    ``ignore_conflicts``: a row whose key or unique value is stored already is left out, as
+    ``bulk_create(ignore_conflicts=True)`` does. Unlike ``bulk_create``, no transaction is
+    opened around the statement: in autocommit it commits on its own."""
     if not objs:
         return
     model = type(objs[0])
     connection = connections[using]
-    key = (model, using, len(objs))
+    key = (model, using, len(objs), ignore_conflicts)
     entry = _INSERTS.get(key)
     if entry is None:
         opts = model._meta
         fields = [f for f in opts.concrete_fields if not (f.primary_key and f.db_returning)]
         qn = connection.ops.quote_name
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        sql = f"INSERT INTO {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES {', '.join([row] * len(objs))}"
+        verb = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
+        sql = f"{verb} {qn(opts.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES {', '.join([row] * len(objs))}"
         entry = _INSERTS[key] = (sql, fields)
     sql, fields = entry
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in fields]

@@ -20,9 +20,9 @@ from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
+from infra.prepared import insert
 from runtime.llm.bodies import digest, request_settings, tools_text
 from runtime.models import Blob, ModelCall, ToolCallRecord
 
@@ -171,15 +171,17 @@ def tool_record(run, call_id: str, name: str, arguments, started: dt.datetime, o
 
 def write(pending: Pending) -> None:
     """Write what ``pending`` holds (and forget it): the blobs this process has not stored yet
-    (a blob stored already is left as it is), the model calls, the tool calls."""
+    (a blob stored already is left as it is), the model calls, the tool calls.
+
+    Each INSERT commits on its own, blobs first: a call is never stored before the texts it
+    names, and one INSERT failing leaves what came before it (a blob no call names yet is
+    what a pruned call leaves too). A transaction around them (``bulk_create`` opens one
+    each) would add a ``BEGIN`` and a ``COMMIT`` to every turn for no reader's gain."""
     unknown = {d: t for d, t in pending.blobs.items() if d not in _stored}
-    with transaction.atomic():
-        if unknown:
-            Blob.objects.bulk_create([Blob(digest=d, text=t) for d, t in unknown.items()], ignore_conflicts=True)
-        if pending.calls:
-            ModelCall.objects.bulk_create(pending.calls)
-        if pending.tools:
-            ToolCallRecord.objects.bulk_create(pending.tools)
+    if unknown:
+        insert([Blob(digest=d, text=t) for d, t in unknown.items()], ignore_conflicts=True)
+    insert(pending.calls)
+    insert(pending.tools)
     with _stored_lock:
         _stored.update(unknown)
     pending.calls, pending.tools, pending.blobs = [], [], {}

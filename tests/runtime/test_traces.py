@@ -130,6 +130,31 @@ def test_old_records_are_pruned(driver_for, settings):
     assert ModelCall.objects.count() == 0 and ToolCallRecord.objects.count() == 0
 
 
+def test_a_trace_is_written_as_its_inserts_alone_and_a_blob_stored_already_is_kept(driver_for):
+    """Blobs first, then the calls, each INSERT committing on its own (no transaction around
+    them); a blob another process stored already is left as it is, not an error."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    driver = driver_for(rules())
+    driver.prompt("hello")
+    (call,) = ModelCall.objects.all()
+    stored = Blob.objects.get(digest=call.system_digest)
+    traces._stored.clear()  # as a process that has not stored anything yet
+    again = ModelCall.objects.get(pk=call.pk)
+    again.pk = None
+    pending = traces.Pending(calls=[again], blobs={call.system_digest: "not the stored text", "f" * 64: "a new text"})
+    with CaptureQueriesContext(connection) as captured:
+        traces.write(pending)
+    sql = [q["sql"].split(" (")[0] for q in captured.captured_queries]
+    assert sql == [f"INSERT OR IGNORE INTO {connection.ops.quote_name(Blob._meta.db_table)}",
+                   f"INSERT INTO {connection.ops.quote_name(ModelCall._meta.db_table)}"]  # fmt: skip
+    assert Blob.objects.get(digest=call.system_digest).text == stored.text
+    assert Blob.objects.get(digest="f" * 64).text == "a new text"
+    assert ModelCall.objects.count() == 2
+    assert pending.calls == [] and pending.blobs == {}
+
+
 def test_the_run_page_draws_the_waterfall_and_the_requests(monkeypatch, workspace, anthropic_server, openai_server, admin_client):
     primary = model(monkeypatch, "primary", "anthropic", anthropic_server)
     model(monkeypatch, "backup", "openai", openai_server)
