@@ -254,8 +254,8 @@ _INSERTS: dict[tuple, tuple[str, list[Field]]] = {}  # (model, alias, rows, igno
 
 
 def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS, ignore_conflicts: bool = False) -> None:
-    """``objs`` (new rows of one model) inserted in one statement, its SQL kept per model,
-    alias and row count. ``pre_save`` runs as for a save (``auto_now_add``), no signal is
+    """``objs`` (new rows of one model) inserted in one statement (more when they hold more
+    parameters than the database takes at once), its SQL kept per model, alias and row count. ``pre_save`` runs as for a save (``auto_now_add``), no signal is
     sent (as for ``bulk_create``); a single row with an auto key gets it (``lastrowid``).
     ``ignore_conflicts``: a row whose key or unique value is stored already is left out, as
     ``bulk_create(ignore_conflicts=True)`` does. Unlike ``bulk_create``, no transaction is
@@ -264,6 +264,12 @@ def insert(objs: list[Model], *, using: str = DEFAULT_DB_ALIAS, ignore_conflicts
         return
     model = type(objs[0])
     connection = connections[using]
+    if len(objs) > 1:  # as many rows a statement as the database takes parameters (SQLite's limit)
+        size = max(1, connection.ops.bulk_batch_size(model._meta.concrete_fields, objs))
+        if size < len(objs):
+            for start in range(0, len(objs), size):
+                insert(objs[start : start + size], using=using, ignore_conflicts=ignore_conflicts)
+            return
     key = (model, using, len(objs), ignore_conflicts)
     entry = _INSERTS.get(key)
     if entry is None:

@@ -136,6 +136,26 @@ def test_insert_writes_rows_as_save_would(using, django_user_model):
     assert list(SessionEvent.objects.using(using).filter(session=meta).values_list("revision", "actor_id")) == [(1, user.pk), (2, user.pk), (3, user.pk)]
 
 
+def test_insert_takes_more_rows_than_one_statement_holds_and_can_leave_out_stored_ones(using):
+    """Rows past the database's parameters a statement (SQLite's 999) go in further statements;
+    ``ignore_conflicts`` leaves out a row whose unique value is stored already; no transaction
+    is opened around the statements."""
+    meta = _session(using, "s-many")
+    connection = connections[using]
+    per_statement = connection.ops.bulk_batch_size(SessionEvent._meta.concrete_fields, [None] * 5000)
+    count = min(per_statement, 2000) + 7  # at least two statements where there is a limit
+    with CaptureQueriesContext(connection) as captured:
+        insert([SessionEvent(session_id=meta.pk, revision=r, type="t", payload="{}") for r in range(1, count + 1)], using=using)
+    sql = [q["sql"] for q in captured.captured_queries]
+    assert not [s for s in sql if s.upper().startswith(("BEGIN", "SAVEPOINT", "COMMIT"))]
+    assert len(sql) == (2 if per_statement < count else 1)
+    assert SessionEvent.objects.using(using).filter(session=meta).count() == count
+    again = [SessionEvent(session_id=meta.pk, revision=r, type="again", payload="{}") for r in (count, count + 1)]
+    insert(again, using=using, ignore_conflicts=True)  # (session, revision) is unique: the first is left out
+    stored = dict(SessionEvent.objects.using(using).filter(session=meta, revision__gte=count).values_list("revision", "type"))
+    assert stored == {count: "t", count + 1: "again"}
+
+
 def test_update_rows_refuses_a_list_where_its_shape_needs_a_tuple(using):
     meta = _session(using, "s-1")
     with pytest.raises(TypeError, match="give a tuple"):
