@@ -125,7 +125,9 @@ os.register_at_fork(after_in_child=_watcher._reset)
 
 
 class _Openers:
-    """Daemon threads that make the SDK calls, kept for the next ones (the module's doc).
+    """Daemon threads that make the SDK calls, kept for the next ones (the module's doc). Not a
+    ``ThreadPoolExecutor``: its threads are joined at interpreter exit, so a call held by a
+    silent server would hold up the process's shutdown.
 
     ``_idle`` counts the threads waiting for a call that no ``submit`` has claimed yet: a
     submit claims one, or starts a thread when there is none, so a queued call always has
